@@ -1,0 +1,36 @@
+"""The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on)."""
+
+from benchmark.backbones import arch_fingerprint, build_backbone
+from benchmark.config import ConfigError, canonical_json, digest, from_mapping
+from benchmark.data.augment import AugmentConfig, augment, two_views
+from benchmark.data.datasets import DatasetSplit, DatasetSplits
+from benchmark.data.views import UnlabeledView, normalize
+from benchmark.device import DeviceConfig, autocast
+from benchmark.grid import Cell, ComponentSpec, FLConfig
+from benchmark.records.schema import ProtocolCard, TaskScores
+from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
+from benchmark.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
+from benchmark.types import (
+    ClientData,
+    ClientState,
+    Encoder,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    TensorDict,
+)
+
+
+class Diverged(FloatingPointError):
+    """A loss became non-finite; the runner ends the cell with status ``diverged`` (a result, not a crash)."""
+
+
+__all__ = [
+    "BACKBONES", "DATASETS", "METHODS", "PARTITIONERS", "TASKS",
+    "AugmentConfig", "Cell", "ClientData", "ClientState", "ComponentSpec", "ConfigError", "DatasetSplit",
+    "DatasetSplits", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",
+    "RoundContext", "ServerState", "Stream", "TaskScores", "TensorDict", "UnlabeledView",
+    "arch_fingerprint", "augment", "autocast", "build_backbone", "canonical_json", "digest", "from_mapping",
+    "normalize", "np_rng", "scoped_torch_seed", "seed_word", "torch_gen", "two_views",
+]

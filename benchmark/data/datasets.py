@@ -1,0 +1,228 @@
+"""Datasets as in-memory uint8 image tensors with integer labels, pinned to a revision.
+
+``digits`` (scikit-learn's handwritten digits, real data that ships with the dependency) is the embedded default.
+Hub datasets load through HF ``datasets`` from a data root; nothing is downloaded during a run. A missing dataset
+fails in well under a second with the command that fetches it (``python -m benchmark prefetch NAME``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchmark.registries import DATASETS
+
+
+class DatasetUnavailable(RuntimeError):
+    """The dataset is not on this machine; the message says how to get it."""
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSplit:
+    images: torch.Tensor  # (N, 3, H, W) uint8, CPU
+    labels: np.ndarray  # (N,) int64
+    num_classes: int
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def subset(self, indices: np.ndarray) -> DatasetSplit:
+        idx = torch.as_tensor(np.asarray(indices, dtype=np.int64))
+        return DatasetSplit(self.images[idx], self.labels[np.asarray(indices, dtype=np.int64)], self.num_classes)
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSplits:
+    name: str
+    train: DatasetSplit
+    test: DatasetSplit
+    revision: str  # content digest of both splits (or the hub revision)
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    @property
+    def num_classes(self) -> int:
+        return self.train.num_classes
+
+    @property
+    def image_size(self) -> int:
+        return int(self.train.images.shape[-1])
+
+
+def default_data_root() -> Path:
+    return Path(os.environ.get("FSSL_DATA_ROOT", Path.home() / ".cache" / "fssl-bench" / "data"))
+
+
+def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        arr = a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+        h.update(str(arr.shape).encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()[:16]
+
+
+_CACHE: dict[Any, DatasetSplits] = {}
+
+
+def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_root: str | Path | None = None) -> DatasetSplits:
+    """Load (and memoise in-process) a registered dataset by name and params."""
+    from benchmark.config import canonical_json, from_mapping
+
+    cls = DATASETS.get(name)
+    cfg = from_mapping(cls, params or {})
+    root = Path(data_root) if data_root else default_data_root()
+    key = (DATASETS.canonical(name), canonical_json(cfg), str(root))
+    if key not in _CACHE:
+        _CACHE[key] = cfg.load(root)
+    return _CACHE[key]
+
+
+@DATASETS.register("digits")
+@dataclass(frozen=True, kw_only=True)
+class Digits:
+    """scikit-learn's 8×8 handwritten digits (1,797 images, 10 classes), upsampled to ``size``, 3 channels.
+
+    Fixed split: a stratified permutation with seed 0; the last ``test_fraction`` of each class is the test set.
+    """
+
+    version: ClassVar[str] = "1"
+    hub_id: ClassVar[str | None] = None
+    size: int = 16
+    test_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.size < 8:
+            raise ValueError("digits size must be >= 8")
+        if not 0 < self.test_fraction < 1:
+            raise ValueError("test_fraction must be in (0, 1)")
+
+    def available(self, root: Path) -> bool:
+        return True
+
+    def load(self, root: Path) -> DatasetSplits:
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        x = torch.as_tensor(bunch.images, dtype=torch.float32)[:, None] / 16.0  # values 0..16
+        if self.size != 8:
+            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        images = (x.clamp(0, 1) * 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
+        labels = np.asarray(bunch.target, dtype=np.int64)
+        rs = np.random.RandomState(0)
+        train_idx, test_idx = [], []
+        for c in range(10):
+            idx = np.flatnonzero(labels == c)
+            idx = idx[rs.permutation(len(idx))]
+            n_test = int(round(len(idx) * self.test_fraction))
+            test_idx.append(idx[:n_test])
+            train_idx.append(idx[n_test:])
+        tr, te = np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(test_idx))
+        train = DatasetSplit(images[torch.as_tensor(tr)], labels[tr], 10)
+        test = DatasetSplit(images[torch.as_tensor(te)], labels[te], 10)
+        mean = tuple(float(v) for v in train.images.float().div(255).mean(dim=(0, 2, 3)))
+        std = tuple(float(v) for v in train.images.float().div(255).std(dim=(0, 2, 3)))
+        rev = content_revision(train.images, train.labels, test.images, test.labels)
+        return DatasetSplits("digits", train, test, rev, mean, std)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubImageDataset:
+    """An image-classification dataset from the HF hub, stored under ``<data_root>/<name>`` by ``prefetch``.
+
+    The run never downloads: ``prefetch`` (on a machine with network) calls ``datasets.load_dataset`` and
+    ``save_to_disk``; ``load`` reads that folder with ``load_from_disk`` and caches the decoded uint8 arrays.
+    """
+
+    version: ClassVar[str] = "1"
+    name: ClassVar[str] = ""
+    hub_id: ClassVar[str] = ""
+    hub_revision: ClassVar[str | None] = None
+    image_column: ClassVar[str] = "img"
+    label_column: ClassVar[str] = "label"
+    train_split: ClassVar[str] = "train"
+    test_split: ClassVar[str] = "test"
+    image_size: ClassVar[int] = 32
+    mean: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
+    std: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
+
+    def folder(self, root: Path) -> Path:
+        return Path(root) / self.name
+
+    def available(self, root: Path) -> bool:
+        return (self.folder(root) / "dataset_dict.json").exists() or any(self.folder(root).glob("*.npz"))
+
+    def how_to_get(self, root: Path) -> str:
+        return (
+            f"dataset {self.name!r} is not under {self.folder(root)}. Fetch it once on a machine with network: "
+            f"`python -m benchmark prefetch {self.name} --data-root {root}` (HF hub {self.hub_id}), "
+            "or pass --data-root / set FSSL_DATA_ROOT to a folder that holds it."
+        )
+
+    def prefetch(self, root: Path) -> Path:
+        import datasets
+
+        ds = datasets.load_dataset(self.hub_id, revision=self.hub_revision)
+        out = self.folder(root)
+        ds.save_to_disk(str(out))
+        return out
+
+    def _decode(self, split: Any) -> tuple[np.ndarray, np.ndarray]:
+        images = []
+        for img in split[self.image_column]:
+            arr = np.asarray(img.convert("RGB") if hasattr(img, "convert") else img, dtype=np.uint8)
+            if arr.shape[0] != self.image_size or arr.shape[1] != self.image_size:
+                from PIL import Image
+
+                arr = np.asarray(Image.fromarray(arr).resize((self.image_size, self.image_size), Image.BICUBIC))
+            images.append(arr)
+        x = np.stack(images).transpose(0, 3, 1, 2).copy()
+        y = np.asarray(split[self.label_column], dtype=np.int64)
+        return x, y
+
+    def load(self, root: Path) -> DatasetSplits:
+        folder = self.folder(root)
+        if not self.available(root):
+            raise DatasetUnavailable(self.how_to_get(root))
+        cache = folder / f"_fssl_uint8_{self.image_size}.npz"
+        if cache.exists():
+            with np.load(cache) as z:
+                xtr, ytr, xte, yte = z["xtr"], z["ytr"], z["xte"], z["yte"]
+        else:
+            import datasets
+
+            dd = datasets.load_from_disk(str(folder))
+            xtr, ytr = self._decode(dd[self.train_split])
+            xte, yte = self._decode(dd[self.test_split])
+            np.savez(cache, xtr=xtr, ytr=ytr, xte=xte, yte=yte)
+        num_classes = int(max(ytr.max(), yte.max())) + 1
+        train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
+        test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
+        rev = self.hub_revision or content_revision(ytr, yte, xtr[:64])
+        return DatasetSplits(self.name, train, test, rev, self.mean, self.std)
+
+
+@DATASETS.register("cifar10", aliases=("cifar-10",))
+@dataclass(frozen=True, kw_only=True)
+class CIFAR10(HubImageDataset):
+    name: ClassVar[str] = "cifar10"
+    hub_id: ClassVar[str] = "uoft-cs/cifar10"
+    mean: ClassVar[tuple[float, ...]] = (0.4914, 0.4822, 0.4465)
+    std: ClassVar[tuple[float, ...]] = (0.2470, 0.2435, 0.2616)
+
+
+@DATASETS.register("cifar100", aliases=("cifar-100",))
+@dataclass(frozen=True, kw_only=True)
+class CIFAR100(HubImageDataset):
+    name: ClassVar[str] = "cifar100"
+    hub_id: ClassVar[str] = "uoft-cs/cifar100"
+    label_column: ClassVar[str] = "fine_label"
+    mean: ClassVar[tuple[float, ...]] = (0.5071, 0.4865, 0.4409)
+    std: ClassVar[tuple[float, ...]] = (0.2673, 0.2564, 0.2762)

@@ -1,0 +1,161 @@
+"""The partition contract (specs/partitioning.md §1, §4, §5): ``Partition``, ``PartitionError``, digest and statistics.
+
+Partitioners are frozen dataclasses holding their parameters and registered in ``PARTITIONERS``; calling one with
+``(labels, num_clients, seed)`` returns a :class:`Partition`. They are pure functions of the label array: no dataset
+I/O, no global RNG (they use ``np.random.RandomState(seed)``, whose stream NumPy keeps frozen, so digests are stable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+
+class PartitionError(ValueError):
+    """A partition constraint could not be met within ``max_tries``; the message says how to relax it."""
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """Client index sets into the train split. Compare ``digest()``, not the arrays."""
+
+    client_indices: tuple[np.ndarray, ...]  # K sorted, unique int64 arrays; disjoint
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # assigned to no client
+    domain: np.ndarray | None = None  # int8 group id per train index (covariate shift), or None
+    public_indices: np.ndarray | None = None  # server-side public split (FLESD D_pub), disjoint from clients
+    meta: dict[str, Any] = field(default_factory=dict)  # tries, constraint_violated, diagnostics
+    spec: dict[str, Any] = field(default_factory=dict)  # name, params, seed, labels_sha256
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.client_indices)
+
+    def sizes(self) -> np.ndarray:
+        return np.array([len(ix) for ix in self.client_indices], dtype=np.int64)
+
+    def digest(self) -> str:
+        """sha256 per partitioning.md §5 (plus a ``public`` block when a public split was carved)."""
+        h = hashlib.sha256(b"fssl-partition-v1\n")
+        h.update(np.uint64(len(self.client_indices)).astype("<u8").tobytes())
+        for ix in self.client_indices:
+            h.update(np.uint64(len(ix)).astype("<u8").tobytes())
+            h.update(np.asarray(ix, dtype="<i8").tobytes())
+        if self.domain is not None:
+            h.update(b"domain\n")
+            h.update(np.asarray(self.domain, dtype=np.int8).tobytes())
+        if self.public_indices is not None:
+            h.update(b"public\n")
+            h.update(np.asarray(self.public_indices, dtype="<i8").tobytes())
+        return h.hexdigest()
+
+    def label_counts(self, labels: np.ndarray, num_classes: int) -> np.ndarray:
+        """(clients, classes) matrix N_kc."""
+        labels = np.asarray(labels)
+        return np.stack(
+            [np.bincount(labels[ix], minlength=num_classes) if len(ix) else np.zeros(num_classes, np.int64)
+             for ix in self.client_indices]
+        ).astype(np.int64)
+
+
+class Partitioner(Protocol):
+    version: ClassVar[str]
+
+    def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition: ...
+
+
+def labels_sha256(labels: np.ndarray) -> str:
+    return hashlib.sha256(np.asarray(labels, dtype="<i8").tobytes()).hexdigest()
+
+
+def substream(seed: int, tag: str) -> np.random.RandomState:
+    """Named sub-stream (partitioning.md §1.4): RandomState(SeedSequence([seed, crc32(tag)]).generate_state(1)[0])."""
+    word = np.random.SeedSequence([int(seed), zlib.crc32(tag.encode())]).generate_state(1)[0]
+    return np.random.RandomState(int(word))
+
+
+def check_labels(labels: np.ndarray, num_clients: int) -> tuple[np.ndarray, int]:
+    """Validate the common inputs (§1.1, §1.8); returns (int64 labels, C)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError("labels must be a non-empty 1-d array")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integers, got {labels.dtype}")
+    labels = labels.astype(np.int64, copy=False)
+    if labels.min() < 0:
+        raise ValueError("labels must be >= 0")
+    num_classes = int(labels.max()) + 1
+    missing = np.setdiff1d(np.arange(num_classes), labels)
+    if missing.size:
+        raise ValueError(f"classes {missing[:10].tolist()} have no sample; labels must cover 0..C-1")
+    if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+        raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
+    if num_clients > labels.size:
+        raise ValueError(f"num_clients = {num_clients} exceeds the {labels.size} training samples")
+    return labels, num_classes
+
+
+def finalize(
+    lists: list[np.ndarray] | list[list[int]],
+    n: int,
+    *,
+    spec: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+    domain: np.ndarray | None = None,
+) -> Partition:
+    """Sort each client's indices, compute ``dropped`` as the complement, and check disjointness."""
+    clients = tuple(np.sort(np.asarray(ix, dtype=np.int64)) for ix in lists)
+    allix = np.concatenate(clients) if clients else np.zeros(0, np.int64)
+    if np.unique(allix).size != allix.size:
+        raise AssertionError(f"partitioner {spec.get('name')} produced overlapping clients")
+    mask = np.ones(n, dtype=bool)
+    mask[allix] = False
+    return Partition(clients, np.flatnonzero(mask).astype(np.int64), domain, None, dict(meta or {}), dict(spec))
+
+
+def _entropy_bits(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    return terms.sum(axis=-1)
+
+
+def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) -> dict[str, Any]:
+    """Statistics of partitioning.md §4 (sizes, label entropy, classes per client, EMD to the global mix)."""
+    counts = partition.label_counts(labels, num_classes)
+    sizes = counts.sum(axis=1)
+    nonempty = sizes > 0
+    p = counts / np.maximum(sizes, 1)[:, None]
+    q = counts.sum(axis=0) / max(int(counts.sum()), 1)
+    entropy = _entropy_bits(p)
+    emd = np.abs(p - q[None, :]).sum(axis=1)
+    cpc_any = (counts >= 1).sum(axis=1)
+    cpc_1pct = (counts >= 0.01 * sizes[:, None]).sum(axis=1)
+    mean_size = float(sizes.mean())
+    out: dict[str, Any] = {
+        "num_clients": int(len(sizes)),
+        "num_classes": int(num_classes),
+        "size_min": int(sizes.min()),
+        "size_max": int(sizes.max()),
+        "size_mean": mean_size,
+        "size_std": float(sizes.std()),
+        "size_cv": float(sizes.std() / mean_size) if mean_size > 0 else 0.0,
+        "empty_clients": int((~nonempty).sum()),
+        "dropped": int(len(partition.dropped)),
+        "public": int(len(partition.public_indices)) if partition.public_indices is not None else 0,
+        "label_entropy_mean": float(entropy[nonempty].mean()) if nonempty.any() else 0.0,
+        "label_entropy_min": float(entropy[nonempty].min()) if nonempty.any() else 0.0,
+        "label_entropy_norm_mean": float(entropy[nonempty].mean() / np.log2(num_classes))
+        if nonempty.any() and num_classes > 1 else 0.0,
+        "classes_per_client_any": float(cpc_any[nonempty].mean()) if nonempty.any() else 0.0,
+        "classes_per_client_1pct": float(cpc_1pct[nonempty].mean()) if nonempty.any() else 0.0,
+        "emd_mean": float(emd[nonempty].mean()) if nonempty.any() else 0.0,
+        "emd_weighted": float((emd * sizes).sum() / max(int(sizes.sum()), 1)),
+        "sizes": sizes.tolist(),
+        "counts": counts.tolist(),
+        "tries": int(partition.meta.get("tries", 1)),
+        "constraint_violated": bool(partition.meta.get("constraint_violated", False)),
+    }
+    return out

@@ -1,0 +1,42 @@
+"""``iid``: uniform random split into near-equal parts (specs/partitioning.md §3.1).
+
+Source: NIID-Bench ``utils.py:partition_data``, scheme ``homo`` (``np.random.permutation`` then
+``np.array_split``); FedMAE's "alpha = 0". With the same seed it is bit-identical to NIID-Bench ``homo``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from benchmark.data.partition import Partition, check_labels
+from benchmark.data.partitioners._common import finish, legacy_rng
+from benchmark.data.partitioners.modifiers import Modifier, check_modifiers
+from benchmark.registries import PARTITIONERS
+
+
+def iid_lists(n: int, num_clients: int, rs: np.random.RandomState) -> list[np.ndarray]:
+    """perm = rs.permutation(n), cut into K consecutive parts: ceil(n/K) for the first n mod K, floor(n/K) after."""
+    return list(np.array_split(rs.permutation(n), num_clients))
+
+
+@PARTITIONERS.register("iid", aliases=("homo",))
+@dataclass(frozen=True, kw_only=True)
+class IID:
+    """IID split (§3.1). Covers all indices; fails only when K > N."""
+
+    name: ClassVar[str] = "iid"
+    version: ClassVar[str] = "1"
+    generation_order: ClassVar[bool] = False
+
+    modifiers: tuple[Modifier, ...] = ()  # §3.13; see modifiers.py
+
+    def __post_init__(self) -> None:
+        check_modifiers(self.modifiers, generation_order=self.generation_order, owner=self.name)
+
+    def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
+        labels, _ = check_labels(labels, num_clients)
+        rs = legacy_rng(seed)
+        return finish(self, iid_lists(labels.size, num_clients, rs), labels, seed, meta={})

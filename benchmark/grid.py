@@ -1,0 +1,351 @@
+"""Grids as YAML: ``base`` + ``axes`` crossed − ``exclude`` → fully resolved, content-addressed cells.
+
+A grid file is flat (DESIGN §3)::
+
+    name: quickstart
+    description: ...
+    base: {dataset: digits, backbone: resnet_micro, fl: {...}, tasks: [knn, linear_probe], seed: 0}
+    method_common: {batch_size: 64}        # applied to every method whose config has the field
+    axes:
+      method: [fedavg_simclr, {name: flesd, with: {public: {name: holdout, fraction: 0.1}}}]
+      partition: [iid, {name: dirichlet, alpha: 0.1}]
+    exclude: [{method: flesd, partition: iid}]
+
+A string value is shorthand for ``{name: ...}``; ``with:`` sets other cell fields together with one axis value.
+Every component's params are validated against its config dataclass (unknown keys and wrong types are rejected)
+and filled with defaults, so the cell id covers the full configuration and aliases never create two cells.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmark.config import ConfigError, config_dict, from_mapping
+from benchmark.records.identity import cell_id_of, pretrain_key_of
+from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, PUBLIC_SPLITS, TASKS, load_builtins
+
+GRIDS_DIR = Path(__file__).parent / "grids"
+CELL_FIELDS = ("dataset", "backbone", "method", "partition", "partition_seed", "public", "fl", "seed", "tasks")
+GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget"}
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    name: str  # canonical registry name
+    version: str  # the component's version at expansion time
+    params: Mapping[str, Any] = field(default_factory=dict)  # fully resolved config, defaults filled in
+
+    def label(self) -> str:
+        if not self.params:
+            return self.name
+        inner = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()) if not isinstance(v, (dict, list)))
+        return f"{self.name}({inner})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FLConfig:
+    num_clients: int = 10
+    participation: float = 1.0  # fraction p of clients sampled per round: |M_t| = max(floor(p K), 1)
+    rounds: int = 1
+    local_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.num_clients < 1:
+            raise ConfigError(f"fl.num_clients must be >= 1, got {self.num_clients}")
+        if not 0 < self.participation <= 1:
+            raise ConfigError(f"fl.participation must be in (0, 1], got {self.participation}")
+        if self.rounds < 1 or self.local_epochs < 1:
+            raise ConfigError("fl.rounds and fl.local_epochs must be >= 1")
+
+    @property
+    def clients_per_round(self) -> int:
+        return max(int(self.participation * self.num_clients), 1)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One fully resolved experiment. No grid name: the same cell in two grids is one run."""
+
+    dataset: ComponentSpec
+    backbone: ComponentSpec
+    method: ComponentSpec
+    partition: ComponentSpec
+    partition_seed: int
+    public: ComponentSpec | None
+    fl: FLConfig
+    seed: int
+    tasks: tuple[ComponentSpec, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return config_dict(self)
+
+    @property
+    def cell_id(self) -> str:
+        return cell_id_of(self.to_dict())
+
+    @property
+    def pretrain_key(self) -> str:
+        return pretrain_key_of(self.to_dict())
+
+    def label(self) -> str:
+        return (f"{self.method.name} | {self.dataset.name} | {self.partition.label()} | "
+                f"K={self.fl.num_clients} p={self.fl.participation} | seed={self.seed}")
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Cell:
+        def comp(v: Any) -> ComponentSpec | None:
+            return None if v is None else ComponentSpec(v["name"], v["version"], dict(v.get("params", {})))
+
+        return cls(
+            dataset=comp(raw["dataset"]), backbone=comp(raw["backbone"]), method=comp(raw["method"]),
+            partition=comp(raw["partition"]), partition_seed=int(raw["partition_seed"]),
+            public=comp(raw.get("public")), fl=from_mapping(FLConfig, raw["fl"]), seed=int(raw["seed"]),
+            tasks=tuple(comp(t) for t in raw["tasks"]),
+        )
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    name: str
+    base: Mapping[str, Any]
+    axes: Mapping[str, Sequence[Any]]
+    exclude: tuple[Mapping[str, Any], ...] = ()
+    method_common: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    budget: Mapping[str, Any] = field(default_factory=dict)  # stated budget (documentation, checked by tests)
+    path: str | None = None
+
+
+def grid_names() -> list[str]:
+    return sorted(p.stem for p in GRIDS_DIR.glob("*.yaml"))
+
+
+def load_grid(name_or_path: str | Path) -> GridSpec:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = GRIDS_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            import difflib
+
+            names = grid_names()
+            hint = difflib.get_close_matches(str(name_or_path), names, n=1)
+            raise ConfigError(f"unknown grid {str(name_or_path)!r}." + (f" Did you mean {hint[0]!r}?" if hint else "")
+                              + f" Known: {', '.join(names)}")
+    if not path.exists():
+        raise ConfigError(f"grid file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"grid {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    return parse_grid(raw, str(path))
+
+
+def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
+    where = path or "grid"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: a grid must be a mapping")
+    unknown = set(raw) - GRID_KEYS
+    if unknown:
+        import difflib
+
+        key = sorted(unknown)[0]
+        hint = difflib.get_close_matches(key, sorted(GRID_KEYS), n=1)
+        raise ConfigError(f"{where}: unknown grid key {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+    base = raw.get("base") or {}
+    axes = raw.get("axes") or {}
+    if not isinstance(base, Mapping) or not isinstance(axes, Mapping):
+        raise ConfigError(f"{where}: base and axes must be mappings")
+    for key in (*base, *axes):
+        if key not in CELL_FIELDS:
+            import difflib
+
+            hint = difflib.get_close_matches(key, CELL_FIELDS, n=1)
+            raise ConfigError(f"{where}: unknown cell field {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: axis {key!r} must be a non-empty list")
+    exclude = raw.get("exclude") or []
+    if not isinstance(exclude, list) or not all(isinstance(e, Mapping) for e in exclude):
+        raise ConfigError(f"{where}: exclude must be a list of mappings")
+    common = raw.get("method_common") or {}
+    if not isinstance(common, Mapping):
+        raise ConfigError(f"{where}: method_common must be a mapping")
+    name = raw.get("name") or (Path(path).stem if path else "grid")
+    return GridSpec(str(name), dict(base), {k: list(v) for k, v in axes.items()}, tuple(exclude), dict(common),
+                    str(raw.get("description", "")), dict(raw.get("budget") or {}), path)
+
+
+def _as_component(value: Any, where: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"name": value}
+    if isinstance(value, Mapping) and isinstance(value.get("name"), str):
+        return dict(value)
+    raise ConfigError(f"{where} must be a name or a mapping with 'name', got {value!r}")
+
+
+def _resolve(registry: Any, raw: Any, where: str, extra: Mapping[str, Any] | None = None) -> ComponentSpec:
+    comp = _as_component(raw, where)
+    name = registry.canonical(comp.pop("name"))
+    cls = registry.get(name)
+    params = dict(comp)
+    if extra:
+        fields = {f.name for f in dataclasses.fields(getattr(cls, "Config", cls))}
+        params = {**{k: v for k, v in extra.items() if k in fields}, **params}
+    try:
+        cfg = from_mapping(getattr(cls, "Config", cls), params)
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"{where} {name!r}: {exc}") from None
+    return ComponentSpec(name, str(getattr(cls, "version", "1")), config_dict(cfg))
+
+
+def _fields_of(registry: Any, name: str) -> set[str]:
+    cls = registry.get(name)
+    return {f.name for f in dataclasses.fields(getattr(cls, "Config", cls))}
+
+
+def resolve_cell(values: Mapping[str, Any], method_common: Mapping[str, Any] | None = None) -> Cell:
+    """Validate and fill one raw cell mapping into a ``Cell``."""
+    load_builtins()
+    missing = [k for k in ("dataset", "backbone", "method", "partition") if k not in values]
+    if missing:
+        raise ConfigError(f"cell is missing {', '.join(missing)}")
+    fl_raw = values.get("fl") or {}
+    if not isinstance(fl_raw, Mapping):
+        raise ConfigError(f"fl must be a mapping, got {fl_raw!r}")
+    fl = from_mapping(FLConfig, fl_raw)
+    for key in ("seed", "partition_seed"):
+        v = values.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{key} must be an integer, got {v!r}")
+    tasks_raw = values.get("tasks") or []
+    if not isinstance(tasks_raw, list):
+        raise ConfigError("tasks must be a list")
+    method = _resolve(METHODS, values["method"], "method", method_common)
+    cell = Cell(
+        dataset=_resolve(DATASETS, values["dataset"], "dataset"),
+        backbone=_resolve(BACKBONES, values["backbone"], "backbone"),
+        method=method,
+        partition=_resolve(PARTITIONERS, values["partition"], "partition"),
+        partition_seed=int(values.get("partition_seed", 0)),
+        public=None if values.get("public") is None else _resolve(PUBLIC_SPLITS, values["public"], "public"),
+        fl=fl,
+        seed=int(values.get("seed", 0)),
+        tasks=tuple(_resolve(TASKS, t, "task") for t in tasks_raw),
+    )
+    check_requirements(cell)
+    return cell
+
+
+def check_requirements(cell: Cell) -> None:
+    from benchmark.types import Requirement
+
+    requires = getattr(METHODS.get(cell.method.name), "requires", frozenset())
+    if Requirement.PUBLIC_DATA in requires and cell.public is None:
+        raise ConfigError(
+            f"method {cell.method.name!r} needs public data, but the cell has none: add "
+            "`public: {name: holdout, fraction: 0.1}` (or `first_shard`) to the cell"
+        )
+
+
+def _matches(raw: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
+    for key, want in pattern.items():
+        have = raw.get(key)
+        if isinstance(want, (str, int, float)) and not isinstance(want, bool):
+            name = have if not isinstance(have, Mapping) else have.get("name")
+            if isinstance(want, str):
+                if name != want:
+                    return False
+            elif have != want:
+                return False
+        elif isinstance(want, Mapping):
+            if not isinstance(have, Mapping) and not (isinstance(have, str) and set(want) <= {"name"}):
+                return False
+            have_map = _as_component(have, key) if isinstance(have, str) else have
+            if any(have_map.get(k) != v for k, v in want.items()):
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+def _canonical_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Raw values with component names canonicalised, for matching excludes and --only filters."""
+    load_builtins()
+    out = dict(raw)
+    for key, reg in (("method", METHODS), ("dataset", DATASETS), ("partition", PARTITIONERS),
+                     ("backbone", BACKBONES), ("public", PUBLIC_SPLITS)):
+        v = out.get(key)
+        if v is None:
+            continue
+        comp = _as_component(v, key)
+        try:
+            comp["name"] = reg.canonical(comp["name"])
+        except KeyError:
+            pass
+        out[key] = comp
+    return out
+
+
+def parse_only(only: str | None) -> dict[str, str]:
+    """``--only method=fedema,partition=iid`` → {"method": "fedema", "partition": "iid"}."""
+    if not only:
+        return {}
+    out = {}
+    for part in only.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigError(f"--only takes key=value pairs, got {part!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> list[Cell]:
+    """Product of the axes, merged into ``base``, minus ``exclude``, validated; duplicates collapse by cell id."""
+    load_builtins()
+    common = dict(grid.method_common)
+    if common:
+        known = set().union(*(_fields_of(METHODS, n) for n in METHODS.names()))
+        for key in common:
+            if key not in known:
+                raise ConfigError(f"method_common key {key!r} is a field of no registered method")
+    keys = list(grid.axes)
+    cells: dict[str, Cell] = {}
+    for combo in itertools.product(*(grid.axes[k] for k in keys)):
+        raw: dict[str, Any] = copy.deepcopy(dict(grid.base))
+        for key, value in zip(keys, combo):
+            value = copy.deepcopy(value)
+            if isinstance(value, Mapping) and "with" in value:
+                with_ = value.pop("with")
+                if not isinstance(with_, Mapping):
+                    raise ConfigError(f"axis {key}: 'with' must be a mapping")
+                for wk, wv in with_.items():
+                    if wk not in CELL_FIELDS:
+                        raise ConfigError(f"axis {key}: unknown cell field {wk!r} in 'with'")
+                    raw[wk] = {**raw.get(wk, {}), **wv} if wk == "fl" else wv
+            if key == "fl":
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"axis fl values must be mappings, got {value!r}")
+                raw["fl"] = {**(raw.get("fl") or {}), **value}
+            else:
+                raw[key] = value
+        canon = _canonical_raw(raw)
+        if any(_matches(canon, ex) for ex in grid.exclude):
+            continue
+        if only:
+            filt = {k: v for k, v in only.items() if k != "cell"}
+            if not _matches(canon, {k: (int(v) if k in ("seed", "partition_seed") else v) for k, v in filt.items()}):
+                continue
+        # method_common only fills fields the method's config has; explicit params win
+        cell = resolve_cell(raw, common)
+        if only and "cell" in only and not cell.cell_id.startswith(only["cell"]):
+            continue
+        cells.setdefault(cell.cell_id, cell)
+    return list(cells.values())

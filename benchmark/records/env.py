@@ -1,0 +1,51 @@
+"""``collect_env()``: provenance for records (git commit and dirty flag, versions, device). Never identity."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from benchmark.records.schema import EnvInfo
+
+PACKAGES = ("torch", "torchvision", "numpy", "timm", "datasets", "pytorch-metric-learning", "scikit-learn", "wandb")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=_REPO, capture_output=True, text=True, timeout=5, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def collect_env(device: str = "cpu") -> EnvInfo:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    sha = _git("rev-parse", "HEAD") or "unknown"
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    cuda = None
+    torch_version = versions.get("torch", "")
+    try:
+        import torch
+
+        cuda = torch.version.cuda if torch.cuda.is_available() else None
+    except ImportError:
+        pass
+    return EnvInfo(
+        git_sha=sha,
+        git_dirty=bool(status),
+        python=platform.python_version(),
+        torch=torch_version,
+        cuda=cuda,
+        device=device,
+        packages=versions,
+        hostname=socket.gethostname(),
+    )

@@ -1,0 +1,21 @@
+"""Content identity of cells, torch-free: ``cell_id = sha256(canonical_json(cell))[:16]``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def cell_id_of(cell: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(dict(cell)).encode("utf-8")).hexdigest()[:16]
+
+
+def pretrain_key_of(cell: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in cell.items() if k != "tasks"}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,209 @@
+"""The ``ResultRecord`` schema (DESIGN §3): one immutable JSON per finished cell.
+
+Torch-free by design. ``to_json`` is canonical (sorted keys, indent 2, no NaN) so that re-serialising a record is
+byte-identical; ``from_json`` migrates older schema versions and then constructs strictly (unknown or missing keys
+raise :class:`RecordError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test")
+
+
+class RecordError(ValueError):
+    """A record file is malformed, truncated, or of an incompatible schema."""
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolCard:
+    """Binds a number to the exact evaluation protocol (evaluation.md §1). Equal ``card_id`` ⇔ comparable."""
+
+    task: str
+    version: str
+    settings: Mapping[str, Any]  # resolved task config: epochs, optimizer, lr, label fraction, selection, ...
+    summary: str = ""  # one line, shown in column headers (not part of the identity)
+    name: str = ""  # e.g. "knn@v1" (not part of the identity)
+
+    @property
+    def card_id(self) -> str:
+        body = {"task": self.task, "version": self.version, "settings": _plain(self.settings)}
+        return hashlib.sha256(_canonical(body).encode()).hexdigest()[:16]
+
+    @property
+    def selection(self) -> str:
+        return str(self.settings.get("selection", "final"))
+
+    @property
+    def selects_on_test(self) -> bool:
+        return self.selection != "final"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskScores:
+    task: str  # the task's registry name (a cell may run one task twice with different configs)
+    card: ProtocolCard
+    main_metric: str
+    higher_is_better: bool
+    values: Mapping[str, float]
+    wall_time_s: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. per-client scores, subset digest
+
+    def __post_init__(self) -> None:
+        if self.main_metric not in self.values:
+            raise RecordError(f"main metric {self.main_metric!r} is not among the values {sorted(self.values)}")
+        for key, value in self.values.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise RecordError(f"score {key!r} must be a finite number, got {value!r}")
+
+    @property
+    def main(self) -> float:
+        return float(self.values[self.main_metric])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommStats:
+    bytes_up: int = 0
+    bytes_down: int = 0
+    per_round_up: tuple[int, ...] = ()
+    per_round_down: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeStats:
+    wall_time_s: float = 0.0
+    pretrain_time_s: float = 0.0
+    eval_time_s: float = 0.0
+    gpu_hours: float = 0.0
+    peak_mem_bytes: int = 0
+    client_steps: int = 0  # optimizer steps summed over clients and rounds
+    client_epochs: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvInfo:
+    git_sha: str = "unknown"
+    git_dirty: bool = False
+    python: str = ""
+    torch: str = ""
+    cuda: str | None = None
+    device: str = "cpu"
+    packages: Mapping[str, str] = field(default_factory=dict)
+    hostname: str = ""
+    runner: str = "fssl-bench"  # records from other runners are shown as unverified
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackingRef:
+    backend: str = "wandb"
+    entity: str | None = None
+    project: str | None = None
+    run_id: str | None = None
+    url: str | None = None
+    mode: str = "offline"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    schema_version: int
+    cell_id: str
+    pretrain_key: str
+    cell: Mapping[str, Any]  # the full resolved cell: the single source of truth for "what ran"
+    method: str
+    method_version: str
+    dataset: str
+    dataset_revision: str
+    seed: int
+    partition_label: str
+    partition_digest: str
+    partition_stats: Mapping[str, Any]
+    backbone_fingerprint: str
+    status: Literal["ok", "diverged"]
+    rounds_completed: int
+    scores: tuple[TaskScores, ...]
+    comm: CommStats
+    compute: ComputeStats
+    final_state_digest: str
+    env: EnvInfo
+    uses_public_data: bool = False
+    tracking: TrackingRef | None = None
+    grid: str | None = None  # the grid that produced it (metadata, not identity)
+    reason: str | None = None  # why the status is not "ok"
+    created_at: str = ""
+
+    def score(self, task: str) -> TaskScores | None:
+        for s in self.scores:
+            if s.task == task:
+                return s
+        return None
+
+
+def to_json(record: ResultRecord) -> str:
+    return json.dumps(_plain(record), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise RecordError(f"{where} must be an object, got {type(raw).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(raw) - names
+    if unknown:
+        raise RecordError(f"{where} has unknown keys {sorted(unknown)}")
+    try:
+        return cls(**raw)
+    except TypeError as exc:
+        raise RecordError(f"{where}: {exc}") from None
+
+
+def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
+    from benchmark.records.migrate import migrate
+
+    raw = migrate(dict(raw))
+    data = dict(raw)
+    try:
+        data["scores"] = tuple(
+            _build(TaskScores, {**s, "card": _build(ProtocolCard, s.get("card"), "card")}, "score")
+            for s in data.get("scores", ())
+        )
+        data["comm"] = _build(CommStats, {k: tuple(v) if isinstance(v, list) else v
+                                          for k, v in dict(data.get("comm") or {}).items()}, "comm")
+        data["compute"] = _build(ComputeStats, data.get("compute") or {}, "compute")
+        data["env"] = _build(EnvInfo, data.get("env") or {}, "env")
+        if data.get("tracking") is not None:
+            data["tracking"] = _build(TrackingRef, data["tracking"], "tracking")
+    except (TypeError, AttributeError) as exc:
+        raise RecordError(f"malformed record: {exc}") from None
+    record = _build(ResultRecord, data, "record")
+    if record.status not in ("ok", "diverged"):
+        raise RecordError(f"status must be ok or diverged, got {record.status!r}")
+    return record
+
+
+def from_json(text: str) -> ResultRecord:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"not valid JSON: {exc}") from None
+    return record_from_dict(raw)

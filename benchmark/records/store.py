@@ -1,0 +1,117 @@
+"""Record paths, atomic writes (never overwriting), iteration and ``collect`` into results/."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmark.records.schema import RecordError, ResultRecord, from_json, to_json
+
+RESULTS_SUBDIR = Path("records") / "v1"
+
+
+class RecordExists(FileExistsError):
+    pass
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(path: Path, record: ResultRecord) -> None:
+    if path.exists():
+        raise RecordExists(f"{path} exists; results are immutable")
+    atomic_write_text(path, to_json(record))
+
+
+def read_record(path: Path) -> ResultRecord:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"cannot read {path}: {exc}") from None
+    return from_json(text)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: Path
+    reason: str
+
+
+def iter_record_files(root: Path) -> Iterator[Path]:
+    root = Path(root)
+    if root.is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("*.json")):
+        if path.name == "record.json" or path.parent.parent.name == "v1" or _looks_like_record_path(path):
+            yield path
+
+
+def _looks_like_record_path(path: Path) -> bool:
+    return len(path.stem) == 16 and all(c in "0123456789abcdef" for c in path.stem)
+
+
+def load_records(roots: list[Path]) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
+    """Every record under ``roots`` (recursively); malformed files are returned as ``Skipped``, never raised."""
+    good: list[tuple[Path, ResultRecord]] = []
+    bad: list[Skipped] = []
+    for root in roots:
+        for path in iter_record_files(Path(root)):
+            try:
+                good.append((path, read_record(path)))
+            except RecordError as exc:
+                bad.append(Skipped(path, str(exc)))
+    return good, bad
+
+
+def results_path(results: Path, record: ResultRecord) -> Path:
+    return Path(results) / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json"
+
+
+def verify_record(record: ResultRecord) -> list[str]:
+    """Integrity checks that need no torch: the cell id matches the cell's content."""
+    from benchmark.records.identity import cell_id_of
+
+    problems = []
+    if cell_id_of(record.cell) != record.cell_id:
+        problems.append(f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})")
+    if record.cell.get("method", {}).get("name") != record.method:
+        problems.append("method does not match the cell")
+    return problems
+
+
+def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
+    """Validate records under ``source`` and copy them to results/records/v1/<method>/<cell_id>.json."""
+    copied: list[Path] = []
+    records, skipped = load_records([source])
+    for path, record in records:
+        problems = verify_record(record)
+        if problems:
+            skipped.append(Skipped(path, "; ".join(problems)))
+            continue
+        target = results_path(results, record)
+        text = to_json(record)
+        if target.exists():
+            if hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(text.encode()).digest():
+                continue
+            skipped.append(Skipped(path, f"{target} exists with different content (records are immutable)"))
+            continue
+        atomic_write_text(target, text)
+        copied.append(target)
+    return copied, skipped

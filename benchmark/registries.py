@@ -1,0 +1,37 @@
+"""The project's registries. Components register next to their definitions; ``load_builtins`` imports them all."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from benchmark.registry import Registry
+
+METHODS: Registry[Any] = Registry("method", entry_point_group="fssl_bench.methods")
+TASKS: Registry[Any] = Registry("task", entry_point_group="fssl_bench.tasks")
+PARTITIONERS: Registry[Any] = Registry("partitioner", entry_point_group="fssl_bench.partitioners")
+DATASETS: Registry[Any] = Registry("dataset")
+BACKBONES: Registry[Any] = Registry("backbone")
+PUBLIC_SPLITS: Registry[Any] = Registry("public split")
+LAUNCHERS: Registry[Any] = Registry("launcher")
+
+_BUILTIN_MODULES = (
+    "benchmark.data.partitioners",
+    "benchmark.data.public",
+    "benchmark.data.datasets",
+    "benchmark.backbones",
+    "methods",
+    "tasks",
+    "benchmark.launchers",
+)
+_loaded = False
+
+
+def load_builtins() -> None:
+    """Import every built-in component module once, so that each decorator registers its class."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)

@@ -1,0 +1,308 @@
+"""The federated round loop, written once (DESIGN §1.1 step 3, §4.7).
+
+For r = 1..R: sample clients from the (seed, SAMPLING, r) stream; broadcast; ``client_update`` for each sampled
+client in client-id order with its own (seed, CLIENT, r, k) stream; ``server_aggregate``; count payload bytes;
+checkpoint. Client states live in a :class:`ClientStateStore` (CPU memory with an LRU budget, every state also on
+disk), so a resumed run restores them exactly and 100 stateful clients need not fit in RAM at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmark.seeding import Stream, np_rng, torch_gen
+from benchmark.types import ClientData, ClientState, Payload, RoundContext, ServerState
+
+
+def sample_clients(seed: int, round_: int, num_clients: int, per_round: int) -> list[int]:
+    """|M_t| = per_round clients without replacement from stream (seed, SAMPLING, round), sorted by id."""
+    if per_round >= num_clients:
+        return list(range(num_clients))
+    rng = np_rng(seed, Stream.SAMPLING, round_)
+    return sorted(int(k) for k in rng.choice(num_clients, size=per_round, replace=False))
+
+
+def payload_nbytes(p: Payload) -> int:
+    return int(sum(t.numel() * t.element_size() for t in p.tensors.values()))
+
+
+def tensors_nbytes(tensors: Mapping[str, torch.Tensor]) -> int:
+    return int(sum(t.numel() * t.element_size() for t in tensors.values()))
+
+
+def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].detach().cpu().contiguous()
+        h.update(key.encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class ClientStateStore:
+    """Per-client state between rounds: kept on the CPU, an LRU of at most ``mem_budget`` bytes in memory, and
+    every non-empty state written once to ``folder`` (``<k>-r<round>.pt``) so that checkpoints reference files
+    instead of copying states, and evicted states are read back on demand."""
+
+    def __init__(self, folder: Path, mem_budget: int = 512 * 2**20) -> None:
+        self.folder = Path(folder)
+        self.mem_budget = mem_budget
+        self._cache: OrderedDict[int, ClientState] = OrderedDict()
+        self._cache_bytes = 0
+        self._entries: dict[int, dict[str, Any]] = {}  # k -> {"file": name | None, "last_round": r}
+        self.peak_cache_bytes = 0
+
+    def __contains__(self, k: int) -> bool:
+        return k in self._entries
+
+    def get(self, k: int) -> ClientState | None:
+        if k in self._cache:
+            self._cache.move_to_end(k)
+            return self._cache[k]
+        entry = self._entries.get(k)
+        if entry is None:
+            return None
+        if entry["file"] is None:
+            return ClientState(tensors={}, last_round=entry["last_round"])
+        tensors = torch.load(self.folder / entry["file"], map_location="cpu", weights_only=True)
+        state = ClientState(tensors=tensors, last_round=entry["last_round"])
+        self._remember(k, state)
+        return state
+
+    def put(self, k: int, state: ClientState, round_: int) -> None:
+        tensors = {name: t.detach().to("cpu") for name, t in state.tensors.items()}
+        state = ClientState(tensors=tensors, last_round=state.last_round)
+        name = None
+        if tensors:
+            name = f"{k}-r{round_}.pt"
+            _atomic_torch_save(tensors, self.folder / name)
+        self._entries[k] = {"file": name, "last_round": state.last_round}
+        self._remember(k, state)
+
+    def _remember(self, k: int, state: ClientState) -> None:
+        if k in self._cache:
+            self._cache_bytes -= tensors_nbytes(self._cache.pop(k).tensors)
+        size = tensors_nbytes(state.tensors)
+        self._cache[k] = state
+        self._cache_bytes += size
+        while self._cache_bytes > self.mem_budget and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= tensors_nbytes(old.tensors)
+        self.peak_cache_bytes = max(self.peak_cache_bytes, self._cache_bytes)
+
+    def manifest(self) -> dict[str, dict[str, Any]]:
+        return {str(k): dict(v) for k, v in sorted(self._entries.items())}
+
+    def restore(self, manifest: Mapping[str, Mapping[str, Any]]) -> None:
+        self._entries = {int(k): dict(v) for k, v in manifest.items()}
+        self._cache.clear()
+        self._cache_bytes = 0
+
+    def gc(self, keep: Sequence[Mapping[str, Mapping[str, Any]]]) -> None:
+        """Delete state files referenced neither now nor by the manifests in ``keep``."""
+        if not self.folder.exists():
+            return
+        live = {e["file"] for m in (*keep, self.manifest()) for e in m.values() if e.get("file")}
+        for path in self.folder.glob("*.pt"):
+            if path.name not in live:
+                path.unlink(missing_ok=True)
+
+
+@dataclass
+class CommCounter:
+    per_round_up: list[int] = field(default_factory=list)
+    per_round_down: list[int] = field(default_factory=list)
+
+    @property
+    def bytes_up(self) -> int:
+        return int(sum(self.per_round_up))
+
+    @property
+    def bytes_down(self) -> int:
+        return int(sum(self.per_round_down))
+
+
+class Checkpointer:
+    """Round checkpoints ``round_00003.pt`` (server state, comm, client-state manifest); the last two are kept."""
+
+    PATTERN = re.compile(r"round_(\d{5,})\.pt$")
+
+    def __init__(self, folder: Path, every: int = 1, keep: int = 2) -> None:
+        self.folder = Path(folder)
+        self.every = max(1, every)
+        self.keep = keep
+
+    def rounds(self) -> list[int]:
+        if not self.folder.exists():
+            return []
+        return sorted(int(m.group(1)) for p in self.folder.iterdir() if (m := self.PATTERN.search(p.name)))
+
+    def path(self, round_: int) -> Path:
+        return self.folder / f"round_{round_:05d}.pt"
+
+    def save(self, round_: int, payload: dict[str, Any]) -> None:
+        _atomic_torch_save(payload, self.path(round_))
+        for old in self.rounds()[: -self.keep]:
+            self.path(old).unlink(missing_ok=True)
+
+    def load_latest(self) -> dict[str, Any] | None:
+        for r in reversed(self.rounds()):
+            try:
+                return torch.load(self.path(r), map_location="cpu", weights_only=False)
+            except Exception:  # a torn file (killed mid-write before os.replace cannot happen; be safe anyway)
+                continue
+        return None
+
+    def manifests(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.rounds():
+            try:
+                out.append(torch.load(self.path(r), map_location="cpu", weights_only=False)["clients"])
+            except Exception:
+                continue
+        return out
+
+
+@dataclass
+class SimulationResult:
+    server: ServerState
+    rounds_completed: int
+    comm: CommCounter
+    client_steps: int
+    history: list[dict[str, float]]
+    store: ClientStateStore
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    seed: int
+    num_rounds: int
+    local_epochs: int
+    per_round: int
+    device: torch.device
+    amp: bool = False
+    checkpoint_every: int = 1
+    num_classes: int = 0
+
+
+def client_context(s: SimSettings, round_: int, k: int, public: Any) -> RoundContext:
+    return RoundContext(
+        round=round_, num_rounds=s.num_rounds, client_id=k, device=s.device, seed=s.seed,
+        rng=np_rng(s.seed, Stream.CLIENT, round_, k), generator=torch_gen(s.seed, Stream.CLIENT, round_, k),
+        local_epochs=s.local_epochs, public=public, amp=s.amp, num_classes=s.num_classes,
+    )
+
+
+def server_context(s: SimSettings, round_: int, public: Any) -> RoundContext:
+    return RoundContext(
+        round=round_, num_rounds=s.num_rounds, client_id=None, device=s.device, seed=s.seed,
+        rng=np_rng(s.seed, Stream.SERVER, round_), generator=torch_gen(s.seed, Stream.SERVER, round_),
+        local_epochs=s.local_epochs, public=public, amp=s.amp, num_classes=s.num_classes,
+    )
+
+
+def simulate(
+    method: Any,
+    clients: Sequence[ClientData],
+    settings: SimSettings,
+    work_dir: Path,
+    *,
+    public: Any = None,
+    on_round: Callable[[int, dict[str, float]], None] | None = None,
+    stop_after: int | None = None,
+    state_mem_budget: int = 512 * 2**20,
+) -> SimulationResult:
+    """Run (or resume) the round loop; ``stop_after`` ends early after that round (used by tests and requeue)."""
+    ckpt = Checkpointer(Path(work_dir) / "ckpt", every=settings.checkpoint_every)
+    store = ClientStateStore(Path(work_dir) / "states", mem_budget=state_mem_budget)
+    comm = CommCounter()
+    history: list[dict[str, float]] = []
+    client_steps = 0
+    latest = ckpt.load_latest()
+    if latest is not None:
+        start = int(latest["round"])
+        server = ServerState(model=latest["model"], extra=latest["extra"])
+        comm = CommCounter(list(latest["comm_up"]), list(latest["comm_down"]))
+        history = list(latest["history"])
+        client_steps = int(latest["client_steps"])
+        store.restore(latest["clients"])
+    else:
+        start = 0
+        server = method.init_server(server_context(settings, 0, public))
+    num_clients = len(clients)
+    for r in range(start + 1, settings.num_rounds + 1):
+        t0 = time.perf_counter()
+        selected = sample_clients(settings.seed, r, num_clients, settings.per_round)
+        sctx = server_context(settings, r, public)
+        down = method.broadcast(server, sctx)
+        ups: dict[int, Payload] = {}
+        for k in selected:
+            state = store.get(k)
+            if state is None:
+                state = method.init_client(k, server)
+            up, new_state = method.client_update(down, state, clients[k], client_context(settings, r, k, public))
+            store.put(k, new_state, r)
+            ups[k] = up
+        server = method.server_aggregate(server, ups, sctx, public)
+        up_bytes = sum(payload_nbytes(p) for p in ups.values())
+        down_bytes = payload_nbytes(down) * len(selected)
+        comm.per_round_up.append(up_bytes)
+        comm.per_round_down.append(down_bytes)
+        losses = [p.metrics.get("loss", math.nan) for p in ups.values() if "loss" in p.metrics]
+        steps = int(sum(p.metrics.get("steps", 0) for p in ups.values()))
+        client_steps += steps
+        metrics = {
+            "round": float(r),
+            "loss": float(np.mean(losses)) if losses else math.nan,
+            "clients": float(len(selected)),
+            "bytes_up": float(up_bytes),
+            "bytes_down": float(down_bytes),
+            "client_steps": float(steps),
+            "round_time_s": time.perf_counter() - t0,
+        }
+        for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
+            vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
+            metrics[f"client/{key}"] = float(np.mean(vals))
+        for key, value in getattr(server, "extra_metrics", {}).items():
+            metrics[key] = float(value)
+        history.append(metrics)
+        if r % ckpt.every == 0 or r == settings.num_rounds:
+            ckpt.save(r, {
+                "round": r, "model": dict(server.model), "extra": dict(server.extra),
+                "comm_up": comm.per_round_up, "comm_down": comm.per_round_down, "history": history,
+                "client_steps": client_steps, "clients": store.manifest(),
+            })
+            store.gc(ckpt.manifests())
+        if on_round is not None:
+            on_round(r, metrics)
+        if stop_after is not None and r >= stop_after:
+            return SimulationResult(server, r, comm, client_steps, history, store)
+    return SimulationResult(server, settings.num_rounds, comm, client_steps, history, store)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    from benchmark.records.store import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,92 @@
+"""Core value types exchanged between the engine, methods and tasks (DESIGN §3).
+
+Hooks return new states instead of mutating their inputs. Freezing a dataclass does not freeze the tensors inside
+its dicts: treat those dicts as values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from benchmark.data.views import UnlabeledView
+
+TensorDict = Mapping[str, torch.Tensor]
+
+
+class Requirement(str, Enum):
+    """Capabilities a method declares; checked by grid expansion, never sniffed from signatures."""
+
+    PUBLIC_DATA = "public_data"  # needs a server-side public split (FLESD)
+    LABELS = "labels"  # trains on client labels (supervised reference points)
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One direction of one round's traffic for one client; the runner counts its bytes."""
+
+    tensors: TensorDict
+    num_examples: int = 0  # aggregation weight: a typed field, not a metric key
+    metrics: Mapping[str, float] = field(default_factory=dict)  # logged, never used for control flow
+
+
+@dataclass(frozen=True)
+class ServerState:
+    model: TensorDict  # namespaced keys: "encoder.*", "projector.*", "cluster0.*"
+    extra: TensorDict = field(default_factory=dict)  # global centroids, server momentum, ...
+
+
+@dataclass(frozen=True)
+class ClientState:
+    """Kept by the engine between rounds (off the accelerator, spilled to disk when large); never sent."""
+
+    tensors: TensorDict = field(default_factory=dict)
+    last_round: int | None = None  # None until the client is first selected
+
+
+@dataclass(frozen=True)
+class ClientData:
+    client_id: int
+    num_examples: int
+    train: UnlabeledView  # the client's images; labels are not reachable from here
+    labels: torch.Tensor | None = None  # only for methods that declare Requirement.LABELS
+    num_classes: int = 0
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    round: int  # 1-based; 0 for initialisation
+    num_rounds: int
+    client_id: int | None  # None on the server side
+    device: torch.device
+    seed: int  # the cell's training seed, for derived sub-streams
+    rng: np.random.Generator  # stream (seed, CLIENT|SERVER, round[, client_id])
+    generator: torch.Generator  # the same stream, for shuffling, augmentation and masking
+    local_epochs: int = 1
+    public: UnlabeledView | None = None  # the server-side public split, when the cell has one
+    amp: bool = False  # mixed precision (CUDA only; see benchmark.device)
+    num_classes: int = 0  # of the dataset; only supervised reference points may use it
+
+
+@dataclass(frozen=True, eq=False)
+class Encoder:
+    """What tasks evaluate: an image batch (float, normalised) → pooled features of size ``feat_dim``."""
+
+    module: nn.Module
+    feat_dim: int
+    backbone: str
+    fingerprint: str
+    input_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    # Extra encoders for reference points that export several (local_ssl: one per client); tasks score each.
+    members: tuple[nn.Module, ...] = ()
+    # A classifier trained end to end (dec_sl), scored by the e2e-classifier card.
+    classifier: nn.Module | None = None

@@ -1,0 +1,74 @@
+"""The client's local loop, written once: epochs over shuffled batches, optimizer steps, non-finite loss policy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from benchmark.api import Diverged, RoundContext, UnlabeledView, autocast
+
+
+@dataclass
+class LocalStats:
+    steps: int = 0
+    batches: int = 0
+    loss_sum: float = 0.0
+    skipped: int = 0
+    losses: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"loss": self.loss_sum / max(self.steps, 1), "steps": float(self.steps),
+                "skipped_steps": float(self.skipped)}
+
+
+def run_local_epochs(
+    view: UnlabeledView,
+    step_loss: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    ctx: RoundContext,
+    *,
+    batch_size: int,
+    epochs: int,
+    drop_last: bool | None = None,
+    nan_policy: str = "raise",
+    after_step: Callable[[], None] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+) -> LocalStats:
+    """Run ``epochs`` passes of ``step_loss`` over ``view`` with batches shuffled by ``ctx.generator``.
+
+    ``step_loss(uint8_batch_on_device) -> scalar loss``; augmentation happens inside it on the device.
+    A non-finite loss raises :class:`Diverged` (``nan_policy="raise"``, the project rule) or skips the step
+    (``"skip"``, the Dec-SSL code's behaviour, counted in ``skipped_steps``).
+    """
+    stats = LocalStats()
+    view = view.to(ctx.device)
+    for _ in range(epochs):
+        for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
+            batch = view.images[idx.to(view.images.device)]
+            with autocast(ctx.device, ctx.amp):
+                loss = step_loss(batch)
+            value = float(loss.detach())
+            stats.batches += 1
+            if not math.isfinite(value):
+                if nan_policy == "skip":
+                    stats.skipped += 1
+                    optimizer.zero_grad(set_to_none=True)
+                    continue
+                raise Diverged(f"non-finite loss {value} at client {ctx.client_id}, round {ctx.round}")
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            if after_step is not None:
+                after_step()
+            stats.steps += 1
+            stats.loss_sum += value
+            stats.losses.append(value)
+    return stats

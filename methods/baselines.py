@@ -1,0 +1,268 @@
+"""Reference points of the Dec-SSL paper (fedavg_simclr.md §3): central_ssl, local_ssl, dec_sl, no_pretrain.
+
+They reuse FedAvg-SimCLR's model and local loop, and differ only in what is federated:
+
+- ``central_ssl``: SimCLR on the union of all client data (the engine pools the partition into one client,
+  ``federation = "pooled"``); one optimizer for the whole run (``optimizer_state: keep``).
+- ``local_ssl``: every client trains alone on its own data, nothing is communicated (``federation = "isolated"``);
+  all K client encoders are exported and the tasks report their mean and min (never the max).
+- ``dec_sl``: FedAvg with supervised cross-entropy on backbone + Linear(d, C), the same data as Dec-SSL. Its
+  backbone under any probe card is Dec-SLRep; its classifier is exported for the e2e-classifier card.
+- ``no_pretrain``: a seeded random initialisation, nothing trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.api import (
+    METHODS,
+    AugmentConfig,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Encoder,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    arch_fingerprint,
+    augment,
+    build_backbone,
+    scoped_torch_seed,
+)
+from methods._shared.local_train import run_local_epochs
+from methods._shared.modules import load_tensors, select, tensors_of
+from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, make_optimizer, round_lr
+
+
+@dataclass(frozen=True, kw_only=True)
+class CentralSSLConfig(FedAvgSimCLRConfig):
+    # fedavg_simclr.md §3: one optimizer over the whole run (the round milestones become epoch milestones).
+    optimizer_state: Literal["reset", "keep"] = "keep"
+
+
+@METHODS.register("central_ssl", aliases=("central_simclr", "centralized"))
+class CentralSSL(FedAvgSimCLR):
+    """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the federated cells."""
+
+    name: ClassVar[str] = "central_ssl"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = CentralSSLConfig
+    federation: ClassVar[str] = "pooled"
+
+
+@METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))
+class LocalSSL(FedAvgSimCLR):
+    """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are evaluated."""
+
+    name: ClassVar[str] = "local_ssl"
+    version: ClassVar[str] = "1"
+    federation: ClassVar[str] = "isolated"
+    payload_up: ClassVar[tuple[str, ...]] = ()
+    payload_down: ClassVar[tuple[str, ...]] = ()
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState(tensors={k: v.clone() for k, v in server.model.items()})
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload({})
+
+    def start_tensors(self, down: Payload, state: ClientState) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in state.tensors.items() if not k.startswith("opt.")}
+
+    def client_update(self, down, state, data, ctx):
+        up, new_state = super().client_update(down, state, data, ctx)
+        keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
+        return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(keep, ctx.round)
+
+    def server_aggregate(self, server, ups, ctx, public):
+        return server
+
+    def encoder_with_clients(self, server: ServerState, clients: Mapping[int, ClientState]) -> Encoder:
+        members = []
+        for k in sorted(clients):
+            net = self.build()
+            load_tensors(net, clients[k].tensors)
+            members.append(net.encoder.eval())
+        base = self.encoder(server)
+        return Encoder(module=base.module, feat_dim=base.feat_dim, backbone=base.backbone,
+                       fingerprint=base.fingerprint, input_size=0, mean=(), std=(), members=tuple(members))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecSLConfig:
+    optimizer: Literal["adam", "sgd"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0  # Dec-SL code: Adam 1e-3 without weight decay
+    momentum: float = 0.9
+    batch_size: int = 256
+    lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"  # §7.6: same schedule as fedavg_simclr
+    lr_milestones: tuple[float, ...] = (0.3, 0.6, 0.9)
+    lr_gamma: float = 0.3
+    weighting: Literal["uniform", "num_examples"] = "num_examples"
+    sl_augment: Literal["simclr", "crop_flip"] = "simclr"  # §7.7: the code trains with the SimCLR augmentation
+    nan_policy: Literal["raise", "skip"] = "raise"
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+
+
+class Classifier(nn.Module):
+    def __init__(self, encoder: nn.Module, feat_dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.classifier = nn.Linear(feat_dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.encoder(x))
+
+
+@METHODS.register("dec_sl", aliases=("fedavg_supervised", "fedavg_sup"))
+class DecSL:
+    """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone under a probe."""
+
+    name: ClassVar[str] = "dec_sl"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = DecSLConfig
+    requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
+    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
+
+    def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+        self._net: Classifier | None = None
+        self._key: tuple | None = None
+
+    def build(self, num_classes: int) -> Classifier:
+        encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
+        return Classifier(encoder, feat_dim, num_classes)
+
+    def _work(self, num_classes: int, device: torch.device) -> Classifier:
+        if self._net is None or self._key != (num_classes, device):
+            with scoped_torch_seed(0, Stream.INIT, 0):
+                self._net = self.build(num_classes).to(device)
+            self._key = (num_classes, device)
+        return self._net
+
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build(ctx.num_classes)
+        return ServerState(model=tensors_of(net))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload(dict(server.model))
+
+    def client_update(self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext):
+        cfg = self.cfg
+        if data.labels is None:
+            raise ValueError("dec_sl needs client labels (Requirement.LABELS)")
+        net = self._work(ctx.num_classes, ctx.device)
+        load_tensors(net, down.tensors)
+        net.train()
+        lr = round_lr(cfg.lr, ctx.round, ctx.num_rounds, cfg.lr_milestones, cfg.lr_gamma) \
+            if cfg.lr_schedule == "step_rounds" else cfg.lr
+        opt = make_optimizer(cfg, list(net.parameters()), lr)  # type: ignore[arg-type]
+        aug = cfg.augment if cfg.sl_augment == "simclr" else AugmentConfig(jitter_p=0.0, gray_p=0.0)
+        view = data.train
+        labels = data.labels.to(ctx.device)
+        images = view.images.to(ctx.device)
+
+        def step(batch_idx: torch.Tensor) -> torch.Tensor:
+            x = augment(images[batch_idx], aug, ctx.generator, mean=view.mean, std=view.std)
+            return F.cross_entropy(net(x), labels[batch_idx])
+
+        # the shared loop batches row indices, so each batch's labels are looked up by the same rows
+        stats = run_local_epochs(_IndexView(len(view), view.mean, view.std), step, opt, ctx,
+                                 batch_size=cfg.batch_size, epochs=ctx.local_epochs, nan_policy=cfg.nan_policy)
+        return (Payload(tensors_of(net), num_examples=data.num_examples, metrics={**stats.as_dict(), "lr": lr}),
+                ClientState(last_round=ctx.round))
+
+    def server_aggregate(self, server, ups, ctx, public):
+        from methods._shared.aggregate import aggregation_weights, weighted_average
+
+        if not ups:
+            return server
+        payloads = [ups[k] for k in sorted(ups)]
+        weights = aggregation_weights([p.num_examples for p in payloads], self.cfg.weighting)
+        return ServerState(model=weighted_average([p.tensors for p in payloads], weights), extra=server.extra)
+
+    def encoder(self, server: ServerState) -> Encoder:
+        num_classes = int(server.model["classifier.weight"].shape[0])
+        net = self.build(num_classes)
+        load_tensors(net, server.model)
+        net.eval()
+        return Encoder(module=net.encoder, feat_dim=int(net.encoder.feat_dim), backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(net.encoder), input_size=0, mean=(), std=(), classifier=net)
+
+
+class _IndexView:
+    """A view whose "images" are row indices, so the shared local loop can batch labelled rows."""
+
+    def __init__(self, n: int, mean, std) -> None:
+        self.n, self.mean, self.std = n, mean, std
+        self.images = torch.arange(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def to(self, device):
+        return self
+
+    def batch_indices(self, batch_size, generator, *, drop_last=None, shuffle=True):
+        return UnlabeledView.batch_indices(self, batch_size, generator, drop_last=drop_last, shuffle=shuffle)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoPretrainConfig:
+    pass
+
+
+@METHODS.register("no_pretrain", aliases=("random_init",))
+class NoPretrain:
+    """No pre-training: the backbone's seeded random initialisation (Dec-SSL Tables 2 and 4, "no pretrain")."""
+
+    name: ClassVar[str] = "no_pretrain"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = NoPretrainConfig
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    payload_up: ClassVar[tuple[str, ...]] = ()
+    payload_down: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: NoPretrainConfig, backbone: ComponentSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            encoder, _ = build_backbone(self.backbone.name, dict(self.backbone.params))
+        return ServerState(model=tensors_of(encoder, "encoder."))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload({})
+
+    def client_update(self, down, state, data, ctx):
+        return Payload({}, num_examples=data.num_examples), ClientState(last_round=ctx.round)
+
+    def server_aggregate(self, server, ups, ctx, public: UnlabeledView | None):
+        return server
+
+    def encoder(self, server: ServerState) -> Encoder:
+        encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
+        load_tensors(encoder, select(server.model, "encoder.", strip=True))
+        encoder.eval()
+        return Encoder(module=encoder, feat_dim=feat_dim, backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(encoder), input_size=0, mean=(), std=())
