@@ -1,3 +1,11 @@
-"""Downstream tasks. Importing this package registers the built-in tasks; heavy ones register lazily."""
+"""Downstream tasks. Importing this package imports every task module so that each ``@TASKS.register`` runs.
+Modules whose names start with ``_`` and the helpers (base, features, members) register nothing; heavy tasks
+(Detectron2) register lazily by target and import their dependency only inside ``run``."""
 
-from tasks import knn, linear_probe  # noqa: F401
+import importlib
+import pkgutil
+
+_HELPERS = {"base", "features", "members"}
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    if not _info.name.startswith("_") and _info.name not in _HELPERS:
+        importlib.import_module(f"{__name__}.{_info.name}")

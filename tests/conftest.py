@@ -1,0 +1,37 @@
+"""Test-wide settings: offline by construction (DESIGN §7), small thread pools, artefacts folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ["WANDB_MODE"] = "disabled"
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _builtins() -> None:
+    from benchmark.registries import load_builtins
+
+    load_builtins()
+
+
+@pytest.fixture()
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
