@@ -226,3 +226,18 @@ class CIFAR100(HubImageDataset):
     label_column: ClassVar[str] = "fine_label"
     mean: ClassVar[tuple[float, ...]] = (0.5071, 0.4865, 0.4409)
     std: ClassVar[tuple[float, ...]] = (0.2673, 0.2564, 0.2762)
+
+
+@DATASETS.register("stl10", aliases=("stl-10",))
+@dataclass(frozen=True, kw_only=True)
+class STL10(HubImageDataset):
+    """STL-10 labelled splits at native 96×96: train (5,000; the 10 predefined folds and the 100,000 unlabelled
+    images unused) and test (8,000), evaluation.md §3.6. Resizing to the encoder's resolution is the transfer
+    card's business (``target_resolution``), not the loader's."""
+
+    name: ClassVar[str] = "stl10"
+    hub_id: ClassVar[str] = "tanganke/stl10"
+    image_column: ClassVar[str] = "image"
+    image_size: ClassVar[int] = 96
+    mean: ClassVar[tuple[float, ...]] = (0.4467, 0.4398, 0.4066)
+    std: ClassVar[tuple[float, ...]] = (0.2603, 0.2566, 0.2713)
