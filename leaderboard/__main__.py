@@ -1,0 +1,82 @@
+"""``python -m leaderboard build [--results DIR ...] [--out DIR]`` and ``python -m leaderboard serve``."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def _build(args: argparse.Namespace) -> int:
+    from leaderboard.build import build_model
+    from leaderboard.render import render_site
+    from leaderboard.tracks import load_tracks
+
+    t0 = time.perf_counter()
+    results = args.results or [Path("results")]
+    model = build_model(results, tracks=load_tracks(args.tracks) if args.tracks else None,
+                        references_dir=args.references)
+    index = render_site(model, args.out)
+    for s in model.skipped:
+        print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
+    for path, reason in model.reference_errors:
+        print(f"invalid reference file {path}: {reason}", file=sys.stderr)
+    n_rows = sum(len(t.table) for t in model.tracks)
+    print(f"{len(model.records)} records, {len(model.skipped)} skipped, {len(model.tracks)} tracks "
+          f"({n_rows} rows), {len(model.untracked)} records on no track; built in {time.perf_counter() - t0:.2f} s")
+    print(f"site: {index.resolve()}")
+    return 0
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        if getattr(self.server, "verbose", False):
+            super().log_message(format, *args)
+
+
+def make_server(directory: Path, port: int = 0, verbose: bool = False) -> ThreadingHTTPServer:
+    """A static file server on 127.0.0.1 (port 0 = an ephemeral port; read it from ``server.server_address``)."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.verbose = verbose  # type: ignore[attr-defined]
+    return server
+
+
+def _serve(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if not (directory / "index.html").exists():
+        print(f"{directory}/index.html does not exist; run `python -m leaderboard build` first", file=sys.stderr)
+        return 2
+    server = make_server(directory, args.port, verbose=True)
+    host, port = server.server_address[:2]
+    print(f"serving {directory.resolve()} at http://{host}:{port}/ (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m leaderboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the static site from result records")
+    b.add_argument("--results", action="append", type=Path,
+                   help="a results/ folder or a run root; records are found recursively (repeatable; default results)")
+    b.add_argument("--out", type=Path, default=Path("build/site"), help="output folder (default build/site)")
+    b.add_argument("--tracks", type=Path, default=None, help="tracks YAML (default leaderboard/tracks.yaml)")
+    b.add_argument("--references", type=Path, default=None, help="paper-reported numbers (default results/reference)")
+    s = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
+    s.add_argument("--dir", type=Path, default=Path("build/site"))
+    s.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    return _build(args) if args.command == "build" else _serve(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

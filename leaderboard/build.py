@@ -1,0 +1,364 @@
+"""Records → tables: load, select per track, aggregate seeds, rank (DESIGN §1.2). Pure pandas; no HTML here.
+
+``build_site(results_dirs, out_dir)`` is the one-call entry point (used by ``python -m leaderboard build`` and the
+quickstart); it loads, builds the :class:`SiteModel` and hands it to :mod:`leaderboard.render`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.records.reference import ReferenceTable, ReferenceValue, load_references
+from benchmark.records.schema import ResultRecord
+from benchmark.records.store import Skipped, iter_record_files, read_record
+from leaderboard import stats
+from leaderboard.tracks import Track, load_tracks
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCES = REPO / "results" / "reference"
+VERIFIED_RUNNER = "fssl-bench"
+
+
+class CardMixError(ValueError):
+    """Numbers of different protocol cards would share a column."""
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+
+
+def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
+    """Every record under the given folders (recursively), deduplicated by cell_id. Nothing here raises: malformed,
+    truncated or schema-incompatible files, and conflicting duplicates, come back as ``Skipped``."""
+    good: list[tuple[Path, ResultRecord]] = []
+    skipped: list[Skipped] = []
+    seen: dict[str, tuple[Path, ResultRecord]] = {}
+    for root in results_dirs:
+        root = Path(root)
+        if not root.exists():
+            skipped.append(Skipped(root, "results folder does not exist"))
+            continue
+        for path in iter_record_files(root):
+            try:
+                record = read_record(path)
+            except Exception as exc:  # noqa: BLE001 - a bad file must never stop the build
+                skipped.append(Skipped(path, f"{type(exc).__name__}: {exc}"))
+                continue
+            prior = seen.get(record.cell_id)
+            if prior is not None:
+                if prior[1] != record:
+                    skipped.append(Skipped(path, f"duplicate cell_id {record.cell_id} with different content "
+                                                 f"than {prior[0]} (the first one is shown)"))
+                continue
+            seen[record.cell_id] = (path, record)
+            good.append((path, record))
+    return good, skipped
+
+
+# ---------------------------------------------------------------------------------------------------- frames
+
+
+def alpha_of(name: str | None, params: dict[str, Any] | None) -> float | None:
+    """Heterogeneity α from a partition spec: ``iid`` → ∞, any partitioner with an ``alpha`` parameter → α."""
+    params = params or {}
+    if name == "iid":
+        return math.inf
+    alpha = params.get("alpha")
+    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        return float(alpha)
+    return None
+
+
+def _verified(record: ResultRecord) -> bool:
+    return record.env.runner == VERIFIED_RUNNER
+
+
+RECORD_COLUMNS = [
+    "cell_id", "method", "method_version", "dataset", "seed", "partition_label", "partition_name", "alpha",
+    "partition_digest", "backbone", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
+    "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
+    "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
+]
+
+
+def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
+    """One row per (record, task score). A diverged record has no scores: it gets one row per task of its cell,
+    with a missing value, so that it is counted (not dropped) on every track it belongs to."""
+    rows: list[dict[str, Any]] = []
+    for path, r in records:
+        cell = r.cell if isinstance(r.cell, dict) else dict(r.cell)
+        part = cell.get("partition") or {}
+        fl = cell.get("fl") or {}
+        base = {
+            "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "dataset": r.dataset,
+            "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
+            "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
+            "backbone": (cell.get("backbone") or {}).get("name"),
+            "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
+            "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
+            "status": r.status, "bytes": r.comm.bytes_up + r.comm.bytes_down,
+            "wall_time_s": r.compute.wall_time_s, "gpu_hours": r.compute.gpu_hours,
+            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r), "path": str(path),
+        }
+        if r.scores:
+            for s in r.scores:
+                rows.append({**base, "task": s.task, "card_name": s.card.name, "card_id": s.card.card_id,
+                             "card_summary": s.card.summary, "selects_on_test": s.card.selects_on_test,
+                             "metric": s.main_metric, "higher_is_better": s.higher_is_better, "value": s.main})
+        else:
+            for t in cell.get("tasks") or [{}]:
+                rows.append({**base, "task": (t or {}).get("name"), "card_name": None, "card_id": None,
+                             "card_summary": None, "selects_on_test": False, "metric": None,
+                             "higher_is_better": True, "value": float("nan")})
+    return pd.DataFrame(rows, columns=RECORD_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------------- tracks
+
+
+@dataclass
+class TrackTable:
+    track: Track
+    card_id: str | None
+    card_name: str | None
+    card_summary: str | None
+    metric: str | None
+    higher_is_better: bool
+    table: pd.DataFrame  # one row per (method, partition): see TABLE_COLUMNS
+    selects_on_test: pd.DataFrame  # record rows excluded from main columns (their card selects on the test set)
+    excluded_cards: pd.DataFrame  # record rows of the track's task whose card is not the track's card
+    references: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def cell_ids(self) -> set[str]:
+        return {c for ids in self.table["cell_ids"] for c in ids}
+
+
+TABLE_COLUMNS = [
+    "method", "method_version", "partition_label", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
+    "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank", "noise_group", "bytes", "wall_time_s",
+    "gpu_hours", "uses_public_data", "verified", "cell_ids", "card_id",
+]
+
+
+def select_track(frame: pd.DataFrame, track: Track) -> pd.DataFrame:
+    """Record rows that belong to ``track``: its dataset, task and federation settings (any card)."""
+    if frame.empty:
+        return frame
+    mask = (frame["dataset"] == track.dataset) & (frame["task"] == track.task)
+    if track.backbone is not None:
+        mask &= frame["backbone"] == track.backbone
+    for key, value in track.federation.items():
+        column = f"fl_{key}"
+        if column not in frame.columns:
+            return frame.iloc[0:0]
+        mask &= frame[column] == value
+    return frame[mask]
+
+
+def check_single_card(rows: pd.DataFrame, where: str) -> str | None:
+    """The one card_id of ``rows`` (None if none is known). Raises :class:`CardMixError` for two or more."""
+    ids = sorted({c for c in rows["card_id"] if isinstance(c, str)})
+    if len(ids) > 1:
+        counts = rows.groupby("card_id").size().to_dict()
+        raise CardMixError(f"{where}: numbers from {len(ids)} protocol cards would share a column: {counts}. "
+                           "Pin one with `card_id:` in tracks.yaml (or split the track).")
+    return ids[0] if ids else None
+
+
+def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -> pd.DataFrame:
+    """Seeds → one row per (method, method version, partition label, partition digest), then ranks.
+
+    Cells with fewer successful seeds than ``track.min_seeds`` are ``incomplete``: they keep their per-seed values but
+    get no mean, no rank and no noise group. Every (method, partition) pair seen on the track that has no record at
+    all is added as ``missing``.
+    """
+    check_single_card(rows, f"track {track.id}")
+    out: list[dict[str, Any]] = []
+    keys = ["method", "method_version", "partition_label", "partition_digest"]
+    for key, g in rows.groupby(keys, sort=True, dropna=False):
+        ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
+        n_div = int((g["status"] == "diverged").sum())
+        values = [float(v) for v in ok["value"]]
+        complete = len(values) >= track.min_seeds
+        summary = stats.summarize(values) if complete else None
+        card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
+        out.append({
+            **dict(zip(keys, key)), "alpha": g["alpha"].iloc[0],
+            "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
+            "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
+            "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
+            "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
+            "rank": None, "noise_group": None,
+            "bytes": float(g["bytes"].mean()), "wall_time_s": float(g["wall_time_s"].mean()),
+            "gpu_hours": float(g["gpu_hours"].mean()), "uses_public_data": bool(g["uses_public_data"].any()),
+            "verified": bool(g["verified"].all()), "cell_ids": sorted(g["cell_id"].unique().tolist()),
+            "card_id": card_ids[0] if card_ids else None,
+        })
+    table = pd.DataFrame(out, columns=TABLE_COLUMNS)
+    table = _add_missing(table)
+    return rank_table(table, higher_is_better)
+
+
+def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    settings = table[["partition_label", "partition_digest", "alpha"]].drop_duplicates(
+        ["partition_label", "partition_digest"])
+    present = set(zip(table["method"], table["partition_label"], table["partition_digest"]))
+    extra = []
+    for method in sorted(table["method"].unique()):
+        version = table.loc[table["method"] == method, "method_version"].iloc[0]
+        for _, s in settings.iterrows():
+            if (method, s["partition_label"], s["partition_digest"]) not in present:
+                extra.append({c: None for c in TABLE_COLUMNS} | {
+                    "method": method, "method_version": version, "partition_label": s["partition_label"],
+                    "partition_digest": s["partition_digest"], "alpha": s["alpha"], "status": "missing",
+                    "n_seeds": 0, "n_diverged": 0, "seeds": [], "values": [], "mean": math.nan, "std": math.nan,
+                    "ci_low": math.nan, "ci_high": math.nan, "bytes": math.nan, "wall_time_s": math.nan,
+                    "gpu_hours": math.nan, "uses_public_data": False, "verified": True, "cell_ids": []})
+    if extra:
+        table = pd.concat([table, pd.DataFrame(extra, columns=TABLE_COLUMNS)], ignore_index=True)
+    return table
+
+
+def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
+    """Competition ranks and noise groups among complete cells of one partition (label and digest): a column never
+    mixes partitions. Sorted by partition (IID first, then decreasing α), rank, method."""
+    table = table.copy()
+    table["rank"] = pd.Series([None] * len(table), dtype=object)
+    table["noise_group"] = pd.Series([None] * len(table), dtype=object)
+    for _, g in table.groupby(["partition_label", "partition_digest"], dropna=False):
+        done = g[g["status"] == "complete"]
+        if done.empty:
+            continue
+        ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
+        groups = stats.noise_groups(done["values"].tolist(), higher_is_better)
+        for idx, rank, group in zip(done.index, ranks, groups):
+            table.at[idx, "rank"] = int(rank)
+            table.at[idx, "noise_group"] = int(group)
+    order_alpha = table["alpha"].map(lambda a: -a if isinstance(a, (int, float)) and not pd.isna(a) else math.inf)
+    table = table.assign(_a=order_alpha, _r=table["rank"].map(lambda r: r if r is not None else 10**9))
+    table = table.sort_values(["_a", "partition_label", "_r", "method"], kind="mergesort")
+    return table.drop(columns=["_a", "_r"]).reset_index(drop=True)
+
+
+def reference_matches(ref: ReferenceValue, track: Track) -> bool:
+    return ref.settings.get("dataset") == track.dataset and ref.task == track.task_family
+
+
+def reference_alpha(ref: ReferenceValue) -> float | None:
+    if ref.settings.get("iid") is True or ref.settings.get("partition") == "iid":
+        return math.inf
+    a = ref.settings.get("alpha")
+    return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+
+
+def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str | None,
+                     table: pd.DataFrame, higher_is_better: bool) -> list[dict[str, Any]]:
+    """Paper-reported numbers for a track's dataset and task family. They are marked ``comparable`` (and given the
+    rank they would take among our complete cells of the same α) only when their card_id equals ours and they do not
+    select on the test set; otherwise they are shown beside ours and never ranked."""
+    out = []
+    for ref in refs:
+        if not reference_matches(ref, track):
+            continue
+        comparable = bool(card_id) and ref.card_id == card_id and not ref.selects_on_test
+        would_rank = None
+        alpha = reference_alpha(ref)
+        if comparable and alpha is not None:
+            peers = table[(table["status"] == "complete") & (table["alpha"] == alpha)]["mean"].tolist()
+            would_rank = stats.competition_ranks([ref.percent, *peers], higher_is_better)[0]
+        why = ("same protocol card" if comparable else
+               "selects on the test set" if ref.selects_on_test else
+               f"different protocol card ({ref.card})")
+        out.append({"ref": ref, "alpha": alpha, "comparable": comparable, "would_rank": would_rank, "why": why})
+    return out
+
+
+def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue] = ()) -> TrackTable:
+    rows = select_track(frame, track)
+    if track.card_id is not None:
+        card_ok = rows["card_id"].isna() | (rows["card_id"] == track.card_id)
+    elif track.card is not None:
+        card_ok = rows["card_id"].isna() | (rows["card_name"] == track.card)
+    else:
+        card_ok = pd.Series(True, index=rows.index)
+    in_card, excluded = rows[card_ok.astype(bool)], rows[~card_ok.astype(bool)]
+    test_selected = in_card[in_card["selects_on_test"].astype(bool)]
+    main = in_card[~in_card["selects_on_test"].astype(bool)]
+    card_id = check_single_card(main, f"track {track.id}")
+    scored = main[main["card_id"].notna()]
+    higher = bool(scored["higher_is_better"].iloc[0]) if not scored.empty else True
+    table = aggregate(main, track, higher) if not main.empty else pd.DataFrame(columns=TABLE_COLUMNS)
+    return TrackTable(
+        track=track, card_id=card_id,
+        card_name=scored["card_name"].iloc[0] if not scored.empty else track.card,
+        card_summary=scored["card_summary"].iloc[0] if not scored.empty else None,
+        metric=scored["metric"].iloc[0] if not scored.empty else None, higher_is_better=higher, table=table,
+        selects_on_test=test_selected, excluded_cards=excluded,
+        references=track_references(refs, track, card_id, table, higher),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- the site
+
+
+@dataclass
+class SiteModel:
+    records: list[tuple[Path, ResultRecord]]
+    skipped: list[Skipped]
+    frame: pd.DataFrame
+    tracks: list[TrackTable]
+    references: list[ReferenceTable]
+    reference_errors: list[tuple[Path, str]]
+    untracked: list[str]  # cell ids that no track shows
+    sources: list[str] = field(default_factory=list)  # the results folders given
+    repo: Path = REPO
+
+    def record(self, cell_id: str) -> ResultRecord | None:
+        for _, r in self.records:
+            if r.cell_id == cell_id:
+                return r
+        return None
+
+
+def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] | None = None,
+                references_dir: Path | None = None) -> SiteModel:
+    results_dirs = list(results_dirs)
+    records, skipped = load_all(results_dirs)
+    frame = records_frame(records)
+    tracks = list(tracks) if tracks is not None else load_tracks()
+    ref_tables, ref_errors = load_references(references_dir if references_dir is not None else DEFAULT_REFERENCES)
+    refs = [v for t in ref_tables for v in t.values]
+    built = [build_track(frame, t, refs) for t in tracks]
+    shown = set().union(*(t.cell_ids for t in built)) if built else set()
+    untracked = sorted({r.cell_id for _, r in records} - shown)
+    return SiteModel(records, skipped, frame, built, ref_tables, ref_errors, untracked,
+                     sources=[str(d) for d in results_dirs])
+
+
+def build_site(results_dirs: Iterable[Path | str], out_dir: Path | str, *, tracks_path: Path | None = None,
+               references_dir: Path | None = None) -> Path:
+    """Build the static site from every record under ``results_dirs`` into ``out_dir``; returns index.html."""
+    from leaderboard.render import render_site
+
+    tracks = load_tracks(tracks_path) if tracks_path is not None else None
+    model = build_model(results_dirs, tracks=tracks, references_dir=references_dir)
+    return render_site(model, Path(out_dir))
+
+
+def slug(text: str) -> str:
+    """A file-name-safe slug for any record-provided name (never trusted as a path)."""
+    import hashlib
+
+    clean = re.sub(r"[^a-z0-9_.-]+", "-", str(text).lower()).strip("-.")[:40]
+    if clean and clean == str(text):
+        return clean
+    return f"{clean or 'x'}-{hashlib.sha256(str(text).encode()).hexdigest()[:8]}"
