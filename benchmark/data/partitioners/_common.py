@@ -64,7 +64,9 @@ def make_spec(owner: Any, labels: np.ndarray, seed: int) -> dict[str, Any]:
     }
 
 
-def partition_error(owner: Any, *, tries: int, best: str, hint: str, what: str = "constraint not met") -> PartitionError:
+def partition_error(
+    owner: Any, *, tries: int, best: str, hint: str, what: str = "constraint not met"
+) -> PartitionError:
     """The §1.7 failure message: name, parameters, tries, best constraint value reached, and a hint."""
     return PartitionError(
         f"{owner.name}: {what} after {tries} tr{'y' if tries == 1 else 'ies'} "

@@ -12,7 +12,9 @@ Self Supervision?" (ICLR 2023), code github.com/liruiw/Dec-SSL ``src/sampling.py
   rotation angle or style, then band or skew over the groups (§3.11).
 
 All five keep the client lists' generation order, so they accept the ``decssl_prefix`` modifier (§3.13). The
-"group" variants return ``Partition.domain`` = group id per train index. Every function here is pure.
+"group" variants return ``Partition.domain`` = group id per train index. ``decssl_band`` and ``decssl_skew`` only
+use their key array as class ids, so passing ``groups`` in place of ``labels`` (§1.1) is the same call. Every
+function here is pure; ``decssl_feature_cluster`` and ``decssl_style`` read (and hash) one artifact each.
 """
 
 from __future__ import annotations
@@ -261,7 +263,8 @@ def _sq_dists(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
 
 
 def kmeans_pp_init(x: np.ndarray, k: int, rs: np.random.RandomState) -> np.ndarray:
-    """k-means++ seeding (Arthur & Vassilvitskii 2007), one candidate per step."""
+    """k-means++ seeding (Arthur & Vassilvitskii 2007), one candidate per step (sklearn's greedy variant tries
+    2 + log k candidates; §3.10 only asks for k-means++)."""
     n = x.shape[0]
     centres = [x[rs.randint(n)]]
     d2 = _sq_dists(x, np.asarray(centres)).min(axis=1)
@@ -428,6 +431,9 @@ def rotate_image(image: np.ndarray, degrees: float, fill: float = 0.0) -> np.nda
 class _GroupShift:
     """Fields and logic shared by ``decssl_rotation`` and ``decssl_style`` (§3.11)."""
 
+    name: ClassVar[str]
+    version: ClassVar[str]
+
     n_groups: int = 5
     scheme: Scheme = "band"
     alpha: float | None = None  # scheme "band"; Fig. 11 sweeps {5, 1, 0.1, 0.01}
@@ -439,18 +445,18 @@ class _GroupShift:
     modifiers: tuple[Modifier, ...] = ()
 
     def _validate(self) -> None:
-        require_int(self.name, "n_groups", self.n_groups)  # type: ignore[attr-defined]
+        require_int(self.name, "n_groups", self.n_groups)
         if self.n_groups > 127:
-            raise ValueError(f"{self.name}: n_groups must be <= 127 (domain is int8)")  # type: ignore[attr-defined]
+            raise ValueError(f"{self.name}: n_groups must be <= 127 (domain is int8)")
         if self.eval_domain not in ("union", "clean"):
-            raise ValueError(f"{self.name}: eval_domain must be 'union' or 'clean'")  # type: ignore[attr-defined]
+            raise ValueError(f"{self.name}: eval_domain must be 'union' or 'clean'")
         _check_scheme(self)
-        check_modifiers(self.modifiers, generation_order=True, owner=self.name)  # type: ignore[attr-defined]
+        check_modifiers(self.modifiers, generation_order=True, owner=self.name)
 
     def _partition(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         labels, _ = check_labels(labels, num_clients)
         if self.n_groups > labels.size:
-            raise PartitionError(f"{self.name}: n_groups = {self.n_groups} exceeds N = {labels.size}")  # type: ignore[attr-defined]
+            raise PartitionError(f"{self.name}: n_groups = {self.n_groups} exceeds N = {labels.size}")
         rs = legacy_rng(seed)
         groups = iid_groups(labels.size, self.n_groups, rs)
         return _scheme_partition(self, groups, labels, num_clients, seed, rs, meta={})
@@ -490,8 +496,8 @@ class DecSSLStyle(_GroupShift):
     version: ClassVar[str] = "1"
     generation_order: ClassVar[bool] = True
 
-    style_path: str = ""  # required; the stylised copies (layout defined by the dataset wrapper)
-    style_sha256: str = ""  # required
+    style_path: str  # the stylised copies (layout defined by the dataset wrapper)
+    style_sha256: str
 
     def __post_init__(self) -> None:
         if not self.style_path or len(self.style_sha256) != 64:
@@ -504,5 +510,7 @@ class DecSSLStyle(_GroupShift):
             raise PartitionError(f"{self.name}: style artifact {path} not found (missing style artifact)")
         actual = file_sha256(path)
         if actual != self.style_sha256.lower():
-            raise PartitionError(f"{self.name}: style artifact {path} has sha256 {actual}, expected {self.style_sha256}")
+            raise PartitionError(
+                f"{self.name}: style artifact {path} has sha256 {actual}, expected {self.style_sha256}"
+            )
         return self._partition(labels, num_clients, seed)

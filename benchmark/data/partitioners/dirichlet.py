@@ -27,7 +27,7 @@ from benchmark.data.partitioners.modifiers import Modifier, check_modifiers
 from benchmark.registries import PARTITIONERS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LabelDirDraw:
     """One draw of §3.2 step 1.1-1.2: per class, the shuffled I_c and its K+1 slice bounds."""
 

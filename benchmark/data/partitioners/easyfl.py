@@ -40,8 +40,8 @@ class EasyFLClass:
     generation_order: ClassVar[bool] = False
 
     classes_per_client: int = 2  # k (EasyFL class_per_client)
-    # DEVIATION: when k K is not a multiple of C the heap can hand a client the same class twice; the original
-    # allows it silently, we raise unless allow_repeat is true.
+    # The heap hands out classes round-robin, so a client receives a class twice exactly when k > C.
+    # DEVIATION: the original then repeats silently; we raise unless allow_repeat is true.
     allow_repeat: bool = False
     modifiers: tuple[Modifier, ...] = ()
 
@@ -54,9 +54,11 @@ class EasyFLClass:
     def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         labels, num_classes = check_labels(labels, num_clients)
         k = self.classes_per_client
-        if k > num_classes:
-            raise partition_error(self, tries=1, best=f"classes_per_client {k} > C = {num_classes}",
-                                  hint="lower classes_per_client", what="too many classes per client")
+        if k > num_classes and not self.allow_repeat:
+            raise partition_error(
+                self, tries=1, best=f"classes_per_client {k} > C = {num_classes}: every client would repeat a class",
+                hint="lower classes_per_client, or set allow_repeat: true to reproduce EasyFL", what="repeated class",
+            )
         rs = legacy_rng(seed)
         n_parts = math.ceil(k * num_clients / num_classes)
         parts: list[list[np.ndarray]] = []

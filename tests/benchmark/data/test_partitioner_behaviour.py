@@ -1,0 +1,409 @@
+"""Behaviour of individual partitioners (specs/partitioning.md §6.2-§6.4, §3.10-§3.14, §1.7-§1.8)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import benchmark.data.partitioners  # noqa: F401  (registers the catalogue)
+from benchmark.config import from_mapping
+from benchmark.data.partition import PartitionError, partition_stats
+from benchmark.data.partitioners import Modifier, label_matched_test
+from benchmark.data.partitioners import decssl
+from benchmark.data.partitioners._common import legacy_rng
+from benchmark.data.partitioners.decssl import (
+    band_lists,
+    feature_groups,
+    iid_groups,
+    rotate_image,
+    rotation_degrees,
+    skew_lists,
+)
+from benchmark.data.partitioners.modifiers import subsample_count
+from benchmark.registries import PARTITIONERS
+
+CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
+CIFAR100 = np.repeat(np.arange(100), 500)
+
+
+def make(name: str, **params: Any) -> Any:
+    return from_mapping(PARTITIONERS.get(name), params)
+
+
+def mean_stat(name: str, key: str, labels: np.ndarray, k: int, seeds: range = range(5), **params: Any) -> float:
+    part = make(name, **params)
+    return float(np.mean([partition_stats(part(labels, k, s), labels, int(labels.max()) + 1)[key] for s in seeds]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §6.2 heterogeneity is monotone in alpha / beta
+# ----------------------------------------------------------------------------------------------------------------
+
+ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0)
+MEASURED_EMD = {  # §6.2, mean EMD over seeds 0-4 on CIFAR-10-shaped labels
+    "orchestra_sinkhorn": (10, (1.69, 1.33, 0.64, 0.23, 0.07)),
+    "dirichlet_plain": (10, (1.62, 1.38, 0.65, 0.23, 0.07)),
+    "niid_bench_labeldir": (10, (1.73, 1.38, 0.76, 0.23, 0.07)),
+    "decssl_band": (5, (1.59, 1.35, 0.67, 0.24, 0.07)),
+    "flesd_minshare": (10, (1.68, 1.38, 0.65, 0.23, 0.07)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED_EMD))
+def test_emd_strictly_decreases_in_alpha(name: str) -> None:
+    k, measured = MEASURED_EMD[name]
+    emd = [mean_stat(name, "emd_mean", CIFAR10, k, alpha=a) for a in ALPHAS]
+    assert all(a > b for a, b in zip(emd, emd[1:])), emd
+    # the spec's measurements (2 decimals; dirichlet_plain at 0.01 gives 1.631 here)
+    assert np.allclose(emd, measured, atol=0.015), emd
+
+
+def test_skew_emd_decreases_in_beta() -> None:
+    emd = [mean_stat("decssl_skew", "emd_mean", CIFAR10, 5, range(3), beta=b) for b in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    assert all(a > b for a, b in zip(emd, emd[1:])), emd
+    assert emd[0] == pytest.approx(1.6) and emd[-1] < 0.05
+
+
+def test_quantity_cv_decreases_in_beta() -> None:
+    cv = [mean_stat("quantity_dirichlet", "size_cv", CIFAR10, 10, beta=b) for b in (0.5, 1.0, 10.0, 100.0, 1e4)]
+    assert all(a > b for a, b in zip(cv, cv[1:])), cv
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §6.3 constraints and failures
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_labeldir_min_size_and_failure() -> None:
+    for seed in range(3):
+        part = make("niid_bench_labeldir", alpha=0.1, min_size=200)(CIFAR10, 20, seed)
+        assert part.sizes().min() >= 200 and part.meta["tries"] >= 1
+    with pytest.raises(PartitionError) as err:  # measured: all 1000 draws fail (the original would not terminate)
+        make("niid_bench_labeldir", alpha=0.01, min_size=10)(CIFAR10, 100, 0)
+    message = str(err.value)
+    for needle in ("niid_bench_labeldir", "'alpha': 0.01", "1000 tries", "smallest client size", "Hint: raise alpha"):
+        assert needle in message
+
+
+def test_band_window_and_acceptance() -> None:
+    for alpha in (0.01, 0.02, 0.1, 1.0, 5.0):
+        for seed in range(5):
+            part = make("decssl_band", alpha=alpha)(CIFAR10, 5, seed)
+            assert part.meta["tries"] <= 5
+            assert 5000 <= part.sizes().min() and part.sizes().max() <= 15000
+    for seed in range(3):
+        assert make("decssl_band", alpha=0.1)(CIFAR100, 100, seed).meta["tries"] <= 4
+
+
+def test_band_failure_raises_or_flags_last_draw() -> None:
+    with pytest.raises(PartitionError, match=r"decssl_band: .* after 1000 tries .*sizes in \[\d+, \d+\]"):
+        make("decssl_band", alpha=0.02)(CIFAR10, 100, 0)
+    # Dec-SSL Fig. 6(d) setting: the released code trained on an out-of-band last draw
+    part = make("decssl_band", alpha=0.02, on_failure="keep_last")(CIFAR10, 20, 0)
+    assert part.meta["constraint_violated"] is True and part.meta["tries"] == 1000
+    assert part.sizes().min() < 1250 or part.sizes().max() > 3750
+    assert partition_stats(part, CIFAR10, 10)["constraint_violated"] is True
+
+
+def test_flesd_share_floor() -> None:
+    for alpha in (0.1, 1.0, 100.0):
+        part = make("flesd_minshare", alpha=alpha)(CIFAR10, 6, 0)
+        assert part.meta["min_share"] > 0.5 / 6
+        assert part.sizes().min() > 5000 * 0.5 / 6 - 10  # size >= n_c * share - C for balanced classes
+        assert len(part.dropped) < 6 * 10
+    for seed in range(3):
+        with pytest.raises(PartitionError, match="smallest client share"):
+            make("flesd_minshare", alpha=0.01)(CIFAR10, 100, seed)
+
+
+def test_easyfl_class_assignment() -> None:
+    part = make("easyfl_class", classes_per_client=2)(CIFAR10, 5, 0)
+    counts = part.label_counts(CIFAR10, 10)
+    for j in range(5):
+        expected = np.zeros(10, np.int64)
+        expected[[2 * j, 2 * j + 1]] = 5000
+        assert np.array_equal(counts[j], expected)
+    # k K not a multiple of C: still round-robin, unused parts dropped
+    part = make("easyfl_class", classes_per_client=3)(CIFAR10, 4, 1)
+    counts = part.label_counts(CIFAR10, 10)
+    assert ((counts > 0).sum(axis=1) == 3).all()
+    assert len(part.dropped) == 50000 - counts.sum() and part.meta["parts_per_class"] == 2
+    # a configuration that repeats a class (k > C) raises unless allow_repeat
+    two_classes = np.repeat(np.arange(2), 30)
+    with pytest.raises(PartitionError, match="repeated class"):
+        make("easyfl_class", classes_per_client=3)(two_classes, 2, 0)
+    part = make("easyfl_class", classes_per_client=3, allow_repeat=True)(two_classes, 2, 0)
+    assert part.meta["repeated_classes"] == 2 and len(part.dropped) == 0
+
+
+def test_skew_beta_zero_gives_exclusive_classes() -> None:
+    part = make("decssl_skew", beta=0.0)(CIFAR10, 5, 0)
+    counts = part.label_counts(CIFAR10, 10)
+    for j in range(5):
+        assert set(np.flatnonzero(counts[j])) == {2 * j, 2 * j + 1}
+        assert counts[j].sum() == 10000
+    # beta = 1 is IID with the full shuffled pool
+    assert make("decssl_skew", beta=1.0)(CIFAR10, 5, 0).sizes().tolist() == [10000] * 5
+
+
+def test_fedavg_shards_pathological() -> None:
+    part = make("fedavg_shards", shards_per_client=2)(CIFAR10, 100, 0)
+    counts = part.label_counts(CIFAR10, 10)
+    assert (part.sizes() == 500).all() and ((counts > 0).sum(axis=1) <= 2).all()
+    odd = make("fedavg_shards", shards_per_client=3)(CIFAR10, 7, 0)
+    assert len(odd.dropped) == 50000 % 21 and (odd.sizes() == 50000 // 21 * 3).all()
+    with pytest.raises(PartitionError, match="more shards than samples"):
+        make("fedavg_shards", shards_per_client=2)(np.arange(10), 6, 0)
+
+
+def test_dirichlet_plain_min_size() -> None:
+    part = make("dirichlet_plain", alpha=0.01)(CIFAR10, 10, 1)
+    assert len(part.dropped) == 0 and part.meta["empty_clients"] == int((part.sizes() == 0).sum())
+    with pytest.raises(PartitionError, match="min_size"):
+        make("dirichlet_plain", alpha=0.01, min_size=10)(CIFAR10, 10, 0)
+
+
+def test_quantity_weights_sizes() -> None:
+    labels = np.repeat(np.arange(10), 101)  # N = 1010
+    part = make("quantity_weights", weights=[0.1, 0.2, 0.7])(labels, 3, 0)
+    # floor(N w) = 101, 202, 707 -> 1010; exact, no leftovers
+    assert part.sizes().tolist() == [101, 202, 707]
+    part = make("quantity_weights", weights=[0.3335, 0.3335, 0.333])(labels[:1000], 3, 0)
+    assert part.sizes().sum() == 1000 and len(part.dropped) == 0
+    with pytest.raises(ValueError, match="sum to 1"):
+        make("quantity_weights", weights=[0.5, 0.6])
+    with pytest.raises(ValueError, match=">= 0"):
+        make("quantity_weights", weights=[1.5, -0.5])
+    with pytest.raises(PartitionError, match="one weight per client"):
+        make("quantity_weights", weights=[0.5, 0.5])(labels, 3, 0)
+
+
+# ---- §6.3.7 feature clusters -----------------------------------------------------------------------------------
+
+
+def blobs(n: int, n_blobs: int = 5, dim: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rs = np.random.RandomState(seed)
+    centres = rs.normal(size=(n_blobs, dim)) * 10.0
+    truth = rs.randint(n_blobs, size=n)
+    return (centres[truth] + rs.normal(size=(n, dim))).astype(np.float32), truth
+
+
+def save(tmp_path: Path, name: str, **arrays: np.ndarray) -> tuple[str, str]:
+    path = tmp_path / name
+    if name.endswith(".npz"):
+        np.savez(path, **arrays)
+    else:
+        np.save(path, next(iter(arrays.values())))
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_relabelling(found: np.ndarray, truth: np.ndarray) -> bool:
+    pairs = set(zip(found.tolist(), truth.tolist()))
+    return len(pairs) == len(set(found.tolist())) == len(set(truth.tolist()))
+
+
+def test_feature_clusters_recover_blobs(tmp_path: Path) -> None:
+    features, truth = blobs(1500)
+    assert is_relabelling(feature_groups(features, pca_dim=30, n_groups=5, seed=3), truth)
+    path, sha = save(tmp_path, "f.npz", features_training=features)
+    part = make("decssl_feature_cluster", features_path=path, features_sha256=sha, alpha=1.0)
+    labels = np.arange(1500) % 10
+    result = part(labels, 5, 0)
+    assert result.domain is not None and is_relabelling(result.domain.astype(np.int64), truth)
+    assert len(result.dropped) == 0
+    assert sorted(result.meta["group_sizes"]) == sorted(np.bincount(truth).tolist())
+    skew = make("decssl_feature_cluster", features_path=path, features_sha256=sha, scheme="skew", beta=0.0)
+    by_group = skew(labels, 5, 0).label_counts(result.domain.astype(np.int64), 5)
+    assert ((by_group > 0).sum(axis=1) <= 2).all()  # beta = 0 over groups: each client from ~1 group
+
+
+def test_feature_artifact_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    features, _ = blobs(300, dim=8)
+    path, sha = save(tmp_path, "f.npy", x=features)
+    labels = np.arange(300) % 3
+    with pytest.raises(PartitionError, match="sha256"):
+        make("decssl_feature_cluster", features_path=path, features_sha256="0" * 64, pca_dim=4, alpha=1.0)(
+            labels, 3, 0)
+    with pytest.raises(PartitionError, match="not found"):
+        make("decssl_feature_cluster", features_path=str(tmp_path / "missing.npy"), features_sha256=sha,
+             pca_dim=4, alpha=1.0)(labels, 3, 0)
+    with pytest.raises(PartitionError, match="shape"):
+        make("decssl_feature_cluster", features_path=path, features_sha256=sha, pca_dim=4, alpha=1.0)(
+            labels[:200], 3, 0)
+    # an empty k-means group raises (forced here: real data rarely leaves a group empty)
+    monkeypatch.setattr(decssl, "feature_groups", lambda *a, **k: np.arange(300) % 2)
+    with pytest.raises(PartitionError, match="empty feature group"):
+        make("decssl_feature_cluster", features_path=path, features_sha256=sha, pca_dim=4, n_groups=3,
+             alpha=1.0)(labels, 3, 0)
+    with pytest.raises(ValueError, match="needs alpha"):
+        make("decssl_feature_cluster", features_path=path, features_sha256=sha)
+
+
+# ---- §6.3.8 rotation / style ------------------------------------------------------------------------------------
+
+
+def test_rotation_groups_and_partition(tmp_path: Path) -> None:
+    groups = iid_groups(5003, 5, legacy_rng(0))
+    sizes = np.bincount(groups)
+    assert sizes.max() - sizes.min() <= 1 and sizes.sum() == 5003
+    part = make("decssl_rotation", alpha=0.1)(CIFAR10[:5003], 5, 0)
+    assert part.domain is not None and np.array_equal(part.domain, groups.astype(np.int8))
+    assert [rotation_degrees(m) for m in range(5)] == [0.0, 72.0, 144.0, 216.0, 288.0]
+    style = tmp_path / "style.bin"
+    style.write_bytes(b"x")
+    sha = hashlib.sha256(b"x").hexdigest()
+    assert make("decssl_style", style_path=str(style), style_sha256=sha, alpha=0.1)(
+        CIFAR10[:5003], 5, 0).digest() == part.digest()
+    with pytest.raises(PartitionError, match="missing style artifact"):
+        make("decssl_style", style_path=str(tmp_path / "nope"), style_sha256=sha, alpha=0.1)(CIFAR10, 5, 0)
+
+
+@pytest.mark.parametrize("size", [7, 8])
+def test_rotate_image_on_a_test_pattern(size: int) -> None:
+    pattern = np.arange(size * size * 3, dtype=np.float64).reshape(size, size, 3)
+    assert np.allclose(rotate_image(pattern, 0.0), pattern)
+    assert np.allclose(rotate_image(pattern, 90.0), np.rot90(pattern), atol=1e-9)  # counter-clockwise
+    assert np.allclose(rotate_image(pattern, 360.0), pattern, atol=1e-9)
+    # group m = 1: a bright dot right of the centre moves 72 degrees counter-clockwise (up and to the right)
+    canvas = np.zeros((33, 33))
+    canvas[16, 28] = 1.0
+    out = rotate_image(canvas, rotation_degrees(1))
+    r, c = np.unravel_index(np.argmax(out), out.shape)
+    angle = np.degrees(np.arctan2(16 - r, c - 16))
+    assert abs(angle - 72.0) < 5.0 and out.min() >= 0.0  # fill 0 outside
+
+
+# ---- §6.3.9 modifiers -------------------------------------------------------------------------------------------
+
+
+def test_decssl_prefix_keeps_generation_order_head() -> None:
+    labels = np.repeat(np.arange(10), 500)
+    full, _ = band_lists(None, labels, 5, legacy_rng(4), alpha=0.5, band=0.5, max_tries=1000, on_failure="raise")
+    part = make("decssl_band", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(labels, 5, 4)
+    for ix, gen in zip(part.client_indices, full):
+        assert np.array_equal(ix, np.sort(gen[: int(0.8 * len(gen))]))
+    assert part.meta["modifier_dropped"] == len(part.dropped)
+    # with decssl_skew, the prefix drops mostly the IID tail
+    skew, _ = skew_lists(labels, 5, legacy_rng(0), beta=0.5)
+    part = make("decssl_skew", beta=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(labels, 5, 0)
+    for ix, gen in zip(part.client_indices, skew):
+        assert np.array_equal(ix, np.sort(gen[:800]))
+
+
+def test_subsample_and_modifier_validation() -> None:
+    base = make("niid_bench_labeldir", alpha=0.5)(CIFAR10, 10, 0)
+    part = make("niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "subsample", "fraction": 0.1}])(CIFAR10, 10, 0)
+    for small, big in zip(part.client_indices, base.client_indices):
+        assert len(small) == int(np.ceil(len(big) / 10)) and np.isin(small, big).all()
+    assert part.digest() != base.digest() and part.spec["params"]["modifiers"] == [{"name": "subsample",
+                                                                                     "fraction": 0.1}]
+    assert subsample_count(0.1, 30) == 3 and subsample_count(0.1, 31) == 4 and subsample_count(1.0, 7) == 7
+    with pytest.raises(ValueError, match="only the Dec-SSL"):
+        make("niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])
+    with pytest.raises(ValueError, match="must be the first"):
+        make("decssl_band", alpha=0.5, modifiers=[{"name": "subsample", "fraction": 0.5},
+                                                  {"name": "decssl_prefix", "fraction": 0.8}])
+    with pytest.raises(ValueError, match="fraction"):
+        Modifier(name="subsample", fraction=0.0)
+    with pytest.raises(ValueError):
+        make("iid", modifiers=[{"name": "subsampel", "fraction": 0.5}])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §6.4 Orchestra Table 4 (bit-faithful orchestra_sinkhorn, seed 0)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "num_classes,k,alpha,cpc_any,cpc_1pct",
+    [
+        (10, 100, 0.1, 4.69, 3.75),  # paper 4.69 / 3.13: "any" exact, 1 % a regression value
+        (100, 100, 0.1, 29.30, 17.92),  # paper 29.3 / 17.92: exact
+        (10, 100, 1e-3, 1.08, 1.06),  # paper 1.08 / 1.05: "any" exact
+        (100, 100, 1e-3, 2.13, 1.88),  # paper 3.56 / 2.13: not reproduced
+        (10, 10, 0.1, 6.10, 4.60),  # paper 6.25 / 4.87 (column placement uncertain): not reproduced
+        (100, 10, 0.1, 46.30, 21.90),  # paper 48.63 / 35.5: not reproduced
+        (100, 100, 1e5, 100.0, 49.64),  # paper 100 / 100: the 1 % cell is convention-sensitive
+    ],
+)
+def test_orchestra_table4(num_classes: int, k: int, alpha: float, cpc_any: float, cpc_1pct: float) -> None:
+    labels = np.repeat(np.arange(num_classes), 50000 // num_classes)
+    stats = partition_stats(make("orchestra_sinkhorn", alpha=alpha)(labels, k, 0), labels, num_classes)
+    assert round(stats["classes_per_client_any"], 2) == cpc_any
+    assert round(stats["classes_per_client_1pct"], 2) == cpc_1pct
+
+
+def test_orchestra_sizes_cifar10() -> None:
+    part = make("orchestra_sinkhorn", alpha=0.1)(CIFAR10, 100, 0)
+    assert part.sizes().min() == 494 and part.sizes().max() == 499
+    assert part.sizes().sum() == 49719 and len(part.dropped) == 281
+
+
+def test_orchestra_failures() -> None:
+    with pytest.raises(PartitionError, match="non-finite"):
+        make("orchestra_sinkhorn", alpha=1e-300)(CIFAR10[:1000], 50, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.14 label-matched test splits
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_label_matched_test() -> None:
+    test_labels = np.random.RandomState(1).permutation(np.repeat(np.arange(10), 1000))
+    part = make("niid_bench_labeldir", alpha=0.3)(CIFAR10, 10, 0)
+    matched = label_matched_test(part, CIFAR10, test_labels, seed=0)
+    train_counts = part.label_counts(CIFAR10, 10)
+    assert np.array_equal(matched.label_counts(test_labels, 10), np.floor(train_counts / 5000 * 1000).astype(int))
+    everything = np.concatenate([*matched.client_indices, matched.dropped])
+    assert np.array_equal(np.sort(everything), np.arange(test_labels.size))
+    assert label_matched_test(part, CIFAR10, test_labels, seed=0).digest() == matched.digest()
+    assert label_matched_test(part, CIFAR10, test_labels, seed=1).digest() != matched.digest()
+    assert matched.spec["train_partition_digest"] == part.digest()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §1.8 parameter validation, §1.1 inputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("niid_bench_labeldir", {"alpha": 0.0}),
+        ("niid_bench_labeldir", {"alpha": -1.0}),
+        ("niid_bench_labeldir", {"alpha": 0.5, "max_tries": 0}),
+        ("dirichlet_plain", {"alpha": float("inf")}),
+        ("orchestra_sinkhorn", {"alpha": 0.0}),
+        ("decssl_band", {"alpha": 0.1, "band": 1.5}),
+        ("decssl_band", {"alpha": 0.1, "on_failure": "ignore"}),
+        ("decssl_skew", {"beta": 1.1}),
+        ("decssl_skew", {"beta": -0.1}),
+        ("decssl_rotation", {"scheme": "skew", "beta": 0.5, "alpha": 1.0}),
+        ("decssl_rotation", {"alpha": 1.0, "n_groups": 0}),
+        ("flesd_minshare", {"alpha": 0.1, "min_prop": 1.0}),
+        ("fedavg_shards", {"shards_per_client": 0}),
+        ("easyfl_class", {"classes_per_client": 0}),
+        ("quantity_dirichlet", {"beta": 0.0}),
+        ("quantity_weights", {"weights": []}),
+    ],
+)
+def test_invalid_parameters_raise_value_error(name: str, params: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        make(name, **params)
+
+
+def test_invalid_inputs() -> None:
+    part = make("iid")
+    with pytest.raises(ValueError, match="exceeds"):
+        part(np.arange(3), 4, 0)
+    with pytest.raises(ValueError, match="no sample"):
+        part(np.array([0, 2, 2]), 2, 0)
+    with pytest.raises(ValueError, match="seed"):
+        part(np.arange(4), 2, -1)
+    with pytest.raises(ValueError, match="num_clients"):
+        part(np.arange(4), 0, 0)
