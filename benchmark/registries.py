@@ -20,6 +20,7 @@ _BUILTIN_MODULES = (
     "benchmark.data.public",
     "benchmark.data.datasets",
     "benchmark.backbones",
+    "benchmark.backbones_vit",
     "methods",
     "tasks",
     "benchmark.launchers",

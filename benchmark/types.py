@@ -90,3 +90,5 @@ class Encoder:
     members: tuple[nn.Module, ...] = ()
     # A classifier trained end to end (dec_sl), scored by the e2e-classifier card.
     classifier: nn.Module | None = None
+    # Further exported models by role, e.g. {"mae": masked auto-encoder} for the reconstruction task (FedMAE).
+    extras: Mapping[str, nn.Module] = field(default_factory=dict)
