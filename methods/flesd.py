@@ -1,0 +1,348 @@
+"""FLESD (Shi, Zhang, Shen, Tang, Li, Guo, Zhuang; arXiv 2109.14611): ensemble similarity distillation.
+
+Spec: shared/specs/flesd.md. Implemented: local SimCLR (one-directional cross-view InfoNCE, Adam) from the global
+model (§2.6), inference on the public set D_pub with the uploaded N × 128 embeddings (default) or the paper's N × N
+similarity matrix, dense or top-n% sparsified (§2.4, §2.7), the server's ensemble of sharpened similarities
+(Eq. 5-6) and the similarity distillation with a momentum encoder and an anchor queue (Eq. 7-10, §2.8), with the
+distilled student broadcast back (§2.5). Needs a public split: ``requires = {PUBLIC_DATA}``; the engine hands the
+public view to clients (``ctx.public``) and to the server.
+
+Config keys beyond the spec's names: ``head_hidden`` (None = the backbone's feature dimension, the spec's d),
+``augment`` (the training views of §2.9, used locally and in ESD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.api import (
+    METHODS,
+    AugmentConfig,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Diverged,
+    Encoder,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    arch_fingerprint,
+    autocast,
+    build_backbone,
+    normalize,
+    scoped_torch_seed,
+    two_views,
+)
+from methods._shared.distill import (
+    densify_topk,
+    distill_targets,
+    ensemble_similarities,
+    esd_schedule,
+    similarity_distill_loss,
+    similarity_matrix,
+    topk_count,
+    topk_payload,
+    topk_sparsify,
+)
+from methods._shared.heads import mlp_head
+from methods._shared.local_train import run_local_epochs
+from methods._shared.losses import CONTRASTIVE_LOSSES
+from methods._shared.modules import load_tensors, tensors_of
+from methods._shared.momentum import momentum_update_
+
+# §2.9 CIFAR training views: RRC(scale (0.2, 1)), ColorJitter(0.8, 0.8, 0.8, 0.2) p 0.8, grayscale 0.2, flip, no blur.
+AUGMENT_FLESD = AugmentConfig(crop_scale=(0.2, 1.0), jitter=(0.8, 0.8, 0.8, 0.2), jitter_p=0.8, gray_p=0.2,
+                              flip_p=0.5, blur_p=0.0)
+IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FLESDConfig:
+    """Hyperparameters of flesd.md §3 (project defaults = the official CIFAR scripts)."""
+
+    local_loss: Literal["crossview_1dir", "ntxent_2b"] = "crossview_1dir"  # §6 item 1 [C]
+    local_tau: float = 0.4  # τ, local InfoNCE (CIFAR, §2 of the paper)
+    local_lr: float = 1e-3  # Adam [P]
+    local_weight_decay: float = 1e-6  # [C]
+    local_batch_size: int = 1024  # B, CIFAR [P §2 / C]
+    head_dim: int = 128  # h, head output width [C]
+    head_hidden: int | None = None  # Linear(d, d) of the head; None = backbone feature dimension
+    tau_teacher: float = 0.1  # τ_T, sharpening exp(M/τ_T), Eq. 5-6
+    tau_student: float = 0.1  # τ_S, student softmax over anchors, Eq. 7
+    distill_lr: float = 1e-3  # Adam [P]
+    distill_weight_decay: float = 1e-6  # [C]
+    distill_batch_size: int = 128  # B' [P]
+    distill_epochs: int = 200  # E_esd, epochs over D_pub per round [P]
+    key_momentum: float = 0.999  # ζ, momentum encoder, Eq. 10 [P]
+    queue_size: int = 2048  # m, anchors [P]
+    topk_percent: float = 100.0  # top-n% of each similarity row kept (§4.3 ablation) [P]
+    skip_fill: Literal["every_epoch", "first_epoch"] = "every_epoch"  # §6 item 10 [C]
+    # DEVIATION: the paper uploads the N × N similarity matrix M_k; the official code (and our default) uploads the
+    # N × 128 embeddings and the server forms M_k (DESIGN §4.12, flesd.md §6 item 4). Training is identical; bytes
+    # are counted for what is actually sent. "similarity" reproduces the paper's protocol and byte counts.
+    upload: Literal["embeddings", "similarity"] = "embeddings"
+    infer_normalization: Literal["train", "imagenet"] = "train"  # §6 item 5
+    infer_batch_size: int = 128  # [C]
+    nan_policy: Literal["raise", "skip"] = "raise"
+    augment: AugmentConfig = field(default_factory=lambda: AUGMENT_FLESD)
+
+    def __post_init__(self) -> None:
+        if self.queue_size % self.distill_batch_size != 0:
+            raise ValueError(f"queue_size m={self.queue_size} must be a multiple of "
+                             f"distill_batch_size B'={self.distill_batch_size}")
+        if not 0 < self.topk_percent <= 100:
+            raise ValueError("topk_percent must be in (0, 100]")
+        if min(self.local_tau, self.tau_teacher, self.tau_student) <= 0:
+            raise ValueError("temperatures must be > 0")
+        if not 0 <= self.key_momentum <= 1:
+            raise ValueError("key_momentum must be in [0, 1]")
+        if self.local_batch_size < 2 or self.distill_batch_size < 1:
+            raise ValueError("batch sizes too small")
+
+
+class FLESDNet(nn.Module):
+    """Backbone f + projection head (Linear(d, d) → ReLU → Linear(d, 128), with biases; §2.2)."""
+
+    def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+@dataclass
+class AnchorQueue:
+    """m anchors (rows, unit norm) with the D_pub index each one came from; FIFO pointer (flesd.md §2.8 step 2-3)."""
+
+    keys: torch.Tensor  # m × h
+    index: torch.Tensor  # m, long
+    ptr: int = 0
+
+    @classmethod
+    def random(cls, size: int, dim: int, generator: torch.Generator, device: torch.device) -> AnchorQueue:
+        keys = F.normalize(torch.randn(size, dim, generator=generator), dim=1).to(device)
+        return cls(keys=keys, index=torch.zeros(size, dtype=torch.long, device=device))
+
+    def enqueue(self, keys: torch.Tensor, index: torch.Tensor) -> None:
+        b = keys.shape[0]
+        m = self.keys.shape[0]
+        if m % b != 0:
+            raise ValueError(f"queue size {m} is not a multiple of the batch size {b}")
+        self.keys[self.ptr:self.ptr + b] = keys.detach().float()
+        self.index[self.ptr:self.ptr + b] = index.to(self.index.device).long()
+        self.ptr = (self.ptr + b) % m
+
+
+def esd_batch(student: nn.Module, momentum: nn.Module, queue: AnchorQueue, v1: torch.Tensor, v2: torch.Tensor,
+              rows: torch.Tensor, ebar: torch.Tensor, *, tau_student: float, zeta: float,
+              compute_loss: bool = True) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """One ESD batch (§2.8 step 4): query, momentum update, keys, enqueue, then (cross-entropy, KL) or None (skip)."""
+    qs = F.normalize(student(v1).float(), dim=1)
+    with torch.no_grad():
+        momentum_update_(momentum, student, zeta)
+        ks = F.normalize(momentum(v2).float(), dim=1)
+    queue.enqueue(ks, rows)
+    if not compute_loss:
+        return None
+    targets = distill_targets(ebar, rows.to(ebar.device), queue.index.to(ebar.device)).to(qs.device)
+    return similarity_distill_loss(qs, queue.keys, targets, tau_student)
+
+
+@METHODS.register("flesd")
+class FLESD:
+    """FLESD (Shi et al., arXiv 2109.14611 v1; Alg. 1, Eq. 3-10): local SimCLR + server similarity distillation."""
+
+    name: ClassVar[str] = "flesd"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = FLESDConfig
+    requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.PUBLIC_DATA})
+    payload_up: ClassVar[tuple[str, ...]] = ("embeddings", "sim_matrix", "sim_topk_values", "sim_topk_indices")
+    payload_down: ClassVar[tuple[str, ...]] = ("backbone.*", "head.*")
+    smoke_settings: ClassVar[dict] = {
+        "public": {"name": "holdout", "fraction": 0.2},
+        "method": {"local_batch_size": 32, "distill_batch_size": 16, "queue_size": 32, "distill_epochs": 1},
+    }
+
+    def __init__(self, cfg: FLESDConfig, backbone: ComponentSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+        self._nets: dict[str, FLESDNet] = {}
+        self._device: torch.device | None = None
+
+    # ---- model plumbing -------------------------------------------------------------------------------------
+    def build(self) -> FLESDNet:
+        backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
+        hidden = self.cfg.head_hidden or feat_dim
+        head = mlp_head(feat_dim, hidden, self.cfg.head_dim, bn_hidden=False)  # no BN in the head [C]
+        return FLESDNet(backbone, head)
+
+    def net(self, device: torch.device, role: str = "model") -> FLESDNet:
+        """Working modules (``model``, ``momentum``) per instance, reloaded from tensors at every use."""
+        if self._device != device:
+            self._nets = {}
+            self._device = device
+        if role not in self._nets:
+            with scoped_torch_seed(0, Stream.INIT, 0):
+                self._nets[role] = self.build().to(device)
+        return self._nets[role]
+
+    # ---- hooks ------------------------------------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()  # w^(0)
+        return ServerState(model=tensors_of(net))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()  # clients restart from w every round [P Alg. 1]
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload(dict(server.model))
+
+    @torch.no_grad()
+    def infer(self, net: nn.Module, public: UnlabeledView, device: torch.device, amp: bool = False) -> torch.Tensor:
+        """Raw head outputs on D_pub, in D_pub order: eval mode, no augmentation, batch 128 (§2.6 step 3)."""
+        mean, std = (public.mean, public.std) if self.cfg.infer_normalization == "train" else IMAGENET_STATS
+        net.eval()
+        view = public.to(device)
+        outs = []
+        for start in range(0, len(view), self.cfg.infer_batch_size):
+            x = normalize(view.images[start:start + self.cfg.infer_batch_size], mean, std)
+            with autocast(device, amp):
+                outs.append(net(x).float())
+        return torch.cat(outs)
+
+    def upload(self, embeddings: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What a client sends (flesd.md §2.4) for its D_pub embeddings."""
+        cfg = self.cfg
+        if cfg.upload == "embeddings":
+            return {"embeddings": embeddings.detach().to("cpu", torch.float32).contiguous()}
+        sim = similarity_matrix(embeddings)
+        if cfg.topk_percent >= 100:
+            return {"sim_matrix": sim.to("cpu", torch.float32).contiguous()}
+        values, indices = topk_payload(sim, topk_count(cfg.topk_percent, sim.shape[0]))
+        return {"sim_topk_values": values.cpu(), "sim_topk_indices": indices.cpu()}
+
+    def similarity_of(self, up: Payload, n: int, device: torch.device) -> torch.Tensor:
+        """M_k on the server, with top-n% applied (code semantics), from any upload form (§2.7 steps 1-2)."""
+        t = up.tensors
+        if "embeddings" in t:
+            sim = similarity_matrix(t["embeddings"].to(device))
+            k = topk_count(self.cfg.topk_percent, n)
+            return sim if self.cfg.topk_percent >= 100 else topk_sparsify(sim, k)
+        if "sim_matrix" in t:
+            return t["sim_matrix"].to(device).float()
+        return densify_topk(t["sim_topk_values"].to(device), t["sim_topk_indices"].to(device), n)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        cfg = self.cfg
+        if ctx.public is None:
+            raise ValueError("FLESD needs the public view on the client (ctx.public)")
+        net = self.net(ctx.device)
+        load_tensors(net, down.tensors)
+        net.train()
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay)
+        scaler = torch.amp.GradScaler("cuda") if ctx.amp and ctx.device.type == "cuda" else None
+        loss_fn = CONTRASTIVE_LOSSES[cfg.local_loss]
+        view = data.train
+
+        def step(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            z1, z2 = net(torch.cat([v1, v2])).chunk(2)
+            return loss_fn(z1, z2, cfg.local_tau)
+
+        # the official loader keeps the last partial batch (no drop_last) [C]
+        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.local_batch_size, epochs=ctx.local_epochs,
+                                 drop_last=False, nan_policy=cfg.nan_policy, scaler=scaler)
+        emb = self.infer(net, ctx.public, ctx.device, ctx.amp)
+        # num_examples is set but unused: the ensemble is unweighted (Eq. 6)
+        return Payload(self.upload(emb), num_examples=data.num_examples, metrics=stats.as_dict()), \
+            ClientState(last_round=ctx.round)
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        if not ups:
+            return server
+        if public is None:
+            raise ValueError("FLESD needs a public split on the server")
+        n = len(public)
+        sims = [self.similarity_of(ups[k], n, ctx.device) for k in sorted(ups)]
+        ebar = ensemble_similarities(sims, self.cfg.tau_teacher)
+        del sims
+        model, stats = self.distill(server.model, ebar, public, ctx)
+        state = ServerState(model=model, extra=server.extra)
+        object.__setattr__(state, "extra_metrics", stats)  # logged by the engine; not state, not checkpointed
+        return state
+
+    def distill(self, model: Mapping[str, torch.Tensor], ebar: torch.Tensor, public: UnlabeledView,
+                ctx: RoundContext) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """ESD (§2.8): student θ ← w^(t−1), momentum μ ← θ, random queue, fresh Adam; returns θ (not μ)."""
+        cfg = self.cfg
+        device = ctx.device
+        planned = esd_schedule(len(public), cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs,
+                               cfg.skip_fill)
+        student = self.net(device, "model")
+        momentum = self.net(device, "momentum")
+        load_tensors(student, model)
+        load_tensors(momentum, model)
+        for p in momentum.parameters():
+            p.requires_grad_(False)
+        student.train()
+        momentum.train()
+        queue = AnchorQueue.random(cfg.queue_size, cfg.head_dim, ctx.generator, device)
+        opt = torch.optim.Adam(student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay)
+        scaler = torch.amp.GradScaler("cuda") if ctx.amp and device.type == "cuda" else None
+        view = public.to(device)
+        ebar = ebar.to(device)
+        fill = cfg.queue_size // cfg.distill_batch_size
+        steps, kl_sum, kl_last_epoch = 0, 0.0, []
+        for epoch in range(cfg.distill_epochs):
+            kl_epoch = []
+            batches = view.batch_indices(cfg.distill_batch_size, ctx.generator, drop_last=True)
+            for b, rows in enumerate(batches):
+                imgs = view.images[rows.to(view.images.device)]
+                v1, v2 = two_views(imgs, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+                skip = b < fill and (cfg.skip_fill == "every_epoch" or epoch == 0)
+                with autocast(device, ctx.amp):
+                    out = esd_batch(student, momentum, queue, v1, v2, rows, ebar, tau_student=cfg.tau_student,
+                                    zeta=cfg.key_momentum, compute_loss=not skip)
+                if out is None:
+                    continue
+                ce, kl = out
+                if not torch.isfinite(ce):
+                    raise Diverged(f"non-finite ESD loss at round {ctx.round}")
+                opt.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(ce).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    ce.backward()
+                    opt.step()
+                steps += 1
+                kl_epoch.append(float(kl.detach()))
+            kl_sum += sum(kl_epoch)
+            kl_last_epoch = kl_epoch or kl_last_epoch
+        assert steps == planned, (steps, planned)
+        return tensors_of(student), {"esd_steps": float(steps), "esd_kl": kl_sum / max(steps, 1),
+                                     "esd_kl_last_epoch": sum(kl_last_epoch) / max(len(kl_last_epoch), 1)}
+
+    def encoder(self, server: ServerState) -> Encoder:
+        net = self.build()
+        load_tensors(net, server.model)
+        enc = net.backbone.eval()  # the head is discarded at evaluation [C]
+        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())

@@ -1,0 +1,345 @@
+"""Orchestra (Lubana, Tang, Kawsar, Dick, Mathur; ICML 2022, arXiv 2205.11506): globally consistent clustering.
+
+Spec: shared/specs/orchestra.md. Implemented: online + EMA target networks (§2.2, §2.6), the cluster-assignment loss
+against the server's global centroids, the 4-way rotation-prediction degeneracy loss, the FIFO memory of target
+projections clustered locally into N_l equal-size centroids (§2.7, Sinkhorn-Knopp §2.8), FedAvg of the encoders and
+the server's gradient-based global clustering into N_G centroids (§2.9), the extra initialisation round (engine
+round 1, §2.5), the view routing and augmentations of §2.10, and the Table 6 / Table 2 ablation switches (§6 item 16).
+
+Config keys beyond the spec's names: ``proj_dim`` (None = the backbone's feature dimension, the spec's d = 512 for
+ResNet-18); ``augment_target`` / ``augment_online`` / ``solarize_p`` (the A and A' pipelines of §2.10).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.api import (
+    METHODS,
+    AugmentConfig,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Encoder,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    arch_fingerprint,
+    augment,
+    autocast,
+    build_backbone,
+    normalize,
+    scoped_torch_seed,
+)
+from methods._shared.aggregate import weighted_average
+from methods._shared.clustering import (
+    cluster_assignment_loss,
+    equal_size_kmeans,
+    fifo_push,
+    global_clustering,
+)
+from methods._shared.heads import mlp_head
+from methods._shared.local_train import run_local_epochs
+from methods._shared.modules import load_tensors, tensors_of
+from methods._shared.momentum import momentum_update_
+
+# §2.10 A (view 1, to the target; base of the rotation view): RRC(scale (0.5, 1), bicubic), flip 0.5,
+# ColorJitter(0.4, 0.4, 0.2, 0.1) p 0.8, grayscale 0.2, GaussianBlur(3, σ ∈ [0.1, 2]) p 0.5.
+AUGMENT_A = AugmentConfig(crop_scale=(0.5, 1.0), interpolation="bicubic", flip_p=0.5, jitter=(0.4, 0.4, 0.2, 0.1),
+                          jitter_p=0.8, gray_p=0.2, blur_p=0.5, blur_sigma=(0.1, 2.0), blur_kernel=3)
+# A' (view 2, to the online model): as A with blur p 0.1, then solarize p 0.2 (applied by ``solarize``).
+AUGMENT_A_PRIME = AugmentConfig(crop_scale=(0.5, 1.0), interpolation="bicubic", flip_p=0.5,
+                                jitter=(0.4, 0.4, 0.2, 0.1), jitter_p=0.8, gray_p=0.2, blur_p=0.1,
+                                blur_sigma=(0.1, 2.0), blur_kernel=3)
+_UNIT = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))  # "normalisation" that keeps pixels in [0, 1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrchestraConfig:
+    """Hyperparameters of orchestra.md §3 (project defaults = CIFAR-10 cross-device)."""
+
+    num_global_clusters: int = 32  # N_G; Table 2 base for CIFAR-10 (256 for CIFAR-100), §6 item 1
+    num_local_clusters: int = 8  # N_l; paper §6 (16 for CIFAR-100)
+    memory_size: int = 0  # m_mem; 0 = auto: max(128, B) (§6 item 9)
+    temperature: float = 0.1  # T, assignment softmax [C]
+    sk_lambda: float = 25.0  # λ, Sinkhorn sharpness (ε = 0.04) [C]
+    sk_iters_server: int = 100  # [C]
+    sk_iters_local: int = 10  # [C]
+    sk_tol: float = 1e-2  # on Σ|c/c' − 1|, checked every 10 iterations [C]
+    local_kmeans_iters: int = 5  # [C]
+    global_steps: int = 500  # server SGD steps on C per round [C]
+    global_lr: float = 0.01  # [C]
+    global_momentum: float = 0.9  # [C]
+    global_weight_decay: float = 1e-4  # [C]
+    deg_weight: float = 1.0  # L_cluster : L_deg = 1 : 1 [C]
+    ema: float = 0.996  # m; 0.996 cross-device, 0.99 cross-silo [P]
+    lr: float = 0.003  # η; 0.003 cross-device, 0.01 cross-silo [P]
+    momentum: float = 0.9  # local SGD [C]
+    weight_decay: float = 1e-4  # local SGD, on every parameter [C]
+    batch_size: int = 16  # B; 16 cross-device, 256 cross-silo [P]
+    weighting: Literal["num_examples", "num_batches", "uniform"] = "num_examples"  # §6 item 11
+    proj_dim: int | None = None  # d, projector width; None = backbone feature dimension (512 for ResNet-18)
+    use_rotation: bool = True  # Table 6 "No degeneracy regularisation" = False
+    use_target: bool = True  # Table 6 "No target model" = False
+    share_representations: bool = False  # Table 2 "Reps": upload the memory instead of local centroids
+    nan_policy: Literal["raise", "skip"] = "raise"
+    augment_target: AugmentConfig = field(default_factory=lambda: AUGMENT_A)
+    augment_online: AugmentConfig = field(default_factory=lambda: AUGMENT_A_PRIME)
+    solarize_p: float = 0.2  # A' only: PIL solarize at threshold 128 [C]
+
+    def __post_init__(self) -> None:
+        if self.num_local_clusters < 1 or self.num_global_clusters < 1:
+            raise ValueError("cluster counts must be >= 1")
+        if self.batch_size < 2 or self.lr <= 0 or self.temperature <= 0:
+            raise ValueError("batch_size >= 2, lr > 0 and temperature > 0 are required")
+        if not 0 <= self.ema <= 1:
+            raise ValueError("ema must be in [0, 1]")
+        if self.memory_size and self.memory_size < self.num_local_clusters:
+            raise ValueError("memory_size must hold at least num_local_clusters projections")
+
+    @property
+    def memory_capacity(self) -> int:
+        return self.memory_size or max(128, self.batch_size)
+
+
+def solarize(x: torch.Tensor, p: float, gen: torch.Generator, threshold: float = 128 / 255) -> torch.Tensor:
+    """PIL ``ImageOps.solarize`` on [0, 1] images with probability ``p`` per image: pixels >= threshold → 1 − x."""
+    apply = (torch.rand(x.shape[0], generator=gen) < p).to(x.device).view(-1, 1, 1, 1)
+    return torch.where(apply & (x >= threshold - 1e-6), 1.0 - x, x)
+
+
+def rotation_labels(n: int, gen: torch.Generator) -> torch.Tensor:
+    """r_i ~ Uniform{0, 1, 2, 3}, one per sample."""
+    return torch.randint(0, 4, (n,), generator=gen)
+
+
+def rotate_batch(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """Rotate image i by 90°·r_i counter-clockwise (rot90 over H, W)."""
+    out = x.clone()
+    r = r.to(x.device)
+    for a in range(1, 4):
+        sel = r == a
+        if bool(sel.any()):
+            out[sel] = torch.rot90(x[sel], a, dims=(2, 3))
+    return out
+
+
+class Branch(nn.Module):
+    """Backbone f + projector g (online or target)."""
+
+    def __init__(self, backbone: nn.Module, projector: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.projector = projector
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.projector(self.backbone(x))
+
+
+class OrchestraNet(nn.Module):
+    def __init__(self, online: Branch, target: Branch, rot_head: nn.Linear) -> None:
+        super().__init__()
+        self.online = online
+        self.target = target
+        self.rot_head = rot_head
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+
+
+@METHODS.register("orchestra")
+class Orchestra:
+    """Orchestra (Lubana et al., ICML 2022; §3, Alg. 1-2, App. C.2): clustering-based FSSL, stateless clients."""
+
+    name: ClassVar[str] = "orchestra"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = OrchestraConfig
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    payload_up: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "local_centroids",
+                                              "local_representations")
+    payload_down: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "global_centroids")
+    smoke_settings: ClassVar[dict] = {"method": {"global_steps": 50, "num_global_clusters": 8, "batch_size": 64}}
+
+    def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+        self._net: OrchestraNet | None = None
+        self._device: torch.device | None = None
+
+    # ---- model plumbing -------------------------------------------------------------------------------------
+    def build(self) -> OrchestraNet:
+        backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
+        d = self.cfg.proj_dim or feat_dim
+        # §2.2: Linear(d, d, no bias) → BN → ReLU → Linear(d, d, no bias) → BN(affine=False)
+        projector = mlp_head(feat_dim, d, d, bias_hidden=False, bias_last=False, bn_last=True, bn_last_affine=False)
+        online = Branch(backbone, projector)
+        target = Branch(*_clone_modules(backbone, projector))
+        return OrchestraNet(online, target, nn.Linear(d, 4))
+
+    def proj_dim(self) -> int:
+        return int(self.net(torch.device("cpu") if self._device is None else self._device).rot_head.in_features)
+
+    def net(self, device: torch.device) -> OrchestraNet:
+        """One working module per instance, reloaded from tensors at every use (it carries no state)."""
+        if self._net is None or self._device != device:
+            with scoped_torch_seed(0, Stream.INIT, 0):
+                self._net = self.build().to(device)
+            self._device = device
+        return self._net
+
+    # ---- hooks ------------------------------------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        net.target.load_state_dict(net.online.state_dict())  # identical copies at init
+        d = net.rot_head.in_features
+        bound = 1.0 / math.sqrt(d)  # like a default nn.Linear(d, N_G) weight, not normalised [C]
+        c = (torch.rand(self.cfg.num_global_clusters, d, generator=ctx.generator) * 2 - 1) * bound
+        return ServerState(model=tensors_of(net), extra={"global_centroids": c})
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()  # stateless clients [P, Table 3]
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        if ctx.round == 1:  # initialisation round: the initial encoder only (§2.4)
+            return Payload({k: v for k, v in server.model.items() if k.startswith("target.")})
+        return Payload({**server.model, "global_centroids": server.extra["global_centroids"]})
+
+    def _views(self, batch: torch.Tensor, view: UnlabeledView, ctx: RoundContext):
+        cfg = self.cfg
+        x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)
+        raw2 = augment(batch, cfg.augment_online, ctx.generator, mean=_UNIT[0], std=_UNIT[1])
+        x2 = normalize(solarize(raw2, cfg.solarize_p, ctx.generator), view.mean, view.std)
+        r = rotation_labels(batch.shape[0], ctx.generator)
+        x3 = rotate_batch(augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std), r)
+        # DEVIATION: the paper's code normalises with mean = std = 0.5; we use the dataset's normalisation (the one
+        # the downstream tasks use), so every method sees one normalisation per dataset.
+        return x1, x2, x3, r.to(batch.device)
+
+    def _local_centroids(self, memory: torch.Tensor, ctx: RoundContext) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        if cfg.share_representations:
+            return {"local_representations": memory.detach().to("cpu", torch.float32).clone()}
+        if memory.shape[0] < cfg.num_local_clusters:  # §6 item 19: too few projections to cluster
+            return {}
+        u = equal_size_kmeans(memory, cfg.num_local_clusters, ctx.generator, iters=cfg.local_kmeans_iters,
+                              lam=cfg.sk_lambda, sk_iters=cfg.sk_iters_local, tol=cfg.sk_tol)
+        return {"local_centroids": u.to("cpu", torch.float32)}
+
+    def _init_round(self, down: Payload, data: ClientData, ctx: RoundContext) -> Payload:
+        """§2.5 step 1: target in train mode on view-1 batches; memory → local centroids; model untouched."""
+        cfg = self.cfg
+        net = self.net(ctx.device)
+        load_tensors(net.target, down.tensors, prefix="target.")
+        before = {k: v.clone() for k, v in net.target.state_dict().items()}
+        net.target.train()
+        view = data.train.to(ctx.device)
+        cap = cfg.memory_capacity
+        memory = torch.zeros(0, net.rot_head.in_features, device=ctx.device)
+        batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=True)
+        with torch.no_grad(), autocast(ctx.device, ctx.amp):
+            for idx in batches[: math.ceil(cap / cfg.batch_size)]:
+                batch = view.images[idx.to(view.images.device)]
+                x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)
+                memory = fifo_push(memory, F.normalize(net.target(x1).float(), dim=1), cap, keep="first")
+        net.target.load_state_dict(before)  # restore BN running buffers: the round leaves the model bit-identical
+        up = self._local_centroids(memory, ctx)
+        return Payload(up, num_examples=data.num_examples, metrics={"init": 1.0, "steps": 0.0, "num_steps": 0.0})
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        if ctx.round == 1:
+            return self._init_round(down, data, ctx), ClientState(last_round=ctx.round)
+        cfg = self.cfg
+        net = self.net(ctx.device)
+        load_tensors(net, down.tensors)
+        net.train()
+        centroids = down.tensors["global_centroids"].to(ctx.device).float()
+        params = [p for m in (net.online, net.rot_head) for p in m.parameters()]
+        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        view = data.train
+        cap = cfg.memory_capacity
+        box: dict[str, torch.Tensor] = {"memory": torch.zeros(0, centroids.shape[1], device=ctx.device)}
+        sums = {"loss_cluster": 0.0, "loss_deg": 0.0}
+
+        def step(batch: torch.Tensor) -> torch.Tensor:
+            x1, x2, x3, r = self._views(batch, view, ctx)
+            z_online = F.normalize(net.online(x2).float(), dim=1)
+            with torch.no_grad():
+                branch = net.target if cfg.use_target else net.online
+                z_target = F.normalize(branch(x1).float(), dim=1)
+            box["pending"] = z_target
+            loss_cluster = cluster_assignment_loss(z_online, z_target, centroids, cfg.temperature)
+            sums["loss_cluster"] += float(loss_cluster.detach())
+            if not cfg.use_rotation:
+                return loss_cluster
+            loss_deg = F.cross_entropy(net.rot_head(net.online(x3)).float(), r)
+            sums["loss_deg"] += float(loss_deg.detach())
+            return loss_cluster + cfg.deg_weight * loss_deg
+
+        def after_step() -> None:
+            if cfg.use_target:  # Alg. 1 order: EMA after the SGD step (§6 item 7)
+                momentum_update_(net.target, net.online, cfg.ema)
+            box["memory"] = fifo_push(box["memory"], box.pop("pending"), cap)
+
+        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs,
+                                 drop_last=True, nan_policy=cfg.nan_policy, after_step=after_step)
+        out = tensors_of(net)
+        up = {**out, **self._local_centroids(box["memory"], ctx)}
+        if stats.steps == 0:
+            weight = 0  # §6 item 19: a client with fewer than B samples uploads its unchanged model with weight 0
+        elif cfg.weighting == "num_batches":
+            weight = stats.batches
+        else:
+            weight = data.num_examples
+        steps = max(stats.steps, 1)
+        metrics = {**stats.as_dict(), "num_steps": float(stats.steps),
+                   "loss_cluster": sums["loss_cluster"] / steps, "loss_deg": sums["loss_deg"] / steps}
+        return Payload(up, num_examples=weight, metrics=metrics), ClientState(last_round=ctx.round)
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        cfg = self.cfg
+        model = dict(server.model)
+        order = sorted(ups)
+        if ctx.round > 1:  # encoders are not aggregated in the initialisation round
+            keys = list(server.model)
+            payloads = [ups[k] for k in order if ups[k].num_examples > 0]
+            if payloads:
+                weights = [1.0] * len(payloads) if cfg.weighting == "uniform" else \
+                    [float(p.num_examples) for p in payloads]
+                model.update(weighted_average([{k: p.tensors[k] for k in keys} for p in payloads], weights))
+        name = "local_representations" if cfg.share_representations else "local_centroids"
+        parts = [ups[k].tensors[name] for k in order if name in ups[k].tensors]
+        extra = dict(server.extra)
+        if parts:
+            c, _ = global_clustering(
+                torch.cat(parts).to(ctx.device), extra["global_centroids"].to(ctx.device), steps=cfg.global_steps,
+                lr=cfg.global_lr, momentum=cfg.global_momentum, weight_decay=cfg.global_weight_decay,
+                temperature=cfg.temperature, lam=cfg.sk_lambda, sk_iters=cfg.sk_iters_server, tol=cfg.sk_tol)
+            extra["global_centroids"] = c.to("cpu")
+        return ServerState(model=model, extra=extra)
+
+    def encoder(self, server: ServerState) -> Encoder:
+        net = self.build()
+        load_tensors(net, server.model)
+        enc = net.online.backbone.eval()  # evaluation uses online.backbone only [C]
+        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+
+
+def _clone_modules(*modules: nn.Module) -> list[nn.Module]:
+    import copy
+
+    return [copy.deepcopy(m) for m in modules]
