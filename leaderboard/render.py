@@ -129,7 +129,8 @@ def track_rows(tt: TrackTable, seeds_of: dict[str, int]) -> list[dict[str, Any]]
             "bytes_text": fmt_bytes(r["bytes"]), "bytes_sort": f"{r['bytes']:.0f}" if _finite(r["bytes"]) else "",
             "compute_text": compute_text, "compute_sort": compute_sort, "method_file": method_file(r["method"]),
             "digest_short": (r["partition_digest"] or "")[:8],
-            "cells": [{"file": cell_file(c), "seed": seeds_of.get(c, "?")} for c in r["cell_ids"]],
+            "cells": sorted(({"file": cell_file(c), "seed": seeds_of.get(c, -1)} for c in r["cell_ids"]),
+                            key=lambda c: c["seed"]),
         })
     return rows
 

@@ -1,0 +1,97 @@
+"""Rendering: every record field is escaped (checked on the parsed DOM), unsafe links dropped, file names slugged."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+from benchmark.records.schema import TrackingRef
+from leaderboard.build import build_site, slug
+from leaderboard.render import safe_url
+from tests.leaderboard.lb_factory import make_record, standard_records, write_records
+
+EVIL = "<script>alert(1)</script>"
+
+
+class _Dom(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: list[dict[str, str | None]] = []
+        self.hrefs: list[str] = []
+        self.text: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        self.tags.append(tag)
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts.append(a)
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"])
+
+    def handle_data(self, data):  # noqa: ANN001
+        self.text.append(data)
+
+
+def _dom(path: Path) -> _Dom:
+    d = _Dom()
+    d.feed(path.read_text(encoding="utf-8"))
+    return d
+
+
+def _build(tmp_path: Path) -> Path:
+    evil_cell = {"lr": EVIL, "note": "<img src=x onerror=alert(3)>"}
+    records = standard_records() + [
+        make_record(EVIL, alpha=0.1, seed=0, value=50.0, method_params=evil_cell,
+                    tracking=TrackingRef(url="javascript:alert(2)", run_id=EVIL)),
+        make_record("fedu", alpha=0.5, seed=0, value=1.0, tracking=TrackingRef(entity="me", project="p", run_id="r1",
+                                                                             mode="online")),
+    ]
+    write_records(tmp_path / "res", records)
+    build_site([tmp_path / "res"], tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_record_fields_render_as_text(tmp_path: Path) -> None:
+    site = _build(tmp_path)
+    pages = [site / "index.html", site / "tracks" / "cifar10-knn.html", *sorted((site / "cells").glob("*.html")),
+             *sorted((site / "methods").glob("*.html"))]
+    assert len(pages) > 20
+    seen = 0
+    for page in pages:
+        dom = _dom(page)
+        # the only script element on any page is our own sort.js, loaded by src
+        assert [s.get("src", "").endswith("static/sort.js") for s in dom.scripts] == [True], page
+        assert "img" not in dom.tags or page.parent.name not in ("cells", "methods"), page
+        assert not [h for h in dom.hrefs if h.strip().lower().startswith("javascript")], page
+        seen += "".join(dom.text).count(EVIL)
+    assert seen >= 4  # the method name appears as text on the overview, track, cell and method pages
+    raw = (site / "tracks" / "cifar10-knn.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in raw and EVIL not in raw
+
+
+def test_method_file_names_are_slugs_and_wandb_links_are_safe(tmp_path: Path) -> None:
+    site = _build(tmp_path)
+    names = [p.name for p in (site / "methods").glob("*.html")]
+    assert all("<" not in n and "/" not in n for n in names)
+    assert slug(EVIL) in {n[:-5] for n in names}
+    online = make_record("fedu", alpha=0.5, seed=0, value=1.0).cell_id
+    page = (site / "cells" / f"{online}.html").read_text()
+    assert 'href="https://wandb.ai/me/p/runs/r1"' in page
+
+
+def test_safe_url() -> None:
+    assert safe_url("https://wandb.ai/a/b/runs/c") == "https://wandb.ai/a/b/runs/c"
+    assert safe_url("javascript:alert(1)") is None
+    assert safe_url(" JaVaScRiPt:alert(1)") is None
+    assert safe_url("data:text/html,hi") is None
+    assert safe_url(None) is None
+
+
+def test_plot_and_static_assets_are_local(tmp_path: Path) -> None:
+    site = _build(tmp_path)
+    svg = (site / "plots" / "cifar10-knn.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<script" not in svg
+    for page in (site / "index.html", site / "tracks" / "cifar10-knn.html"):
+        text = page.read_text()
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text
