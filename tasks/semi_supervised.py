@@ -1,0 +1,184 @@
+"""``semisup@v1`` (evaluation.md §3.5): full fine-tuning of backbone + Linear(d, C) on a class-balanced label subset.
+
+The subset is drawn with its own seed (§2.3; identical across methods and training seeds), training runs a fixed
+step budget with SGD + Nesterov and a per-step cosine to 0, and the full test split is read once after the last
+step (selection ``final``). The encoder passed in is never mutated: the task fine-tunes a deep copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.api import (
+    TASKS,
+    AugmentConfig,
+    DatasetSplit,
+    Diverged,
+    Encoder,
+    ProtocolCard,
+    Stream,
+    TaskScores,
+    augment,
+    normalize,
+    scoped_torch_seed,
+    torch_gen,
+)
+from tasks.base import TaskContext
+from tasks.members import modules_of, score_members
+from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
+
+_STREAM_PATH = 31  # Stream.TASK sub-path of this task (head init, then data order / augmentation)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SemiSupervisedConfig:
+    label_fraction: float = 0.01  # f: 0.01 or 0.1 (§3.5)
+    subset_seed: int = 0  # part of the card (§2.3)
+    steps: int = 2000  # fixed budget for both fractions (§3.5)
+    batch_size: int = 64
+    lr: float = 0.01  # at batch 64
+    momentum: float = 0.9
+    nesterov: bool = True
+    weight_decay: float = 0.0
+    crop_scale: tuple[float, float] = (0.5, 1.0)  # RRC(32, scale (0.5, 1), bicubic) + flip
+    interpolation: str = "bicubic"
+    flip_p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.label_fraction <= 1:
+            raise ValueError("label_fraction must be in (0, 1]")
+        if self.steps < 1 or self.batch_size < 2 or self.lr <= 0:
+            raise ValueError("steps must be >= 1, batch_size >= 2 and lr > 0")
+        if self.interpolation not in ("bilinear", "bicubic"):
+            raise ValueError("interpolation must be 'bilinear' or 'bicubic'")
+
+
+class Classifier(nn.Module):
+    """backbone (pooled features) → Linear(d, C)."""
+
+    def __init__(self, backbone: nn.Module, feat_dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(feat_dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+def fine_tune(
+    backbone: nn.Module, feat_dim: int, train: DatasetSplit, cfg: SemiSupervisedConfig, *, mean: tuple[float, ...],
+    std: tuple[float, ...], size: int, seed: int, device: torch.device,
+) -> tuple[Classifier, dict[str, float]]:
+    """Fine-tune a deep copy of ``backbone`` with a new head for ``cfg.steps`` SGD steps; returns (model, stats)."""
+    with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
+        model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes)
+    model.to(device).train()  # BN in train mode during training
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                          weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=0.0)  # per step, no warmup
+    aug = AugmentConfig(crop_scale=cfg.crop_scale, interpolation=cfg.interpolation, flip_p=cfg.flip_p,
+                        jitter_p=0.0, gray_p=0.0, blur_p=0.0)
+    gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)
+    labels = torch.as_tensor(train.labels, dtype=torch.long)
+    n, step, epochs, last_loss = len(train), 0, 0, 0.0
+    if n < 2:
+        raise ValueError(f"semi-supervised fine-tuning needs at least 2 labelled images, got {n}")
+    while step < cfg.steps:
+        epochs += 1
+        # reshuffled every epoch, no drop_last. DEVIATION: a trailing batch of one image is skipped (BatchNorm in
+        # train mode cannot normalise a single sample); it happens only when n ≡ 1 (mod batch size).
+        for idx in torch.randperm(n, generator=gen).split(cfg.batch_size):
+            if step >= cfg.steps:
+                break
+            if len(idx) < 2:
+                continue
+            x = augment(train.images[idx].to(device), aug, gen, size=size, mean=mean, std=std)
+            loss = F.cross_entropy(model(x), labels[idx].to(device))
+            if not torch.isfinite(loss):
+                raise Diverged(f"semi-supervised fine-tuning loss became {loss.item()} at step {step + 1}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            last_loss = float(loss.detach())
+    return model, {"epochs": float(epochs), "final_train_loss": last_loss}
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, device: torch.device, batch_size: int = 512) -> float:
+    """Top-1 (%) over every sample of ``split``, model in eval mode, no augmentation."""
+    model.eval()
+    correct = 0
+    for start in range(0, len(split), batch_size):
+        x = normalize(split.images[start : start + batch_size].to(device).float().div_(255.0), mean, std)
+        pred = model(x).argmax(1).cpu()
+        correct += int((pred == torch.as_tensor(split.labels[start : start + batch_size])).sum())
+    return 100.0 * correct / max(len(split), 1)
+
+
+@TASKS.register("semi_supervised", aliases=("semisup",))
+class SemiSupervised:
+    """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card, evaluation.md §3.5)."""
+
+    name: ClassVar[str] = "semi_supervised"
+    version: ClassVar[str] = "1"
+    main_metric: ClassVar[str] = "top1"
+    higher_is_better: ClassVar[bool] = True
+    Config: ClassVar[type] = SemiSupervisedConfig
+
+    def __init__(self, cfg: SemiSupervisedConfig) -> None:
+        self.cfg = cfg
+
+    def card(self) -> ProtocolCard:
+        c = self.cfg
+        pct = f"{c.label_fraction * 100:g}%"
+        return ProtocolCard(
+            task="semisup", version=self.version, name="semisup@v1",
+            settings={
+                "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
+                "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
+                "trainable": "all", "head": "Linear(d, C) with bias, default init from the task seed",
+                "bn": "train mode for training, eval mode for testing",
+                "optimizer": "sgd", "lr": c.lr, "momentum": c.momentum, "nesterov": c.nesterov,
+                "weight_decay": c.weight_decay, "schedule": "cosine to 0 per step, no warmup",
+                "steps": c.steps, "batch_size": c.batch_size, "shuffle": True, "drop_last": False,
+                "augmentation": f"RRC(input, scale {tuple(c.crop_scale)}, {c.interpolation}) + flip p {c.flip_p}",
+                "normalisation": "encoder", "loss": "cross-entropy", "test": "full test split, read once",
+                "selection": "final", "metric": "top-1 over samples",
+            },
+            summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final",
+        )
+
+    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
+        t0 = time.perf_counter()
+        c, ds = self.cfg, ctx.dataset
+        idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
+        labelled = ds.train.subset(idx)
+        stats: list[dict[str, float]] = []
+
+        def one(member: int) -> float:
+            module = modules_of(encoder)[member]
+            model, st = fine_tune(module, encoder.feat_dim, labelled, c, mean=encoder.mean, std=encoder.std,
+                                  size=encoder.input_size, seed=ctx.seed, device=ctx.device)
+            stats.append(st)
+            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)  # read once
+
+        values, extra = score_members(encoder, one, "top1")
+        counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
+        extra = {**extra, "subset_digest": subset_digest(idx), "subset_size": int(idx.size),
+                 "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
+                 if c.label_fraction < 1 else None,
+                 "per_class_min": int(counts.min()), "per_class_max": int(counts.max()),
+                 "epochs": stats[0]["epochs"], "final_train_loss": stats[0]["final_train_loss"],
+                 "test_samples": len(ds.test)}
+        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
+                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
