@@ -250,7 +250,7 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
 
 
 def reference_matches(ref: ReferenceValue, track: Track) -> bool:
-    return ref.settings.get("dataset") == track.dataset and ref.task == track.task_family
+    return not ref.ablation and ref.settings.get("dataset") == track.dataset and ref.task == track.task_family
 
 
 def reference_alpha(ref: ReferenceValue) -> float | None:

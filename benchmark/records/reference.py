@@ -9,6 +9,7 @@ One YAML file holds one table of one paper, transcribed exactly as the spec repo
     unit: percent                                        # percent | fraction | AP | points
     selection: final                                     # evaluation.md §1/§6: final | best_epoch_test | ... | unknown
     notes: "..."                                         # optional free text (caveats, "?" readings)
+    ablation: false                                      # true: a sensitivity/ablation study, kept off track pages
     settings: {dataset: cifar10, partition: dirichlet, alpha: 0.1, rounds: 100}   # shared by every number
     columns:                                             # one entry per printed column
       - {key: cd_linear, label: "CD Linear", card: linear/orchestra, settings: {num_clients: 100}}
@@ -23,6 +24,7 @@ a number, ``"mean±std"``, a number with a trailing ``?`` (uncertain reading in 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ import yaml
 SELECTIONS = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test", "unknown")
 UNITS = ("percent", "fraction", "AP", "points")
 _FILE_KEYS = {"source", "table", "spec", "url", "metric", "unit", "selection", "notes", "settings", "columns", "rows",
-              "card", "card_id"}
+              "card", "card_id", "ablation"}
 _COLUMN_KEYS = {"key", "label", "card", "card_id", "settings", "metric", "unit", "selection"}
 _ROW_KEYS = {"label", "method", "settings", "values", "notes"}
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:(?:±|\+-|\+/-)\s*(\d+(?:\.\d+)?))?\s*(\?)?\s*$")
@@ -63,6 +65,8 @@ class ReferenceValue:
     std: float | None
     uncertain: bool
     settings: Mapping[str, Any] = field(default_factory=dict)
+    ablation: bool = False
+    text: str = ""  # the value exactly as written in the file (keeps trailing zeros: "0.70", "78.0")
 
     @property
     def selects_on_test(self) -> bool:
@@ -80,6 +84,8 @@ class ReferenceValue:
 
     @property
     def display(self) -> str:
+        if self.text:
+            return self.text
         text = f"{self.mean:g}" if self.std is None else f"{self.mean:g}±{self.std:g}"
         return text + ("?" if self.uncertain else "")
 
@@ -92,6 +98,36 @@ class ReferenceTable:
     spec: str
     notes: str
     values: tuple[ReferenceValue, ...]
+
+
+class _Number(float):
+    """A float that remembers how it was written (``0.70`` stays ``0.70`` on the page)."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> _Number:
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_number(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    tag = node.tag.rsplit(":", 1)[-1]
+    value = (yaml.SafeLoader.construct_yaml_float if tag == "float" else yaml.SafeLoader.construct_yaml_int)(
+        loader, node)
+    return _Number(float(value), str(node.value)) if isinstance(value, (int, float)) and math.isfinite(value) \
+        else value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_number)
+
+
+def _text_of(raw: Any) -> str:
+    return getattr(raw, "text", None) or (str(raw).strip() if isinstance(raw, str) else repr(raw))
 
 
 def parse_value(raw: Any, where: str) -> tuple[float, float | None, bool] | None:
@@ -179,7 +215,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
                 source=str(doc["source"]), table=str(doc["table"]), file=Path(path).name, row=str(row["label"]),
                 column=str(col["label"]), method=method, card=card, card_id=col.get("card_id", doc.get("card_id")),
                 selection=selection, metric=str(col.get("metric", doc["metric"])), unit=unit, mean=mean, std=std,
-                uncertain=unsure,
+                uncertain=unsure, ablation=bool(doc.get("ablation", False)), text=_text_of(raw_value),
                 settings={**base, **_settings(col.get("settings"), f"{where}: {col['label']}"),
                           **_settings(row.get("settings"), rwhere)},
             ))
@@ -189,7 +225,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
 
 def load_reference(path: Path) -> ReferenceTable:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
     except (OSError, yaml.YAMLError) as exc:
         raise ReferenceError(f"{path}: {exc}") from None
     return parse_reference(raw, path)

@@ -1,0 +1,48 @@
+"""The committed paper-reported numbers (results/reference/*.yaml) load, and match the specs they cite."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmark.records.reference import load_references
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "results" / "reference"
+SPECS = Path("/work/shared/specs")
+
+
+def test_every_reference_file_is_valid() -> None:
+    good, bad = load_references(REFERENCE)
+    assert not bad, bad
+    names = {t.path.name for t in good}
+    for required in ("decssl_table1_coco.yaml", "decssl_table2_transfer.yaml", "decssl_table4_stl10.yaml",
+                     "orchestra_table1.yaml", "flesd_table1.yaml", "fedmae_table1.yaml"):
+        assert required in names
+    for t in good:
+        assert t.values and t.source and t.table
+
+
+def test_spot_values_exactly_as_the_specs_report_them() -> None:
+    good, _ = load_references(REFERENCE)
+    values = {(t.path.name, v.row, v.column, v.settings.get("dataset")): v for t in good for v in t.values}
+    v = values[("orchestra_table1.yaml", "Orchestra", "CD Linear", "cifar10")]
+    assert (v.mean, v.std, v.method, v.card, v.selects_on_test) == (71.58, 0.53, "orchestra", "linear/orchestra", False)
+    v = values[("flesd_table1.yaml", "FLESD", "CIFAR-100 alpha=100", "cifar100")]
+    assert (v.mean, v.selects_on_test) == (39.2, True)
+    assert values[("decssl_table2_transfer.yaml", "Dec-SSL IID", "1 %", None)].display == "0.57"
+    assert values[("fedmae_table1.yaml", "FedEMA", "INAT non-IID 10%", None)].mean == 0.16
+
+
+@pytest.mark.skipif(not SPECS.is_dir(), reason="the specs folder is not available on this machine")
+def test_every_number_appears_in_the_cited_spec() -> None:
+    good, _ = load_references(REFERENCE)
+    for t in good:
+        spec_names = re.findall(r"([a-z_]+\.md)", t.spec)
+        text = " ".join((SPECS / n).read_text(encoding="utf-8") for n in spec_names if (SPECS / n).exists())
+        assert text, t.path
+        for v in t.values:
+            token = v.text.rstrip("?")
+            assert re.search(rf"(?<![\d.]){re.escape(token)}(?![\d])", text), (t.path.name, v.row, v.column, token)
