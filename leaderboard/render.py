@@ -390,7 +390,7 @@ def render_site(model: SiteModel, out: Path) -> Path:
     (out / "skipped.html").write_text(env.get_template("skipped.html").render(
         root="", skipped=model.skipped, reference_errors=model.reference_errors, **common), encoding="utf-8")
     ref_tables = [{"source": t.source, "table": t.table, "file": t.path.name, "spec": t.spec, "notes": t.notes,
-                   "anchor": slug(t.path.stem), "values": [_ref_dict(v) for v in t.values]} for t in model.references]
+                   "anchor": slug(t.path.stem), "entries": [_ref_dict(v) for v in t.values]} for t in model.references]
     (out / "references.html").write_text(env.get_template("references.html").render(
         root="", tables=ref_tables, **common), encoding="utf-8")
 

@@ -95,3 +95,26 @@ def test_plot_and_static_assets_are_local(tmp_path: Path) -> None:
     for page in (site / "index.html", site / "tracks" / "cifar10-knn.html"):
         text = page.read_text()
         assert "http://" not in text and "https://" not in text and "//cdn" not in text
+
+
+def test_deviation_comments_are_collected(tmp_path: Path) -> None:
+    from leaderboard.render import deviations
+
+    src = tmp_path / "methods" / "m.py"
+    src.parent.mkdir()
+    src.write_text("x = 1\ny = 2  # DEVIATION: the paper does A;\n# we do B because C.\nz = 3\n# DEVIATION: other\n")
+    got = deviations(src, tmp_path)
+    assert got == [{"where": "methods/m.py:2", "text": "DEVIATION: the paper does A; we do B because C."},
+                   {"where": "methods/m.py:5", "text": "DEVIATION: other"}]
+
+
+def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from leaderboard.__main__ import main
+    from tests.leaderboard.lb_factory import write_raw
+
+    write_records(tmp_path / "res", standard_records())
+    write_raw(tmp_path / "res", "cut.json", "{")
+    assert main(["build", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "site")]) == 0
+    captured = capsys.readouterr()
+    assert "cut.json" in captured.err and "1 skipped" in captured.out
+    assert f"site: {(tmp_path / 'site' / 'index.html').resolve()}" in captured.out
