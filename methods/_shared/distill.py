@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 def similarity_matrix(reps: torch.Tensor) -> torch.Tensor:
     """N × N cosine similarities of N representations (rows normalised first). Symmetric, diagonal 1."""
-    r = F.normalize(reps.float(), dim=1)
+    r = F.normalize(reps.to(torch.promote_types(reps.dtype, torch.float32)), dim=1)  # float64 stays float64
     return r @ r.t()
 
 
