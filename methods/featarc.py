@@ -1,0 +1,280 @@
+"""FeatARC (Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from Self Supervision?",
+ICLR 2023, arXiv 2210.10947, §5, App. C.3, Algorithms 1–2; code liruiw/Dec-SSL). Spec: shared/specs/featarc.md.
+
+IFCA-style clustered FedAvg-SimCLR with C cluster models. A sampled client scores each cluster model by how well
+its (eval-mode, clean-image, normalised) backbone features align with those of the client's own previous local
+model, picks the best (argmin of the mean −cos), trains SimCLR from that cluster model plus λ · L_align towards the
+cluster model's features, and the server averages uploads within each cluster. The evaluated encoder is the
+cluster with the largest training mass (§3), chosen from assignments and sizes only, never from test scores.
+
+Reuses FedAvg-SimCLR's model, loss, optimizer and lr schedule (methods/fedavg_simclr.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+
+from benchmark.api import (
+    METHODS,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Encoder,
+    Payload,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    arch_fingerprint,
+    build_backbone,
+    scoped_torch_seed,
+    two_views,
+)
+from methods._shared.aggregate import aggregation_weights
+from methods._shared.feature_align import (
+    alignment_loss,
+    alignment_scores,
+    cluster_average,
+    largest_cluster,
+    pick_cluster,
+)
+from methods._shared.local_train import run_local_epochs
+from methods._shared.losses import CONTRASTIVE_LOSSES
+from methods._shared.modules import load_tensors, select, tensors_of
+from methods.baselines import _IndexView
+from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, SimCLRNet, make_optimizer, round_lr
+
+LOCAL = "local."
+CLUSTER_SEED_PATH = 0xC1A5  # (seed, INIT, "cluster", j) for cluster j >= 1 (featarc.md §2.1 step 1)
+FEATURE_BATCH = 512  # images per no-grad forward of the assignment step (a memory knob, not a hyperparameter)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatARCConfig(FedAvgSimCLRConfig):
+    """featarc.md §4; SimCLR / optimisation fields are FedAvg-SimCLR's (fedavg_simclr.md §4)."""
+
+    num_clusters: int = 2  # C, paper C.1/C.3, --num_clusters 2
+    reg_scale: float = 1.0  # λ, paper C.3, --reg_scale 1
+    align_local: Literal["projector", "backbone"] = "projector"  # §7.2 (code: projector output of the 2 views)
+    align_target: Literal["backbone", "projector"] = "backbone"  # §7.2 (code: cluster backbone feature, clean x)
+    align_views: Literal["two_views", "view_and_clean"] = "two_views"  # §7.1
+    report_model: Literal["largest_cluster"] = "largest_cluster"  # §3; max_over_clusters: see DEVIATION below
+    # DEVIATION: `report_model: "max_over_clusters"` (code behaviour, selects on test) is not offered: the harness
+    # has no per-record selects_on_test flag outside task cards yet; only the spec's default is implemented.
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_clusters < 1 or self.reg_scale < 0:
+            raise ValueError("num_clusters must be >= 1 and reg_scale >= 0")
+        if self.optimizer_state != "reset":
+            raise ValueError("FeatARC uses a fresh optimizer every round (featarc.md §4)")
+
+
+# featarc.md §5: ablation presets of Dec-SSL Fig. 5 (config overrides on the project default)
+PRESETS: dict[str, dict] = {
+    "featarc_align_only": {"num_clusters": 1, "reg_scale": 1.0},
+    "featarc_cluster_only": {"num_clusters": 2, "reg_scale": 0.0},
+    "featarc_decssl": {"weighting": "uniform", "bn": "average", "lr_schedule": "constant", "optimizer": "adam",
+                       "lr": 1e-3, "weight_decay": 1e-6, "batch_size": 256, "tau": 0.5},
+}
+
+
+def preset(name: str, **overrides) -> FeatARCConfig:
+    return FeatARCConfig(**{**PRESETS[name], **overrides})
+
+
+def onehot(j: int, c: int) -> torch.Tensor:
+    return F.one_hot(torch.tensor(j), c).to(torch.float32)
+
+
+@METHODS.register("featarc")
+class FeatARC(FedAvgSimCLR):
+    """FeatARC (Dec-SSL, ICLR 2023): C cluster models, alignment-based assignment, SimCLR + λ·L_align."""
+
+    name: ClassVar[str] = "featarc"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = FeatARCConfig
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*", "assign")
+    payload_down: ClassVar[tuple[str, ...]] = ("cluster*.encoder.*", "cluster*.projector.*")
+    cfg: FeatARCConfig
+
+    def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec) -> None:
+        super().__init__(cfg, backbone)
+        _, feat_dim = build_backbone(backbone.name, dict(backbone.params))
+        proj_out = cfg.proj_out or feat_dim
+        dims = {"projector": proj_out, "backbone": feat_dim}
+        if dims[cfg.align_local] != dims[cfg.align_target]:  # §7.2 dimension guard
+            raise ValueError(f"FeatARC aligns {cfg.align_local} ({dims[cfg.align_local]}-d) with the cluster "
+                             f"{cfg.align_target} ({dims[cfg.align_target]}-d): dimensions must match")
+
+    # ---- plumbing ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def prefix(j: int) -> str:
+        return f"cluster{j}."
+
+    def init_cluster(self, seed: int, j: int) -> dict[str, torch.Tensor]:
+        """θ_0 with the fedavg_simclr init seed (C = 1, λ = 0 reproduces it); θ_j from (seed, cluster, j)."""
+        path = () if j == 0 else (CLUSTER_SEED_PATH, j)
+        with scoped_torch_seed(seed, Stream.INIT, *path):
+            net = self.build()
+        return tensors_of(net)
+
+    def cluster_tensors(self, tensors: Mapping[str, torch.Tensor], j: int) -> dict[str, torch.Tensor]:
+        return select(tensors, self.prefix(j), strip=True)
+
+    def with_local_bn(self, model: Mapping[str, torch.Tensor], local: Mapping[str, torch.Tensor]
+                      ) -> dict[str, torch.Tensor]:
+        """``bn: local``: the client's own BN tensors replace the cluster model's (§7.8)."""
+        if self.cfg.bn != "local":
+            return dict(model)
+        bn = self.bn_names()
+        return {**{k: v for k, v in model.items() if k not in bn}, **{k: local[k] for k in bn}}
+
+    @torch.no_grad()
+    def features(self, net: SimCLRNet, tensors: Mapping[str, torch.Tensor], images: torch.Tensor,
+                 view: UnlabeledView, *, projector: bool = False) -> torch.Tensor:
+        """Normalised eval-mode features of clean images (evaluation transform, no augmentation, §7.9)."""
+        load_tensors(net, tensors)
+        net.eval()
+        out = []
+        for start in range(0, images.shape[0], FEATURE_BATCH):
+            x = view.normalize(images[start:start + FEATURE_BATCH])
+            h = net.encoder(x)
+            out.append(F.normalize((net.projector(h) if projector else h).float(), dim=1))
+        return torch.cat(out) if out else torch.zeros(0)
+
+    # ---- hooks ------------------------------------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        model = {}
+        for j in range(self.cfg.num_clusters):
+            model.update({self.prefix(j) + k: v for k, v in self.init_cluster(ctx.seed, j).items()})
+        empty = torch.zeros(0, dtype=torch.int64)
+        return ServerState(model=model, extra={"assign": empty, "n": empty.clone(),
+                                               "assign_history": torch.zeros(0, 0, dtype=torch.int64)})
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        if self.cfg.bn == "local":
+            bn = self.bn_names()
+            return Payload({k: v for k, v in server.model.items() if k.split(".", 1)[1] not in bn})
+        return Payload(dict(server.model))
+
+    def assign(self, down: Payload, local: Mapping[str, torch.Tensor], view: UnlabeledView, net: SimCLRNet,
+               device: torch.device) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
+        """Algorithm 1 lines 8–14: (I, A, cluster features Zg_j) on the client's clean training images."""
+        images = view.to(device).images
+        local_feats = self.features(net, local, images, view)
+        cluster_feats = [self.features(net, self.with_local_bn(self.cluster_tensors(down.tensors, j), local),
+                                       images, view) for j in range(self.cfg.num_clusters)]
+        scores = alignment_scores(local_feats, cluster_feats)
+        return pick_cluster(scores), scores, cluster_feats
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        cfg = self.cfg
+        C = cfg.num_clusters
+        k = int(ctx.client_id if ctx.client_id is not None else data.client_id)
+        net = self.net(ctx.device)
+        view = data.train
+        # §2.1 step 2: an unseen client's local model is the initial cluster (k mod C), regenerated from its seed
+        local = select(state.tensors, LOCAL, strip=True) if state.tensors else self.init_cluster(ctx.seed, k % C)
+        I, scores, cluster_feats = self.assign(down, local, view, net, ctx.device)
+        model = self.with_local_bn(self.cluster_tensors(down.tensors, I), local)
+        if cfg.align_target == "backbone":
+            targets = cluster_feats[I]
+        else:
+            targets = self.features(net, model, view.to(ctx.device).images, view, projector=True)
+        load_tensors(net, model)
+        net.train()
+        lr = round_lr(cfg.lr, ctx.round, ctx.num_rounds, cfg.lr_milestones, cfg.lr_gamma) \
+            if cfg.lr_schedule == "step_rounds" else cfg.lr
+        opt = make_optimizer(cfg, [p for p in net.parameters() if p.requires_grad], lr)
+        loss_fn = CONTRASTIVE_LOSSES[cfg.loss_form]
+        images = view.to(ctx.device).images
+
+        def local_out(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+            return z if cfg.align_local == "projector" else h
+
+        def step(idx: torch.Tensor) -> torch.Tensor:  # LocalUpdate-FAR (Algorithm 2, featarc.md §2.3)
+            batch = images[idx.to(images.device)]
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            h = net.encoder(torch.cat([v1, v2]))
+            z = net.projector(h)
+            z1, z2 = z.chunk(2)
+            loss = loss_fn(z1, z2, cfg.tau)
+            if cfg.reg_scale == 0:
+                return loss
+            a1, a2 = local_out(h, z).chunk(2)
+            if cfg.align_views == "view_and_clean":  # literal paper reading (§7.1): second term on clean x
+                hc = net.encoder(view.normalize(batch))
+                a2 = local_out(hc, net.projector(hc))
+            return loss + cfg.reg_scale * alignment_loss(a1, a2, targets[idx.to(targets.device)])
+
+        stats = run_local_epochs(_IndexView(len(view), view.mean, view.std), step, opt, ctx,
+                                 batch_size=cfg.batch_size, epochs=ctx.local_epochs, nan_policy=cfg.nan_policy)
+        out = tensors_of(net)
+        weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples
+        metrics = {**stats.as_dict(), "lr": lr, "cluster": float(I),
+                   **{f"align_score{j}": float(scores[j]) for j in range(C)}}
+        keep = {LOCAL + name: v.clone() for name, v in out.items()}
+        keep["cluster"] = torch.tensor(I, dtype=torch.int64)
+        return (Payload({**out, "assign": onehot(I, C)}, num_examples=weight, metrics=metrics),
+                ClientState(tensors=keep, last_round=ctx.round))
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        cfg = self.cfg
+        C = cfg.num_clusters
+        ids = sorted(ups)  # client-id order, whatever order the mapping has (featarc.md §7.5)
+        extra = self.grow_extra(server.extra, (max(ids) + 1) if ids else 0)
+        if not ids:
+            return ServerState(model=server.model, extra=extra)
+        payloads = [ups[k] for k in ids]
+        assign = [int(torch.argmax(p.tensors["assign"])) for p in payloads]
+        mode = "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
+        weights = aggregation_weights([p.num_examples for p in payloads], mode)  # normalised per cluster below
+        uploads = [{k: v for k, v in p.tensors.items() if k != "assign"} for p in payloads]
+        current = [self.cluster_tensors(server.model, j) for j in range(C)]
+        model = {}
+        for j, tensors in enumerate(cluster_average(current, uploads, assign, weights)):
+            model.update({self.prefix(j) + k: v for k, v in tensors.items()})
+        a, n = extra["assign"].clone(), extra["n"].clone()
+        row = torch.full((1, a.numel()), -1, dtype=torch.int64)
+        for k, j, p in zip(ids, assign, payloads):
+            a[k], n[k], row[0, k] = j, int(p.num_examples), j
+        hist = torch.cat([extra["assign_history"], row])
+        new = ServerState(model=model, extra={"assign": a, "n": n, "assign_history": hist})
+        mass = [int(n[a == j].sum()) for j in range(C)]
+        object.__setattr__(new, "extra_metrics", {"reported_cluster": float(self.reported_cluster(new)),
+                                                  **{f"cluster_mass{j}": float(m) for j, m in enumerate(mass)}})
+        return new
+
+    def grow_extra(self, extra: Mapping[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
+        """Pad the per-client arrays to k clients: assignment i mod C (§2.1), size 0, history −1 (not sampled)."""
+        a, n, h = extra["assign"], extra["n"], extra["assign_history"]
+        if a.numel() >= k:
+            return dict(extra)
+        extra_ids = torch.arange(a.numel(), k, dtype=torch.int64)
+        h = torch.cat([h, torch.full((h.shape[0], k - h.shape[1]), -1, dtype=torch.int64)], dim=1)
+        return {"assign": torch.cat([a, extra_ids % self.cfg.num_clusters]),
+                "n": torch.cat([n, torch.zeros(k - n.numel(), dtype=torch.int64)]), "assign_history": h}
+
+    def reported_cluster(self, server: ServerState) -> int:
+        """j* of §3: the cluster with the largest training mass (assignments and sizes only)."""
+        return largest_cluster(server.extra["assign"].tolist(), server.extra["n"].tolist(), self.cfg.num_clusters)
+
+    def encoder(self, server: ServerState) -> Encoder:
+        net = self.build()
+        load_tensors(net, self.cluster_tensors(server.model, self.reported_cluster(server)))
+        enc = net.encoder.eval()
+        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())

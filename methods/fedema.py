@@ -1,0 +1,87 @@
+"""FedEMA (Zhuang et al., "Divergence-aware Federated Self-Supervised Learning", ICLR 2022, arXiv 2204.04385;
+official code EasyFL ``applications/fedssl``). Spec: shared/specs/fedema.md.
+
+Same BYOL networks, local training, payloads and aggregation as FedU (methods/fedu.py, which this class extends);
+only the merge of the received global model differs: the client's online encoder and predictor become an EMA of
+its previous local networks and the new global ones, θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k · d, μ_max),
+d = D(θ_g, θ_k) over the backbone's non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+
+from benchmark.api import METHODS, ClientState, Payload, RoundContext
+from methods._shared.ema import autoscaler, divergence_weight, ema_update
+from methods._shared.modules import select
+from methods.fedu import ONLINE, PREDICTOR, TARGET, FedU, FedUConfig, MergeResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class FedEMAConfig(FedUConfig):
+    """fedema.md §3; BYOL and optimisation fields are FedU's (fedu.md §3)."""
+
+    autoscaler: bool = True  # --auto_scaler y
+    autoscaler_tau: float = 0.7  # τ, the expected μ at the first merge (README --auto_scaler_target 0.7)
+    scaler: float = 1.0  # constant λ when autoscaler=False (README --weight_scaler 1)
+    mu_max: float = 1.0  # clip of μ (client.py: min(1, weight_scaler * distance))
+    predictor_update: Literal["ema", "global", "dapu"] = "ema"  # §6.5; "dapu" uses FedU's dapu_threshold
+    stale_policy: Literal["ema", "reset"] = "ema"  # §6.7 (dynamic_ema_online vs selective_ema)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.autoscaler_tau <= 0 or self.scaler <= 0 or not 0.0 <= self.mu_max <= 1.0:
+            raise ValueError("autoscaler_tau and scaler must be > 0 and mu_max in [0, 1]")
+
+
+def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float]:
+    """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), fedema.md §2.4 steps 4–5 and §6.11."""
+    if math.isnan(scaler):
+        scaler = autoscaler(cfg.autoscaler_tau, d) if cfg.autoscaler else cfg.scaler
+    return scaler, divergence_weight(d, scaler, cfg.mu_max)
+
+
+@METHODS.register("fedema")
+class FedEMA(FedU):
+    """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (fedema.md §2.4)."""
+
+    name: ClassVar[str] = "fedema"
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type] = FedEMAConfig
+    cfg: FedEMAConfig
+
+    def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
+        cfg = self.cfg
+        glob = {k: v.clone() for k, v in down.tensors.items()}
+        scaler_t = state.tensors.get("scaler")
+        stored = math.nan if scaler_t is None else float(scaler_t)
+        stale = state.last_round is not None and state.last_round < ctx.round - 1
+        if state.last_round is None or (cfg.stale_policy == "reset" and stale):  # steps 1–2
+            extra = {} if scaler_t is None else {"scaler": scaler_t.clone()}
+            return MergeResult({**glob, **self.as_target(glob)}, extra, {}, True)
+        d = self.local_divergence(down, state)  # step 3
+        scaler, mu = decay_rate(d, stored, cfg)  # steps 4–5
+        local = state.tensors
+        # step 6: EMA of parameters; online BN buffers from the global model
+        online_params = self.param_names(ONLINE)
+        online = {k: v.clone() for k, v in select(glob, ONLINE).items()}
+        online.update(ema_update(local, glob, mu, keys=sorted(online_params)))
+        if cfg.predictor_update == "ema":
+            pred_params = self.param_names(PREDICTOR)
+            buffers_from = local if mu > 0.5 else glob
+            pred = {k: v.clone() for k, v in select(buffers_from, PREDICTOR).items()}
+            pred.update(ema_update(local, glob, mu, keys=sorted(pred_params)))
+        elif cfg.predictor_update == "global":
+            pred = select(glob, PREDICTOR)
+        else:  # "dapu": FedU's rule (fedu.md §2.4 step 2)
+            pred = {k: v.clone() for k, v in select(glob if d < cfg.dapu_threshold else local, PREDICTOR).items()}
+        start = {**online, **pred, **select(local, TARGET)}  # target: unchanged by the server
+        extra = {"scaler": torch.tensor(scaler, dtype=torch.float64)}
+        metrics = {"divergence": d, "mu": mu}
+        if not math.isnan(scaler):
+            metrics["scaler"] = scaler
+        return MergeResult(start, extra, metrics, False)
