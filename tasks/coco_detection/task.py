@@ -15,6 +15,7 @@ without it fails with one line saying how to install it.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,9 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
                   if m in ("AP", "AP50", "AP75")}
         extra = {"losses": result.losses, "iterations": len(result.losses), "layout": dict(layout),
                  "backbone_keys_loaded": result.keys_loaded, "backbone_keys_missing": result.keys_missing,
-                 "all_metrics": result.metrics, "data": result.data}
+                 "all_metrics": {kind: {m: (float(v) if math.isfinite(v) else None) for m, v in vals.items()}
+                                 for kind, vals in result.metrics.items()},  # APm/APl are NaN without such objects
+                 "data": result.data}
         return TaskScores(task=self.name, card=card, main_metric="bbox_AP", higher_is_better=True, values=values,
                           wall_time_s=time.perf_counter() - t0, extra=extra)
 
