@@ -1,0 +1,174 @@
+"""Orchestra (orchestra.md §7 items 7-13, 15): EMA, rotation, initialisation round, payloads, bytes, aggregation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from benchmark.api import ClientData, ClientState, Payload, RoundContext, Stream, UnlabeledView, np_rng, torch_gen
+from benchmark.grid import ComponentSpec
+from benchmark.runner import run_cell
+from benchmark.simulate import payload_nbytes
+from methods._shared.momentum import momentum_update_
+from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
+from tests.helpers import smoke_cell
+
+MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
+
+
+def ctx(round_: int, client: int | None = None, seed: int = 0, epochs: int = 1) -> RoundContext:
+    stream = Stream.SERVER if client is None else Stream.CLIENT
+    path = (round_,) if client is None else (round_, client)
+    return RoundContext(round=round_, num_rounds=3, client_id=client, device=torch.device("cpu"), seed=seed,
+                        rng=np_rng(seed, stream, *path), generator=torch_gen(seed, stream, *path),
+                        local_epochs=epochs)
+
+
+def client_data(n: int = 48, seed: int = 0, k: int = 0) -> ClientData:
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n, 3, 16, 16), generator=g, dtype=torch.uint8)
+    return ClientData(client_id=k, num_examples=n, train=UnlabeledView(images, (0.5,) * 3, (0.25,) * 3))
+
+
+def method(**kw) -> Orchestra:
+    cfg = OrchestraConfig(**{"batch_size": 16, "memory_size": 32, "num_global_clusters": 6, "global_steps": 5,
+                             **kw})
+    return Orchestra(cfg, MICRO)
+
+
+def test_ema_parameters_only() -> None:
+    torch.manual_seed(0)
+    online = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    target = copy.deepcopy(online)
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(torch.randn_like(p))
+        online[1].running_mean.fill_(3.0)
+    old = [p.clone() for p in target.parameters()]
+    old_buf = target[1].running_mean.clone()
+    momentum_update_(target, online, 0.996)
+    for t, o, p_old in zip(target.parameters(), online.parameters(), old):
+        assert torch.allclose(t, 0.996 * p_old + 0.004 * o, atol=1e-7)
+    assert torch.equal(target[1].running_mean, old_buf)  # buffers change only through the target's forward
+
+
+def test_rotation_labels_and_views() -> None:
+    r = rotation_labels(10_000, torch.Generator().manual_seed(0))
+    freq = torch.bincount(r, minlength=4).float() / 10_000
+    assert ((freq - 0.25).abs() <= 0.02).all()
+    x = torch.randn(12, 3, 8, 8)
+    r = rotation_labels(12, torch.Generator().manual_seed(1))
+    x3 = rotate_batch(x, r)
+    for i in range(12):
+        y = x[i]
+        for _ in range(int(r[i])):
+            y = torch.rot90(y, 1, dims=(1, 2))
+        assert torch.equal(x3[i], y)
+
+
+def test_initialisation_round() -> None:
+    m = method()
+    server = m.init_server(ctx(0))
+    down = m.broadcast(server, ctx(1))
+    assert set(down.tensors) == {k for k in server.model if k.startswith("target.")}
+    before = {k: v.clone() for k, v in down.tensors.items()}
+    sgd_steps = []
+    orig = torch.optim.SGD.step
+    torch.optim.SGD.step = lambda self, *a, **k: sgd_steps.append(1)  # type: ignore[method-assign]
+    try:
+        up, _ = m.client_update(down, ClientState(), client_data(), ctx(1, 0))
+    finally:
+        torch.optim.SGD.step = orig  # type: ignore[method-assign]
+    assert not sgd_steps
+    work = m.net(torch.device("cpu")).target.state_dict()
+    for k, v in before.items():  # every model tensor, BN running buffers included, bit-identical
+        assert torch.equal(work[k[len("target."):]], v)
+    d = m.proj_dim()
+    assert set(up.tensors) == {"local_centroids"} and up.tensors["local_centroids"].shape == (8, d)
+    new = m.server_aggregate(server, {0: up}, ctx(1), None)
+    c0, c1 = server.extra["global_centroids"], new.extra["global_centroids"]
+    assert not torch.equal(c0, c1)
+    assert torch.allclose(c1.norm(dim=1), torch.ones(len(c1)), atol=1e-5)
+    assert all(torch.equal(new.model[k], server.model[k]) for k in server.model)  # no encoder aggregation
+
+
+def _enc_keys(server_model, prefix):
+    return {k for k in server_model if k.startswith(prefix)}
+
+
+def test_training_payloads_and_aggregation() -> None:
+    m = method()
+    server = m.init_server(ctx(0))
+    down = m.broadcast(server, ctx(2))
+    enc = _enc_keys(server.model, "online.") | _enc_keys(server.model, "target.")
+    assert set(down.tensors) == enc | {"rot_head.weight", "rot_head.bias", "global_centroids"}
+    assert not any("num_batches_tracked" in k for k in down.tensors)
+    up, state = m.client_update(down, ClientState(), client_data(), ctx(2, 0))
+    assert set(up.tensors) == (set(down.tensors) - {"global_centroids"}) | {"local_centroids"}
+    assert all(t.dtype == torch.float32 for t in up.tensors.values())
+    d = m.proj_dim()
+    assert up.tensors["local_centroids"].shape == (8, d) and down.tensors["global_centroids"].shape == (6, d)
+    assert up.tensors["rot_head.weight"].shape == (4, d) and up.tensors["rot_head.bias"].shape == (4,)
+    assert state.tensors == {}  # stateless clients
+    assert up.metrics["num_steps"] == 3 and {"loss_cluster", "loss_deg"} <= set(up.metrics)
+    # aggregation: sizes 100 and 300, constant tensors 1 and 5 → 4.0 everywhere; centroids come from clustering
+    keys = [k for k in server.model]
+    ups = {0: Payload({**{k: torch.full_like(server.model[k], 1.0) for k in keys},
+                       "local_centroids": up.tensors["local_centroids"]}, num_examples=100),
+           1: Payload({**{k: torch.full_like(server.model[k], 5.0) for k in keys},
+                       "local_centroids": up.tensors["local_centroids"]}, num_examples=300)}
+    new = Orchestra(OrchestraConfig(num_global_clusters=6, global_steps=0), MICRO).server_aggregate(
+        server, ups, ctx(2), None)
+    assert all(torch.allclose(new.model[k], torch.full_like(new.model[k], 4.0)) for k in keys)
+    assert torch.equal(new.extra["global_centroids"], server.extra["global_centroids"])  # not averaged
+
+
+def test_small_client_uploads_weight_zero() -> None:
+    m = method()
+    server = m.init_server(ctx(0))
+    up, _ = m.client_update(m.broadcast(server, ctx(2)), ClientState(), client_data(n=8), ctx(2, 0))
+    assert up.num_examples == 0 and "local_centroids" not in up.tensors
+
+
+def test_resnet18_bytes_match_spec() -> None:
+    """orchestra.md §8 worked example (ResNet-18, CIFAR stem)."""
+    r18 = ComponentSpec("resnet18_cifar", "1", {})
+    for (ng, nl), down_b in (((32, 8), 93_720_080), ((256, 16), 94_178_832)):
+        m = Orchestra(OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18)
+        server = m.init_server(ctx(0))
+        assert payload_nbytes(m.broadcast(server, ctx(1))) == 46_823_168
+        down = m.broadcast(server, ctx(2))
+        assert payload_nbytes(down) == down_b
+        fake_up = {k: v for k, v in down.tensors.items() if k != "global_centroids"}
+        fake_up["local_centroids"] = torch.zeros(nl, 512)
+        assert payload_nbytes(Payload(fake_up)) == {8: 93_670_928, 16: 93_687_312}[nl]
+    assert 8 * 512 * 4 == 16_384  # initialisation uplink, N_l = 8
+
+
+def _formula(cell_method: Orchestra, clients: int, rounds: int) -> tuple[list[int], list[int]]:
+    server = cell_method.init_server(ctx(0))
+    model = server.model
+    e_enc = sum(v.numel() for k, v in model.items() if k.startswith("target."))
+    d = cell_method.proj_dim()
+    cfg = cell_method.cfg
+    up = [4 * cfg.num_local_clusters * d * clients] + [4 * (2 * e_enc + 4 * d + 4 + cfg.num_local_clusters * d) * clients] * (rounds - 1)
+    down = [4 * e_enc * clients] + [4 * (2 * e_enc + 4 * d + 4 + cfg.num_global_clusters * d) * clients] * (rounds - 1)
+    return up, down
+
+
+@pytest.mark.slow
+def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
+    """fl.rounds = 3 → init + 2 training rounds; the runner's counters equal §8; resume after round 2 is exact."""
+    cell = smoke_cell("orchestra", rounds=3, clients=2, tasks=["knn"])
+    straight = run_cell(cell, tmp_path / "a", device="cpu")
+    assert straight is not None and straight.status == "ok" and straight.rounds_completed == 3
+    m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone)
+    up, down = _formula(m, 2, 3)
+    assert list(straight.comm.per_round_up) == up and list(straight.comm.per_round_down) == down
+    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=2) is None
+    resumed = run_cell(cell, tmp_path / "b", device="cpu")
+    assert resumed.final_state_digest == straight.final_state_digest
