@@ -69,6 +69,25 @@ def _parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("prefetch", help="download a hub dataset once into the data root (needs network)")
     pre.add_argument("dataset")
     pre.add_argument("--data-root", default=None)
+
+    new = sub.add_parser("new-method", help="scaffold methods/NAME.py, its tests and a smoke grid")
+    new.add_argument("name")
+    new.add_argument("--out", default=None, help="write under this folder instead of the repository")
+    new.add_argument("--force", action="store_true", help="replace existing scaffold files")
+
+    chk = sub.add_parser("check-method", help="conformance checks of a registered method on digits (CPU, minutes)")
+    chk.add_argument("name")
+    chk.add_argument("--rounds", type=int, default=2)
+    chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
+
+    sbm = sub.add_parser("submit", help="validate records for a leaderboard track and write a submission bundle")
+    sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
+    sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
+    sbm.add_argument("--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)")
+    sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
+    sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
+    sbm.add_argument("--reevaluate", action="store_true", help="re-run the tasks from the final checkpoints")
+    sbm.add_argument("--data-root", default=None)
     return p
 
 
@@ -271,8 +290,43 @@ def cmd_prefetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_new_method(args: argparse.Namespace) -> int:
+    from benchmark.scaffold import ScaffoldError, next_steps, write_scaffold
+
+    try:
+        written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force)
+    except ScaffoldError as exc:
+        raise BadInput(str(exc)) from None
+    for path in written:
+        print(f"wrote {path}")
+    print(next_steps(args.name))
+    return 0
+
+
+def cmd_check_method(args: argparse.Namespace) -> int:
+    from benchmark.conformance import check_method
+
+    report = check_method(args.name, rounds=args.rounds, knn=not args.no_knn)
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from benchmark.submit import SubmitError, submit
+
+    try:
+        report = submit(args.records, track=args.track, out=args.out,
+                        tracks_file=Path(args.tracks) if args.tracks else None, against=args.against,
+                        reevaluate=args.reevaluate, data_root=args.data_root)
+    except SubmitError as exc:
+        raise BadInput(str(exc)) from None
+    print(report.format())
+    return 0 if report.ok else 1
+
+
 COMMANDS = {"run": cmd_run, "list": cmd_list, "plan": cmd_plan, "show": cmd_show, "status": cmd_status,
-            "collect": cmd_collect, "prefetch": cmd_prefetch}
+            "collect": cmd_collect, "prefetch": cmd_prefetch, "new-method": cmd_new_method,
+            "check-method": cmd_check_method, "submit": cmd_submit}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

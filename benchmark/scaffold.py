@@ -1,0 +1,327 @@
+"""``python -m benchmark new-method NAME``: scaffold a new method, its smoke grid and its tests.
+
+Writes, under ``--out`` (default: the repository root):
+
+- ``methods/NAME.py`` — a complete, working minimal method (FedAvg of SimCLR, written out from the shared pieces)
+  with a frozen config; every place where a new algorithm differs is marked ``TODO(NAME)``;
+- ``tests/methods/test_NAME.py`` — spec tests (loss behaviour, aggregation maths) and the conformance check, which
+  pass on the scaffold as written and keep passing once the TODOs are filled with the paper's algorithm; one
+  placeholder test is skipped until its TODO is filled;
+- ``benchmark/grids/NAME_smoke.yaml`` — a CPU grid on digits that runs the method next to fedavg_simclr and
+  no_pretrain.
+
+Nothing is overwritten (``--force`` to replace the scaffold's own files).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class ScaffoldError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    name: str
+    class_name: str
+    files: dict[Path, str]
+
+
+def class_name_of(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
+
+
+def validate_name(name: str, *, check_registry: bool = True) -> None:
+    if not NAME_RE.fullmatch(name) or keyword.iskeyword(name) or name in ("base", "test"):
+        raise ScaffoldError(f"method name {name!r} must be a lower-case snake_case identifier (e.g. 'fedfoo')")
+    if check_registry:
+        from benchmark.registries import METHODS, load_builtins
+
+        load_builtins()
+        if name in METHODS:
+            raise ScaffoldError(f"method {name!r} is already registered (as {METHODS.canonical(name)!r})")
+
+
+METHOD_TEMPLATE = '''"""{cls} (TODO({name}): authors, venue, arXiv id; the sections this file implements).
+
+Scaffolded by ``python -m benchmark new-method {name}``. As generated it is a complete, working FedAvg-SimCLR:
+each sampled client starts from the global weights, runs the local epochs of SimCLR (NT-Xent) and uploads its
+weights; the server averages them weighted by client size. Replace the parts marked ``TODO({name})`` with the
+paper's algorithm and mark every departure from the paper with a ``# DEVIATION: why`` comment on its line
+(methods/README.md collects them).
+
+Rules (DESIGN §3-4): import only from ``benchmark.api`` and ``methods._shared``; everything that must survive a
+round lives in ``ServerState`` / ``ClientState`` (a fresh instance given the same states continues identically);
+all randomness comes from ``ctx.generator`` / ``ctx.rng`` or ``scoped_torch_seed``; every tensor sent must match
+``payload_up`` / ``payload_down``. Check with ``python -m benchmark check-method {name}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from benchmark.api import (
+    METHODS,
+    AugmentConfig,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Encoder,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    arch_fingerprint,
+    build_backbone,
+    scoped_torch_seed,
+    two_views,
+)
+from methods._shared.aggregate import aggregation_weights, weighted_average
+from methods._shared.heads import mlp_head
+from methods._shared.local_train import run_local_epochs
+from methods._shared.losses import ntxent_2b
+from methods._shared.modules import load_tensors, tensors_of
+
+
+@dataclass(frozen=True, kw_only=True)
+class {cls}Config:
+    """Hyperparameters, defaults from the paper (TODO({name}): cite the table/section of each default)."""
+
+    tau: float = 0.5  # τ, NT-Xent temperature
+    lr: float = 1e-3  # Adam learning rate
+    weight_decay: float = 1e-6
+    batch_size: int = 256
+    proj_dim: int | None = None  # projector output; None = the backbone's feature dimension
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0 or self.lr <= 0 or self.batch_size < 2:
+            raise ValueError("tau and lr must be > 0 and batch_size >= 2")
+
+
+class {cls}Net(nn.Module):
+    def __init__(self, encoder: nn.Module, projector: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.projector = projector
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.projector(self.encoder(x))
+
+
+def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+    """The client objective on two views' projections (TODO({name}): your loss; keep it a pure function)."""
+    return ntxent_2b(z1, z2, tau)
+
+
+@METHODS.register("{name}")
+class {cls}:
+    """{cls} (TODO({name}): paper, venue, sections implemented)."""
+
+    name: ClassVar[str] = "{name}"
+    version: ClassVar[str] = "1"  # bump whenever numbers can change (part of every cell id)
+    Config: ClassVar[type] = {cls}Config
+    requires: ClassVar[frozenset[Requirement]] = frozenset()  # e.g. {{Requirement.PUBLIC_DATA}}
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")  # fnmatch patterns of uploaded tensors
+    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    # settings for the tiny CPU cells of tests and check-method (backbone family, public split, method params)
+    smoke_settings: ClassVar[dict] = {{}}
+
+    def __init__(self, cfg: {cls}Config, backbone: ComponentSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+        self._net: {cls}Net | None = None  # a working module, reloaded from tensors at every use
+        self._device: torch.device | None = None
+
+    def build(self) -> {cls}Net:
+        encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
+        out = self.cfg.proj_dim or feat_dim
+        return {cls}Net(encoder, mlp_head(feat_dim, feat_dim, out))
+
+    def net(self, device: torch.device) -> {cls}Net:
+        if self._net is None or self._device != device:
+            with scoped_torch_seed(0, Stream.INIT, 0):  # overwritten by load_tensors before every use
+                self._net = self.build().to(device)
+            self._device = device
+        return self._net
+
+    # ---- hooks (DESIGN §3; methods/base.py) --------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=tensors_of(net))  # TODO({name}): server-side extras go in ServerState.extra
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()  # TODO({name}): persistent local models (e.g. a local target network) go here
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload(dict(server.model))
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        cfg = self.cfg
+        net = self.net(ctx.device)
+        load_tensors(net, down.tensors)  # TODO({name}): combine with state.tensors if clients keep local models
+        net.train()
+        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=cfg.lr,
+                               weight_decay=cfg.weight_decay)
+        view = data.train
+
+        def step(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            z1, z2 = net(torch.cat([v1, v2])).chunk(2)
+            return local_loss(z1, z2, cfg.tau)
+
+        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs)
+        up = tensors_of(net)  # TODO({name}): send only what the paper sends, and declare it in payload_up
+        return (Payload(up, num_examples=data.num_examples, metrics=stats.as_dict()),
+                ClientState(last_round=ctx.round))
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        if not ups:
+            return server
+        payloads = [ups[k] for k in sorted(ups)]  # client-id order, never completion order
+        weights = aggregation_weights([p.num_examples for p in payloads], "num_examples")
+        model = weighted_average([p.tensors for p in payloads], weights)  # TODO({name}): your server step
+        return ServerState(model={{**server.model, **model}}, extra=server.extra)
+
+    def encoder(self, server: ServerState) -> Encoder:
+        net = self.build()
+        load_tensors(net, server.model)
+        enc = net.encoder.eval()
+        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
+                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+'''
+
+TEST_TEMPLATE = '''"""Spec tests of {name} (scaffolded by ``python -m benchmark new-method {name}``).
+
+Each item of the paper's algorithm gets a test that asserts something meaningful about a pure function; the
+registry smoke tests (tests/methods/test_registry_smoke.py) and the conformance check below cover the hooks.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from benchmark.conformance import check_method
+from benchmark.registries import METHODS, load_builtins
+
+load_builtins()
+module = importlib.import_module("methods.{name}")
+
+
+def test_registered() -> None:
+    assert METHODS.get("{name}") is module.{cls}
+    assert module.{cls}.Config().tau > 0  # the defaults build
+
+
+def test_local_loss_decreases_under_gradient_steps() -> None:
+    """The client objective is a proper loss: a few gradient steps on free projections lower it."""
+    g = torch.Generator().manual_seed(0)
+    z1 = torch.randn(16, 8, generator=g, requires_grad=True)
+    z2 = torch.randn(16, 8, generator=g, requires_grad=True)
+    opt = torch.optim.SGD([z1, z2], lr=0.5)
+    first = float(module.local_loss(z1, z2, 0.5).detach())
+    for _ in range(20):
+        opt.zero_grad()
+        module.local_loss(z1, z2, 0.5).backward()
+        opt.step()
+    assert float(module.local_loss(z1, z2, 0.5).detach()) < first
+
+
+def test_aggregating_identical_clients_is_the_identity() -> None:
+    from methods._shared.aggregate import weighted_average
+
+    state = {{"w": torch.arange(4.0)}}
+    out = weighted_average([state, state], [3, 5])
+    torch.testing.assert_close(out["w"], state["w"])
+
+
+@pytest.mark.skip(reason="TODO({name}): assert one equation of the paper on a hand-computed example")
+def test_paper_equation() -> None:
+    raise NotImplementedError
+
+
+@pytest.mark.slow
+def test_conformance() -> None:
+    report = check_method("{name}")
+    assert report.ok, report.format()
+'''
+
+GRID_TEMPLATE = '''# CPU smoke grid for {name} (scaffolded): digits, micro backbone, 2 clients, next to FedAvg-SimCLR and the
+# random-init reference. Run:  python -m benchmark run --grid {grid_ref} --root runs --no-wandb
+name: {name}_smoke
+description: "{name} on digits next to fedavg_simclr and no_pretrain (CPU, minutes; a pipeline check, not a result)"
+base:
+  dataset: digits
+  backbone: {{name: resnet_micro, width: 4}}
+  partition: iid
+  fl: {{num_clients: 2, participation: 1.0, rounds: 2, local_epochs: 1}}
+  tasks: [knn]
+method_common: {{batch_size: 16}}
+axes:
+  method: [{name}, fedavg_simclr, no_pretrain]
+  seed: [0]
+'''
+
+
+def render(name: str) -> Scaffold:
+    cls = class_name_of(name)
+    files = {
+        Path("methods") / f"{name}.py": METHOD_TEMPLATE.format(name=name, cls=cls),
+        Path("tests") / "methods" / f"test_{name}.py": TEST_TEMPLATE.format(name=name, cls=cls),
+        Path("benchmark") / "grids" / f"{name}_smoke.yaml": GRID_TEMPLATE.format(name=name,
+                                                                                grid_ref=f"{name}_smoke"),
+    }
+    return Scaffold(name, cls, files)
+
+
+def write_scaffold(name: str, out: Path | None = None, *, force: bool = False,
+                   check_registry: bool = True) -> list[Path]:
+    """Write the scaffold of ``name`` under ``out`` (default: the repository); returns the files written."""
+    validate_name(name, check_registry=check_registry and out is None)
+    root = Path(out) if out is not None else REPO
+    scaffold = render(name)
+    targets = [root / rel for rel in scaffold.files]
+    existing = [t for t in targets if t.exists()]
+    if existing and not force:
+        raise ScaffoldError(f"{', '.join(map(str, existing))} exist(s); nothing written (--force replaces them)")
+    for rel, text in scaffold.files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return targets
+
+
+def next_steps(name: str) -> str:
+    return "\n".join([
+        f"next steps for {name}:",
+        f"  1. fill the TODO({name}) markers in methods/{name}.py (mark departures from the paper '# DEVIATION:')",
+        f"  2. python -m pytest tests/methods/test_{name}.py tests/methods/test_registry_smoke.py -k {name}",
+        f"  3. python -m benchmark check-method {name}",
+        f"  4. add a row to methods/README.md (python -m benchmark.method_table --check lists what is missing)",
+        f"     and the paper's numbers to results/reference/{name}.yaml",
+        f"  5. python -m benchmark run --grid {name}_smoke --no-wandb, then the main grid;"
+        " python -m benchmark submit <records> --track <id> --out bundle.tar.gz",
+    ])

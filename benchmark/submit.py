@@ -1,0 +1,645 @@
+"""``python -m benchmark submit RECORDS... --track ID --out BUNDLE``: validate records before they reach the leaderboard.
+
+Every record is checked; a submission is all or nothing (one rejected record → exit 1, no bundle). Checks, each
+reported with a named reason:
+
+``schema``        the file parses strictly and its ``schema_version`` is the current one (older files: ``collect``
+                  migrates them first)
+``identity``      ``cell_id`` and ``pretrain_key`` equal the digests of the record's own ``cell``; the redundant
+                  fields (method, method_version, dataset, seed) agree with the cell
+``integrity``     the scores are the ones the runner wrote. Scores are deliberately not part of the cell id, so an
+                  edited score leaves the id intact. The runner writes each task's scores to
+                  ``scores/<task>-<card_id>.json`` as the task finishes, and ``partition.json``, before it writes
+                  ``record.json``; submit requires these sidecars next to every record that claims
+                  ``env.runner == "fssl-bench"`` and compares them field by field; if the final checkpoint
+                  (``_pretrain/<pretrain_key>/final.pt``) is present, its server tensors must hash to the record's
+                  ``final_state_digest``. ``--reevaluate`` goes further: it rebuilds the encoder from that checkpoint
+                  and re-runs the record's tasks, which must reproduce the scores exactly (CPU is bitwise
+                  deterministic). The sidecars catch accidental and naive edits; a deliberate forgery of record and
+                  sidecars together is caught only by re-evaluation, which is why maintainers re-run a sample of
+                  submitted checkpoints (DESIGN §1.3). Records from other runners carry no sidecars: they are
+                  accepted as *unverified* and the bundle manifest says so (the leaderboard shows them marked).
+``partition``     the record's ``partition_digest`` equals the official partition of its cell, recomputed from the
+                  cell's partition spec, partition seed and client count on the dataset (digits is embedded; other
+                  datasets must be available locally), and equals the digest that records already on the
+                  leaderboard (``--against``) and ``results/manifests/*.json`` hold for the same partition spec
+``track``         the record belongs to the track (dataset, federation settings, backbone), has a score for the
+                  track's task, and that score's protocol card is the track's (card name, pinned card_id) and the
+                  card the registered task builds today from the cell's task config (so a card cannot be edited)
+``seeds``         every (method, configuration) group of the submission has at least the track's ``min_seeds``
+                  distinct seeds
+
+The bundle (a folder, or ``.tar.gz``) holds ``records/<method>/<cell_id>/record.json`` with its sidecars and a
+``manifest.json`` listing every file's sha256 and every record's provenance (runner, git sha, dirty flag, verified).
+:func:`verify_bundle` re-checks the hashes on receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tarfile
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark.records.identity import cell_id_of, pretrain_key_of
+from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, _plain, from_json
+from benchmark.records.store import iter_record_files
+
+BUNDLE_VERSION = 1
+VERIFIED_RUNNER = "fssl-bench"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_MANIFESTS = REPO / "results" / "manifests"
+
+
+class SubmitError(ValueError):
+    """Bad input to submit (unknown track, unreadable tracks file, nothing to submit)."""
+
+
+# ------------------------------------------------------------------------------------------------ tracks
+
+
+@dataclass(frozen=True)
+class TrackSpec:
+    """The parts of a leaderboard track submit needs (read from leaderboard/tracks.yaml, or a file of that shape)."""
+
+    id: str
+    dataset: str
+    task: str
+    card: str | None = None
+    card_id: str | None = None
+    federation: Mapping[str, Any] = field(default_factory=dict)
+    backbone: str | None = None
+    min_seeds: int = 3
+
+    def mismatch(self, record: ResultRecord) -> str | None:
+        cell = dict(record.cell)
+        if record.dataset != self.dataset:
+            return f"dataset {record.dataset!r} is not the track's {self.dataset!r}"
+        fl = dict(cell.get("fl") or {})
+        for key, want in self.federation.items():
+            if fl.get(key) != want:
+                return f"fl.{key}={fl.get(key)!r} is not the track's {want!r}"
+        backbone = (cell.get("backbone") or {}).get("name")
+        if self.backbone is not None and backbone != self.backbone:
+            return f"backbone {backbone!r} is not the track's {self.backbone!r}"
+        return None
+
+
+def load_track_specs(path: Path | None = None) -> list[TrackSpec]:
+    """Tracks from ``path`` (or leaderboard/tracks.yaml); read defensively: only the fields submit needs."""
+    import yaml
+
+    if path is None:
+        try:
+            from leaderboard.tracks import DEFAULT_TRACKS
+        except ImportError:
+            DEFAULT_TRACKS = REPO / "leaderboard" / "tracks.yaml"
+        path = Path(DEFAULT_TRACKS)
+    path = Path(path)
+    if not path.exists():
+        raise SubmitError(f"tracks file {path} does not exist (pass --tracks FILE)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SubmitError(f"tracks file {path} is not valid YAML: {exc}") from None
+    items = raw.get("tracks") if isinstance(raw, Mapping) else None
+    if not isinstance(items, list):
+        raise SubmitError(f"{path}: expected a mapping with a 'tracks' list")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not all(isinstance(item.get(k), str) for k in ("id", "dataset", "task")):
+            raise SubmitError(f"{path}: tracks[{i}] needs string id, dataset and task")
+        min_seeds = item.get("min_seeds", 3)
+        if not isinstance(min_seeds, int) or isinstance(min_seeds, bool) or min_seeds < 1:
+            raise SubmitError(f"{path}: tracks[{i}].min_seeds must be a positive integer")
+        out.append(TrackSpec(id=item["id"], dataset=item["dataset"], task=item["task"], card=item.get("card"),
+                             card_id=item.get("card_id"), federation=dict(item.get("federation") or {}),
+                             backbone=item.get("backbone"), min_seeds=min_seeds))
+    return out
+
+
+def find_track(track_id: str, path: Path | None = None) -> TrackSpec:
+    tracks = load_track_specs(path)
+    for t in tracks:
+        if t.id == track_id:
+            return t
+    import difflib
+
+    hint = difflib.get_close_matches(track_id, [t.id for t in tracks], n=1)
+    raise SubmitError(f"unknown track {track_id!r}." + (f" Did you mean {hint[0]!r}?" if hint else "")
+                      + f" Known: {', '.join(t.id for t in tracks)}")
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+
+@dataclass
+class RecordCheck:
+    path: Path
+    record: ResultRecord | None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (check name, reason)
+    sealed: bool = False  # the runner's sidecars were present and matched
+    reevaluated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def fail(self, check: str, reason: str) -> None:
+        self.problems.append((check, reason))
+
+    @property
+    def verified(self) -> bool:
+        return self.ok and self.record is not None and self.record.env.runner == VERIFIED_RUNNER and self.sealed
+
+
+@dataclass
+class SubmitReport:
+    track: TrackSpec | None
+    checks: list[RecordCheck]
+    group_problems: list[tuple[str, str]] = field(default_factory=list)
+    bundle: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks) and not self.group_problems
+
+    def reasons(self) -> list[str]:
+        """Every failure as ``check: reason`` (check names are stable; tests and scripts match on them)."""
+        out = [f"{name}: {c.path}: {reason}" for c in self.checks for name, reason in c.problems]
+        return out + [f"{name}: {reason}" for name, reason in self.group_problems]
+
+    def format(self) -> str:
+        lines = []
+        for c in self.checks:
+            label = c.record.cell_id if c.record else c.path.name
+            if c.ok:
+                tag = "verified" if c.verified else "unverified (not from the fssl-bench runner, or unsealed)"
+                lines.append(f"  OK    {label}  {c.path}  [{tag}]")
+            else:
+                for name, reason in c.problems:
+                    lines.append(f"  FAIL  {label}  {name}: {reason}")
+        for name, reason in self.group_problems:
+            lines.append(f"  FAIL  {name}: {reason}")
+        n_bad = sum(not c.ok for c in self.checks)
+        head = f"submit: {len(self.checks)} record(s), {n_bad} rejected" + (
+            f", track {self.track.id}" if self.track else "")
+        tail = f"bundle written to {self.bundle}" if self.bundle else "no bundle written"
+        return "\n".join([head, *lines, tail])
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _scores_plain(s: TaskScores) -> dict[str, Any]:
+    return json.loads(json.dumps(_plain(s), sort_keys=True, allow_nan=False))
+
+
+def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        check.fail("schema", f"cannot read a JSON record: {exc}")
+        return None
+    version = raw.get("schema_version") if isinstance(raw, Mapping) else None
+    if version != SCHEMA_VERSION:
+        check.fail("schema", f"schema_version {version!r} is not the current {SCHEMA_VERSION} "
+                             "(run `python -m benchmark collect` to migrate older records)")
+        return None
+    try:
+        return from_json(text)
+    except RecordError as exc:
+        check.fail("schema", str(exc))
+        return None
+
+
+def check_identity(record: ResultRecord, check: RecordCheck) -> None:
+    cell = dict(record.cell)
+    if cell_id_of(cell) != record.cell_id:
+        check.fail("identity", f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(cell)})")
+    if pretrain_key_of(cell) != record.pretrain_key:
+        check.fail("identity", f"pretrain_key {record.pretrain_key} does not match the cell ({pretrain_key_of(cell)})")
+    method = cell.get("method") or {}
+    for label, have, want in (("method", record.method, method.get("name")),
+                              ("method_version", record.method_version, method.get("version")),
+                              ("dataset", record.dataset, (cell.get("dataset") or {}).get("name")),
+                              ("seed", record.seed, cell.get("seed"))):
+        if have != want:
+            check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
+
+
+def _run_dirs(path: Path, record: ResultRecord) -> tuple[Path, Path] | None:
+    """(cell_dir, run_root) when ``path`` sits in a run root as ``<root>/<method>/<cell_id>/record.json``."""
+    cell_dir = path.parent
+    if path.name != "record.json" or cell_dir.name != record.cell_id:
+        return None
+    return cell_dir, cell_dir.parent.parent
+
+
+def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, reevaluate: bool = False) -> None:
+    dirs = _run_dirs(path, record)
+    if dirs is None or not (dirs[0] / "scores").is_dir():
+        if record.env.runner == VERIFIED_RUNNER:
+            check.fail("integrity", "the record claims env.runner 'fssl-bench' but has no runner sidecars "
+                                    "(submit <run root>/<method>/<cell_id>/record.json, not a copy)")
+        return
+    cell_dir, root = dirs
+    sidecars: dict[tuple[str, str], dict[str, Any]] = {}
+    for side in sorted((cell_dir / "scores").glob("*.json")):
+        try:
+            raw = json.loads(side.read_text(encoding="utf-8"))
+            sidecars[(raw["task"], TaskScores(**{**raw, "card": _card(raw["card"])}).card.card_id)] = raw
+        except Exception as exc:  # noqa: BLE001 - an unreadable sidecar is an integrity failure
+            check.fail("integrity", f"unreadable scores sidecar {side.name}: {exc}")
+    for s in record.scores:
+        side = sidecars.pop((s.task, s.card.card_id), None)
+        if side is None:
+            check.fail("integrity", f"score {s.task}/{s.card.card_id} has no sidecar scores/{s.task}-"
+                                    f"{s.card.card_id}.json (the card or the scores were edited)")
+            continue
+        mine = _scores_plain(s)
+        for key in ("values", "main_metric", "higher_is_better", "card"):
+            if mine.get(key) != side.get(key):
+                check.fail("integrity", f"{s.task} {key} in record.json {mine.get(key)!r} differ from the runner's "
+                                        f"scores/{s.task}-{s.card.card_id}.json {side.get(key)!r} (edited after "
+                                        "it was written)")
+    if record.status == "ok" and sidecars:
+        check.fail("integrity", f"the runner wrote scores the record lacks: {sorted(k[0] for k in sidecars)}")
+    part = cell_dir / "partition.json"
+    if part.exists():
+        try:
+            pdig = json.loads(part.read_text(encoding="utf-8")).get("digest")
+        except json.JSONDecodeError:
+            pdig = None
+        if pdig != record.partition_digest:
+            check.fail("integrity", f"partition_digest {record.partition_digest[:12]}… differs from the runner's "
+                                    f"partition.json ({str(pdig)[:12]}…)")
+    final = root / "_pretrain" / record.pretrain_key / "final.pt"
+    if final.exists() and record.final_state_digest:
+        import torch
+
+        from benchmark.simulate import state_digest
+
+        blob = torch.load(final, map_location="cpu", weights_only=False)
+        if state_digest(dict(blob.get("model") or {})) != record.final_state_digest:
+            check.fail("integrity", "final_state_digest does not match the final checkpoint "
+                                    f"{final.relative_to(root)}")
+        elif reevaluate:
+            _reevaluate(record, blob, check)
+    elif reevaluate:
+        check.fail("integrity", "--reevaluate needs the final checkpoint _pretrain/<pretrain_key>/final.pt")
+    if check.ok:
+        check.sealed = True
+
+
+def _card(raw: Mapping[str, Any]) -> Any:
+    from benchmark.records.schema import ProtocolCard
+
+    return ProtocolCard(**raw)
+
+
+def _reevaluate(record: ResultRecord, blob: Mapping[str, Any], check: RecordCheck) -> None:
+    """Rebuild the encoder from the final checkpoint and re-run the record's tasks; scores must match exactly."""
+    import dataclasses
+
+    import torch
+
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.grid import Cell
+    from benchmark.runner import build_method, run_tasks, CellPaths
+    from benchmark.types import ClientState, ServerState
+
+    cell = Cell.from_dict(record.cell)
+    ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
+    method = build_method(cell)
+    server = ServerState(model=blob["model"], extra=blob.get("extra", {}))
+    if hasattr(method, "encoder_with_clients"):
+        states = {int(k): ClientState(tensors=v) for k, v in blob.get("client_tensors", {}).items()}
+        encoder = method.encoder_with_clients(server, states)
+    else:
+        encoder = method.encoder(server)
+    encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = CellPaths(Path(tmp) / "cell", Path(tmp) / "pre")
+        scores = run_tasks(cell, encoder, ds, paths, torch.device("cpu"), None)
+    again = {(s.task, s.card.card_id): dict(s.values) for s in scores}
+    for s in record.scores:
+        if again.get((s.task, s.card.card_id)) != dict(s.values):
+            check.fail("integrity", f"re-evaluating {s.task} from the final checkpoint gives "
+                                    f"{again.get((s.task, s.card.card_id))}, the record claims {dict(s.values)}")
+    check.reevaluated = True
+
+
+class PartitionOracle:
+    """The official partition digest of a cell: recomputed on the dataset, cross-checked with known digests."""
+
+    def __init__(self, known: Mapping[str, set[str]] | None = None, data_root: str | None = None) -> None:
+        self._cache: dict[str, str | None] = {}
+        self.known = {k: set(v) for k, v in (known or {}).items()}
+        self.data_root = data_root
+
+    @staticmethod
+    def key(cell: Mapping[str, Any]) -> str:
+        """What fixes a partition: dataset, partitioner, partition seed, client count and public split."""
+        from benchmark.records.identity import canonical_json
+
+        body = {k: cell.get(k) for k in ("dataset", "partition", "partition_seed", "public")}
+        body["num_clients"] = (cell.get("fl") or {}).get("num_clients")
+        return _sha256(canonical_json(body).encode())[:16]
+
+    def recompute(self, cell: Mapping[str, Any]) -> tuple[str | None, str]:
+        key = self.key(cell)
+        if key not in self._cache:
+            from benchmark.config import from_mapping
+            from benchmark.data.datasets import default_data_root, load_dataset_splits
+            from benchmark.grid import Cell
+            from benchmark.registries import DATASETS, load_builtins
+            from benchmark.runner import build_partition
+
+            load_builtins()
+            c = Cell.from_dict(cell)
+            cfg = from_mapping(DATASETS.get(c.dataset.name), dict(c.dataset.params))
+            root = Path(self.data_root) if self.data_root else default_data_root()
+            if not cfg.available(root):
+                self._cache[key] = None
+            else:
+                ds = load_dataset_splits(c.dataset.name, dict(c.dataset.params), self.data_root)
+                self._cache[key] = build_partition(c, ds.train.labels).digest()
+        return self._cache[key], key
+
+    def check(self, record: ResultRecord, check: RecordCheck) -> None:
+        try:
+            official, key = self.recompute(record.cell)
+        except Exception as exc:  # noqa: BLE001 - a cell whose partition cannot be rebuilt is rejected
+            check.fail("partition", f"cannot rebuild the partition of the cell: {type(exc).__name__}: {exc}")
+            return
+        known = self.known.get(key, set())
+        if official is None and not known:
+            check.fail("partition", f"dataset {record.dataset!r} is not available locally and no manifest or "
+                                    "leaderboard record holds this partition's digest (prefetch the dataset)")
+            return
+        if official is not None and record.partition_digest != official:
+            check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the track's "
+                                    f"official partition {official[:12]}… ({record.partition_label}, "
+                                    f"partition_seed {record.cell.get('partition_seed')})")
+        elif known and record.partition_digest not in known:
+            check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the digest "
+                                    f"the leaderboard holds for {record.partition_label} ({sorted(known)[0][:12]}…)")
+
+
+def known_partition_digests(against: Sequence[Path], manifests: Path | None) -> dict[str, set[str]]:
+    """Partition digests by partition key, from records already on the leaderboard and from grid manifests.
+
+    A manifest (``results/manifests/<grid>.json``) may carry ``{"partitions": [{"cell": {...}, "digest": ...}]}``
+    or cells with a ``partition_digest``; anything else in it is ignored."""
+    from benchmark.records.store import load_records
+
+    known: dict[str, set[str]] = defaultdict(set)
+    if against:
+        records, _ = load_records([Path(p) for p in against])
+        for _, r in records:
+            known[PartitionOracle.key(r.cell)].add(r.partition_digest)
+    if manifests is not None and Path(manifests).is_dir():
+        for path in sorted(Path(manifests).glob("*.json")):
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            items = raw.get("partitions") or raw.get("cells") or [] if isinstance(raw, Mapping) else []
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, Mapping) and isinstance(item.get("cell"), Mapping):
+                    dig = item.get("digest") or item.get("partition_digest")
+                    if isinstance(dig, str):
+                        known[PartitionOracle.key(item["cell"])].add(dig)
+    return dict(known)
+
+
+def check_track(record: ResultRecord, track: TrackSpec, check: RecordCheck) -> None:
+    why = track.mismatch(record)
+    if why:
+        check.fail("track", why)
+        return
+    if record.status != "ok":
+        return  # a diverged record has no scores; it is shown as diverged, not dropped
+    scores = [s for s in record.scores if s.task == track.task]
+    if not scores:
+        check.fail("track", f"no score for the track's task {track.task!r}")
+        return
+    expected = _current_cards(record)
+    for s in scores:
+        if track.card is not None and s.card.name != track.card:
+            check.fail("track", f"{s.task} card {s.card.name!r} is not the track's {track.card!r}")
+        if track.card_id is not None and s.card.card_id != track.card_id:
+            check.fail("track", f"{s.task} card_id {s.card.card_id} is not the track's {track.card_id}")
+        if s.card.selects_on_test:
+            check.fail("track", f"{s.task} card selects on the test set ({s.card.selection})")
+        if expected is not None and s.card.card_id not in expected.get(s.task, set()):
+            check.fail("track", f"{s.task} card_id {s.card.card_id} is not the card the registered task builds "
+                                f"from the cell's config ({sorted(expected.get(s.task, set()))})")
+
+
+def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:
+    """task name → card ids the registered tasks build today from the cell's task configs (None: unavailable)."""
+    try:
+        from benchmark.config import from_mapping
+        from benchmark.registries import TASKS, load_builtins
+
+        load_builtins()
+        out: dict[str, set[str]] = defaultdict(set)
+        for spec in record.cell.get("tasks") or []:
+            cls = TASKS.get(spec["name"])
+            out[spec["name"]].add(cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card().card_id)
+        return dict(out)
+    except Exception:  # noqa: BLE001 - without the task code the card cannot be rebuilt; other checks still run
+        return None
+
+
+def check_seeds(records: Iterable[ResultRecord], track: TrackSpec) -> list[tuple[str, str]]:
+    """Every configuration (the cell without its seed) must come with ``track.min_seeds`` distinct seeds."""
+    from benchmark.records.identity import canonical_json
+
+    groups: dict[str, set[int]] = defaultdict(set)
+    labels: dict[str, str] = {}
+    for r in records:
+        body = {k: v for k, v in dict(r.cell).items() if k != "seed"}
+        key = _sha256(canonical_json(body).encode())[:16]
+        groups[key].add(int(r.seed))
+        labels[key] = f"{r.method} | {r.partition_label}"
+    return [("seeds", f"{labels[k]}: {len(s)} seed(s) {sorted(s)}, the track requires {track.min_seeds}")
+            for k, s in sorted(groups.items()) if len(s) < track.min_seeds]
+
+
+# ------------------------------------------------------------------------------------------------ submit
+
+
+def expand_paths(paths: Sequence[Path | str]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise SubmitError(f"{p} does not exist")
+        out.extend(iter_record_files(p) if p.is_dir() else [p])
+    seen, unique = set(), []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    if not unique:
+        raise SubmitError("no record files found")
+    return unique
+
+
+def submit(
+    paths: Sequence[Path | str],
+    *,
+    track: str | None,
+    out: Path | str | None = None,
+    tracks_file: Path | None = None,
+    against: Sequence[Path | str] = (),
+    manifests: Path | None = DEFAULT_MANIFESTS,
+    reevaluate: bool = False,
+    data_root: str | None = None,
+) -> SubmitReport:
+    """Validate ``paths`` (record files or folders of them) for ``track``; write the bundle to ``out`` if all pass."""
+    files = expand_paths(paths)
+    spec = find_track(track, tracks_file) if track else None
+    oracle = PartitionOracle(known_partition_digests([Path(a) for a in against], manifests), data_root)
+    checks: list[RecordCheck] = []
+    for path in files:
+        check = RecordCheck(path, None)
+        checks.append(check)
+        record = check_schema(path, check)
+        if record is None:
+            continue
+        check.record = record
+        check_identity(record, check)
+        check_integrity(path, record, check, reevaluate=reevaluate)
+        oracle.check(record, check)
+        if spec is not None:
+            check_track(record, spec, check)
+    report = SubmitReport(spec, checks)
+    cell_ids = [c.record.cell_id for c in checks if c.record is not None]
+    dupes = sorted({i for i in cell_ids if cell_ids.count(i) > 1})
+    if dupes:
+        report.group_problems.append(("identity", f"cell id(s) submitted twice: {dupes}"))
+    if spec is not None:
+        report.group_problems.extend(check_seeds([c.record for c in checks if c.record is not None], spec))
+    if report.ok and out is not None:
+        report.bundle = write_bundle(report, Path(out))
+    return report
+
+
+def _bundle_files(check: RecordCheck) -> list[tuple[Path, str]]:
+    """(source file, path inside the bundle) for one record: the record and the runner's sidecars."""
+    assert check.record is not None
+    base = f"records/{check.record.method}/{check.record.cell_id}"
+    files = [(check.path, f"{base}/record.json")]
+    dirs = _run_dirs(check.path, check.record)
+    if dirs is not None:
+        cell_dir = dirs[0]
+        for name in ("cell.json", "partition.json"):
+            if (cell_dir / name).exists():
+                files.append((cell_dir / name, f"{base}/{name}"))
+        for side in sorted((cell_dir / "scores").glob("*.json")):
+            files.append((side, f"{base}/scores/{side.name}"))
+    return files
+
+
+def write_bundle(report: SubmitReport, out: Path) -> Path:
+    """Write the records, their sidecars and ``manifest.json`` (sha256 of every file, provenance of every record)."""
+    from benchmark.records.env import collect_env
+
+    tarball = out.name.endswith((".tar.gz", ".tgz"))
+    if out.exists():
+        raise SubmitError(f"{out} exists; bundles are never overwritten")
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = Path(tmp) / "bundle"
+        files: dict[str, str] = {}
+        entries = []
+        for c in report.checks:
+            assert c.record is not None
+            for src, rel in _bundle_files(c):
+                data = src.read_bytes()
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                (stage / rel).write_bytes(data)
+                files[rel] = _sha256(data)
+            r = c.record
+            entries.append({
+                "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "seed": r.seed,
+                "dataset": r.dataset, "partition_label": r.partition_label, "partition_digest": r.partition_digest,
+                "path": f"records/{r.method}/{r.cell_id}/record.json",
+                "sha256": files[f"records/{r.method}/{r.cell_id}/record.json"],
+                "provenance": {"runner": r.env.runner, "git_sha": r.env.git_sha, "git_dirty": r.env.git_dirty,
+                               "sealed": c.sealed, "reevaluated": c.reevaluated, "verified": c.verified},
+            })
+        env = collect_env()
+        manifest = {
+            "bundle_version": BUNDLE_VERSION, "schema_version": SCHEMA_VERSION,
+            "track": report.track.id if report.track else None,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "submitted_with": {"tool": "python -m benchmark submit", "git_sha": env.git_sha,
+                               "git_dirty": env.git_dirty},
+            "records": entries, "files": dict(sorted(files.items())),
+        }
+        (stage / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if tarball:
+            tmp_out = out.with_name(f".{out.name}.tmp")
+            with tarfile.open(tmp_out, "w:gz") as tar:
+                for path in sorted(stage.rglob("*")):
+                    if path.is_file():
+                        tar.add(path, arcname=str(path.relative_to(stage)))
+            tmp_out.replace(out)
+        else:
+            shutil.copytree(stage, out)
+    return out
+
+
+def verify_bundle(bundle: Path) -> list[str]:
+    """Problems with a bundle as received: missing or extra files, sha256 mismatches, unreadable records."""
+    bundle = Path(bundle)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = bundle
+        if bundle.is_file():
+            with tarfile.open(bundle, "r:gz") as tar:
+                tar.extractall(tmp, filter="data")
+            root = Path(tmp)
+        try:
+            manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            return [f"manifest.json unreadable: {exc}"]
+        problems = []
+        present = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} - {"manifest.json"}
+        for rel, digest in manifest.get("files", {}).items():
+            path = root / rel
+            if not path.is_file():
+                problems.append(f"{rel} is missing")
+            elif _sha256(path.read_bytes()) != digest:
+                problems.append(f"{rel} does not match its sha256 in the manifest")
+        for extra in sorted(present - set(manifest.get("files", {}))):
+            problems.append(f"{extra} is not in the manifest")
+        for entry in manifest.get("records", []):
+            try:
+                r = from_json((root / entry["path"]).read_text(encoding="utf-8"))
+            except (OSError, RecordError, KeyError) as exc:
+                problems.append(f"record {entry.get('path')}: {exc}")
+                continue
+            if cell_id_of(dict(r.cell)) != r.cell_id:
+                problems.append(f"record {entry['path']}: cell_id does not match its cell")
+        return problems
+
+
+__all__ = ["SubmitError", "SubmitReport", "TrackSpec", "find_track", "load_track_specs", "submit", "verify_bundle",
+           "write_bundle"]
