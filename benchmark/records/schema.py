@@ -180,6 +180,8 @@ def _build(cls: type, raw: Any, where: str) -> Any:
 def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     from benchmark.records.migrate import migrate
 
+    if not isinstance(raw, Mapping):
+        raise RecordError(f"a record must be a JSON object, got {type(raw).__name__}")
     raw = migrate(dict(raw))
     data = dict(raw)
     try:
