@@ -63,8 +63,8 @@ def test_missing_target_fails_with_the_prefetch_hint(tmp_path):
 
 
 def test_digits_as_target_is_a_real_probe_and_deterministic(tmp_path):
-    a = _task(target="digits", target_resolution=16, epochs=10).run(_encoder(), _ctx(tmp_path))
-    b = _task(target="digits", target_resolution=16, epochs=10).run(_encoder(), _ctx(tmp_path))
+    a = _task(target="digits", target_resolution=16, epochs=10, batch_size=128, lr=0.01).run(_encoder(), _ctx(tmp_path))
+    b = _task(target="digits", target_resolution=16, epochs=10, batch_size=128, lr=0.01).run(_encoder(), _ctx(tmp_path))
     assert a.values == b.values
     assert a.values["top1"] > 30.0, a.values  # chance is 10 %
     assert a.extra["test_samples"] == len(load_dataset_splits("digits").test)
