@@ -1,0 +1,113 @@
+"""The CLI's contract: bad input exits 2 with one line and writes nothing; runs skip finished cells."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.cli import main
+
+TINY = {"name": "tiny", "base": {"dataset": "digits", "backbone": {"name": "resnet_micro", "width": 4},
+                                 "partition": "iid", "fl": {"num_clients": 2, "rounds": 1},
+                                 "tasks": ["knn"]},
+        "method_common": {"batch_size": 16}, "axes": {"method": ["no_pretrain", "fedavg_simclr"]}}
+
+
+def write_grid(tmp_path: Path, grid: dict) -> Path:
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda g: g["axes"].update(method=["fedavg_simclrr"]), "unknown method 'fedavg_simclrr'"),
+    (lambda g: g["base"].update(dataset="cifar11"), "unknown dataset"),
+    (lambda g: g["base"].update(partition="dirichlett"), "unknown partitioner"),
+    (lambda g: g.update(axis={}), "unknown grid key 'axis'"),
+    (lambda g: g["base"]["fl"].update(rounds="1"), "fl"),
+    (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": -1}), "alpha"),
+    (lambda g: g["base"]["fl"].update(num_clients=5000), "5000"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys, change, needle: str) -> None:
+    grid = yaml.safe_load(yaml.safe_dump(TINY))
+    change(grid)
+    root = tmp_path / "root"
+    code = main(["run", "--grid", str(write_grid(tmp_path, grid)), "--root", str(root), "--no-wandb"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: ") and needle in err and len(err.splitlines()) == 1
+    assert not root.exists()
+
+
+def test_unknown_grid_name(tmp_path: Path, capsys) -> None:
+    assert main(["run", "--grid", "quikstart", "--root", str(tmp_path / "r")]) == 2
+    assert "did you mean 'quickstart'" in capsys.readouterr().err.lower()
+
+
+def test_missing_dataset_stops_fast_with_instructions(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FSSL_DATA_ROOT", str(tmp_path / "empty"))
+    grid = yaml.safe_load(yaml.safe_dump(TINY))
+    grid["base"]["dataset"] = "cifar10"
+    root = tmp_path / "root"
+    assert main(["run", "--grid", str(write_grid(tmp_path, grid)), "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "cifar10" in err and "python -m benchmark prefetch cifar10" in err
+    assert not root.exists()
+
+
+def test_run_then_rerun_skips(tmp_path: Path, capsys) -> None:
+    path = write_grid(tmp_path, TINY)
+    root = tmp_path / "root"
+    assert main(["run", "--grid", str(path), "--root", str(root), "--no-wandb"]) == 0
+    records = sorted(root.glob("*/*/record.json"))
+    assert len(records) == 2
+    mtimes = [p.stat().st_mtime_ns for p in records]
+    capsys.readouterr()
+    assert main(["run", "--grid", str(path), "--root", str(root), "--no-wandb"]) == 0
+    out = capsys.readouterr().out
+    assert "2 already finished" in out and "0 to run" in out
+    assert [p.stat().st_mtime_ns for p in records] == mtimes
+    assert main(["run", "--grid", str(path), "--root", str(root), "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("done") == 2
+    assert main(["show", records[0].parent.name, "--root", str(root)]) == 0
+    assert main(["collect", "--from", str(root), "--results", str(tmp_path / "results")]) == 0
+    assert len(list((tmp_path / "results" / "records" / "v1").glob("*/*.json"))) == 2
+
+
+def test_failing_cell_is_kept_and_grid_goes_on(tmp_path: Path, monkeypatch, capsys) -> None:
+    import methods.fedavg_simclr as fs
+
+    def boom(self, *a, **k):
+        raise RuntimeError("synthetic failure")
+
+    monkeypatch.setattr(fs.FedAvgSimCLR, "client_update", boom)
+    root = tmp_path / "root"
+    assert main(["run", "--grid", str(write_grid(tmp_path, TINY)), "--root", str(root), "--no-wandb"]) == 0
+    assert len(list(root.glob("*/*/record.json"))) == 1  # no_pretrain finished
+    errors = list(root.glob("fedavg_simclr/*/error.json"))
+    assert len(errors) == 1 and "synthetic failure" in errors[0].read_text()
+    capsys.readouterr()
+    main(["status", "--grid", str(write_grid(tmp_path, TINY)), "--root", str(root)])
+    assert "synthetic failure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("what", ["methods", "datasets", "partitioners", "tasks", "grids"])
+def test_list(what: str, capsys) -> None:
+    assert main(["list", what]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_plan_offline(capsys) -> None:
+    assert main(["plan", "--grid", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "cells" in out and "GPU-hours" in out
+
+
+def test_module_entry_point() -> None:
+    out = subprocess.run([sys.executable, "-m", "benchmark", "list", "methods"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "fedavg_simclr" in out.stdout

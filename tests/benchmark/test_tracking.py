@@ -1,0 +1,33 @@
+"""W&B: an offline run is written under the cell directory and holds the record's final scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.runner import run_cell
+from benchmark.tracking import WandbTracker, wandb_mode
+from tests.helpers import smoke_cell
+
+
+def test_offline_without_api_key(monkeypatch) -> None:
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", "/nonexistent")
+    monkeypatch.setenv("HOME", "/nonexistent")
+    assert wandb_mode() == "offline"
+
+
+def test_offline_run_holds_final_scores(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
+    record = run_cell(smoke_cell("no_pretrain", tasks=["knn"]), tmp_path / "runs", device="cpu",
+                      tracker=WandbTracker(project="fssl-bench-test"))
+    assert record.tracking is not None and record.tracking.run_id == record.cell_id
+    summaries = list((tmp_path / "runs").rglob("wandb-summary.json"))
+    assert summaries, "no offline W&B run folder was written"
+    summary = json.loads(summaries[0].read_text())
+    assert summary["knn/top1"] == pytest.approx(record.score("knn").values["top1"])

@@ -1,0 +1,207 @@
+"""fedavg_simclr.md §9: the faithfulness properties of FedAvg-SimCLR and its reference points."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchmark.backbones import ResNet18Cifar
+from benchmark.runner import run_cell
+from methods._shared.aggregate import aggregation_weights, weighted_average
+from methods._shared.losses import crossview_1dir, ntxent_2b
+from methods._shared.modules import bn_tensor_names, tensors_of
+from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, SimCLRNet, round_lr
+from methods._shared.heads import mlp_head
+from tests.helpers import smoke_cell
+
+
+def ntxent_loop(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+    u = F.normalize(torch.cat([z1, z2]).double(), dim=1)
+    n = u.shape[0]
+    b = n // 2
+    total = torch.zeros((), dtype=torch.float64)
+    for a in range(n):
+        pos = (a + b) % n
+        num = torch.exp(u[a] @ u[pos] / tau)
+        den = sum(torch.exp(u[a] @ u[j] / tau) for j in range(n) if j != a)
+        total += -torch.log(num / den)
+    return total / n
+
+
+def test_ntxent_matches_double_loop() -> None:  # §9.1
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = torch.randn(6, 5, generator=g, dtype=torch.float64), torch.randn(6, 5, generator=g, dtype=torch.float64)
+    assert float(ntxent_2b(z1, z2, 0.5)) == pytest.approx(float(ntxent_loop(z1, z2, 0.5)), rel=1e-5)
+
+
+def test_ntxent_hand_value() -> None:  # §9.1: B=2, u1=u2, orthogonal images
+    z = torch.eye(2)
+    expected = -math.log(math.e**2 / (math.e**2 + 2))
+    assert float(ntxent_2b(z, z.clone(), 0.5)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_crossview_is_ce_with_diagonal_targets_and_grads_flow() -> None:  # §9.2
+    g = torch.Generator().manual_seed(1)
+    z1 = torch.randn(4, 3, generator=g, requires_grad=True)
+    z2 = torch.randn(4, 3, generator=g, requires_grad=True)
+    loss = crossview_1dir(z1, z2, 0.4)
+    ref = F.cross_entropy(F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / 0.4, torch.arange(4))
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=1e-6)
+    loss.backward()
+    assert z1.grad is not None and z2.grad is not None and z1.grad.abs().sum() > 0 and z2.grad.abs().sum() > 0
+
+
+def test_ntxent_decreases_under_gradient_steps() -> None:
+    g = torch.Generator().manual_seed(2)
+    z1 = torch.randn(8, 4, generator=g, requires_grad=True)
+    z2 = (z1.detach() + torch.randn(8, 4, generator=g)).requires_grad_(True)
+    opt = torch.optim.SGD([z1, z2], lr=0.5)
+    losses = []
+    for _ in range(3):
+        loss = ntxent_2b(z1, z2, 0.5)
+        losses.append(float(loss))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert losses[0] > losses[1] > losses[2]
+
+
+def test_aggregation_properties() -> None:  # §9.3
+    g = torch.Generator().manual_seed(3)
+    state = {"w": torch.randn(3, 3, generator=g), "b": torch.randn(3, generator=g)}
+    out = weighted_average([state, state, state], [1, 5, 2])
+    assert all(torch.equal(out[k], state[k]) for k in state)
+    assert aggregation_weights([7, 7, 7], "uniform") == pytest.approx(aggregation_weights([7, 7, 7], "num_examples"))
+    assert sum(aggregation_weights([1, 2, 3], "num_examples")) == pytest.approx(1.0)
+    s2 = {"w": torch.randn(3, 3, generator=g), "b": torch.randn(3, generator=g)}
+    a = weighted_average([state, s2], [1, 3])
+    b = weighted_average([s2, state], [3, 1])  # permuting clients with their weights
+    assert all(torch.allclose(a[k], b[k]) for k in a)
+
+
+def test_payloads_have_no_num_batches_tracked() -> None:
+    net = SimCLRNet(ResNet18Cifar(width=4).build(), mlp_head(32, 32, 32))
+    assert not any(k.endswith("num_batches_tracked") for k in tensors_of(net))
+
+
+def test_schedule_milestones() -> None:  # §9.5
+    lrs = [round_lr(1e-3, r, 100, (0.3, 0.6, 0.9), 0.3) for r in range(1, 101)]
+    changes = [i for i in range(1, 100) if lrs[i] != lrs[i - 1]]
+    assert len(set(lrs)) == 4 and changes == [30, 60, 90]  # 0-based rounds 30, 60, 90
+    lrs10 = [round_lr(1e-3, r, 10, (0.3, 0.6, 0.9), 0.3) for r in range(1, 11)]
+    assert [i for i in range(1, 10) if lrs10[i] != lrs10[i - 1]] == [3, 6, 9]
+    assert lrs[99] == pytest.approx(1e-3 * 0.3**3)
+
+
+def test_communication_formula_cifar_stem() -> None:  # §8 worked example, §9.9
+    net = SimCLRNet(ResNet18Cifar().build(), mlp_head(512, 512, 512))
+    payload = tensors_of(net)
+    nbytes = sum(t.numel() * t.element_size() for t in payload.values())
+    assert nbytes == 46_823_168
+    params = sum(p.numel() for p in net.parameters())
+    assert params == 11_695_168
+    bn = bn_tensor_names(net)
+    running = sum(payload[k].numel() for k in bn if "running" in k)
+    assert running == 10_624
+    local_down = sum(t.numel() * t.element_size() for k, t in payload.items() if k not in bn)
+    assert local_down == (11_695_168 - 10_624) * 4 == 46_738_176
+
+
+def test_bytes_in_record_match_payload_formula(tmp_path: Path) -> None:
+    cell = smoke_cell("fedavg_simclr", clients=2, rounds=2, tasks=[])
+    record = run_cell(cell, tmp_path, device="cpu")
+    m = FedAvgSimCLR(FedAvgSimCLRConfig(), cell.backbone)
+    per_model = sum(t.numel() * t.element_size() for t in tensors_of(m.build()).values())
+    assert record.comm.bytes_up == record.comm.bytes_down == 2 * 2 * per_model
+
+
+def test_bn_local_keeps_client_bn(tmp_path: Path) -> None:  # §9.4
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.runner import build_method, build_partition, client_datasets
+    from benchmark.simulate import SimSettings, client_context, server_context
+
+    cell = smoke_cell("fedavg_simclr", method_params={"bn": "local"})
+    ds = load_dataset_splits("digits", dict(cell.dataset.params))
+    method = build_method(cell)
+    clients = client_datasets(method, ds, build_partition(cell, ds.train.labels))
+    s = SimSettings(seed=0, num_rounds=2, local_epochs=1, per_round=2, device=torch.device("cpu"))
+    server = method.init_server(server_context(s, 0, None))
+    bn = method.bn_names()
+    down = method.broadcast(server, server_context(s, 1, None))
+    assert bn and not (set(down.tensors) & bn)
+    ups, states = {}, {}
+    for k in (0, 1):
+        ups[k], states[k] = method.client_update(down, method.init_client(k, server), clients[k],
+                                                 client_context(s, 1, k, None))
+        assert all(torch.equal(states[k].tensors[n], ups[k].tensors[n]) for n in bn)
+    server = method.server_aggregate(server, ups, server_context(s, 1, None), None)
+    for n in bn:
+        assert torch.allclose(server.model[n], (ups[0].tensors[n] + ups[1].tensors[n]) / 2, atol=1e-6)
+    # next round: the client starts from its own BN, not the server's mean
+    start = method.start_tensors(method.broadcast(server, server_context(s, 2, None)), states[0])
+    assert all(torch.equal(start[n], states[0].tensors[n]) for n in bn)
+
+
+def test_identical_clients_aggregate_to_each_model() -> None:  # §9.8
+    from benchmark.data.views import UnlabeledView
+    from benchmark.simulate import SimSettings, client_context, server_context
+    from benchmark.types import ClientData
+
+    cell = smoke_cell("fedavg_simclr")
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.runner import build_method
+
+    ds = load_dataset_splits("digits", dict(cell.dataset.params))
+    method = build_method(cell)
+    view = UnlabeledView(ds.train.images[:32], ds.mean, ds.std)
+    s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=2, device=torch.device("cpu"))
+    server = method.init_server(server_context(s, 0, None))
+    down = method.broadcast(server, server_context(s, 1, None))
+    same_ctx = client_context(s, 1, 0, None)
+    ups = {}
+    for k in (0, 1):
+        ctx = client_context(s, 1, 0, None)  # the same RNG stream for both
+        ups[k], _ = method.client_update(down, method.init_client(k, server), ClientData(k, 32, view), ctx)
+    del same_ctx
+    agg = method.server_aggregate(server, ups, server_context(s, 1, None), None)
+    assert all(torch.equal(agg.model[n], ups[0].tensors[n]) for n in ups[0].tensors)
+
+
+def test_determinism_same_cell_twice(tmp_path: Path) -> None:  # §9.10
+    cell = smoke_cell("fedavg_simclr", tasks=["knn"])
+    a = run_cell(cell, tmp_path / "a", device="cpu")
+    b = run_cell(cell, tmp_path / "b", device="cpu")
+    assert a.final_state_digest == b.final_state_digest
+    assert [(s.card.card_id, s.values) for s in a.scores] == [(s.card.card_id, s.values) for s in b.scores]
+
+
+def test_local_ssl_reports_mean_and_min_never_max(tmp_path: Path) -> None:  # §9.13
+    record = run_cell(smoke_cell("local_ssl", tasks=["knn"]), tmp_path, device="cpu")
+    knn = record.score("knn")
+    assert set(knn.values) == {"top1", "top1_min"}
+    assert knn.values["top1_min"] <= knn.values["top1"]
+    assert len(knn.extra["per_member"]) == 2
+    assert record.comm.bytes_up == 0 and record.comm.bytes_down == 0
+
+
+def test_no_pretrain_depends_only_on_init_seed(tmp_path: Path) -> None:  # §9.13
+    a = run_cell(smoke_cell("no_pretrain", tasks=[], partition="iid"), tmp_path / "a", device="cpu")
+    b = run_cell(smoke_cell("no_pretrain", tasks=[], partition={"name": "dirichlet", "alpha": 1.0}),
+                 tmp_path / "b", device="cpu")
+    c = run_cell(smoke_cell("no_pretrain", tasks=[], seed=1), tmp_path / "c", device="cpu")
+    assert a.final_state_digest == b.final_state_digest != c.final_state_digest
+
+
+def test_central_ssl_pools_all_clients(tmp_path: Path) -> None:
+    record = run_cell(smoke_cell("central_ssl", clients=3, tasks=[]), tmp_path, device="cpu")
+    assert record.status == "ok" and record.compute.client_epochs == 1  # one pooled client, one epoch per round
+
+
+def test_non_finite_loss_is_a_diverged_record(tmp_path: Path) -> None:
+    cell = smoke_cell("fedavg_simclr", method_params={"lr": 1e30}, rounds=2)
+    record = run_cell(cell, tmp_path, device="cpu")
+    assert record.status == "diverged" and "non-finite" in record.reason and record.scores == ()
