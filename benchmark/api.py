@@ -3,7 +3,13 @@
 from benchmark.backbones import arch_fingerprint, build_backbone
 from benchmark.config import ConfigError, canonical_json, digest, from_mapping
 from benchmark.data.augment import AugmentConfig, augment, two_views
-from benchmark.data.datasets import DatasetSplit, DatasetSplits
+from benchmark.data.datasets import (
+    DatasetSplit,
+    DatasetSplits,
+    DatasetUnavailable,
+    default_data_root,
+    load_dataset_splits,
+)
 from benchmark.data.views import UnlabeledView, normalize
 from benchmark.device import DeviceConfig, autocast
 from benchmark.grid import Cell, ComponentSpec, FLConfig
@@ -29,8 +35,9 @@ class Diverged(FloatingPointError):
 __all__ = [
     "BACKBONES", "DATASETS", "METHODS", "PARTITIONERS", "TASKS",
     "AugmentConfig", "Cell", "ClientData", "ClientState", "ComponentSpec", "ConfigError", "DatasetSplit",
-    "DatasetSplits", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",
+    "DatasetSplits", "DatasetUnavailable", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",
     "RoundContext", "ServerState", "Stream", "TaskScores", "TensorDict", "UnlabeledView",
-    "arch_fingerprint", "augment", "autocast", "build_backbone", "canonical_json", "digest", "from_mapping",
+    "arch_fingerprint", "augment", "autocast", "build_backbone", "canonical_json", "default_data_root", "digest",
+    "from_mapping", "load_dataset_splits",
     "normalize", "np_rng", "scoped_torch_seed", "seed_word", "torch_gen", "two_views",
 ]
