@@ -19,6 +19,7 @@ _BUILTIN_MODULES = (
     "benchmark.data.partitioners",
     "benchmark.data.public",
     "benchmark.data.datasets",
+    "benchmark.data.hub_datasets",
     "benchmark.backbones",
     "benchmark.backbones_vit",
     "methods",
