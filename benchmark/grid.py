@@ -340,7 +340,8 @@ def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> lis
         if any(_matches(canon, ex) for ex in grid.exclude):
             continue
         if only:
-            filt = {k: v for k, v in only.items() if k != "cell"}
+            filt = {k: v for k, v in _canonical_raw({k: v for k, v in only.items() if k != "cell"}).items()}
+            filt = {k: (v["name"] if isinstance(v, Mapping) and set(v) == {"name"} else v) for k, v in filt.items()}
             if not _matches(canon, {k: (int(v) if k in ("seed", "partition_seed") else v) for k, v in filt.items()}):
                 continue
         # method_common only fills fields the method's config has; explicit params win

@@ -28,7 +28,7 @@ def write_grid(tmp_path: Path, grid: dict) -> Path:
     (lambda g: g["base"].update(dataset="cifar11"), "unknown dataset"),
     (lambda g: g["base"].update(partition="dirichlett"), "unknown partitioner"),
     (lambda g: g.update(axis={}), "unknown grid key 'axis'"),
-    (lambda g: g["base"]["fl"].update(rounds="1"), "fl"),
+    (lambda g: g["base"]["fl"].update(rounds="1"), "rounds"),
     (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": -1}), "alpha"),
     (lambda g: g["base"]["fl"].update(num_clients=5000), "5000"),
 ])
