@@ -81,16 +81,15 @@ class HubClassification(HubImageDataset):
     rather than from the full-resolution JPEG. ImageNet-100 at 224 px is about 19 GB of RAM per process.
     """
 
-    default_size: ClassVar[int] = 224
-    size: int = 0  # 0 = the dataset's default resolution (``default_size``)
+    size: int = 224  # stored square resolution (px); each dataset sets its own default
 
     def __post_init__(self) -> None:
-        if self.size < 0:
-            raise ValueError("size must be >= 0 (0 = the dataset's default)")
+        if self.size < 8:
+            raise ValueError("size must be >= 8 pixels")
 
     @property
     def image_size(self) -> int:  # type: ignore[override]  # the base class's ClassVar becomes per-instance
-        return self.size or self.default_size
+        return self.size
 
     def how_to_get(self, root: Path) -> str:
         return (
@@ -164,7 +163,7 @@ class TinyImageNet(HubClassification):
     image_column: ClassVar[str] = "image"
     label_column: ClassVar[str] = "label"
     test_split: ClassVar[str] = "valid"
-    default_size: ClassVar[int] = 64
+    size: int = 64  # native
     mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
     std: ClassVar[tuple[float, ...]] = IMAGENET_STD
 
@@ -186,7 +185,7 @@ class ImageNet100(HubClassification):
     image_column: ClassVar[str] = "image"
     label_column: ClassVar[str] = "label"
     test_split: ClassVar[str] = "validation"
-    default_size: ClassVar[int] = 224
+    size: int = 224
     mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
     std: ClassVar[tuple[float, ...]] = IMAGENET_STD
 
@@ -218,7 +217,7 @@ class MiniImageNet(HubClassification):
     image_column: ClassVar[str] = "image"
     label_column: ClassVar[str] = "label"
     test_split: ClassVar[str] = "validation"
-    default_size: ClassVar[int] = 224
+    size: int = 224
     mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
     std: ClassVar[tuple[float, ...]] = IMAGENET_STD
 
