@@ -1,0 +1,172 @@
+"""SLURM through submitit: the grid as one job array, requeued on preemption or timeout (DESIGN §6, submitit).
+
+Each array task runs ``CellJob(cell)``, a ``submitit.helpers.Checkpointable``. When SLURM signals a timeout or a
+preemption, submitit calls ``CellJob.checkpoint``; nothing needs saving there, because ``run_cell`` checkpoints every
+round under ``_pretrain/<pretrain_key>/ckpt`` and scores per task, so the job just resubmits itself and the
+requeued task resumes the cell from its latest round checkpoint (up to ``max_num_timeout`` timeouts; preemptions do
+not count). The cell claim is owned by the submitit job id, which survives requeue, so the requeued task takes its
+own claim back at once instead of waiting for the heartbeat timeout.
+
+``cluster="local"`` (one process per job on this machine) and ``cluster="debug"`` (in this process, sequentially)
+run the same code path without SLURM; tests use both. ``submitit`` is imported lazily (lazy registry target).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from benchmark.launchers.local import CellOutcome, execute_cell, settle_claimed
+
+
+def job_owner() -> str | None:
+    """``submitit:<job id>`` inside a submitit job (the id survives requeue), None elsewhere."""
+    try:
+        return f"submitit:{submitit.JobEnvironment().job_id}"
+    except RuntimeError:  # not inside a submitit job
+        return None
+
+
+class CellJob(submitit.helpers.Checkpointable):
+    """The picklable array task: run (or resume) one cell; on timeout/preemption, requeue itself."""
+
+    def __init__(self, root: str, *, device: str = "auto", wandb: bool = False, data_root: str | None = None,
+                 grid: str | None = None) -> None:
+        self.root = str(root)
+        self.device = device
+        self.wandb = wandb
+        self.data_root = data_root
+        self.grid = grid
+        self.attempt = 0  # how many times this job was requeued (for logs; numbers never depend on it)
+
+    def __call__(self, cell: Any) -> CellOutcome:
+        print(f"cell {cell.cell_id} attempt {self.attempt} ({cell.label()})", flush=True)
+        return execute_cell(cell, Path(self.root), device=self.device, wandb=self.wandb, data_root=self.data_root,
+                            grid=self.grid, owner=job_owner(), on_round=self.on_round)
+
+    def on_round(self, round_: int, metrics: Mapping[str, float]) -> None:
+        """Called after each pre-training round (the round checkpoint is on disk by then)."""
+        print(f"round {round_} done", flush=True)
+
+    def checkpoint(self, cell: Any) -> submitit.helpers.DelayedSubmission:
+        # The round checkpoints already on disk are the job's state; resubmit the same call, which resumes.
+        self.attempt += 1
+        print(f"checkpoint: requeueing cell {cell.cell_id} (attempt {self.attempt})", flush=True)
+        return submitit.helpers.DelayedSubmission(self, cell)
+
+
+def _write_error(cell: Any, root: Path, reason: str) -> None:
+    from benchmark.records.store import atomic_write_text
+    from benchmark.runner import cell_paths
+
+    paths = cell_paths(cell, root)
+    if paths.record.exists():
+        return
+    atomic_write_text(paths.error, json.dumps({"cell_id": cell.cell_id, "reason": reason, "traceback": "",
+                                               "at": datetime.now(timezone.utc).isoformat()}, indent=2) + "\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubmititLauncher:
+    folder: str | None = None  # submitit logs and pickles (default: <root>/_submitit)
+    cluster: str | None = None  # slurm | local | debug (None: slurm if available, else local)
+    partition: str | None = None
+    timeout_min: int = 60 * 24
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    mem_gb: float | None = None
+    array_parallelism: int = 32  # at most this many cells at once (SLURM: %N in the array; local: our window)
+    max_num_timeout: int = 3  # requeues after a timeout (preemptions are not counted)
+    slurm_additional: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"account": "...", "qos": "..."}
+    device: str = "auto"
+    wandb: bool = True
+    data_root: str | None = None
+    poll_s: float = 2.0
+    job_class: type = CellJob  # tests substitute a subclass (e.g. one that waits for the timeout signal)
+
+    @classmethod
+    def from_args(cls, args: Any) -> SubmititLauncher:
+        gpus = args.gpus_per_cell
+        return cls(folder=args.slurm_folder, cluster=args.slurm_cluster, partition=args.slurm_partition,
+                   timeout_min=args.slurm_time, gpus_per_node=int(gpus) if gpus >= 1 else 0,
+                   cpus_per_task=max(1, int(args.cpus_per_cell)), array_parallelism=args.slurm_parallelism,
+                   device=args.device, wandb=not args.no_wandb, data_root=args.data_root)
+
+    def executor(self, root: Path) -> submitit.AutoExecutor:
+        folder = Path(self.folder) if self.folder else Path(root) / "_submitit"
+        ex = submitit.AutoExecutor(folder=folder / "%j", cluster=self.cluster,
+                                   slurm_max_num_timeout=self.max_num_timeout,
+                                   local_max_num_timeout=self.max_num_timeout)
+        params: dict[str, Any] = {"timeout_min": self.timeout_min, "name": "fssl-bench",
+                                  "slurm_array_parallelism": self.array_parallelism}
+        if ex.cluster != "debug":
+            params.update(gpus_per_node=self.gpus_per_node, cpus_per_task=self.cpus_per_task)
+        if self.mem_gb is not None:
+            params["mem_gb"] = self.mem_gb
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        if self.slurm_additional:
+            params["slurm_additional_parameters"] = dict(self.slurm_additional)
+        ex.update_parameters(**params)
+        return ex
+
+    def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
+               progress: Callable[[object, CellOutcome], None] | None = None) -> Iterator[CellOutcome]:
+        root = Path(root).resolve()
+        ex = self.executor(root)
+        job = self.job_class(str(root), device=self.device, wandb=self.wandb, data_root=self.data_root, grid=grid)
+        by_id = {c.cell_id: c for c in cells}
+
+        def emit(outcome: CellOutcome) -> CellOutcome:
+            if progress is not None:
+                progress(by_id[outcome.cell_id], outcome)
+            return outcome
+
+        def result(cell: Any, j: Any) -> CellOutcome:
+            try:
+                return j.result()
+            except Exception as exc:  # timed out too many times, cancelled, node failure, pickling...
+                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+                reason += f" (submitit job {j.job_id}; logs in {j.paths.folder})"
+                _write_error(cell, root, reason)
+                return CellOutcome(cell.cell_id, "failed", error=reason)
+
+        def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
+            if ex.cluster == "slurm":  # SLURM enforces the parallelism limit on the array itself
+                window = len(batch)
+            else:  # DEVIATION: the local/debug executors ignore array parallelism; we keep a window instead
+                window = max(1, self.array_parallelism)
+            queue = list(batch)
+            running: list[tuple[Any, Any]] = []
+            while queue or running:
+                if queue and len(running) < window:
+                    take, queue = queue[: window - len(running)], queue[window - len(running):]
+                    jobs = ex.map_array(job, take)
+                    running.extend(zip(take, jobs))
+                    continue
+                finished = [(c, j) for c, j in running if j.done()]
+                if not finished:
+                    time.sleep(self.poll_s)
+                    continue
+                for c, j in finished:
+                    running.remove((c, j))
+                    yield result(c, j)
+
+        def run_one(cell: Any) -> CellOutcome:
+            return next(run_all([cell]))
+
+        claimed = []
+        for outcome in run_all(cells):
+            if outcome.status == "claimed":
+                claimed.append(by_id[outcome.cell_id])
+            else:
+                yield emit(outcome)
+        for outcome in settle_claimed(claimed, root, run_one, poll_s=self.poll_s):
+            yield emit(outcome)
