@@ -161,6 +161,11 @@ def test_public_roles_first_shard() -> None:
     assert len(part.client_indices) == 5  # 5 training clients; shard 0 of 6 is D_pub
     pub = set(part.public_indices.tolist())
     assert pub and all(not pub & set(ix.tolist()) for ix in part.client_indices)
+    # FedAvg-SimCLR on the same flesd_minshare shards without a public carve trains all 6
+    fedavg = smoke_cell("fedavg_simclr", clients=6, partition={"name": "flesd_minshare", "alpha": 1.0})
+    full = build_partition(fedavg, labels)
+    assert len(full.client_indices) == 6 and full.public_indices is None
+    assert set(full.client_indices[0].tolist()) == pub  # shard 0 is exactly D_pub
 
 
 def test_resnet18_bytes_match_spec() -> None:
