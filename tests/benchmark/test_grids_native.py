@@ -317,3 +317,18 @@ def test_plan_works_for_every_grid_offline() -> None:
         out = plan_grid(grid, cells_of(name))
         assert out.splitlines()[0] == f"grid {grid.name!r}: {len(cells_of(name))} cells"
         assert "GPU-hours" in out.splitlines()[-1]
+
+
+def test_reference_mapping_points_at_existing_rows_and_cells() -> None:
+    import yaml
+
+    from benchmark.grid import parse_only
+
+    mapping = yaml.safe_load((REPO / "results" / "manifests" / "native_references.yaml").read_text())
+    for ref_file, entry in mapping.items():
+        ref = yaml.safe_load((REPO / "results" / "reference" / ref_file).read_text())
+        ref_methods = {r.get("method") for r in ref["rows"]}
+        for row in entry["rows"]:
+            assert row["method"] in ref_methods, (ref_file, row)
+            cells = expand_grid(load_grid(entry["grid"]), only=parse_only(row["only"]))
+            assert cells and all(c.method.name == row["method"] for c in cells), (ref_file, row)
