@@ -1,0 +1,178 @@
+"""Claim files: exclusive, heartbeated, broken only when stale; execute_cell honours them and keeps failures."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmark import locks
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One intra-op thread: two OMP threads per process crawl on a busy 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _fake_claim(path: Path, *, pid: int, host: str | None = None, owner: str | None = None,
+                age_s: float = 0.0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "token": "t0", "owner": owner}))
+    t = time.time() - age_s
+    os.utime(path, (t, t))
+
+
+def test_claim_is_exclusive_until_released(tmp_path: Path) -> None:
+    path = tmp_path / "claim.json"
+    first = locks.try_claim(path)
+    assert first is not None
+    assert locks.try_claim(path) is None  # held by a live Claim in this very process: not stale
+    info = locks.read_claim(path)
+    assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
+    first.release()
+    assert not path.exists()
+    second = locks.try_claim(path)
+    assert second is not None
+    second.release()
+
+
+def test_release_never_removes_someone_elses_claim(tmp_path: Path) -> None:
+    path = tmp_path / "claim.json"
+    mine = locks.try_claim(path)
+    path.unlink()  # our claim was judged stale and broken by another runner, who now holds it
+    _fake_claim(path, pid=os.getppid())
+    mine.release()
+    assert path.exists() and locks.read_claim(path)["token"] == "t0"
+
+
+@pytest.mark.parametrize("case", ["dead_pid", "old_heartbeat", "same_owner", "own_pid_leftover"])
+def test_stale_claims_are_broken(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "claim.json"
+    owner = None
+    if case == "dead_pid":
+        _fake_claim(path, pid=_dead_pid())
+    elif case == "old_heartbeat":
+        _fake_claim(path, pid=12345, host="another-node", age_s=1000)
+    elif case == "same_owner":
+        _fake_claim(path, pid=12345, host="another-node", owner="submitit:77_3")
+        owner = "submitit:77_3"
+    else:
+        _fake_claim(path, pid=os.getpid())
+    assert locks.stale_reason(locks.read_claim(path), timeout_s=300, owner=owner)
+    claim = locks.try_claim(path, owner=owner, timeout_s=300)
+    assert claim is not None and locks.read_claim(path)["token"] == claim.token
+    claim.release()
+
+
+@pytest.mark.parametrize("case", ["live_pid", "fresh_other_host", "other_owner", "half_written"])
+def test_live_claims_are_respected(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "claim.json"
+    if case == "live_pid":
+        _fake_claim(path, pid=os.getppid())
+    elif case == "fresh_other_host":
+        _fake_claim(path, pid=12345, host="another-node", age_s=10)
+    elif case == "other_owner":
+        _fake_claim(path, pid=12345, host="another-node", owner="submitit:77_4")
+    else:  # created with O_EXCL, content not written yet: judged by its heartbeat only
+        path.write_text("")
+    assert locks.try_claim(path, owner="submitit:77_3", timeout_s=300) is None
+    assert locks.live_claim(path, timeout_s=300) is not None
+
+
+def test_heartbeat_keeps_a_long_claim_fresh(tmp_path: Path) -> None:
+    path = tmp_path / "claim.json"
+    claim = locks.try_claim(path, heartbeat_s=0.05)
+    old = time.time() - 100
+    os.utime(path, (old, old))
+    time.sleep(0.3)
+    assert locks.read_claim(path)["age_s"] < 5
+    claim.release()
+
+
+def _race(path: str, barrier: mp.Barrier, out: mp.Queue) -> None:
+    barrier.wait()
+    claim = locks.try_claim(Path(path), timeout_s=300)
+    out.put(os.getpid() if claim is not None else None)
+    time.sleep(0.5)  # keep holding while the others try
+    if claim is not None:
+        claim.release()
+
+
+def test_racing_runners_break_a_stale_claim_exactly_once(tmp_path: Path) -> None:
+    path = tmp_path / "claim.json"
+    _fake_claim(path, pid=_dead_pid())
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(6), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(path), barrier, out)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    winners = [w for w in (out.get(timeout=60) for _ in procs) if w is not None]
+    for p in procs:
+        p.join(timeout=60)
+    assert len(winners) == 1
+
+
+def test_execute_cell_skips_a_cell_claimed_by_a_live_runner(tmp_path: Path) -> None:
+    from benchmark.launchers.local import CLAIM_FILE, execute_cell
+    from benchmark.runner import cell_paths
+    from tests.helpers import smoke_cell
+
+    cell = smoke_cell()
+    paths = cell_paths(cell, tmp_path)
+    _fake_claim(paths.cell_dir / CLAIM_FILE, pid=os.getppid())
+    outcome = execute_cell(cell, tmp_path, device="cpu")
+    assert outcome.status == "claimed" and "claimed by" in outcome.error
+    assert not (paths.cell_dir / "cell.json").exists()  # nothing was run
+    from benchmark.status import cell_state
+
+    assert cell_state(cell, tmp_path)[0] == "running"
+
+
+def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
+    import benchmark.runner as runner
+    from benchmark.launchers.local import CLAIM_FILE, PRETRAIN_LOCK, LocalLauncher
+    from benchmark.runner import cell_paths
+    from benchmark.status import grid_status
+    from tests.helpers import smoke_cell
+
+    oom, boom, ok = smoke_cell(seed=0), smoke_cell(seed=1), smoke_cell(seed=2)
+    real = runner._run
+
+    def fake_run(cell, *args, **kwargs):
+        if cell.cell_id == oom.cell_id:
+            raise MemoryError("CUDA out of memory (simulated)")
+        if cell.cell_id == boom.cell_id:
+            raise RuntimeError("boom")
+        return real(cell, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    monkeypatch.setattr(runner, "run_tasks", lambda *a, **k: [])  # pre-training only: fast
+    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch([oom, boom, ok], tmp_path))
+    assert [o.status for o in outcomes] == ["failed", "failed", "done"]
+    assert "MemoryError" in outcomes[0].error and "boom" in outcomes[1].error
+    for cell, word in ((oom, "MemoryError: CUDA out of memory"), (boom, "RuntimeError: boom")):
+        paths = cell_paths(cell, tmp_path)
+        assert word in json.loads(paths.error.read_text())["reason"]
+        assert not (paths.cell_dir / CLAIM_FILE).exists() and not (paths.pretrain_dir / PRETRAIN_LOCK).exists()
+    text = grid_status([oom, boom, ok], tmp_path)
+    assert "reason: MemoryError: CUDA out of memory (simulated)" in text and "reason: RuntimeError: boom" in text
+    assert "done: 1" in text and "failed: 2" in text
