@@ -176,3 +176,55 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
     text = grid_status([oom, boom, ok], tmp_path)
     assert "reason: MemoryError: CUDA out of memory (simulated)" in text and "reason: RuntimeError: boom" in text
     assert "done: 1" in text and "failed: 2" in text
+
+
+def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
+    import benchmark.runner as runner
+    from benchmark.api import Diverged
+    from benchmark.launchers.local import LocalLauncher
+    from benchmark.status import grid_status
+    from tests.helpers import smoke_cell
+
+    nan, ok = smoke_cell(seed=3), smoke_cell(seed=4)
+    real = runner.simulate
+
+    def fake_simulate(method, clients, settings, work_dir, **kw):
+        if settings.seed == nan.seed:
+            raise Diverged("client 1: loss is nan at round 1")
+        return real(method, clients, settings, work_dir, **kw)
+
+    monkeypatch.setattr(runner, "simulate", fake_simulate)
+    monkeypatch.setattr(runner, "run_tasks", lambda *a, **k: [])
+    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch([nan, ok], tmp_path))
+    assert [o.status for o in outcomes] == ["diverged", "done"]
+    assert "loss is nan" in outcomes[0].error
+    text = grid_status([nan, ok], tmp_path)
+    assert "diverged: 1" in text and "done: 1" in text and "reason: client 1: loss is nan at round 1" in text
+
+
+def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Path, monkeypatch, capsys) -> None:
+    import benchmark.runner as runner
+    from benchmark.cli import main
+    from benchmark.grid import expand_grid, load_grid
+    from benchmark.runner import cell_paths
+
+    grid = tmp_path / "one.yaml"
+    grid.write_text("name: one\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
+                    " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+                    "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr], seed: [0]}\n")
+    [cell] = expand_grid(load_grid(str(grid)))
+    root = tmp_path / "runs"
+    args = ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu"]
+    real = runner._run
+    monkeypatch.setattr(runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM")))
+    assert main(args) == 0
+    assert "failed: 1" in capsys.readouterr().out
+    assert main(["status", "--grid", str(grid), "--root", str(root)]) == 0
+    assert "reason: MemoryError: simulated OOM" in capsys.readouterr().out
+    monkeypatch.setattr(runner, "_run", real)
+    assert main(args) == 0  # without --retry-failed the failed cell stays failed
+    assert "0 to run" in capsys.readouterr().out and cell_paths(cell, root).error.exists()
+    assert main([*args, "--retry-failed"]) == 0
+    assert "done: 1" in capsys.readouterr().out
+    paths = cell_paths(cell, root)
+    assert paths.record.exists() and not paths.error.exists() and not (paths.cell_dir / "claim.json").exists()
