@@ -163,8 +163,6 @@ class _Recorder:
     def _record(self, key: tuple[int, str, int], payload: Any) -> None:
         import torch
 
-        from benchmark.simulate import state_digest
-
         tensors = getattr(payload, "tensors", None)
         if not isinstance(tensors, Mapping):
             self._traffic.problems.append(f"round {key[0]} {key[1]}: payload.tensors is not a mapping")
@@ -175,7 +173,7 @@ class _Recorder:
                                               "not a tensor (its bytes would not be counted)")
         (self._traffic.down_names if key[1] == "down" else self._traffic.up_names).update(tensors)
         good = {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor)}
-        self._traffic.digests[key] = state_digest(good)
+        self._traffic.digests[key] = _digest(good)
 
     def broadcast(self, server: Any, ctx: Any) -> Any:
         down = self._method.broadcast(server, ctx)
@@ -201,23 +199,35 @@ class _Run:
     method: Any
 
 
+def _digest(tensors: Mapping[str, Any]) -> str:
+    """sha256 over names, dtypes, shapes and bytes (0-dim tensors included, e.g. optimizer step counters)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].detach().cpu().contiguous().reshape(-1)
+        h.update(f"{key}|{t.dtype}|{tuple(tensors[key].shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
 def _checkpoint_digests(work_dir: Path, round_: int) -> tuple[str, dict[int, str]]:
     """Server and client-state digests of a simulation's round checkpoint (client states read from disk)."""
     import torch
 
-    from benchmark.simulate import Checkpointer, ClientStateStore, state_digest
+    from benchmark.simulate import Checkpointer, ClientStateStore
 
     ckpt = torch.load(Checkpointer(Path(work_dir) / "ckpt").path(round_), map_location="cpu", weights_only=False)
     store = ClientStateStore(Path(work_dir) / "states", mem_budget=0)
     store.restore(ckpt["clients"])
     clients = {int(k): _client_digest(store.get(int(k))) for k in ckpt["clients"]}
-    return state_digest(dict(ckpt["model"])) + state_digest(dict(ckpt["extra"])), clients
+    return _digest(dict(ckpt["model"])) + _digest(dict(ckpt["extra"])), clients
 
 
 def _client_digest(state: Any) -> str:
-    from benchmark.simulate import state_digest
-
-    return f"{state_digest(dict(state.tensors))}@{state.last_round}"
+    return f"{_digest(dict(state.tensors))}@{state.last_round}"
 
 
 # ------------------------------------------------------------------------------------------------ the check
@@ -257,14 +267,14 @@ def _setup(name: str, rounds: int, clients: int, participation: float, method_pa
 
 def _simulate(setup: _Setup, work_dir: Path, *, stop_after: int | None = None) -> _Run:
     from benchmark.runner import build_method
-    from benchmark.simulate import simulate, state_digest
+    from benchmark.simulate import simulate
 
     traffic = _Traffic()
     method = build_method(setup.cell)  # always a fresh instance: state hidden in the object shows up as a diff
     result = simulate(_Recorder(method, traffic), setup.clients, setup.settings, work_dir, public=setup.public,
                       stop_after=stop_after, state_mem_budget=0)
     states = {k: result.store.get(k) for k in range(len(setup.clients)) if k in result.store}
-    return _Run(state_digest(dict(result.server.model)) + state_digest(dict(result.server.extra)),
+    return _Run(_digest(dict(result.server.model)) + _digest(dict(result.server.extra)),
                 {k: _client_digest(s) for k, s in states.items()}, traffic, result.server, states, method)
 
 

@@ -394,7 +394,7 @@ class PartitionOracle:
             check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the track's "
                                     f"official partition {official[:12]}… ({record.partition_label}, "
                                     f"partition_seed {record.cell.get('partition_seed')})")
-        elif known and record.partition_digest not in known:
+        if known and record.partition_digest not in known:
             check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the digest "
                                     f"the leaderboard holds for {record.partition_label} ({sorted(known)[0][:12]}…)")
 

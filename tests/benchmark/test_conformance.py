@@ -1,0 +1,170 @@
+"""check-method: passes for every registered method, fails with a named reason for deliberately broken ones.
+
+The broken methods are variants of the tiny out-of-tree fixture method (tests/plugins/fssl_toy_plugin), loaded from
+its source file and registered only for the duration of one test (monkeypatch restores the registry), so the
+registry-generated tests elsewhere never see them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmark.api import ClientState, Payload
+from benchmark.conformance import check_method, smoke_cell
+from benchmark.registries import METHODS, load_builtins
+
+load_builtins()
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "_toy_plugin_method", REPO / "tests" / "plugins" / "fssl_toy_plugin" / "src" / "fssl_toy_plugin" / "method.py")
+toy = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = toy  # dataclasses look their module up while the class is built
+_spec.loader.exec_module(toy)  # type: ignore[union-attr]
+
+
+class GoodToy(toy.ToyPlugin):
+    name = "_good_toy"
+
+
+class NondeterministicToy(toy.ToyPlugin):
+    """Draws from the global torch RNG: two runs with one seed differ."""
+
+    name = "_nondeterministic_toy"
+
+    def client_update(self, down, state, data, ctx):
+        up, new_state = super().client_update(down, state, data, ctx)
+        noisy = {k: (v + 1e-3 * torch.randn(v.shape) if v.is_floating_point() else v) for k, v in up.tensors.items()}
+        return Payload(noisy, num_examples=up.num_examples, metrics=up.metrics), new_state
+
+
+class LeakyToy(toy.ToyPlugin):
+    """Uploads a tensor it does not declare in ``payload_up``."""
+
+    name = "_leaky_toy"
+
+    def client_update(self, down, state, data, ctx):
+        up, new_state = super().client_update(down, state, data, ctx)
+        extra = {"debug.client_mean": data.train.images.float().mean(0)}
+        return Payload({**up.tensors, **extra}, num_examples=up.num_examples, metrics=up.metrics), new_state
+
+
+class HiddenStateToy(toy.ToyPlugin):
+    """Keeps a round counter in the method object instead of the states: a resumed run diverges."""
+
+    name = "_hidden_state_toy"
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        self.calls = 0
+
+    def server_aggregate(self, server, ups, ctx, public):
+        self.calls += 1
+        out = super().server_aggregate(server, ups, ctx, public)
+        return type(out)(model={k: v * (1.0 + 1e-3 * self.calls) if v.is_floating_point() else v
+                                for k, v in out.model.items()}, extra=out.extra)
+
+
+class ForgetfulToy(toy.ToyPlugin):
+    """Keeps a per-client tensor whose value depends on memory that is not in the ClientState."""
+
+    name = "_forgetful_toy"
+    _memory: dict[int, int] = {}
+
+    def client_update(self, down, state, data, ctx):
+        up, _ = super().client_update(down, state, data, ctx)
+        seen = ForgetfulToy._memory.get(id(self), 0) + 1
+        ForgetfulToy._memory[id(self)] = seen
+        return up, ClientState(tensors={"seen": torch.tensor(float(seen))}, last_round=ctx.round)
+
+
+class BlindToy(toy.ToyPlugin):
+    """Exports an encoder whose features carry no information (all weights zero)."""
+
+    name = "_blind_toy"
+
+    def encoder(self, server):
+        zero = type(server)(model={k: torch.zeros_like(v) for k, v in server.model.items()}, extra=server.extra)
+        return super().encoder(zero)
+
+
+@pytest.fixture()
+def register(monkeypatch: pytest.MonkeyPatch):
+    def add(cls: type) -> str:
+        monkeypatch.setitem(METHODS._items, cls.name, cls)
+        return cls.name
+
+    return add
+
+
+def test_smoke_cell_is_shared_with_the_tests() -> None:
+    from tests.helpers import smoke_cell as helper
+
+    assert helper is smoke_cell
+    cell = smoke_cell("fedavg_simclr")
+    assert cell.dataset.name == "digits" and cell.fl.num_clients == 2
+
+
+def test_a_conforming_method_passes(register) -> None:
+    report = check_method(register(GoodToy), knn=False)
+    assert report.ok, report.format()
+    assert {r.name for r in report.results if r.status == "pass"} == {
+        "interface", "finite_losses", "declared_payloads", "determinism", "resume"}
+
+
+def test_nondeterministic_method_fails_determinism(register) -> None:
+    report = check_method(register(NondeterministicToy), knn=False)
+    assert "determinism" in report.failed, report.format()
+    assert "same seed, different payloads" in report.result("determinism").detail
+    assert "FAILED" in report.format() and "determinism" in report.format()
+
+
+def test_undeclared_tensor_fails_declared_payloads(register) -> None:
+    report = check_method(register(LeakyToy), knn=False)
+    assert report.failed == ["declared_payloads"], report.format()
+    assert "debug.client_mean" in report.result("declared_payloads").detail
+
+
+def test_state_hidden_in_the_method_object_fails_resume(register) -> None:
+    report = check_method(register(HiddenStateToy), knn=False)
+    assert "resume" in report.failed, report.format()
+    assert "determinism" not in report.failed  # round 1 of two fresh instances still agrees
+
+
+def test_client_state_outside_the_state_fails_resume(register) -> None:
+    report = check_method(register(ForgetfulToy), knn=False)
+    assert "resume" in report.failed, report.format()
+    assert "client" in report.result("resume").detail
+
+
+def test_uninformative_encoder_fails_knn(register) -> None:
+    report = check_method(register(BlindToy), rounds=2)
+    assert report.failed == ["knn_above_no_pretrain"], report.format()
+    assert report.measurements["knn_top1"] <= report.measurements["knn_no_pretrain"]
+
+
+def test_cli_exit_codes_and_report(register) -> None:
+    from benchmark.cli import main
+
+    assert main(["check-method", "no_pretrain"]) == 0
+    assert main(["check-method", "no_such_method"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", METHODS.names())
+def test_every_registered_method_conforms(name: str) -> None:
+    report = check_method(name)
+    assert report.ok, report.format()
+
+
+@pytest.mark.slow
+def test_cli_subprocess_names_the_failure(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmark", "check-method", "no_pretrain"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS  determinism" in proc.stdout and "SKIP  knn_above_no_pretrain" in proc.stdout

@@ -1,0 +1,188 @@
+"""submit: records are validated (schema, identity, integrity, partition, track, seeds) before they reach the
+leaderboard, and a bundle with sha256s and provenance is written only when every record passes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from benchmark.conformance import smoke_cell
+from benchmark.runner import run_cell
+from benchmark.submit import submit, verify_bundle
+
+TRACKS = """
+tracks:
+  - {id: digits-test, title: t, dataset: digits, task: knn, card: knn@v1, federation: {num_clients: 2}, min_seeds: 1}
+  - {id: digits-3seeds, title: t, dataset: digits, task: knn, card: knn@v1, min_seeds: 3}
+  - {id: digits-cross-device, title: t, dataset: digits, task: knn, federation: {num_clients: 100}, min_seeds: 1}
+  - {id: digits-linear, title: t, dataset: digits, task: linear_probe, min_seeds: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    for seed in (0, 1):  # no_pretrain: no training, so the real runner writes real records in seconds
+        run_cell(smoke_cell("no_pretrain", tasks=["knn"], seed=seed), root, device="cpu")
+    return root
+
+
+@pytest.fixture()
+def root(run_root: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "runs"
+    shutil.copytree(run_root, dst)
+    return dst
+
+
+@pytest.fixture()
+def tracks(tmp_path: Path) -> Path:
+    path = tmp_path / "tracks.yaml"
+    path.write_text(TRACKS, encoding="utf-8")
+    return path
+
+
+def records(root: Path) -> list[Path]:
+    return sorted(root.glob("no_pretrain/*/record.json"))
+
+
+def edit(path: Path, change) -> None:
+    raw = json.loads(path.read_text())
+    change(raw)
+    path.write_text(json.dumps(raw, sort_keys=True, indent=2) + "\n")
+
+
+def failed_checks(report) -> set[str]:
+    return {r.split(":", 1)[0] for r in report.reasons()}
+
+
+def test_valid_records_make_a_verified_bundle(root: Path, tracks: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle.tar.gz"
+    report = submit(records(root), track="digits-test", out=out, tracks_file=tracks, manifests=None)
+    assert report.ok, report.format()
+    assert out.exists() and verify_bundle(out) == []
+    with tarfile.open(out) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        names = set(tar.getnames())
+    assert manifest["track"] == "digits-test" and len(manifest["records"]) == 2
+    for entry in manifest["records"]:
+        assert entry["provenance"]["runner"] == "fssl-bench" and entry["provenance"]["verified"] is True
+        assert entry["path"] in names and entry["sha256"] == manifest["files"][entry["path"]]
+    assert any("/scores/knn-" in n for n in names)  # the sidecars travel with the record
+    # a bundle is itself submittable (its records keep their sidecars next to them)
+    extracted = tmp_path / "x"
+    with tarfile.open(out) as tar:
+        tar.extractall(extracted, filter="data")
+    again = submit([extracted / "records"], track="digits-test", out=None, tracks_file=tracks, manifests=None)
+    assert again.ok, again.format()
+
+
+def test_edited_scores_are_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    path = records(root)[0]
+    edit(path, lambda r: r["scores"][0]["values"].update(top1=r["scores"][0]["values"]["top1"] + 5.0))
+    report = submit([path], track="digits-test", out=tmp_path / "b", tracks_file=tracks, manifests=None)
+    assert not report.ok and report.bundle is None and not (tmp_path / "b").exists()
+    assert failed_checks(report) == {"integrity"}, report.format()  # the cell id still matches: scores are not in it
+    assert "edited after it was written" in report.format()
+
+
+def test_edited_cell_breaks_the_cell_id(root: Path, tracks: Path) -> None:
+    path = records(root)[0]
+    edit(path, lambda r: r["cell"]["fl"].update(rounds=100))
+    report = submit([path], track="digits-test", tracks_file=tracks, manifests=None)
+    assert "identity" in failed_checks(report)
+    assert "does not match the cell's content" in report.format()
+
+
+def test_partition_digest_other_than_the_tracks_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    # an external record (no runner sidecars, so only the partition check can catch it) with another split
+    copy = tmp_path / "external.json"
+    shutil.copy(records(root)[0], copy)
+    edit(copy, lambda r: (r.update(partition_digest="0" * 64), r["env"].update(runner="my-own-loop")))
+    report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
+    assert failed_checks(report) == {"partition"}, report.format()
+    assert "differs from the track's official partition" in report.format()
+
+
+def test_partition_digest_edited_in_a_run_is_rejected_twice(root: Path, tracks: Path) -> None:
+    path = records(root)[0]
+    edit(path, lambda r: r.update(partition_digest="f" * 64))
+    assert {"partition", "integrity"} <= failed_checks(
+        submit([path], track="digits-test", tracks_file=tracks, manifests=None))
+
+
+def test_leaderboard_digest_disagreement_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    """A record already on the leaderboard fixes the partition digest too (datasets that cannot be recomputed)."""
+    board = tmp_path / "board"
+    board.mkdir()
+    on_board = board / f"{records(root)[1].parent.name}.json"  # results/ names records by cell id
+    shutil.copy(records(root)[1], on_board)
+    edit(on_board, lambda r: r.update(partition_digest="a" * 64))
+    report = submit([records(root)[0]], track="digits-test", tracks_file=tracks, against=[board], manifests=None)
+    assert "partition" in failed_checks(report)
+
+
+def test_external_records_are_accepted_as_unverified(root: Path, tracks: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "external.json"
+    shutil.copy(records(root)[0], copy)
+    edit(copy, lambda r: r["env"].update(runner="my-own-loop"))
+    report = submit([copy], track="digits-test", out=tmp_path / "bundle", tracks_file=tracks, manifests=None)
+    assert report.ok, report.format()
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["records"][0]["provenance"] == {
+        "runner": "my-own-loop", "git_sha": manifest["records"][0]["provenance"]["git_sha"],
+        "git_dirty": manifest["records"][0]["provenance"]["git_dirty"], "sealed": False, "reevaluated": False,
+        "verified": False}
+
+
+def test_runner_record_without_its_sidecars_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copied.json"
+    shutil.copy(records(root)[0], copy)
+    report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
+    assert failed_checks(report) == {"integrity"} and "no runner sidecars" in report.format()
+
+
+def test_schema_version_and_track_and_seed_count(root: Path, tracks: Path) -> None:
+    path = records(root)[0]
+    few = submit(records(root), track="digits-3seeds", tracks_file=tracks, manifests=None)
+    assert failed_checks(few) == {"seeds"} and "2 seed(s) [0, 1], the track requires 3" in few.format()
+    assert failed_checks(submit([path], track="digits-cross-device", tracks_file=tracks, manifests=None)) == {"track"}
+    assert failed_checks(submit([path], track="digits-linear", tracks_file=tracks, manifests=None)) == {"track"}
+    edit(path, lambda r: r.update(schema_version=0))
+    assert failed_checks(submit([path], track="digits-test", tracks_file=tracks, manifests=None)) == {"schema"}
+
+
+def test_edited_card_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "external.json"
+    shutil.copy(records(root)[0], copy)
+    edit(copy, lambda r: (r["scores"][0]["card"]["settings"].update(k=20), r["env"].update(runner="x")))
+    report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
+    assert failed_checks(report) == {"track"} and "the registered task builds" in report.format()
+
+
+def test_reevaluate_reproduces_the_scores(root: Path, tracks: Path) -> None:
+    report = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None, reevaluate=True)
+    assert report.ok and report.checks[0].reevaluated, report.format()
+
+
+def test_tampered_bundle_is_detected(root: Path, tracks: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    assert submit(records(root), track="digits-test", out=out, tracks_file=tracks, manifests=None).ok
+    rec = next(out.glob("records/*/*/record.json"))
+    edit(rec, lambda r: r["scores"][0]["values"].update(top1=99.0))
+    assert any("sha256" in p for p in verify_bundle(out))
+
+
+def test_cli(root: Path, tracks: Path, tmp_path: Path) -> None:
+    from benchmark.cli import main
+
+    out = tmp_path / "cli-bundle"
+    assert main(["submit", *map(str, records(root)), "--track", "digits-test", "--tracks", str(tracks),
+                 "--out", str(out)]) == 0
+    assert (out / "manifest.json").exists()
+    edit(records(root)[0], lambda r: r["scores"][0]["values"].update(top1=1.0))
+    assert main(["submit", str(records(root)[0]), "--track", "digits-test", "--tracks", str(tracks)]) == 1
+    assert main(["submit", str(records(root)[1]), "--track", "nope", "--tracks", str(tracks)]) == 2

@@ -1,0 +1,97 @@
+"""An out-of-tree method, with no change to this project: pip-installed from tests/plugins/, found through the
+``fssl_bench.methods`` entry point, listed, run in a grid, submitted, and shown on the built leaderboard.
+
+The package is installed with ``pip install --target`` into ``tmp_path`` (a wheel build with the environment's
+setuptools, no network, no build isolation), so the real environment is never touched and pytest's tmp_path
+clean-up removes it. Every project command runs in a subprocess whose ``PYTHONPATH`` holds that target first, so
+``importlib.metadata`` finds the package's ``.dist-info/entry_points.txt`` exactly as it would after a normal
+``pip install``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = REPO / "tests" / "plugins" / "fssl_toy_plugin"
+
+GRID = """
+name: plugin_smoke
+description: "the out-of-tree toy_plugin on digits"
+base:
+  dataset: digits
+  backbone: {name: resnet_micro, width: 4}
+  partition: iid
+  fl: {num_clients: 2, participation: 1.0, rounds: 1, local_epochs: 1}
+  tasks: [knn]
+axes:
+  method: [toy_plugin]
+  seed: [0]
+"""
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    target = tmp_path_factory.mktemp("site")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
+         "--disable-pip-version-check", "--target", str(target), str(PLUGIN)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path_factory.mktemp("build"),
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"pip install of the plugin failed:\n{proc.stdout}\n{proc.stderr}")
+    assert list(target.glob("fssl_toy_plugin-*.dist-info/entry_points.txt")), "pip wrote no entry points"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(target), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(WANDB_MODE="disabled", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+@pytest.mark.slow
+def test_out_of_tree_method_end_to_end(plugin_env: dict[str, str], tmp_path: Path) -> None:
+    # nothing in the project knows the plugin: it lives only in the pip target on PYTHONPATH
+    assert not any("toy_plugin" in p.read_text(encoding="utf-8") for p in (REPO / "methods").glob("*.py"))
+    assert "toy_plugin" not in (REPO / "benchmark" / "registries.py").read_text(encoding="utf-8")
+
+    listed = _run(["-m", "benchmark", "list", "methods"], plugin_env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert any(line.split()[:1] == ["toy_plugin"] for line in listed.stdout.splitlines()), listed.stdout
+
+    grid = tmp_path / "plugin_grid.yaml"
+    grid.write_text(GRID, encoding="utf-8")
+    root = tmp_path / "runs"
+    ran = _run(["-m", "benchmark", "run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu"],
+               plugin_env, tmp_path, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    records = sorted(root.glob("toy_plugin/*/record.json"))
+    assert len(records) == 1, ran.stdout + ran.stderr
+    record = json.loads(records[0].read_text())
+    assert record["method"] == "toy_plugin" and record["status"] == "ok"
+    assert record["env"]["runner"] == "fssl-bench"
+
+    # the submission path sees it too: validated for the digits smoke track, bundled with provenance
+    bundle = tmp_path / "bundle.tar.gz"
+    sub = _run(["-m", "benchmark", "submit", str(records[0]), "--track", "digits-smoke-knn", "--out", str(bundle)],
+               plugin_env, tmp_path)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    assert bundle.exists()
+
+    build = pytest.importorskip("leaderboard.build")
+    site = tmp_path / "site"
+    index = build.build_site([root], site)
+    assert index.exists()
+    data = json.loads((site / "data.json").read_text())
+    assert "toy_plugin" in json.dumps(data)
+    track_pages = list((site / "tracks").glob("*.html"))
+    assert any("toy_plugin" in p.read_text() for p in track_pages), "toy_plugin is on no track page"
