@@ -93,6 +93,9 @@ class BlindToy(toy.ToyPlugin):
         return super().encoder(zero)
 
 
+FAST = {"max_steps": 2}  # two local steps per round are enough to show each failure
+
+
 @pytest.fixture()
 def register(monkeypatch: pytest.MonkeyPatch):
     def add(cls: type) -> str:
@@ -111,33 +114,33 @@ def test_smoke_cell_is_shared_with_the_tests() -> None:
 
 
 def test_a_conforming_method_passes(register) -> None:
-    report = check_method(register(GoodToy), knn=False)
+    report = check_method(register(GoodToy), knn=False, method_params=FAST)
     assert report.ok, report.format()
     assert {r.name for r in report.results if r.status == "pass"} == {
         "interface", "finite_losses", "declared_payloads", "determinism", "resume"}
 
 
 def test_nondeterministic_method_fails_determinism(register) -> None:
-    report = check_method(register(NondeterministicToy), knn=False)
+    report = check_method(register(NondeterministicToy), knn=False, method_params=FAST)
     assert "determinism" in report.failed, report.format()
     assert "same seed, different payloads" in report.result("determinism").detail
     assert "FAILED" in report.format() and "determinism" in report.format()
 
 
 def test_undeclared_tensor_fails_declared_payloads(register) -> None:
-    report = check_method(register(LeakyToy), knn=False)
+    report = check_method(register(LeakyToy), knn=False, method_params=FAST)
     assert report.failed == ["declared_payloads"], report.format()
     assert "debug.client_mean" in report.result("declared_payloads").detail
 
 
 def test_state_hidden_in_the_method_object_fails_resume(register) -> None:
-    report = check_method(register(HiddenStateToy), knn=False)
+    report = check_method(register(HiddenStateToy), knn=False, method_params=FAST)
     assert "resume" in report.failed, report.format()
     assert "determinism" not in report.failed  # round 1 of two fresh instances still agrees
 
 
 def test_client_state_outside_the_state_fails_resume(register) -> None:
-    report = check_method(register(ForgetfulToy), knn=False)
+    report = check_method(register(ForgetfulToy), knn=False, method_params=FAST)
     assert "resume" in report.failed, report.format()
     assert "client" in report.result("resume").detail
 
