@@ -109,10 +109,19 @@ def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
     from benchmark.registries import DATASETS
     from benchmark.runner import build_partition
 
+    from benchmark.registries import TASKS
+
     root = Path(data_root) if data_root else default_data_root()
     missing: dict[str, str] = {}
     checked: set[tuple[str, str]] = set()
     for cell in cells:
+        for spec in cell.tasks:  # data a task reads besides the cell's own (transfer targets, COCO)
+            task_cls = TASKS.get(spec.name)
+            needs = getattr(task_cls, "required_datasets", None)
+            for name in needs(from_mapping(task_cls.Config, dict(spec.params))) if needs else ():
+                extra = from_mapping(DATASETS.get(name), {})
+                if not extra.available(root):
+                    missing[name] = extra.how_to_get(root)
         ds_cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
         if not ds_cfg.available(root):
             missing[cell.dataset.name] = ds_cfg.how_to_get(root)
@@ -132,7 +141,49 @@ def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
     return [missing[k] for k in sorted(missing)]
 
 
+def fast_missing_datasets(grid: Any, data_root: str | None) -> list[str]:
+    """The cell datasets a grid names that are absent, found without importing torch or any method, so that a
+    run on a machine without the data stops at once (the full preflight then checks task data and partitions)."""
+    import benchmark.data.datasets  # noqa: F401  (registers the dataset classes; torch-free at import)
+    import benchmark.data.hub_datasets  # noqa: F401
+    from benchmark.config import from_mapping
+    from benchmark.data.datasets import default_data_root
+    from benchmark.registries import DATASETS
+
+    values = [grid.base.get("dataset"), *grid.axes.get("dataset", [])]
+    for axis in grid.axes.values():
+        values += [v["with"].get("dataset") for v in axis if isinstance(v, dict) and isinstance(v.get("with"), dict)]
+    root = Path(data_root) if data_root else default_data_root()
+    missing: dict[str, str] = {}
+    for value in values:
+        if value is None:
+            continue
+        comp = {"name": value} if isinstance(value, str) else dict(value)
+        name = comp.pop("name", None)
+        comp.pop("with", None)
+        if not isinstance(name, str) or name not in DATASETS:
+            continue  # unknown names are reported by the full expansion
+        cfg = from_mapping(DATASETS.get(name), comp)
+        if not cfg.available(root):
+            missing[DATASETS.canonical(name)] = cfg.how_to_get(root)
+    return [missing[k] for k in sorted(missing)]
+
+
+def _report_missing(grid_name: str, missing: list[str]) -> int:
+    print(f"error: {len(missing)} dataset(s) missing for grid {grid_name!r}:", file=sys.stderr)
+    for line in missing:
+        print(f"  - {line}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from benchmark.grid import load_grid
+
+    if not args.dry_run:
+        missing = fast_missing_datasets(load_grid(args.grid), args.data_root)
+        if missing:
+            return _report_missing(load_grid(args.grid).name, missing)
+
     from tqdm import tqdm
 
     from benchmark.runner import cell_paths
@@ -148,10 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     missing = preflight(cells, args.data_root)
     if missing:
-        print(f"error: {len(missing)} dataset(s) missing for grid {grid.name!r}:", file=sys.stderr)
-        for line in missing:
-            print(f"  - {line}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _report_missing(grid.name, missing)
     todo = []
     skipped = 0
     for cell in cells:

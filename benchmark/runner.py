@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from benchmark.config import from_mapping
-from benchmark.data.datasets import DatasetSplits, load_dataset_splits
+from benchmark.data.datasets import DatasetSplits, default_data_root, load_dataset_splits
 from benchmark.data.partition import Partition, partition_stats
 from benchmark.data.views import UnlabeledView
 from benchmark.device import DeviceConfig
@@ -280,7 +280,7 @@ def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev
             scores.append(_scores_from_json(path.read_text()))
             continue
         out_dir = paths.cell_dir / "tasks" / spec.name
-        ctx = TaskContext(dataset=ds, data_root=Path(data_root) if data_root else Path("."), out_dir=out_dir,
+        ctx = TaskContext(dataset=ds, data_root=Path(data_root) if data_root else default_data_root(), out_dir=out_dir,
                           device=dev, seed=cell.seed, feature_cache=cache)
         try:
             s = task.run(encoder, ctx)

@@ -76,6 +76,11 @@ class Transfer:
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = TransferConfig
 
+    @staticmethod
+    def required_datasets(cfg: TransferConfig) -> tuple[str, ...]:
+        """Datasets the task reads besides the cell's own (checked by the run's preflight)."""
+        return (cfg.target,)
+
     def __init__(self, cfg: TransferConfig) -> None:
         self.cfg = cfg
 

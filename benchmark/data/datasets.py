@@ -11,13 +11,17 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from benchmark.registries import DATASETS
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported inside the functions that need it, so that availability checks (`run` stopping on missing
+# data, `plan`) stay fast: this module and the dataset classes are torch-free at import time.
 
 
 class DatasetUnavailable(RuntimeError):
@@ -34,6 +38,8 @@ class DatasetSplit:
         return int(self.labels.shape[0])
 
     def subset(self, indices: np.ndarray) -> DatasetSplit:
+        import torch
+
         idx = torch.as_tensor(np.asarray(indices, dtype=np.int64))
         return DatasetSplit(self.images[idx], self.labels[np.asarray(indices, dtype=np.int64)], self.num_classes)
 
@@ -63,7 +69,7 @@ def default_data_root() -> Path:
 def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
     h = hashlib.sha256()
     for a in arrays:
-        arr = a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+        arr = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
         h.update(str(arr.shape).encode())
         h.update(np.ascontiguousarray(arr).tobytes())
     return h.hexdigest()[:16]
@@ -108,6 +114,8 @@ class Digits:
         return True
 
     def load(self, root: Path) -> DatasetSplits:
+        import torch
+        import torch.nn.functional as F
         from sklearn.datasets import load_digits
 
         bunch = load_digits()
@@ -188,6 +196,8 @@ class HubImageDataset:
         return x, y
 
     def load(self, root: Path) -> DatasetSplits:
+        import torch
+
         folder = self.folder(root)
         if not self.available(root):
             raise DatasetUnavailable(self.how_to_get(root))

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
 from benchmark.data.datasets import (
     DatasetSplit,
@@ -120,6 +119,8 @@ class HubClassification(HubImageDataset):
         return int(getattr(feature, "num_classes", 0) or 0)
 
     def load(self, root: Path) -> DatasetSplits:
+        import torch
+
         folder = self.folder(root)
         if not self.available(root):
             raise DatasetUnavailable(self.how_to_get(root))

@@ -131,6 +131,11 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = CocoDetectionConfig
 
+    @staticmethod
+    def required_datasets(cfg: CocoDetectionConfig) -> tuple[str, ...]:
+        """COCO 2017 under the data root, unless a COCO root is given or the embedded shapes are used."""
+        return ("coco2017",) if cfg.dataset == "coco2017" and not cfg.coco_root else ()
+
     def __init__(self, cfg: CocoDetectionConfig) -> None:
         self.cfg = cfg
 

@@ -111,3 +111,24 @@ def test_module_entry_point() -> None:
     out = subprocess.run([sys.executable, "-m", "benchmark", "list", "methods"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "fedavg_simclr" in out.stdout
+
+
+def test_missing_task_data_is_reported_before_anything_runs(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The cell's dataset is present (digits) but the transfer target is not: preflight names it and stops."""
+    monkeypatch.setenv("FSSL_DATA_ROOT", str(tmp_path / "empty"))
+    grid = yaml.safe_load(yaml.safe_dump(TINY))
+    grid["base"]["tasks"] = [{"name": "transfer", "target": "stl10"}]
+    root = tmp_path / "root"
+    assert main(["run", "--grid", str(write_grid(tmp_path, grid)), "--root", str(root)]) == 2
+    assert "prefetch stl10" in capsys.readouterr().err
+    assert not root.exists()
+
+
+def test_missing_data_check_needs_no_torch(tmp_path: Path) -> None:
+    """`run` on a machine without the data stops before importing torch (which is what makes it fast)."""
+    code = ("import sys; from benchmark.cli import fast_missing_datasets; from benchmark.grid import load_grid; "
+            "m = fast_missing_datasets(load_grid('main'), sys.argv[1]); "
+            "assert m and 'torch' not in sys.modules, (m, 'torch' in sys.modules); print(len(m))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= 2
