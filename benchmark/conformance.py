@@ -9,18 +9,19 @@ check                       what it asserts
                             and ``Config()`` builds from the cell's resolved params
 ``finite_losses``           no client update raises ``Diverged``; every ``loss*`` metric a client reports is finite
 ``declared_payloads``       every tensor sent down or up matches a declared ``payload_down`` / ``payload_up``
-                            pattern (named tensor in the reason), every payload value is a tensor, and every
-                            declared pattern matches at least one sent tensor (declared == sent)
-``determinism``             two straight runs with fresh method instances: identical payloads in every round,
-                            identical final server state and identical client states
+                            pattern (named tensor in the reason) and every payload value is a tensor (so the
+                            bytes counted are the bytes sent); declared patterns that this config does not use
+                            are reported, not failed (a class declares the traffic of all its configs)
+``determinism``             two fresh method instances with one seed: identical round-1 payloads, and identical
+                            server and client states after round 1 (the second run is the interrupted one below)
 ``resume``                  stop after round 1, a *fresh* method instance resumes from the checkpoint (client
                             states read back from disk): final server and client states equal the straight run's
 ``knn_above_no_pretrain``   kNN top-1 of the exported encoder exceeds ``no_pretrain`` (the seeded random init of
                             the same backbone) on the same data
 ==========================  =====================================================================================
 
-All runs share one set of simulations (two straight, one interrupted + resumed), so the whole check costs about three
-short pre-trainings plus two kNN evaluations. The report names every failed check with its reason;
+All checks share two simulations (one straight, one interrupted after round 1 and resumed), so the whole check costs
+about two short pre-trainings plus two kNN evaluations. The report names every failed check with its reason;
 ``check-method`` exits 1 when any check fails.
 
 The smoke-cell builder lives here (not in tests/) because this check needs it outside the test suite;
@@ -400,8 +401,8 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
                 problems.append(f"undeclared {direction} tensor(s) {undeclared[:5]} (payload_{direction} = "
                                 f"{list(patterns)})")
             unused = [p for p in patterns if not any(fnmatch.fnmatch(n, p) for n in names)]
-            if unused:
-                problems.append(f"payload_{direction} pattern(s) {unused} matched no tensor that was sent")
+            if unused:  # declarations are per class, traffic per config (e.g. FedMAE's two aggregation readings)
+                note(f"payload_{direction} pattern(s) {unused} unused in this config")
         if problems:
             raise _Fail("; ".join(problems))
         note(f"{len(a.traffic.down_names)} down / {len(a.traffic.up_names)} up tensor names, all declared")
