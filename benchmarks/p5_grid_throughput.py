@@ -3,8 +3,8 @@
     python benchmarks/p5_grid_throughput.py [--grid smoke] [--only method=fedavg_simclr] [--workers 2]
 
 Each launcher runs the same cells into a fresh temporary run root (nothing is skipped), with W&B off. The local
-launcher runs cells one after another in this process (torch uses its default intra-op threads); Ray runs one cell
-per worker with ``num_cpus=1`` each (Ray sets OMP_NUM_THREADS=1 in its workers). Ray's figure is given twice: with
+launcher runs cells one after another in this process; Ray runs one cell per worker with ``num_cpus=1`` each. Every
+launcher pins a CPU cell to ``FSSL_CELL_THREADS`` (default 1) intra-op threads, so that the records agree bit for bit. Ray's figure is given twice: with
 the cluster start-up included (what a user waits for) and for the grid alone. The records of the two runs are
 compared too: the launchers must agree on every number.
 """

@@ -9,6 +9,7 @@ concurrently. A cell claimed by a live runner comes back as ``claimed``; launche
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,21 @@ def _error_reason(path: Path) -> str:
         return "(unreadable error.json)"
 
 
+def cell_threads(device: str) -> int | None:
+    """The intra-op thread count a CPU cell runs with, the same under every launcher (None: leave torch alone).
+
+    Float reductions split across threads add in a different order, so the same cell trained with 2 threads and
+    with 1 differs in its last bits, and after a few rounds in its scores (measured on the smoke grid: FedEMA's
+    kNN 72.1 vs 69.4). A cell's numbers must not depend on where it ran, so every launcher pins the count
+    (``FSSL_CELL_THREADS``, default 1) and scales out with processes instead. On CUDA the GPU kernels decide.
+    """
+    import torch
+
+    if device not in ("cpu", "auto") or (device == "auto" and torch.cuda.is_available()):
+        return None
+    return int(os.environ.get("FSSL_CELL_THREADS", "1")) or None
+
+
 def execute_cell(cell: Any, root: Path, *, device: str = "auto", wandb: bool = False, data_root: Any = None,
                  grid: str | None = None, owner: str | None = None, claim_timeout_s: float | None = None,
                  stop_after_round: int | None = None,
@@ -99,6 +115,11 @@ def execute_cell(cell: Any, root: Path, *, device: str = "auto", wandb: bool = F
                 on_round(r, metrics)
 
         log_attempt(paths.cell_dir, "start", owner=owner, pretrained=pretrained)
+        import torch
+
+        threads, threads_before = cell_threads(device), torch.get_num_threads()
+        if threads:
+            torch.set_num_threads(threads)
         try:
             tracker = WandbTracker() if wandb else NullTracker()
             record = run_cell(cell, root, device=device, tracker=tracker, data_root=data_root, grid=grid,
@@ -107,6 +128,7 @@ def execute_cell(cell: Any, root: Path, *, device: str = "auto", wandb: bool = F
             log_attempt(paths.cell_dir, "end", status="failed")
             return CellOutcome(cell.cell_id, "failed", error=str(exc))
         finally:
+            torch.set_num_threads(threads_before)
             if pre_lock is not None:
                 pre_lock.release()
         log_attempt(paths.cell_dir, "end", status="interrupted" if record is None else record.status)

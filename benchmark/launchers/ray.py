@@ -33,11 +33,6 @@ def _write_error(cell: Any, root: Path, reason: str) -> None:
 
 def _run_remote(cell: Any, root: str, kwargs: dict[str, Any]) -> CellOutcome:
     """The body of the Ray task (module-level, so it pickles by reference)."""
-    import torch
-
-    threads = int(os.environ.get("FSSL_TORCH_THREADS", "0")) or None
-    if threads:
-        torch.set_num_threads(threads)
     return execute_cell(cell, Path(root), owner=None, **kwargs)
 
 

@@ -228,3 +228,26 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     assert "done: 1" in capsys.readouterr().out
     paths = cell_paths(cell, root)
     assert paths.record.exists() and not paths.error.exists() and not (paths.cell_dir / "claim.json").exists()
+
+
+def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    import benchmark.runner as runner
+    from benchmark.launchers.local import execute_cell
+    from tests.helpers import smoke_cell
+
+    seen = []
+
+    def fake_run_cell(cell, root, **kw):
+        seen.append(torch.get_num_threads())
+        return None  # as if interrupted by stop_after_round
+
+    monkeypatch.setattr(runner, "run_cell", fake_run_cell)
+    monkeypatch.setenv("FSSL_CELL_THREADS", "1")
+    torch.set_num_threads(2)
+    try:
+        assert execute_cell(smoke_cell(seed=5), tmp_path, device="cpu").status == "interrupted"
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
