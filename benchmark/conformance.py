@@ -439,9 +439,11 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
         note(f"stopped after round 1, resumed by a fresh instance from disk; server and "
              f"{len(res.client_digests)} client states equal the straight run")
 
-    if not knn or canonical == REFERENCE_METHOD:
+    exempt = getattr(cls, "frozen_knn_exempt", None)
+    if not knn or canonical == REFERENCE_METHOD or exempt:
         results.append(CheckResult("knn_above_no_pretrain", "skip",
-                                   "this is the reference" if knn else "disabled"))
+                                   "this is the reference" if canonical == REFERENCE_METHOD and knn else
+                                   f"declared by the method: {exempt}" if exempt and knn else "disabled"))
     else:
         with _timed(results, "knn_above_no_pretrain") as note:
             if a is None:

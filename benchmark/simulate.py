@@ -47,7 +47,7 @@ def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
 
     h = hashlib.sha256()
     for key in sorted(tensors):
-        t = tensors[key].detach().cpu().contiguous()
+        t = tensors[key].detach().cpu().contiguous().reshape(-1)  # 0-dim tensors (counters) too
         h.update(key.encode())
         h.update(str(t.dtype).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
