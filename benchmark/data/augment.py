@@ -86,12 +86,12 @@ def resized_crop(
     cy = (top + h / 2) / height * 2 - 1
     sx = w / width * torch.where(flip.to(x.device), -1.0, 1.0).to(x.dtype)
     sy = h / height
-    theta = torch.zeros(n, 2, 3, device=x.device, dtype=x.dtype)
-    theta[:, 0, 0] = sx
-    theta[:, 0, 2] = cx
-    theta[:, 1, 1] = sy
-    theta[:, 1, 2] = cy
-    grid = F.affine_grid(theta, (n, x.shape[1], size, size), align_corners=False)
+    # The affine map is a per-image scale and shift (no rotation), so the sampling grid is an outer sum of two
+    # vectors: built by broadcasting instead of F.affine_grid's batched matmul (same values, a fraction of the cost).
+    base = (torch.arange(size, device=x.device, dtype=x.dtype) * 2 + 1) / size - 1  # pixel centres, align_corners=False
+    gx = (sx[:, None] * base[None, :] + cx[:, None])[:, None, :].expand(n, size, size)
+    gy = (sy[:, None] * base[None, :] + cy[:, None])[:, :, None].expand(n, size, size)
+    grid = torch.stack([gx, gy], dim=-1)
     out = F.grid_sample(x, grid, mode=mode, padding_mode="border", align_corners=False)
     return out.clamp_(0.0, 1.0) if mode == "bicubic" else out
 
@@ -126,6 +126,24 @@ def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
     return table.gather(1, idx).squeeze(1)
 
 
+def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """RGB -> HSV, h += shift (mod 1), -> RGB, as torchvision's adjust_hue, in a handful of fused-size ops.
+
+    Same maths as ``_hsv_to_rgb(_rgb_to_hsv(x))`` with the hue shifted (S and V pass through: V = max, V·S = max - min),
+    but the inverse uses the closed form c_n = V - V·S·clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6 for
+    n = 5, 3, 1 (R, G, B) instead of gathering from a six-way table; equal up to float rounding (tested)."""
+    r, g, b = x.unbind(1)
+    maxc = torch.maximum(torch.maximum(r, g), b)  # elementwise over the three planes: cheaper than x.max(1)
+    minc = torch.minimum(torch.minimum(r, g), b)
+    delta = maxc - minc
+    safe = torch.where(delta > 0, delta, torch.ones_like(delta))
+    # 6h in [-1, 5); where delta = 0 the hue is irrelevant (the output is V whatever k is), so no mask is needed
+    h6 = torch.where(maxc == r, (g - b) / safe, torch.where(maxc == g, 2.0 + (b - r) / safe, 4.0 + (r - g) / safe))
+    h6 = h6 + 6.0 * shift
+    k = (torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1) + h6[:, None]) % 6.0
+    return maxc[:, None] - delta[:, None] * torch.minimum(k, 4.0 - k).clamp_(0.0, 1.0)
+
+
 def color_jitter(x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator) -> torch.Tensor:
     """ColorJitter applied with probability ``jitter_p`` per image; factors drawn per image."""
     n = x.shape[0]
@@ -140,18 +158,16 @@ def color_jitter(x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator) -> t
     order = torch.randperm(4, generator=gen).tolist()
     y = x
     for op in order:
+        # blends as torchvision's _blend(img, other, f) = f·img + (1 - f)·other, written as one lerp
         if op == 0 and bri > 0:
-            y = (y * fb).clamp(0, 1)
+            y = (y * fb).clamp_(0, 1)
         elif op == 1 and con > 0:
             mean = _gray(y).mean(dim=(1, 2, 3), keepdim=True)
-            y = ((y - mean) * fc + mean).clamp(0, 1)
+            y = torch.lerp(mean.expand_as(y), y, fc).clamp_(0, 1)
         elif op == 2 and sat > 0:
-            g = _gray(y)
-            y = ((y - g) * fs + g).clamp(0, 1)
+            y = torch.lerp(_gray(y).expand_as(y), y, fs).clamp_(0, 1)
         elif op == 3 and hue > 0:
-            hsv = _rgb_to_hsv(y)
-            hsv = torch.stack([(hsv[:, 0] + fh) % 1.0, hsv[:, 1], hsv[:, 2]], 1)
-            y = _hsv_to_rgb(hsv)
+            y = _shift_hue(y, fh)
     return torch.where(apply, y, x)
 
 
@@ -204,5 +220,6 @@ def augment(
 def two_views(
     images: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator, *, mean: tuple[float, ...], std: tuple[float, ...]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two independent draws of the augmentation, as in SimCLR."""
-    return augment(images, cfg, gen, mean=mean, std=std), augment(images, cfg, gen, mean=mean, std=std)
+    """Two independent draws of the augmentation, as in SimCLR (the uint8 batch is converted to float once)."""
+    x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
+    return augment(x, cfg, gen, mean=mean, std=std), augment(x, cfg, gen, mean=mean, std=std)

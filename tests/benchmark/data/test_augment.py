@@ -1,0 +1,104 @@
+"""Properties of the batched SSL augmentation (benchmark/data/augment.py), including its fast paths (issue 10, P2)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from benchmark.data.augment import (
+    AugmentConfig,
+    _hsv_to_rgb,
+    _rgb_to_hsv,
+    _shift_hue,
+    augment,
+    crop_boxes,
+    resized_crop,
+    two_views,
+)
+
+MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+
+
+def _images(n: int = 64, size: int = 16, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+
+
+def test_output_shape_dtype_and_finite():
+    x = _images()
+    for cfg in (AugmentConfig(), AugmentConfig(interpolation="bicubic", blur_p=0.5)):
+        v1, v2 = two_views(x, cfg, torch.Generator().manual_seed(1), mean=MEAN, std=STD)
+        for v in (v1, v2):
+            assert v.shape == (64, 3, 16, 16) and v.dtype == torch.float32 and torch.isfinite(v).all()
+        assert not torch.equal(v1, v2)  # two independent draws
+        out = augment(x, cfg, torch.Generator().manual_seed(1), size=8, mean=MEAN, std=STD)
+        assert out.shape == (64, 3, 8, 8)
+
+
+def test_deterministic_given_generator_and_generator_advances():
+    x = _images()
+    a = two_views(x, AugmentConfig(), torch.Generator().manual_seed(7), mean=MEAN, std=STD)
+    b = two_views(x, AugmentConfig(), torch.Generator().manual_seed(7), mean=MEAN, std=STD)
+    c = two_views(x, AugmentConfig(), torch.Generator().manual_seed(8), mean=MEAN, std=STD)
+    assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+
+
+def test_two_views_equal_two_augment_calls_on_the_same_stream():
+    """Converting the uint8 batch once in two_views does not change what each augment call draws or returns."""
+    x, cfg = _images(), AugmentConfig()
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    v1, v2 = two_views(x, cfg, g1, mean=MEAN, std=STD)
+    w1, w2 = augment(x, cfg, g2, mean=MEAN, std=STD), augment(x, cfg, g2, mean=MEAN, std=STD)
+    assert torch.equal(v1, w1) and torch.equal(v2, w2)
+    assert torch.equal(g1.get_state(), g2.get_state())
+
+
+def test_crop_boxes_inside_the_image_and_scale_in_range():
+    cfg = AugmentConfig(crop_scale=(0.2, 1.0))
+    for h, w in ((32, 32), (16, 24), (7, 5)):
+        boxes = crop_boxes(4000, h, w, cfg, torch.Generator().manual_seed(0))
+        top, left, bh, bw = boxes.unbind(1)
+        assert (top >= 0).all() and (left >= 0).all() and (bh >= 1).all() and (bw >= 1).all()
+        assert (top + bh <= h).all() and (left + bw <= w).all()
+        assert (top == top.round()).all() and (bh == bh.round()).all()
+    boxes = crop_boxes(4000, 32, 32, cfg, torch.Generator().manual_seed(1))
+    area = boxes[:, 2] * boxes[:, 3] / (32 * 32)
+    assert area.min() >= 0.15 and area.max() <= 1.0  # rounding can shave a little off the 0.2 lower bound
+
+
+def test_flip_probability_matches_p():
+    """Crop to the whole image with p(flip) = 0.3: a flipped output is the mirror image of its input."""
+    n = 4000
+    x = torch.arange(8.0).view(1, 1, 1, 8).expand(n, 3, 8, 8).contiguous() / 8
+    cfg = AugmentConfig(crop_scale=(1.0, 1.0), crop_ratio=(1.0, 1.0), flip_p=0.3, jitter_p=0.0, gray_p=0.0)
+    out = augment(x, cfg, torch.Generator().manual_seed(0), mean=(0.0,) * 3, std=(1.0,) * 3)
+    flipped = torch.isclose(out, x.flip(-1), atol=1e-5).flatten(1).all(1)
+    same = torch.isclose(out, x, atol=1e-5).flatten(1).all(1)
+    assert bool((flipped ^ same).all())
+    rate = flipped.float().mean().item()
+    assert abs(rate - 0.3) < 4 * (0.3 * 0.7 / n) ** 0.5
+
+
+def test_broadcast_grid_equals_affine_grid():
+    x = torch.rand(32, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    boxes = crop_boxes(32, 16, 16, AugmentConfig(), torch.Generator().manual_seed(1))
+    flip = torch.rand(32, generator=torch.Generator().manual_seed(2)) < 0.5
+    top, left, h, w = boxes.unbind(1)
+    theta = torch.zeros(32, 2, 3)
+    theta[:, 0, 0] = w / 16 * torch.where(flip, -1.0, 1.0)
+    theta[:, 0, 2] = (left + w / 2) / 16 * 2 - 1
+    theta[:, 1, 1] = h / 16
+    theta[:, 1, 2] = (top + h / 2) / 16 * 2 - 1
+    ref = F.grid_sample(x, F.affine_grid(theta, (32, 3, 12, 12), align_corners=False), mode="bilinear",
+                        padding_mode="border", align_corners=False)
+    torch.testing.assert_close(resized_crop(x, boxes, flip, 12), ref, atol=1e-5, rtol=0)
+
+
+def test_shift_hue_equals_hsv_round_trip():
+    x = torch.rand(64, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    x[:4] = x[:4, :1]  # grey images (delta = 0) keep their value
+    shift = (torch.rand(64, generator=torch.Generator().manual_seed(1)) - 0.5) * 0.4
+    hsv = _rgb_to_hsv(x)
+    ref = _hsv_to_rgb(torch.stack([(hsv[:, 0] + shift.view(64, 1, 1)) % 1.0, hsv[:, 1], hsv[:, 2]], 1))
+    torch.testing.assert_close(_shift_hue(x, shift.view(64, 1, 1)), ref, atol=2e-5, rtol=0)
+    torch.testing.assert_close(_shift_hue(x, torch.zeros(64, 1, 1)), x, atol=2e-5, rtol=0)
