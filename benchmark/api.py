@@ -11,7 +11,7 @@ from benchmark.data.datasets import (
     load_dataset_splits,
 )
 from benchmark.data.views import UnlabeledView, normalize
-from benchmark.device import DeviceConfig, autocast
+from benchmark.device import DeviceConfig, autocast, prepare_module
 from benchmark.grid import Cell, ComponentSpec, FLConfig
 from benchmark.records.schema import ProtocolCard, TaskScores
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
@@ -38,6 +38,7 @@ __all__ = [
     "DatasetSplits", "DatasetUnavailable", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",
     "RoundContext", "ServerState", "Stream", "TaskScores", "TensorDict", "UnlabeledView",
     "arch_fingerprint", "augment", "autocast", "build_backbone", "canonical_json", "default_data_root", "digest",
+    "prepare_module",
     "from_mapping", "load_dataset_splits",
     "normalize", "np_rng", "scoped_torch_seed", "seed_word", "torch_gen", "two_views",
 ]

@@ -26,6 +26,19 @@ class DeviceConfig:
         return self.channels_last and self.resolve().type == "cuda"
 
 
+def prepare_module(module: torch.nn.Module, device: torch.device, *, channels_last: bool) -> torch.nn.Module:
+    """``module`` on ``device``, its 4-D weights in channels-last (NHWC) layout when ``channels_last`` and on CUDA.
+
+    Tensor cores run NHWC convolutions without layout transposes; activations follow the weights' layout, and
+    ``load_tensors`` copies into the existing tensors, so the layout survives every reload. A no-op on the CPU.
+    The runner resolves the switch once (``DeviceConfig.use_channels_last``) and passes it as ``ctx.channels_last``.
+    """
+    module = module.to(device)
+    if channels_last and device.type == "cuda":
+        module = module.to(memory_format=torch.channels_last)
+    return module
+
+
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
     if enabled and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.float16)

@@ -175,7 +175,8 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
     federation = getattr(method, "federation", "federated")
     per_round = 1 if federation == "pooled" else cell.fl.clients_per_round
     settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=per_round, device=dev, amp=dev_cfg.use_amp(), num_classes=ds.num_classes)
+                           per_round=per_round, device=dev, amp=dev_cfg.use_amp(),
+                           channels_last=dev_cfg.use_channels_last(), num_classes=ds.num_classes)
     tracker.start(cell.cell_id, cell.to_dict(), paths.cell_dir, grid, cell.label())
 
     def log_round(r: int, metrics: Mapping[str, float]) -> None:

@@ -179,7 +179,8 @@ class Checkpointer:
         out = []
         for r in self.rounds():
             try:
-                out.append(torch.load(self.path(r), map_location="cpu", weights_only=False)["clients"])
+                # mmap: only the small manifest is read; the model tensors stay on disk (this runs every round)
+                out.append(torch.load(self.path(r), map_location="cpu", weights_only=False, mmap=True)["clients"])
             except Exception:
                 continue
         return out
@@ -203,6 +204,7 @@ class SimSettings:
     per_round: int
     device: torch.device
     amp: bool = False
+    channels_last: bool = False
     checkpoint_every: int = 1
     num_classes: int = 0
 
@@ -211,7 +213,8 @@ def client_context(s: SimSettings, round_: int, k: int, public: Any) -> RoundCon
     return RoundContext(
         round=round_, num_rounds=s.num_rounds, client_id=k, device=s.device, seed=s.seed,
         rng=np_rng(s.seed, Stream.CLIENT, round_, k), generator=torch_gen(s.seed, Stream.CLIENT, round_, k),
-        local_epochs=s.local_epochs, public=public, amp=s.amp, num_classes=s.num_classes,
+        local_epochs=s.local_epochs, public=public, amp=s.amp, channels_last=s.channels_last,
+        num_classes=s.num_classes,
     )
 
 
@@ -219,7 +222,8 @@ def server_context(s: SimSettings, round_: int, public: Any) -> RoundContext:
     return RoundContext(
         round=round_, num_rounds=s.num_rounds, client_id=None, device=s.device, seed=s.seed,
         rng=np_rng(s.seed, Stream.SERVER, round_), generator=torch_gen(s.seed, Stream.SERVER, round_),
-        local_epochs=s.local_epochs, public=public, amp=s.amp, num_classes=s.num_classes,
+        local_epochs=s.local_epochs, public=public, amp=s.amp, channels_last=s.channels_last,
+        num_classes=s.num_classes,
     )
 
 

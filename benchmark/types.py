@@ -72,6 +72,7 @@ class RoundContext:
     local_epochs: int = 1
     public: UnlabeledView | None = None  # the server-side public split, when the cell has one
     amp: bool = False  # mixed precision (CUDA only; see benchmark.device)
+    channels_last: bool = False  # NHWC conv weights (CUDA only; benchmark.device.prepare_module applies it)
     num_classes: int = 0  # of the dataset; only supervised reference points may use it
 
 

@@ -32,6 +32,7 @@ from benchmark.api import (
     UnlabeledView,
     arch_fingerprint,
     build_backbone,
+    prepare_module,
     scoped_torch_seed,
     two_views,
 )
@@ -178,7 +179,7 @@ class FedAvgSimCLR:
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
         cfg = self.cfg
-        net = self.net(ctx.device)
+        net = prepare_module(self.net(ctx.device), ctx.device, channels_last=ctx.channels_last)
         load_tensors(net, self.start_tensors(down, state))
         net.train()
         lr = round_lr(cfg.lr, ctx.round, ctx.num_rounds, cfg.lr_milestones, cfg.lr_gamma) \
