@@ -1,0 +1,175 @@
+"""The performance suite (issue 10): P1-P5, each a ratio measured side by side in one run, with its target.
+
+    python benchmarks/run.py [--only P1,P2,P3,P4,P5] [--quick] [--threads 1] [--markdown] [--json out.json]
+
+P1 engine vs bare training loop, P2 batched vs PIL augmentation, P3 cached vs re-embedding evaluation (each in this
+process, variants interleaved, CPU-time ratios: see benchmarks/_timing.py), P4 peak RSS of FedEMA with 100 vs 10
+clients (benchmarks/p4_memory.py, one subprocess per setting), P5 cells/hour of the smoke grid, local launcher vs Ray
+with 2 workers (benchmarks/p5_grid_throughput.py). Prints the machine first (CPU model, cores, torch version and
+threads, load average), then one line per benchmark: the ratio, its target and whether it is met. ``--markdown``
+also prints the README table. A benchmark that cannot run here (say Ray missing) is reported as such; the others go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def machine() -> dict:
+    import torch
+
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "load_avg_start": round(os.getloadavg()[0], 1)}
+
+
+def _sub(script: str, args: list[str], timeout: int) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"{script} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-400:]}")
+    return out.stdout
+
+
+def p1(quick: bool, log) -> dict:
+    from p1_engine_overhead import TARGET, measure
+
+    r = measure(reps=3 if quick else 7, rounds=1, log=log)
+    return {"name": "P1 engine overhead", "value": f"{r['ratio']:.3f}x bare", "target": f">= {TARGET}x",
+            "met": r["met"], "detail": f"{r['setting']}; engine CPU time in client loops {r['in_loop_share']:.1%}; "
+            f"best-of {r['ratio_best']:.3f}, wall {r['ratio_wall']:.3f}; same first loss {r['same_first_loss']}",
+            "raw": r}
+
+
+def p2(quick: bool, log) -> dict:
+    from p2_augment import TARGET_SHARE, TARGET_SPEEDUP, measure
+
+    r = measure(reps=3 if quick else 7, step_reps=1 if quick else 2, log=log)
+    return {"name": "P2 augmentation", "value": f"{r['speedup']:.2f}x PIL; {r['share_measured']:.1%} of a step",
+            "target": f">= {TARGET_SPEEDUP:g}x, <= {TARGET_SHARE:.0%}", "met": r["met"],
+            "detail": f"batch {r['batch']} 32x32 two views: tensor {r['tensor_ms']:.0f} ms vs PIL {r['pil_ms']:.0f} ms "
+            f"CPU (wall ratio {r['speedup_wall']:.2f}x); step = resnet18_cifar width {r['width']} "
+            f"({r['step_s']:.1f} s CPU), width 64 estimated {r['share_w64_est']:.2%}", "raw": r}
+
+
+def p3(quick: bool, log) -> dict:
+    from p3_eval import TARGET, measure
+
+    r = measure(reps=2 if quick else 3, log=log)
+    return {"name": "P3 evaluation", "value": f"{r['ratio']:.1f}x re-embedding", "target": f">= {TARGET:g}x",
+            "met": r["met"], "detail": f"{r['setting']}; cached {r['cached_cpu_s']:.2f} s vs re-embed "
+            f"{r['reembed_cpu_s']:.2f} s CPU (wall ratio {r['ratio_wall']:.1f}x); same top-1 {r['same_top1']}",
+            "raw": r}
+
+
+def p4(quick: bool, log) -> dict:
+    if not (REPO / "benchmarks" / "p4_memory.py").exists():
+        raise RuntimeError("benchmarks/p4_memory.py is missing")
+    args = ["--rounds-large", "15"] if quick else []
+    out = _sub("p4_memory.py", args, timeout=3600)
+    for line in out.splitlines():
+        log("  P4 " + line)
+    m = re.search(r"ratio.*?=\s*([0-9.]+)", out)
+    if not m:
+        raise RuntimeError(f"no ratio in p4_memory.py output: {out[-300:]}")
+    ratio = float(m.group(1))
+    rows = [json.loads(line.split(None, 1)[1]) for line in out.splitlines() if line.startswith("K=")]
+    detail = "; ".join(f"K={r['clients']}: {r['peak_rss_mb']:.0f} MB peak, {r['stateful']} stateful clients of "
+                       f"{r['state_mb']:.2f} MB" for r in rows)
+    return {"name": "P4 memory", "value": f"{ratio:.2f}x peak RSS", "target": "<= 1.5x", "met": ratio <= 1.5,
+            "detail": "FedEMA, 100 vs 10 clients (10 trained per round): " + detail, "raw": {"ratio": ratio, "runs": rows}}
+
+
+def p5(quick: bool, log) -> dict:
+    args = ["--only", "method=fedavg_simclr"] if quick else []
+    out = _sub("p5_grid_throughput.py", args, timeout=5400)
+    for line in out.splitlines():
+        log("  P5 " + line)
+
+    def rate(label: str) -> float:
+        m = re.search(re.escape(label) + r".*?:\s*([0-9.]+) cells/hour", out)
+        if not m:
+            raise RuntimeError(f"no {label!r} line in p5 output: {out[-300:]}")
+        return float(m.group(1))
+
+    local, ray_all, ray_grid = rate("local launcher"), rate("incl. start-up"), rate("grid only")
+    same = "records identical across launchers: True" in out
+    return {"name": "P5 grid throughput", "value": f"ray/local {ray_grid / local:.2f}x", "target": "none (reported)",
+            "met": None, "detail": f"smoke grid: local {local:.0f} cells/h, Ray 2 workers {ray_grid:.0f} cells/h "
+            f"(incl. start-up {ray_all:.0f}); records identical {same}",
+            "raw": {"local": local, "ray_grid": ray_grid, "ray_with_startup": ray_all, "same_records": same}}
+
+
+BENCHES = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset, e.g. P1,P3")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run of the suite)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads for P1-P3 (1: CPU-time ratios free of OpenMP spinning)")
+    ap.add_argument("--markdown", action="store_true", help="also print the README table")
+    ap.add_argument("--json", default=None, help="write every figure to this file")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']} ({info['threads']} thread(s) for "
+          f"P1-P3), Python {info['python']}, load average {info['load_avg_start']} at start", flush=True)
+
+    def log(msg: str, **_: object) -> None:
+        print(msg, flush=True)
+
+    results = []
+    for key in [k.strip().upper() for k in args.only.split(",") if k.strip()]:
+        t0 = time.perf_counter()
+        try:
+            res = BENCHES[key](args.quick, log)
+        except Exception as exc:  # a benchmark that cannot run here is reported, the others go on
+            res = {"name": key, "value": "not run", "target": "", "met": False, "detail": f"{type(exc).__name__}: {exc}"}
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        res["load_avg"] = round(os.getloadavg()[0], 1)
+        results.append(res)
+        log(f"{res['name']}: {res['value']}  (target {res['target'] or '-'}: {_met(res['met'])})  [{res['detail']}]")
+    info["load_avg_end"] = round(os.getloadavg()[0], 1)
+    print("\nsummary (" + f"load average {info['load_avg_start']} -> {info['load_avg_end']} on {info['cores']} cores)")
+    for r in results:
+        print(f"  {r['name']:<22} {r['value']:<40} target {r['target'] or '-':<22} {_met(r['met'])}")
+    if args.markdown:
+        print("\n| | measured | target | met | setting and details |\n|---|---|---|---|---|")
+        for r in results:
+            print(f"| {r['name']} | {r['value']} | {r['target']} | {_met(r['met'])} | {r['detail']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=2, default=str) + "\n")
+    return 0
+
+
+def _met(met: bool | None) -> str:
+    return "n/a" if met is None else ("met" if met else "NOT met")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
