@@ -10,6 +10,8 @@ from benchmark.data.datasets import (
     default_data_root,
     load_dataset_splits,
 )
+from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
+from benchmark.data.synthetic import shapes_coco
 from benchmark.data.views import UnlabeledView, normalize
 from benchmark.device import DeviceConfig, autocast, prepare_module
 from benchmark.grid import Cell, ComponentSpec, FLConfig
@@ -36,9 +38,9 @@ __all__ = [
     "BACKBONES", "DATASETS", "METHODS", "PARTITIONERS", "TASKS",
     "AugmentConfig", "Cell", "ClientData", "ClientState", "ComponentSpec", "ConfigError", "DatasetSplit",
     "DatasetSplits", "DatasetUnavailable", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",
-    "RoundContext", "ServerState", "Stream", "TaskScores", "TensorDict", "UnlabeledView",
+    "RoundContext", "SHAPES_CATEGORIES", "ServerState", "Stream", "TaskScores", "TensorDict", "UnlabeledView",
     "arch_fingerprint", "augment", "autocast", "build_backbone", "canonical_json", "default_data_root", "digest",
     "prepare_module",
     "from_mapping", "load_dataset_splits",
-    "normalize", "np_rng", "scoped_torch_seed", "seed_word", "torch_gen", "two_views",
+    "normalize", "np_rng", "shapes_coco", "scoped_torch_seed", "seed_word", "torch_gen", "two_views",
 ]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import TASKS, DatasetSplit, Encoder, ProtocolCard, TaskScores
-from benchmark.data.datasets import load_dataset_splits
+from benchmark.api import load_dataset_splits
 from tasks.base import TaskContext
 from tasks.features import cached_features
 from tasks.linear_probe import accuracy, standardize, train_linear_head

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -33,12 +34,9 @@ def collect_env(device: str = "cpu") -> EnvInfo:
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = None
     torch_version = versions.get("torch", "")
-    try:
-        import torch
-
-        cuda = torch.version.cuda if torch.cuda.is_available() else None
-    except ImportError:
-        pass
+    torch = sys.modules.get("torch")  # read only if the caller already imported it: this package stays torch-free
+    if torch is not None and torch.cuda.is_available():
+        cuda = torch.version.cuda
     return EnvInfo(
         git_sha=sha,
         git_dirty=bool(status),

@@ -31,7 +31,7 @@ from detectron2.utils.env import seed_all_rng
 from detectron2.utils.events import CommonMetricPrinter, JSONWriter
 
 from benchmark.api import Diverged, Encoder
-from benchmark.data.datasets import DatasetUnavailable
+from benchmark.api import DatasetUnavailable
 from tasks.coco_detection.convert import write_detectron2_pickle
 
 CONFIG = "mask_rcnn_R_18_FPN_1x.yaml"
@@ -177,7 +177,7 @@ def register_data(cfg: Any, ctx: Any) -> tuple[str, str, int, dict[str, Any]]:
     from tasks.coco_detection.task import default_coco_root
 
     if cfg.dataset == "shapes_coco":
-        from benchmark.data.synthetic import CATEGORIES, shapes_coco
+        from benchmark.api import SHAPES_CATEGORIES as CATEGORIES, shapes_coco
 
         files = shapes_coco(Path(ctx.out_dir) / "shapes_coco", seed=cfg.shapes_seed, num_train=cfg.shapes_train,
                             num_val=cfg.shapes_val)

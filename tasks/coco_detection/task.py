@@ -189,7 +189,7 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
 def default_coco_root(cfg: CocoDetectionConfig, data_root: Path | None) -> Path:
     if cfg.coco_root:
         return Path(cfg.coco_root)
-    from benchmark.data.datasets import default_data_root
+    from benchmark.api import default_data_root
 
     root = data_root if data_root is not None and str(data_root) not in ("", ".") else default_data_root()
     return Path(root) / "coco"
