@@ -38,6 +38,14 @@ def test_ntxent_matches_double_loop() -> None:  # §9.1
     assert float(ntxent_2b(z1, z2, 0.5)) == pytest.approx(float(ntxent_loop(z1, z2, 0.5)), rel=1e-5)
 
 
+def test_ntxent_equals_pytorch_metric_learning() -> None:
+    from methods._shared.losses import ntxent_2b_pml
+
+    g = torch.Generator().manual_seed(5)
+    z1, z2 = torch.randn(16, 8, generator=g), torch.randn(16, 8, generator=g)
+    assert float(ntxent_2b(z1, z2, 0.1)) == pytest.approx(float(ntxent_2b_pml(z1, z2, 0.1)), rel=1e-5)
+
+
 def test_ntxent_hand_value() -> None:  # §9.1: B=2, u1=u2, orthogonal images
     z = torch.eye(2)
     expected = -math.log(math.e**2 / (math.e**2 + 2))
