@@ -1,0 +1,230 @@
+"""FeatARC faithfulness tests: the items of featarc.md §9 (numbers in the comments are the spec's)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmark.api import ComponentSpec, Payload
+from benchmark.config import ConfigError
+from benchmark.runner import cell_paths, run_cell
+from methods._shared.feature_align import largest_cluster
+from methods._shared.modules import select
+from methods.featarc import FeatARC, FeatARCConfig, preset
+from tests.helpers import smoke_cell
+from tests.methods.byol_testkit import make_kit
+
+
+def final_of(cell, root: Path) -> dict:
+    return torch.load(cell_paths(cell, root).pretrain_dir / "final.pt", weights_only=False)
+
+
+@pytest.fixture(scope="module")
+def featarc_vs_fedavg(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("fa")
+    kw = dict(rounds=2, clients=6, participation=0.34, tasks=[])
+    fa = smoke_cell("featarc", method_params={"num_clusters": 1, "reg_scale": 0.0}, **kw)
+    fa2 = smoke_cell("featarc", **kw)
+    fv = smoke_cell("fedavg_simclr", **kw)
+    out = {}
+    for name, cell in (("c1", fa), ("c2", fa2), ("fedavg", fv)):
+        out[name] = (run_cell(cell, root, device="cpu"), final_of(cell, root))
+    return out
+
+
+@pytest.mark.slow
+def test_c1_lambda0_is_fedavg_simclr_bit_exactly(featarc_vs_fedavg) -> None:
+    """§9.1: C = 1, λ = 0 reproduces fedavg_simclr bit-exactly (2 rounds, partial participation)."""
+    (rec_a, fin_a), (rec_f, fin_f) = featarc_vs_fedavg["c1"], featarc_vs_fedavg["fedavg"]
+    model = select(fin_a["model"], "cluster0.", strip=True)
+    assert model.keys() == fin_f["model"].keys()
+    for k, v in fin_f["model"].items():
+        assert torch.equal(model[k], v), k
+    assert rec_a.comm.per_round_down == rec_f.comm.per_round_down
+
+
+@pytest.mark.slow
+def test_bytes_formula(featarc_vs_fedavg) -> None:
+    """§9.10: down = C × FedAvg down; up = FedAvg up + 4C bytes per participant."""
+    rec2, rec_f = featarc_vs_fedavg["c2"][0], featarc_vs_fedavg["fedavg"][0]
+    rec1 = featarc_vs_fedavg["c1"][0]
+    assert rec2.comm.per_round_down == tuple(2 * d for d in rec_f.comm.per_round_down)
+    participants = 2
+    assert rec2.comm.per_round_up == tuple(u + participants * 4 * 2 for u in rec_f.comm.per_round_up)
+    assert rec1.comm.per_round_up == tuple(u + participants * 4 * 1 for u in rec_f.comm.per_round_up)
+
+
+def test_bytes_resnet18_oracle() -> None:
+    """§8 worked example: (P + S) b = 46,823,168 B; C = 2 → down 93,646,336 B, up 46,823,176 B."""
+    from benchmark.simulate import SimSettings, payload_nbytes, server_context, tensors_nbytes
+
+    m = FeatARC(FeatARCConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}))
+    s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
+    down = m.broadcast(m.init_server(server_context(s, 0, None)), server_context(s, 1, None))
+    assert payload_nbytes(down) == 93_646_336
+    from methods._shared.modules import tensors_of
+    from methods.featarc import onehot
+
+    up = {**tensors_of(m.build()), "assign": onehot(0, 2)}
+    assert tensors_nbytes(up) == 46_823_176
+
+
+@pytest.mark.slow
+def test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl() -> None:
+    """§9.2: C = K, λ = 0, p = 1: client i stays in cluster i; client 0 follows local_ssl's trajectory."""
+    kit = make_kit("featarc", clients=2, method_params={"num_clusters": 2, "reg_scale": 0.0})
+    loc = make_kit("local_ssl", clients=2)
+    m, lm = kit.method, loc.method
+    server, lserver = kit.server(), loc.server()
+    states = {k: m.init_client(k, server) for k in (0, 1)}
+    lstate = lm.init_client(0, lserver)
+    for r in (1, 2):
+        down = m.broadcast(server, kit.sctx(r))
+        ups = {}
+        for k in (0, 1):
+            ups[k], states[k] = m.client_update(down, states[k], kit.clients[k], kit.ctx(r, k))
+            assert ups[k].metrics["cluster"] == k
+        server = m.server_aggregate(server, ups, kit.sctx(r), None)
+        _, lstate = lm.client_update(lm.broadcast(lserver, loc.sctx(r)), lstate, loc.clients[0], loc.ctx(r, 0))
+    mine = select(states[0].tensors, "local.", strip=True)
+    for k, v in mine.items():
+        assert torch.equal(v, lstate.tensors[k]), k
+
+
+def test_first_participation_picks_i_mod_c() -> None:
+    """§9.3: in round 1 the local model is the initial cluster i mod C, so I_i = i mod C."""
+    kit = make_kit("featarc", clients=3)
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    for k in range(3):
+        up, st = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k, 0))
+        assert up.metrics["cluster"] == k % 2 and int(st.tensors["cluster"]) == k % 2
+        assert torch.equal(up.tensors["assign"], torch.eye(2)[k % 2])
+
+
+def test_assignment_is_eval_mode_clean_and_leaves_bn_alone() -> None:
+    """§9.4: features are eval-mode forwards of the clean (normalised, un-augmented) images; BN stats untouched."""
+    kit = make_kit("featarc", clients=2)
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    before = {k: v.clone() for k, v in down.tensors.items()}
+    view = kit.clients[0].train
+    net = m.net(torch.device("cpu"))
+    local = m.init_cluster(0, 0)
+    I, scores, feats = m.assign(down, local, view, net, torch.device("cpu"))
+    ref = m.build()
+    from methods._shared.modules import load_tensors
+
+    load_tensors(ref, m.cluster_tensors(down.tensors, 1))
+    ref.eval()
+    with torch.no_grad():
+        z = torch.nn.functional.normalize(ref.encoder(view.normalize(view.images)), dim=1)
+    assert torch.allclose(feats[1], z, atol=1e-5)
+    for k, v in m.cluster_tensors(down.tensors, 1).items():  # the working net's BN stats are those loaded
+        assert torch.equal(net.state_dict()[k], v), k
+    assert all(torch.equal(before[k], down.tensors[k]) for k in before)
+    assert I == int(torch.argmin(scores)) and scores.shape == (2,)
+
+
+def test_cluster_models_unchanged_by_local_training() -> None:
+    """§9.5: the cluster models (down-link) are not modified by the client's training (targets detached)."""
+    kit = make_kit("featarc", clients=2)
+    m = kit.method
+    down = m.broadcast(kit.server(), kit.sctx(1))
+    before = {k: v.clone() for k, v in down.tensors.items()}
+    up, _ = m.client_update(down, m.init_client(0, kit.server()), kit.clients[0], kit.ctx(1, 0))
+    assert up.metrics["steps"] > 0
+    assert all(torch.equal(before[k], down.tensors[k]) for k in before)
+
+
+def test_dimension_guard() -> None:
+    """§9.6: a projector output size different from the backbone feature size raises."""
+    spec = ComponentSpec("resnet_micro", "1", {"width": 4})
+    with pytest.raises(ValueError, match="dimensions must match"):
+        FeatARC(FeatARCConfig(proj_out=7), spec)
+    FeatARC(FeatARCConfig(proj_out=7, align_local="projector", align_target="projector"), spec)
+
+
+def test_aggregation_members_empty_and_order() -> None:
+    """§9.7: only members contribute; an empty cluster is unchanged bitwise; upload order does not matter."""
+    kit = make_kit("featarc", clients=3)
+    m = kit.method
+    server = kit.server()
+    names = list(m.cluster_tensors(server.model, 0))
+
+    def up(value: float, j: int, n: int) -> Payload:
+        t = {k: torch.full_like(server.model["cluster0." + k], value) for k in names}
+        return Payload({**t, "assign": torch.eye(2)[j]}, num_examples=n)
+
+    ups = {2: up(3.0, 0, 3), 0: up(1.0, 0, 1)}
+    out = m.server_aggregate(server, ups, kit.sctx(1), None)
+    out2 = m.server_aggregate(server, dict(sorted(ups.items())), kit.sctx(1), None)
+    for k in names:
+        assert torch.allclose(out.model["cluster0." + k], torch.full_like(out.model["cluster0." + k], 2.5))
+        assert torch.equal(out.model["cluster1." + k], server.model["cluster1." + k])
+        assert torch.equal(out.model["cluster0." + k], out2.model["cluster0." + k])
+    assert out.extra["assign"].tolist() == [0, 1, 0] and out.extra["n"].tolist() == [1, 0, 3]
+
+
+def test_partial_participation_keeps_stale_local_model() -> None:
+    """§9.8: a non-participant keeps its local model and assignment; that stale model is used next time."""
+    kit = make_kit("featarc", clients=3)
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    ups, states = {}, {}
+    for k in range(3):
+        ups[k], states[k] = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))
+    server = m.server_aggregate(server, ups, kit.sctx(1), None)
+    saved = {k: v.clone() for k, v in states[2].tensors.items()}
+    down2 = m.broadcast(server, kit.sctx(2))
+    ups2 = {}
+    for k in (0, 1):  # client 2 not sampled
+        ups2[k], states[k] = m.client_update(down2, states[k], kit.clients[k], kit.ctx(2, k))
+    server = m.server_aggregate(server, ups2, kit.sctx(2), None)
+    assert int(server.extra["assign"][2]) == int(saved["cluster"])
+    assert server.extra["assign_history"][1, 2] == -1
+    down3 = m.broadcast(server, kit.sctx(3))
+    I, scores, _ = m.assign(down3, select(saved, "local.", strip=True), kit.clients[2].train,
+                            m.net(torch.device("cpu")), torch.device("cpu"))
+    up3, _ = m.client_update(down3, states[2], kit.clients[2], kit.ctx(3, 2, 0))
+    assert up3.metrics["cluster"] == I and up3.metrics["align_score0"] == float(scores[0])
+
+
+def test_reporting_uses_training_side_information_only() -> None:
+    """§9.9: the selection function takes (assignments, sizes) only; ties go to the smaller index."""
+    params = list(inspect.signature(largest_cluster).parameters)
+    assert params == ["assign", "sizes", "num_clusters"]
+    assert largest_cluster([0, 1], [5, 5], 2) == 0 and largest_cluster([1, 1, 0], [2, 2, 3], 2) == 1
+    with pytest.raises((ConfigError, TypeError, ValueError)):
+        from benchmark.config import from_mapping
+
+        from_mapping(FeatARCConfig, {"report_model": "max_over_clusters"})
+
+
+def test_presets() -> None:
+    """§9.11."""
+    a, c = preset("featarc_align_only"), preset("featarc_cluster_only")
+    assert (a.num_clusters, a.reg_scale) == (1, 1.0) and (c.num_clusters, c.reg_scale) == (2, 0.0)
+
+
+@pytest.mark.slow
+def test_smoke_logs_assignments_and_reported_cluster(featarc_vs_fedavg) -> None:
+    """§9.12: C = 2, 2 rounds, E = 1: finite losses; every round's assignment vector is kept; the reported
+    cluster is logged."""
+    rec, fin = featarc_vs_fedavg["c2"]
+    assert rec.status == "ok"
+    hist = fin["extra"]["assign_history"]
+    assert hist.shape[0] == 2 and (hist >= 0).sum(1).tolist() == [2, 2]
+    for h in fin["history"]:
+        assert h["loss"] == h["loss"] and "reported_cluster" in h
+    m = make_kit("featarc").method
+    from benchmark.types import ServerState
+
+    j = m.reported_cluster(ServerState(fin["model"], fin["extra"]))
+    assert fin["history"][-1]["reported_cluster"] == j

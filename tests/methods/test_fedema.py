@@ -1,0 +1,202 @@
+"""FedEMA faithfulness tests: every item of fedema.md §7, plus the partial-participation kill/resume acceptance test
+(client states included)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmark.api import Payload
+from benchmark.runner import cell_paths, run_cell
+from benchmark.simulate import Checkpointer, state_digest
+from methods._shared.ema import divergence
+from methods.fedema import FedEMA, FedEMAConfig, decay_rate
+from tests.helpers import smoke_cell
+from tests.methods.byol_testkit import equal, make_kit
+
+
+def with_cfg(kit, **changes):
+    kit.method.cfg = FedEMAConfig(**{**kit.method.cfg.__dict__, **changes})
+    return kit
+
+
+def round1(kit, clients=(0, 1)):
+    """Round 1 with real training for ``clients``; returns their states and the round-2 broadcast."""
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    ups, states = {}, {}
+    for k in clients:
+        ups[k], states[k] = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))
+    server = m.server_aggregate(server, ups, kit.sctx(1), None)
+    return states, server
+
+
+def test_mu_rule() -> None:
+    """§7.1: λ = 2, d = 0.3 → μ = 0.6; d = 0.7 → 1.0 (clip); mu_max = 0.7 → 0.7."""
+    cfg = FedEMAConfig()
+    assert math.isclose(decay_rate(0.3, 2.0, cfg)[1], 0.6)
+    assert decay_rate(0.7, 2.0, cfg)[1] == 1.0
+    assert decay_rate(0.7, 2.0, FedEMAConfig(mu_max=0.7))[1] == 0.7
+
+
+@pytest.mark.parametrize("tau", [0.7, 0.8])
+def test_autoscaler_first_merge_gives_tau_and_is_frozen(tau: float) -> None:
+    """§7.2: μ = τ at the round-2 merge; λ = τ/d stored; unchanged in round 3 and by a fresh (restarted) instance."""
+    kit = with_cfg(make_kit("fedema", method_params={"autoscaler_tau": tau}))
+    m = kit.method
+    states, server = round1(kit)
+    down2 = m.broadcast(server, kit.sctx(2))
+    d = divergence(down2.tensors, states[0].tensors, m.divergence_names())
+    up2, st2 = m.client_update(down2, states[0], kit.clients[0], kit.ctx(2, 0))
+    assert abs(up2.metrics["mu"] - tau) < 1e-6
+    lam = float(st2.tensors["scaler"])
+    assert math.isclose(lam, tau / d, rel_tol=1e-9)
+    server = m.server_aggregate(server, {0: up2}, kit.sctx(2), None)
+    down3 = m.broadcast(server, kit.sctx(3))
+    fresh = FedEMA(m.cfg, m.backbone)  # a restart from checkpoint: only the persisted state carries λ
+    up3, st3 = fresh.client_update(down3, st2, kit.clients[0], kit.ctx(3, 0, 0))
+    d3 = divergence(down3.tensors, st2.tensors, m.divergence_names())
+    assert float(st3.tensors["scaler"]) == lam and d3 != d
+    assert math.isclose(up3.metrics["mu"], min(lam * d3, 1.0), rel_tol=1e-9)
+
+
+def merge_e0(kit, **cfg):
+    with_cfg(kit, **cfg)
+    states, server = round1(kit)
+    down2 = kit.method.broadcast(server, kit.sctx(2))
+    up, st = kit.method.client_update(down2, states[0], kit.clients[0], kit.ctx(2, 0, 0))
+    return states[0], down2, up, st
+
+
+@pytest.mark.parametrize("tau", [0.3, 0.7])
+def test_merge_arithmetic(tau: float) -> None:
+    """§7.3 (E = 0): params = μ local + (1 − μ) global; online buffers global; predictor buffers local iff μ > 0.5."""
+    kit = make_kit("fedema")
+    local, down, up, _ = merge_e0(kit, autoscaler_tau=tau)
+    mu = up.metrics["mu"]
+    assert abs(mu - tau) < 1e-6
+    params = {k for k, _ in kit.method._cpu_net().named_parameters()}
+    for k, g in down.tensors.items():
+        if k in params:
+            assert torch.allclose(up.tensors[k], mu * local.tensors[k] + (1 - mu) * g, atol=1e-6), k
+        elif k.startswith("online."):
+            assert torch.equal(up.tensors[k], g), k
+        else:  # predictor BN running statistics
+            assert torch.equal(up.tensors[k], local.tensors[k] if mu > 0.5 else g), k
+
+
+def test_extremes() -> None:
+    """§7.4: μ = 1 returns the local networks bitwise; μ = 0 (d = 0) the global ones."""
+    kit = make_kit("fedema")
+    local, down, up, _ = merge_e0(kit, autoscaler=False, scaler=1e6)  # λ d ≫ 1 → μ = 1
+    assert up.metrics["mu"] == 1.0
+    for k in down.tensors:
+        expect = down.tensors[k] if (k.startswith("online.") and "running_" in k) else local.tensors[k]
+        assert torch.equal(up.tensors[k], expect), k
+    # d = 0: the client's online encoder equals the global one
+    same = Payload({k: local.tensors[k].clone() for k in down.tensors})
+    up0, st0 = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
+    assert up0.metrics["mu"] == 0.0 and equal(up0.tensors, same.tensors)
+
+
+def test_d_zero_leaves_scaler_unset() -> None:
+    """§6.11: d = 0 → μ = 0 and λ_k stays unset (NaN)."""
+    kit = make_kit("fedema")
+    states, server = round1(kit)
+    local = states[0]
+    same = Payload({k: v.clone() for k, v in local.tensors.items() if k.startswith(("online.", "predictor."))})
+    _, st = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
+    assert math.isnan(float(st.tensors["scaler"]))
+
+
+def test_constant_scaler() -> None:
+    """§7.5: autoscaler=False, scaler=1 → μ = min(d, 1)."""
+    kit = make_kit("fedema")
+    local, down, up, _ = merge_e0(kit, autoscaler=False, scaler=1.0)
+    d = divergence(down.tensors, local.tensors, kit.method.divergence_names())
+    assert math.isclose(up.metrics["mu"], min(d, 1.0), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["ema", "reset"])
+def test_stale_policy(policy: str) -> None:
+    """§7.6: trained in round 1, skipped in round 2, sampled in round 3."""
+    kit = with_cfg(make_kit("fedema"), stale_policy=policy)
+    m = kit.method
+    states, server = round1(kit)
+    up1, states[1] = m.client_update(m.broadcast(server, kit.sctx(2)), states[1], kit.clients[1], kit.ctx(2, 1))
+    server = m.server_aggregate(server, {1: up1}, kit.sctx(2), None)
+    down3 = m.broadcast(server, kit.sctx(3))
+    up3, st3 = m.client_update(down3, states[0], kit.clients[0], kit.ctx(3, 0, 0))
+    if policy == "reset":
+        assert equal(up3.tensors, down3.tensors)
+        for k, v in down3.tensors.items():
+            if k.startswith("online."):
+                assert torch.equal(st3.tensors["target." + k[len("online."):]], v)
+    else:
+        d = divergence(down3.tensors, states[0].tensors, m.divergence_names())
+        assert math.isclose(up3.metrics["divergence"], d) and abs(up3.metrics["mu"] - m.cfg.autoscaler_tau) < 1e-6
+        assert equal(st3.tensors, states[0].tensors, "target.")
+
+
+def test_target_untouched_and_never_sent() -> None:
+    """§7.7."""
+    kit = make_kit("fedema")
+    local, down, up, st = merge_e0(kit)
+    assert equal(st.tensors, local.tensors, "target.")
+    assert not any(k.startswith("target.") for k in (*down.tensors, *up.tensors))
+
+
+def test_local_drift() -> None:
+    """§7.8: stored drift = D(online at start of training, at end); the next merge uses it."""
+    kit = make_kit("fedema", method_params={"divergence_ref": "local_drift"})
+    m = kit.method
+    states, server = round1(kit)
+    down1 = m.broadcast(kit.server(), kit.sctx(1))
+    drift = float(states[0].tensors["drift"])
+    # start of round-1 training = the global model; end = the uploaded online encoder (kept in the state)
+    assert math.isclose(drift, divergence(down1.tensors, states[0].tensors, m.divergence_names()), rel_tol=1e-9)
+    up2, _ = m.client_update(m.broadcast(server, kit.sctx(2)), states[0], kit.clients[0], kit.ctx(2, 0, 0))
+    assert up2.metrics["divergence"] == drift
+
+
+def test_first_participation_copies_global() -> None:
+    """§7.9 (fedu §7.3): E = 0 upload equals the global model; target an independent copy."""
+    kit = make_kit("fedema")
+    m = kit.method
+    down = m.broadcast(kit.server(), kit.sctx(1))
+    up, st = m.client_update(down, m.init_client(0, kit.server()), kit.clients[0], kit.ctx(1, 0, 0))
+    assert equal(up.tensors, down.tensors) and "scaler" not in st.tensors
+    assert st.tensors["target.backbone.conv1.weight"].data_ptr() != st.tensors["online.backbone.conv1.weight"].data_ptr()
+
+
+def client_state_digests(pretrain_dir: Path) -> dict[str, str]:
+    latest = Checkpointer(pretrain_dir / "ckpt").load_latest()
+    out = {}
+    for k, entry in latest["clients"].items():
+        if entry["file"]:
+            tensors = torch.load(pretrain_dir / "states" / entry["file"], weights_only=True)
+            out[k] = f"{entry['last_round']}:{state_digest({n: v.reshape(-1) for n, v in tensors.items()})}"
+    return out
+
+
+@pytest.mark.slow
+def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
+    """Acceptance: FedEMA with partial participation, stopped after round 2 and resumed, equals the straight run
+    (server digest, scores, bytes, and every client state including λ_k)."""
+    cell = smoke_cell("fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"])
+    straight = run_cell(cell, tmp_path / "a", device="cpu")
+    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=1) is None
+    resumed = run_cell(cell, tmp_path / "b", device="cpu")
+    assert straight is not None and resumed is not None
+    assert resumed.final_state_digest == straight.final_state_digest
+    assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]
+    assert resumed.comm == straight.comm
+    a = client_state_digests(cell_paths(cell, tmp_path / "a").pretrain_dir)
+    b = client_state_digests(cell_paths(cell, tmp_path / "b").pretrain_dir)
+    assert a == b and len(a) >= 3  # clients skipped in some rounds are still there
+    rounds = {int(v.split(":")[0]) for v in a.values()}
+    assert len(rounds) > 1  # some states date from earlier rounds (survived rounds without the client)
