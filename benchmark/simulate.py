@@ -236,7 +236,7 @@ def simulate(
     public: Any = None,
     on_round: Callable[[int, dict[str, float]], None] | None = None,
     stop_after: int | None = None,
-    state_mem_budget: int = 512 * 2**20,
+    state_mem_budget: int = 256 * 2**20,  # P4: 100 stateful clients within 1.5x the peak RAM of 10
 ) -> SimulationResult:
     """Run (or resume) the round loop; ``stop_after`` ends early after that round (used by tests and requeue)."""
     ckpt = Checkpointer(Path(work_dir) / "ckpt", every=settings.checkpoint_every)
