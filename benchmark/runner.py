@@ -288,6 +288,18 @@ def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev
         except TaskNotApplicable as exc:
             print(f"task {spec.name} not applicable to {cell.method.name}: {exc}", file=sys.stderr)
             continue
+        s = _apply_member_rule(s, encoder)
         atomic_write_text(path, _scores_to_json(s))
         scores.append(s)
     return scores
+
+
+def _apply_member_rule(s: TaskScores, encoder: Any) -> TaskScores:
+    """A score taken as the maximum over exported members selects on the test set: its card says so, so that the
+    leaderboard keeps it out of main columns (featarc.md §3, evaluation.md §6)."""
+    rule = getattr(encoder, "member_rule", "mean")
+    if rule == "mean" or len(getattr(encoder, "members", ())) < 2:
+        return s
+    card = dataclasses.replace(s.card, settings={**s.card.settings, "selection": rule, "member_rule": rule},
+                               summary=f"{s.card.summary} (max over models, selects on test)".strip())
+    return dataclasses.replace(s, card=card)

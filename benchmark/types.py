@@ -76,6 +76,9 @@ class RoundContext:
     num_classes: int = 0  # of the dataset; only supervised reference points may use it
 
 
+MEMBER_RULES = ("mean", "max_over_models_test")
+
+
 @dataclass(frozen=True, eq=False)
 class Encoder:
     """What tasks evaluate: an image batch (float, normalised) → pooled features of size ``feat_dim``."""
@@ -93,3 +96,15 @@ class Encoder:
     classifier: nn.Module | None = None
     # Further exported models by role, e.g. {"mae": masked auto-encoder} for the reconstruction task (FedMAE).
     extras: Mapping[str, nn.Module] = field(default_factory=dict)
+    # How several members' scores become one number. "mean" (default): the mean is the value, the minimum is also
+    # reported, the maximum never. "max_over_models_test": the maximum over members, a reproduction mode that
+    # selects on the test set (FeatARC's official code); the runner marks such scores' cards accordingly.
+    member_rule: str = "mean"
+    # Optional training-side weights of the members (FeatARC: cluster masses); a weighted mean is then also reported.
+    member_weights: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.member_rule not in MEMBER_RULES:
+            raise ValueError(f"member_rule must be one of {MEMBER_RULES}, got {self.member_rule!r}")
+        if self.member_weights and len(self.member_weights) != len(self.members):
+            raise ValueError("member_weights needs one weight per member")

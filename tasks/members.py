@@ -28,11 +28,25 @@ def encoder_features(encoder: Encoder, member: int, ctx: Any) -> tuple[torch.Ten
 
 
 def score_members(encoder: Encoder, score: Callable[[int], float], metric: str) -> tuple[dict[str, float], dict]:
-    """One score per member; several members report the mean (main value) and the minimum, never the maximum
-    (selecting the best client would select on the test set, fedavg_simclr.md §3)."""
+    """One score per member. Under the default rule several members report the mean (main value) and the minimum,
+    never the maximum (selecting the best client would select on the test set, fedavg_simclr.md §3). Under
+    ``member_rule == "max_over_models_test"`` (a reproduction mode, featarc.md §3) the maximum is the value and the
+    runner flags the score's card as selecting on the test set. Member weights add a weighted mean."""
     n = len(modules_of(encoder))
     scores = [score(i) for i in range(n)]
     if n == 1:
         return {metric: scores[0]}, {}
-    return ({metric: float(np.mean(scores)), f"{metric}_min": float(np.min(scores))},
-            {"per_member": scores, "aggregation": "mean over members; min also reported; max never"})
+    rule = getattr(encoder, "member_rule", "mean")
+    extra: dict = {"per_member": scores}
+    if rule == "max_over_models_test":
+        values = {metric: float(np.max(scores)), f"{metric}_mean": float(np.mean(scores)),
+                  f"{metric}_min": float(np.min(scores))}
+        extra["aggregation"] = "max over members (selects on the test set); mean and min also reported"
+    else:
+        values = {metric: float(np.mean(scores)), f"{metric}_min": float(np.min(scores))}
+        extra["aggregation"] = "mean over members; min also reported; max never"
+    weights = tuple(getattr(encoder, "member_weights", ()) or ())
+    if weights and sum(weights) > 0:
+        values[f"{metric}_weighted"] = float(np.average(scores, weights=weights))
+        extra["member_weights"] = list(weights)
+    return values, extra

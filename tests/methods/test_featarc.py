@@ -204,7 +204,30 @@ def test_reporting_uses_training_side_information_only() -> None:
     with pytest.raises((ConfigError, TypeError, ValueError)):
         from benchmark.config import from_mapping
 
-        from_mapping(FeatARCConfig, {"report_model": "max_over_clusters"})
+        from_mapping(FeatARCConfig, {"report_model": "best_on_test"})
+
+
+def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
+    """§3 / §9.9: the code-behaviour mode scores every cluster model and reports the maximum; its cards carry
+    ``selects_on_test`` (so the leaderboard keeps them out of main columns), the per-cluster scores and the
+    mass-weighted mean are reported beside it; the default mode's cards select nothing."""
+    tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
+    kw = dict(rounds=1, clients=3, tasks=tasks)
+    rec_max = run_cell(smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw), tmp_path)
+    rec_def = run_cell(smoke_cell("featarc", **kw), tmp_path)
+    assert rec_max.status == rec_def.status == "ok"
+    for s in rec_max.scores:
+        per = s.extra["per_member"]
+        assert len(per) == 2 and s.values["top1"] == max(per)
+        assert s.card.selects_on_test and s.card.selection == "max_over_models_test"
+        mass = s.extra["member_weights"]
+        assert sum(mass) > 0 and s.values["top1_weighted"] == pytest.approx(
+            sum(m * a for m, a in zip(mass, per)) / sum(mass))
+    for s in rec_def.scores:
+        assert not s.card.selects_on_test and "per_member" not in s.extra
+    # the reported cluster's model is one of the members: its score is among the per-cluster scores
+    knn_def = next(s for s in rec_def.scores if s.task == "knn").values["top1"]
+    assert knn_def in next(s for s in rec_max.scores if s.task == "knn").extra["per_member"]
 
 
 def test_presets() -> None:
