@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores
 from tasks.base import TaskContext
+from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
 
 
@@ -67,13 +68,9 @@ class KNN:
         self.cfg = cfg
 
     def card(self) -> ProtocolCard:
-        return ProtocolCard(
-            task="knn", version=self.version, name="knn@v1",
-            settings={"k": self.cfg.k, "temperature": self.cfg.temperature, "bank": "train split, all images",
-                      "queries": "test split, all images", "features": "pooled backbone, eval mode, L2-normalised",
-                      "augmentation": "none", "selection": "final", "metric": "top-1 over samples"},
-            summary=f"kNN k={self.cfg.k} t={self.cfg.temperature}, final",
-        )
+        return load_card("knn@v1").protocol_card(  # tasks/cards/knn@v1.json + this config
+            {"k": self.cfg.k, "temperature": self.cfg.temperature},
+            summary=f"kNN k={self.cfg.k} t={self.cfg.temperature}, final")
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()

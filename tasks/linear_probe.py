@@ -13,6 +13,7 @@ from torch import nn
 
 from benchmark.api import TASKS, Encoder, ProtocolCard, Stream, TaskScores, scoped_torch_seed, torch_gen
 from tasks.base import TaskContext
+from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
 
 
@@ -84,15 +85,9 @@ class LinearProbe:
 
     def card(self) -> ProtocolCard:
         c = self.cfg
-        return ProtocolCard(
-            task="linear", version=self.version, name="linear@v1",
-            settings={"epochs": c.epochs, "batch_size": c.batch_size, "optimizer": "adam(0.9,0.999)", "lr": c.lr,
-                      "weight_decay": c.weight_decay, "schedule": "cosine to 0 per step, no warmup",
-                      "features": "pooled backbone, eval mode, cached once, standardised with train statistics",
-                      "head": "Linear(d, C) with bias, default init from the probe seed", "augmentation": "none",
-                      "shuffle": True, "drop_last": False, "selection": "final", "metric": "top-1 over samples"},
-            summary=f"linear probe, cached features, {c.epochs} ep, final",
-        )
+        return load_card("linear@v1").protocol_card(  # tasks/cards/linear@v1.json + this config
+            {"epochs": c.epochs, "batch_size": c.batch_size, "lr": c.lr, "weight_decay": c.weight_decay},
+            summary=f"linear probe, cached features, {c.epochs} ep, final")
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()

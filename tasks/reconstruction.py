@@ -26,6 +26,7 @@ import torch
 
 from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, normalize
 from tasks.base import TaskContext, TaskNotApplicable
+from tasks.cards import load_card
 
 
 def recon_masks(num_images: int, num_patches: int, mask_seed: int, start: int = 0) -> torch.Tensor:
@@ -96,18 +97,12 @@ class Reconstruction:
 
     def card(self) -> ProtocolCard:
         c = self.cfg
-        return ProtocolCard(
-            task="reconstruction", version=self.version, name="recon/mae@v1",
-            settings={"split": "test", "subset": "first max_images in index order" if c.max_images else "all",
-                      "max_images": c.max_images, "mask_ratio": c.mask_ratio, "mask_seed": c.mask_seed,
-                      "masks": "per image: default_rng(SeedSequence([mask_seed, i])).permutation(L), first "
-                               "L(1-rho) visible", "model": "exported masked auto-encoder, eval mode",
-                      "space": c.space, "input": "native resolution, encoder normalisation",
-                      "metric": "mean over images of masked-pixel MSE" + (" and PSNR (dB, floor 1e-10)"
-                                                                         if c.space == "pixel" else ""),
-                      "selection": "final", "fine_tuned": False},
-            summary=f"masked reconstruction rho={c.mask_ratio} ({c.space}), final",
-        )
+        return load_card("recon/mae@v1").protocol_card(  # tasks/cards/recon_mae@v1.json + this config
+            {"subset": "first max_images in index order" if c.max_images else "all", "max_images": c.max_images,
+             "mask_ratio": c.mask_ratio, "mask_seed": c.mask_seed, "space": c.space,
+             "metric": "mean over images of masked-pixel MSE" + (" and PSNR (dB, floor 1e-10)"
+                                                                if c.space == "pixel" else "")},
+            summary=f"masked reconstruction rho={c.mask_ratio} ({c.space}), final")
 
     @torch.no_grad()
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:

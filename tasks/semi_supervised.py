@@ -32,6 +32,7 @@ from benchmark.api import (
     torch_gen,
 )
 from tasks.base import TaskContext
+from tasks.cards import load_card
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
@@ -141,22 +142,14 @@ class SemiSupervised:
     def card(self) -> ProtocolCard:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
-        return ProtocolCard(
-            task="semisup", version=self.version, name="semisup@v1",
-            settings={
-                "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
-                "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
-                "trainable": "all", "head": "Linear(d, C) with bias, default init from the task seed",
-                "bn": "train mode for training, eval mode for testing",
-                "optimizer": "sgd", "lr": c.lr, "momentum": c.momentum, "nesterov": c.nesterov,
-                "weight_decay": c.weight_decay, "schedule": "cosine to 0 per step, no warmup",
-                "steps": c.steps, "batch_size": c.batch_size, "shuffle": True, "drop_last": False,
-                "augmentation": f"RRC(input, scale {tuple(c.crop_scale)}, {c.interpolation}) + flip p {c.flip_p}",
-                "normalisation": "encoder", "loss": "cross-entropy", "test": "full test split, read once",
-                "selection": "final", "metric": "top-1 over samples",
-            },
-            summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final",
-        )
+        card = load_card("semisup@v1")  # tasks/cards/semisup@v1.json; the label fraction is a card field
+        aug = {**card.settings["train_augmentation"], "crop_scale": c.crop_scale, "interpolation": c.interpolation,
+               "flip_p": c.flip_p}
+        return card.protocol_card(
+            {"label_fraction": c.label_fraction, "subset_seed": c.subset_seed, "lr": c.lr, "momentum": c.momentum,
+             "nesterov": c.nesterov, "weight_decay": c.weight_decay, "steps": c.steps, "batch_size": c.batch_size,
+             "train_augmentation": aug},
+            summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final")
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()

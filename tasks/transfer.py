@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from benchmark.api import TASKS, DatasetSplit, Encoder, ProtocolCard, TaskScores
 from benchmark.api import load_dataset_splits
 from tasks.base import TaskContext
+from tasks.cards import load_card
 from tasks.features import cached_features
 from tasks.linear_probe import accuracy, standardize, train_linear_head
 from tasks.members import modules_of, score_members
@@ -86,19 +87,11 @@ class Transfer:
 
     def card(self) -> ProtocolCard:
         c = self.cfg
-        return ProtocolCard(
-            task="transfer_linear", version=self.version, name="transfer-linear@v1",
-            settings={"target": c.target, "target_split": "train (labelled) / test", "label_fraction": c.label_fraction,
-                      "subset_rule": "class-balanced, m = ceil(N f / C) per class", "subset_seed": c.subset_seed,
-                      "resolution": c.target_resolution, "resize": "antialiased bilinear",
-                      "normalisation": "encoder (pre-training statistics)",
-                      "epochs": c.epochs, "batch_size": c.batch_size, "optimizer": "adam(0.9,0.999)", "lr": c.lr,
-                      "weight_decay": c.weight_decay, "schedule": "cosine to 0 per step, no warmup",
-                      "features": "pooled backbone, eval mode, cached once, standardised with train statistics",
-                      "head": "Linear(d, C) with bias, default init from the probe seed", "augmentation": "none",
-                      "shuffle": True, "drop_last": False, "selection": "final", "metric": "top-1 over samples"},
-            summary=f"transfer linear probe → {c.target} ({c.label_fraction * 100:g}% labels, {c.target_resolution}px)",
-        )
+        return load_card("transfer-linear@v1").protocol_card(  # tasks/cards/transfer-linear@v1.json + config
+            {"target": c.target, "label_fraction": c.label_fraction, "subset_seed": c.subset_seed,
+             "resolution": c.target_resolution, "epochs": c.epochs, "batch_size": c.batch_size, "lr": c.lr,
+             "weight_decay": c.weight_decay},
+            summary=f"transfer linear probe → {c.target} ({c.label_fraction * 100:g}% labels, {c.target_resolution}px)")
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()

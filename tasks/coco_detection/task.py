@@ -140,22 +140,23 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
         self.cfg = cfg
 
     def card(self, stem: str | None = None, framework: dict[str, Any] | None = None) -> ProtocolCard:
+        from tasks.cards import load_card
+
         c = self.cfg
         settings: dict[str, Any] = {
             "dataset": c.dataset, "train_split": "train2017" if c.dataset == "coco2017" else f"train({c.shapes_train})",
             "test_split": "val2017" if c.dataset == "coco2017" else f"val({c.shapes_val})",
             "shapes_seed": c.shapes_seed if c.dataset == "shapes_coco" else None,
-            "model": "Mask R-CNN, ResNet-FPN (res2-res5, P2-P6), 2fc box head, 4conv mask head",
-            "preset": c.resolved_preset, "seed": c.seed, "input_format": "RGB",
-            "pixel_mean_std": "255 x encoder normalisation", "momentum": 0.9, "weight_decay": 1e-4, "gamma": 0.1,
-            "warmup_factor": 1e-3, "eval_period": 0, "selection": "final", "metric": "COCO AP (bbox, segm)",
-            "evaluator": "COCOEvaluator(use_fast_impl=False), pycocotools",
+            "preset": c.resolved_preset, "seed": c.seed,
         }
-        settings.update({k: list(v) if isinstance(v, tuple) else v for k, v in resolve_settings(c, stem, 0).items()})
+        resolved = resolve_settings(c, stem, 0)
+        resolved["milestones"] = resolved.pop("steps")  # the card's name for the solver's STEPS
+        settings.update({k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()})
         if framework:
             settings.update(framework)
-        return ProtocolCard(task="detection", version=self.version, name=card_name(c, stem), settings=settings,
-                            summary=f"Mask R-CNN R-FPN on {c.dataset}, {settings['max_iter']} it, box/mask AP, final")
+        # tasks/cards/detection_*.json + this config (the framework fields are filled in once the run is known)
+        return load_card(card_name(c, stem)).protocol_card(
+            settings, summary=f"Mask R-CNN R-FPN on {c.dataset}, {settings['max_iter']} it, box/mask AP, final")
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
