@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import torch
-from timm.layers import PatchEmbed
+from timm.layers import DropPath, PatchEmbed
 from timm.models.vision_transformer import Block
 from torch import nn
 
@@ -77,8 +77,14 @@ def masking_from_ids(ids_shuffle: torch.Tensor, len_keep: int) -> tuple[torch.Te
     return ids_keep, ids_restore, mask
 
 
-def _block(dim: int, heads: int, mlp_ratio: float) -> Block:
-    return Block(dim, heads, mlp_ratio=mlp_ratio, qkv_bias=True, norm_layer=partial(nn.LayerNorm, eps=1e-6))
+def _block(dim: int, heads: int, mlp_ratio: float, drop_path: float = 0.0) -> Block:
+    return Block(dim, heads, mlp_ratio=mlp_ratio, qkv_bias=True, drop_path=drop_path,
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6))
+
+
+def drop_path_rates(rate: float, depth: int) -> list[float]:
+    """Stochastic depth per block, rising linearly from 0 to ``rate`` (MAE ``models_vit`` / timm: linspace)."""
+    return [float(x) for x in torch.linspace(0, rate, depth)]
 
 
 def _init_mae_weights(module: nn.Module) -> None:
@@ -97,7 +103,7 @@ class ViTEncoder(nn.Module):
     """patch_embed → + pos_embed → prepend cls → ``depth`` pre-norm blocks → norm → pooled feature (B, D)."""
 
     def __init__(self, *, img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int,
-                 mlp_ratio: float = 4.0, pool: str = "mean") -> None:
+                 mlp_ratio: float = 4.0, pool: str = "mean", drop_path_rate: float = 0.0) -> None:
         super().__init__()
         if pool not in ("mean", "cls"):
             raise ValueError(f"pool must be 'mean' or 'cls', got {pool!r}")
@@ -109,12 +115,22 @@ class ViTEncoder(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         grid = int(math.isqrt(self.num_patches))
         self.register_buffer("pos_embed", sincos_2d(embed_dim, grid), persistent=False)
-        self.blocks = nn.ModuleList([_block(embed_dim, num_heads, mlp_ratio) for _ in range(depth)])
+        self.blocks = nn.ModuleList([_block(embed_dim, num_heads, mlp_ratio, dp)
+                                     for dp in drop_path_rates(drop_path_rate, depth)])
         self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
         w = self.patch_embed.proj.weight.data
         nn.init.xavier_uniform_(w.view(w.shape[0], -1))
         nn.init.normal_(self.cls_token, std=0.02)
         _init_mae_weights(self)
+
+    def set_drop_path(self, rate: float) -> None:
+        """Set stochastic depth in place (e.g. on a fine-tuning copy): block i drops its residual branches with
+        probability ``drop_path_rates(rate, depth)[i]``; 0 restores the identity (no parameters change)."""
+        if not 0 <= rate < 1:
+            raise ValueError(f"drop path rate must be in [0, 1), got {rate}")
+        for blk, dp in zip(self.blocks, drop_path_rates(rate, len(self.blocks))):
+            for attr in ("drop_path1", "drop_path2"):  # new modules follow the block's train/eval mode
+                setattr(blk, attr, (DropPath(dp) if dp > 0 else nn.Identity()).train(blk.training))
 
     def tokens(self, x: torch.Tensor, ids_keep: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 1 + L_keep, D) after the final norm; ``ids_keep`` = None passes all L patches (no masking)."""
