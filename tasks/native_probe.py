@@ -191,6 +191,8 @@ def evaluate_split(forward: Callable[[torch.Tensor], torch.Tensor], inputs: Call
         correct.append(int((pred == labels[idx]).sum()))
         sizes.append(len(idx))
     scored = sum(sizes)
+    if scored == 0:
+        raise ValueError(f"{n} test images make no full test batch of {bs} with drop_last: nothing would be scored")
     if s["metric"] == "top1_batch_mean":
         return batch_mean_accuracy(correct, sizes), scored
     if s["metric"] == "top1_samples":
