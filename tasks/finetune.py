@@ -1,0 +1,402 @@
+"""``finetune/fedmae`` (evaluation.md §3.5; fedmae.md §3 and §5.1): full fine-tuning of the exported encoder.
+
+FedMAE "replace[s] the decoder part of the pre-trained backbone with the head layer" and trains all layers for
+100 epochs at batch 64 on 100 % or 10 % of the labels (§5.1). Everything else is unreported; the card completes it
+with the closest public code's MAE fine-tuning recipe (FedMAR-DecMAR, derived from MAE ``main_finetune.py``), marked
+"project completion, not from the paper":
+
+- model: a deep copy of the encoder (its pooled feature: mean of the patch tokens or the class token, per the
+  backbone's ``pool`` flag) → Linear(d, C), weight ~ trunc-normal(std 2e-5), bias 0 (MAE ``main_finetune.py``);
+  stochastic depth 0.1, rising linearly over the blocks (MAE ``models_vit``);
+- AdamW (0.9, 0.999), lr = blr · B / 256 with blr 1e-3, layer-wise lr decay 0.75 (MAE ``util/lr_decay.py``: the
+  embeddings are layer 0, block i is layer i + 1, the final norm and the head are layer N + 1 with scale 1; a
+  parameter of layer l trains at lr · 0.75^(N + 1 − l)), weight decay 0.05 except 1-D tensors (norms, biases) and
+  ``cls_token`` / ``pos_embed``; per step: linear warmup for 5 epochs, then half-cosine to min_lr 1e-6
+  (MAE ``util/lr_sched.py``);
+- training transform = timm ``create_transform(is_training=True)`` as MAE builds it: RandomResizedCrop (bicubic),
+  flip, RandAugment ``rand-m9-mstd0.5-inc1``, normalisation, RandomErasing 0.25 (pixel mode, one box); then per batch
+  timm ``Mixup`` (mixup 0.8, cutmix 1.0, switch 0.5, batch mode) with label smoothing 0.1 and SoftTargetCrossEntropy;
+- ``drop_last`` training batches (MAE's loader; Mixup needs even batches), reshuffled every epoch; selection
+  ``final``: the full test split is read once, after the last epoch, at native resolution (resized to the encoder's
+  input size only when they differ), no augmentation.
+
+The timm transforms and Mixup draw from Python's ``random``, NumPy's and torch's global generators. Training runs
+inside ``scoped_global_rngs``, which seeds all three from the task's streams and restores the caller's states after,
+so a run is bitwise reproducible and leaves no trace in global RNG state. RandAugment is applied per image on PIL
+images (timm's implementation, faithful to the recipe; ~0.1 ms per 16-px image on one core).
+
+ResNet encoders are fine-tuned under the same card (FedMAE's Table 1 fine-tunes ResNet baselines too): layer-wise
+decay runs over the residual blocks in order (stem = layer 0, ``layerS.B`` = the next layers, head last, as timm's
+``param_groups_layer_decay`` groups a ResNet), and there is no stochastic depth (torchvision's blocks have none;
+``extra["drop_path_applied"]`` says which). Backbones with neither ``blocks`` nor ``layer1..4`` raise
+``TaskNotApplicable``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.api import (
+    TASKS,
+    DatasetSplit,
+    Diverged,
+    Encoder,
+    ProtocolCard,
+    Stream,
+    TaskScores,
+    normalize,
+    scoped_torch_seed,
+    seed_word,
+    torch_gen,
+)
+from tasks.base import TaskContext, TaskNotApplicable
+from tasks.members import modules_of, score_members
+from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
+
+_STREAM_PATH = 37  # Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
+NO_WEIGHT_DECAY = ("cls_token", "pos_embed", "dist_token")  # MAE / timm ``no_weight_decay()``
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneConfig:
+    """fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the closest code's MAE recipe."""
+
+    label_fraction: float = 1.0  # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (evaluation.md §2.3)
+    subset_seed: int = 0
+    epochs: int = 100  # paper §5.1
+    batch_size: int = 64  # paper §5.1 (closest code: 128 × accum 2)
+    blr: float = 1e-3  # base lr; lr = blr · B / 256 (closest code)
+    min_lr: float = 1e-6  # cosine floor, MAE main_finetune default
+    warmup_epochs: float = 5.0  # closest code
+    layer_decay: float = 0.75  # closest code
+    weight_decay: float = 0.05  # closest code
+    betas: tuple[float, float] = (0.9, 0.999)  # torch AdamW defaults, as MAE main_finetune
+    drop_path: float = 0.1  # closest code (ViT blocks)
+    head_init_std: float = 2e-5  # MAE main_finetune: trunc_normal_(head.weight, std=2e-5)
+    rand_augment: str = "rand-m9-mstd0.5-inc1"  # closest code; "" disables
+    crop_scale: tuple[float, float] = (0.08, 1.0)  # timm create_transform default (MAE)
+    crop_ratio: tuple[float, float] = (0.75, 4.0 / 3.0)
+    flip_p: float = 0.5
+    interpolation: Literal["bicubic", "bilinear"] = "bicubic"
+    label_smoothing: float = 0.1
+    mixup: float = 0.8  # Beta(α, α) mixup α
+    cutmix: float = 1.0  # Beta(α, α) cutmix α
+    mixup_prob: float = 1.0
+    mixup_switch_prob: float = 0.5
+    reprob: float = 0.25  # random erasing probability
+    remode: Literal["pixel", "rand", "const"] = "pixel"
+    recount: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.label_fraction <= 1:
+            raise ValueError("label_fraction must be in (0, 1]")
+        if self.epochs < 1 or self.batch_size < 2 or self.blr <= 0 or self.min_lr < 0:
+            raise ValueError("epochs >= 1, batch_size >= 2, blr > 0 and min_lr >= 0 required")
+        if not 0 <= self.warmup_epochs <= self.epochs:
+            raise ValueError("warmup_epochs must be in [0, epochs]")
+        if not 0 < self.layer_decay <= 1 or self.weight_decay < 0 or not 0 <= self.drop_path < 1:
+            raise ValueError("layer_decay in (0, 1], weight_decay >= 0, drop_path in [0, 1) required")
+        if self.mixing and self.batch_size % 2:
+            raise ValueError("mixup / cutmix need an even batch_size")
+        if not 0 <= self.reprob <= 1 or not 0 <= self.flip_p <= 1 or not 0 <= self.label_smoothing < 1:
+            raise ValueError("reprob, flip_p in [0, 1], label_smoothing in [0, 1) required")
+
+    @property
+    def lr(self) -> float:
+        return self.blr * self.batch_size / 256
+
+    @property
+    def mixing(self) -> bool:
+        return self.mixup_prob > 0 and (self.mixup > 0 or self.cutmix > 0)
+
+
+# ---- pure pieces (tested alone) ------------------------------------------------------------------------------------
+def lr_at(epoch: float, *, lr: float, min_lr: float, warmup_epochs: float, epochs: float) -> float:
+    """MAE ``util/lr_sched.adjust_learning_rate`` at a fractional epoch: linear warmup, then half-cosine."""
+    if epoch < warmup_epochs:
+        return lr * epoch / warmup_epochs
+    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * (epoch - warmup_epochs) / (epochs - warmup_epochs)))
+
+
+def trunk_blocks(backbone: nn.Module) -> list[str]:
+    """Names of the backbone's blocks in forward order: ViT ``blocks.i``; ResNet ``layerS.B``."""
+    blocks = getattr(backbone, "blocks", None)
+    if isinstance(blocks, (nn.ModuleList, nn.Sequential)) and len(blocks):
+        return [f"blocks.{i}" for i in range(len(blocks))]
+    stages = [f"layer{s}" for s in range(1, 5)]
+    if all(isinstance(getattr(backbone, s, None), nn.Sequential) for s in stages):
+        return [f"{s}.{b}" for s in stages for b in range(len(getattr(backbone, s)))]
+    raise TaskNotApplicable(f"layer-wise lr decay needs a ViT (blocks.i) or ResNet (layer1..4) backbone, got "
+                            f"{type(backbone).__name__}")
+
+
+def layer_decay_param_groups(
+    model: nn.Module, block_prefixes: Sequence[str], *, weight_decay: float, layer_decay: float,
+    no_weight_decay: Sequence[str] = NO_WEIGHT_DECAY,
+) -> list[dict[str, Any]]:
+    """MAE ``util/lr_decay.param_groups_lrd`` for any trunk of ordered blocks.
+
+    With N blocks there are N + 2 layers: parameters named before the first block (patch embedding, cls token,
+    position embedding, a ResNet stem) are layer 0, ``block_prefixes[i]`` is layer i + 1, everything after the
+    blocks (final norm, head) is layer N + 1. ``lr_scale = layer_decay ** (N + 1 − layer)``. No weight decay on 1-D
+    tensors (norms, biases) or on tensors whose last name component is in ``no_weight_decay``. Each group carries
+    ``lr_scale``, ``weight_decay``, ``layer`` and ``names`` (extra keys torch optimizers keep).
+    """
+    num_layers = len(block_prefixes) + 1
+    groups: dict[tuple[int, bool], dict[str, Any]] = {}
+    seen_block = False
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        block = next((i for i, pre in enumerate(block_prefixes) if name.startswith(pre + ".")), None)
+        if block is not None:
+            layer, seen_block = block + 1, True
+        else:
+            layer = num_layers if seen_block else 0
+        decay = not (p.ndim <= 1 or name.rsplit(".", 1)[-1] in no_weight_decay)
+        g = groups.setdefault((layer, decay), {"params": [], "names": [], "layer": layer,
+                                               "lr_scale": layer_decay ** (num_layers - layer),
+                                               "weight_decay": weight_decay if decay else 0.0})
+        g["params"].append(p)
+        g["names"].append(name)
+    return [groups[k] for k in sorted(groups)]
+
+
+@contextmanager
+def scoped_global_rngs(seed: int, *path: int) -> Iterator[None]:
+    """Seed Python's ``random``, NumPy's global and torch's global generators from (seed, TASK, *path) for code that
+    can only use them (timm transforms, Mixup, RandomErasing, DropPath); every state is restored afterwards."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        random.seed(seed_word(seed, Stream.TASK, *path, 0))
+        np.random.seed(seed_word(seed, Stream.TASK, *path, 1) % 2**32)
+        with scoped_torch_seed(seed, Stream.TASK, *path, 2):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def _posterize_compat(img, bits_to_keep, **__):
+    """timm's ``posterize`` as it behaved with older Pillow: 0 bits kept = a black image (Pillow 13 raises on 0,
+    which RandAugment ``mstd0.5`` reaches when the sampled magnitude is ≥ 10 for PosterizeIncreasing)."""
+    from PIL import ImageOps
+
+    if bits_to_keep >= 8:
+        return img
+    if bits_to_keep <= 0:
+        return img.point(lambda _: 0)
+    return ImageOps.posterize(img, bits_to_keep)
+
+
+def train_transform(cfg: FinetuneConfig, size: int, mean: Sequence[float], std: Sequence[float]):
+    """MAE's fine-tuning transform (``util/datasets.build_transform``): timm ``create_transform(is_training=True)``."""
+    from timm.data import create_transform
+    from timm.data.auto_augment import RandAugment
+
+    t = create_transform(input_size=size, is_training=True, scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio),
+                         hflip=cfg.flip_p, color_jitter=None, auto_augment=cfg.rand_augment or None,
+                         interpolation=cfg.interpolation, re_prob=cfg.reprob, re_mode=cfg.remode,
+                         re_count=cfg.recount, mean=tuple(mean), std=tuple(std))
+    for tr in getattr(t, "transforms", ()):
+        if isinstance(tr, RandAugment):
+            for op in tr.ops:
+                if op.name.startswith("Posterize"):
+                    op.aug_fn = _posterize_compat
+    return t
+
+
+def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
+    """uint8 (B, 3, H, W) → float (B, 3, size, size): ``transform`` applied per image on PIL."""
+    from PIL import Image
+
+    arr = images.permute(0, 2, 3, 1).contiguous().numpy()
+    return torch.stack([transform(Image.fromarray(a)) for a in arr])
+
+
+def make_mixup(cfg: FinetuneConfig, num_classes: int):
+    """timm ``Mixup`` with the card's values, or None when mixing is off (then cross-entropy with smoothing)."""
+    if not cfg.mixing:
+        return None
+    from timm.data import Mixup
+
+    return Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
+                 switch_prob=cfg.mixup_switch_prob, mode="batch", label_smoothing=cfg.label_smoothing,
+                 num_classes=num_classes)
+
+
+# ---- model, training, evaluation -------------------------------------------------------------------------------------
+class Classifier(nn.Module):
+    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head (FedMAE §5.1)."""
+
+    def __init__(self, backbone: nn.Module, feat_dim: int, num_classes: int, head_init_std: float) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(feat_dim, num_classes)
+        nn.init.trunc_normal_(self.head.weight, std=head_init_std)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+def fine_tune(
+    backbone: nn.Module, feat_dim: int, train: DatasetSplit, cfg: FinetuneConfig, *, mean: tuple[float, ...],
+    std: tuple[float, ...], size: int, seed: int, device: torch.device,
+) -> tuple[Classifier, dict[str, Any]]:
+    """Fine-tune a deep copy of ``backbone`` with a new head; returns (model, stats). ``backbone`` is not touched."""
+    blocks = trunk_blocks(backbone)
+    n = len(train)
+    steps_per_epoch = n // cfg.batch_size  # drop_last (MAE's training loader)
+    if steps_per_epoch < 1:
+        raise ValueError(f"fine-tuning needs at least one full batch: {n} labelled images < batch {cfg.batch_size}")
+    with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
+        model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes, cfg.head_init_std)
+    drop_path = hasattr(model.backbone, "set_drop_path")
+    if drop_path:
+        model.backbone.set_drop_path(cfg.drop_path)
+    model.to(device).train()
+    groups = layer_decay_param_groups(model, [f"backbone.{b}" for b in blocks], weight_decay=cfg.weight_decay,
+                                      layer_decay=cfg.layer_decay)
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+    transform = train_transform(cfg, size, mean, std)
+    mixup = make_mixup(cfg, train.num_classes)
+    gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)
+    labels = torch.as_tensor(train.labels, dtype=torch.long)
+    step, last_loss = 0, 0.0
+    with scoped_global_rngs(seed, _STREAM_PATH, 3):
+        for epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=gen)[: steps_per_epoch * cfg.batch_size]
+            for i, idx in enumerate(order.split(cfg.batch_size)):
+                lr = lr_at(epoch + i / steps_per_epoch, lr=cfg.lr, min_lr=cfg.min_lr,
+                           warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs)
+                for g in opt.param_groups:
+                    g["lr"] = lr * g["lr_scale"]
+                x = transform_batch(train.images[idx], transform).to(device)
+                y = labels[idx].to(device)
+                if mixup is not None:
+                    x, soft = mixup(x, y)
+                    loss = torch.sum(-soft * F.log_softmax(model(x), dim=-1), dim=-1).mean()  # SoftTargetCE
+                else:
+                    loss = F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
+                if not torch.isfinite(loss):
+                    raise Diverged(f"fine-tuning loss became {loss.item()} at step {step + 1}")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                step += 1
+                last_loss = float(loss.detach())
+    return model, {"steps": step, "final_train_loss": last_loss, "drop_path_applied": drop_path,
+                   "layers": len(blocks) + 2}
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, size: int, device: torch.device,
+             batch_size: int = 512) -> tuple[float, int]:
+    """(top-1 %, samples scored) over every sample of ``split`` (read once), eval mode, no augmentation; bicubic
+    resize to ``size`` only when the images are not already that size."""
+    model.eval()
+    images, labels = split.images, torch.as_tensor(split.labels)
+    correct = 0
+    for start in range(0, len(labels), batch_size):
+        x = normalize(images[start: start + batch_size].to(device).float().div_(255.0), mean, std)
+        if x.shape[-1] != size or x.shape[-2] != size:
+            x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
+        correct += int((model(x).argmax(1).cpu() == labels[start: start + batch_size]).sum())
+    return 100.0 * correct / max(len(labels), 1), len(labels)
+
+
+@TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
+class Finetune:
+    """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card ``finetune/fedmae``)."""
+
+    name: ClassVar[str] = "finetune"
+    version: ClassVar[str] = "1"
+    main_metric: ClassVar[str] = "top1"
+    higher_is_better: ClassVar[bool] = True
+    Config: ClassVar[type] = FinetuneConfig
+
+    def __init__(self, cfg: FinetuneConfig) -> None:
+        self.cfg = cfg
+
+    def card(self) -> ProtocolCard:
+        c = self.cfg
+        pct = f"{c.label_fraction * 100:g}%"
+        return ProtocolCard(
+            task="finetune", version=self.version, name="finetune/fedmae",
+            settings={
+                "source": "project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, "
+                          "100 epochs, batch 64 and the label fractions; every other value is the closest public "
+                          "code's MAE fine-tuning recipe (fedmae.md §3)",
+                "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
+                "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
+                "trainable": "all", "head": f"Linear(d, C) on the encoder's pooled feature (backbone pool flag), "
+                                            f"weight trunc-normal std {c.head_init_std:g}, bias 0",
+                "drop_path": c.drop_path, "drop_path_rule": "linear 0 -> rate over ViT blocks; none for ResNets",
+                "optimizer": "adamw", "betas": list(c.betas), "blr": c.blr, "lr": c.lr, "lr_rule": "blr * B / 256",
+                "layer_decay": c.layer_decay,
+                "layer_decay_rule": "embeddings/stem layer 0, block i layer i+1, norm+head layer N+1; scale "
+                                    "decay^(N+1-layer)",
+                "weight_decay": c.weight_decay, "no_weight_decay": "1-D tensors (norms, biases), cls_token, pos_embed",
+                "schedule": f"per step: linear warmup {c.warmup_epochs:g} epochs, then half-cosine to "
+                            f"{c.min_lr:g}",
+                "min_lr": c.min_lr, "warmup_epochs": c.warmup_epochs,
+                "epochs": c.epochs, "batch_size": c.batch_size, "shuffle": True, "drop_last": True,
+                "augmentation": {"crop": f"RandomResizedCrop(input, scale {tuple(c.crop_scale)}, ratio "
+                                         f"{tuple(round(r, 4) for r in c.crop_ratio)}, {c.interpolation})",
+                                 "flip_p": c.flip_p, "rand_augment": c.rand_augment or "none",
+                                 "random_erasing": {"p": c.reprob, "mode": c.remode, "count": c.recount},
+                                 "implementation": "timm create_transform per image (PIL); posterize 0 bits = black"},
+                "mixup": c.mixup, "cutmix": c.cutmix, "mixup_prob": c.mixup_prob,
+                "mixup_switch_prob": c.mixup_switch_prob, "mixup_mode": "batch", "label_smoothing": c.label_smoothing,
+                "loss": "soft-target cross-entropy" if c.mixing else "cross-entropy with label smoothing",
+                "bn": "train mode for training, eval mode for testing (ResNets)",
+                "normalisation": "encoder", "test_transform": "native resolution (bicubic resize only if it differs "
+                                                              "from the encoder's input size), no crop",
+                "test": "full test split, read once after the last epoch", "selection": "final",
+                "metric": "top-1 over samples", "fine_tuned": True,
+            },
+            summary=f"fine-tuned (all layers), {pct} labels, {c.epochs} epochs, final",
+        )
+
+    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
+        t0 = time.perf_counter()
+        c, ds = self.cfg, ctx.dataset
+        for module in modules_of(encoder):
+            trunk_blocks(module)  # TaskNotApplicable before any work
+        idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
+        labelled = ds.train.subset(idx)
+        stats: list[dict[str, Any]] = []
+        scored: list[int] = []
+
+        def one(member: int) -> float:
+            module = modules_of(encoder)[member]
+            model, st = fine_tune(module, encoder.feat_dim, labelled, c, mean=encoder.mean, std=encoder.std,
+                                  size=encoder.input_size, seed=ctx.seed, device=ctx.device)
+            stats.append(st)
+            top1, n = evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, size=encoder.input_size,
+                               device=ctx.device)  # the only read of the test split
+            scored.append(n)
+            return top1
+
+        values, extra = score_members(encoder, one, "top1")
+        counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
+        extra = {**extra, "subset_digest": subset_digest(idx), "subset_size": int(idx.size),
+                 "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
+                 if c.label_fraction < 1 else None,
+                 "per_class_min": int(counts.min()), "per_class_max": int(counts.max()),
+                 **stats[0], "test_samples": scored[0]}
+        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
+                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
