@@ -332,3 +332,51 @@ def test_reference_mapping_points_at_existing_rows_and_cells() -> None:
             assert row["method"] in ref_methods, (ref_file, row)
             cells = expand_grid(load_grid(entry["grid"]), only=parse_only(row["only"]))
             assert cells and all(c.method.name == row["method"] for c in cells), (ref_file, row)
+
+
+# evaluation.md §3.3-§3.6: each native grid scores its cells with the paper's own cards (tasks linear_native,
+# semisup_native, transfer_native) next to the canonical ones; name -> (expected native card names, selects on test)
+NATIVE_CARDS = {
+    "native_orchestra": ({"linear/orchestra", "semisup/orchestra"}, False),
+    "native_decssl": ({"linear/decssl", "transfer/decssl"}, True),
+    "native_flesd": ({"linear/moco-lincls"}, True),
+    "native_fedu": ({"linear/easyfl"}, False),
+    "native_fedema": ({"linear/easyfl"}, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CARDS))
+def test_native_grids_carry_the_papers_cards(name: str) -> None:
+    from benchmark.config import from_mapping
+    from benchmark.registries import TASKS
+    from tasks.cards import load_card
+
+    want, on_test = NATIVE_CARDS[name]
+    canonical = {"knn@v1", "linear@v1"}
+    cards_by_spec: dict[str, object] = {}
+    for c in cells_of(name):
+        names = set()
+        for t in c.tasks:
+            key = repr(t)
+            if key not in cards_by_spec:
+                cls = TASKS.get(t.name)
+                cards_by_spec[key] = cls(from_mapping(cls.Config, dict(t.params))).card()
+            card = cards_by_spec[key]
+            names.add(card.name)
+            if card.name in want:
+                assert card.selects_on_test == on_test, (name, card.name)
+                assert load_card(card.name).status == "native"
+        assert canonical <= names, (name, c.label())
+        assert names & want == want, (name, c.label(), names)
+    if name == "native_orchestra":
+        fractions = {t.params["label_fraction"] for c in cells_of(name) for t in c.tasks if t.name == "semisup_native"}
+        assert fractions == {0.01, 0.1}
+    if name == "native_decssl":
+        for c in cells_of(name):
+            target = {"cifar10": "stl10", "cifar100": "cifar10"}[c.dataset.name]
+            native = [(t.params["target"], t.params["label_fraction"]) for t in c.tasks if t.name == "transfer_native"]
+            assert native == [(target, 1.0), (target, 0.1), (target, 0.01)]
+    if name == "native_flesd":
+        lrs = {(c.backbone.name, t.params.get("lr")) for c in cells_of(name) for t in c.tasks
+               if t.name == "linear_native"}
+        assert lrs == {("resnet18_cifar", None), ("resnet50", 0.3)}  # card lr 0.03 for ResNet-18; README 0.3 for R50
