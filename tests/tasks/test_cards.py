@@ -169,3 +169,18 @@ def test_native_tasks_at_default_config_carry_the_native_card(task: str, card: s
     assert pc.selects_on_test == (pc.name in SELECTS_ON_TEST)
     shorter = cls(from_mapping(cls.Config, {"card": card, "epochs": 1})).card()
     assert shorter.name == pc.name and shorter.card_id != pc.card_id
+
+
+def test_reference_card_ids_are_the_digests_of_their_named_cards() -> None:
+    """A paper number may carry a card_id only when its protocol is exactly one of our card JSONs (reference.py)."""
+    from pathlib import Path
+
+    from benchmark.records.reference import load_references
+
+    good, bad = load_references(Path(__file__).resolve().parents[2] / "results" / "reference")
+    assert not bad
+    pinned = [v for t in good for v in t.values if v.card_id]
+    assert pinned  # Orchestra's linear columns: linear/orchestra is its released linear_eval.py protocol
+    for v in pinned:
+        assert v.card_id == load_card(v.card).digest, (v.file, v.column)
+        assert not v.selects_on_test
