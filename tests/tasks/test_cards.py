@@ -35,7 +35,7 @@ GOLDEN = {
     "transfer-linear@v1": "b2ec216e8764407e",  # CIFAR-10 -> STL-10, 100 %, 32 px
     "recon/mae@v1": "6d483aedb74d0f47",
     "e2e-classifier@v1": "107a89ee3d3de433",
-    "perclient@v1": "d110d12a3b80fec9",
+    "perclient@v1": "d110d12a3b80fec9",  # no task yet
     "detection/maskrcnn-r18fpn-1x@v1": "7853ef23b32f672e",
     "detection/maskrcnn-r18fpn-1x-cifarstem@v1": "ffd348bfd0e3f886",
 }
@@ -184,3 +184,39 @@ def test_reference_card_ids_are_the_digests_of_their_named_cards() -> None:
     for v in pinned:
         assert v.card_id == load_card(v.card).digest, (v.file, v.column)
         assert not v.selects_on_test
+
+
+def test_e2e_classifier_scores_the_exported_classifier_once_in_eval_mode(tmp_path) -> None:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from benchmark.api import DatasetSplit, Encoder
+    from benchmark.data.datasets import DatasetSplits
+    from tasks.base import TaskContext, TaskNotApplicable
+
+    labels = np.array([0, 1, 1, 0, 1], dtype=np.int64)
+    images = torch.zeros(5, 3, 2, 2, dtype=torch.uint8)
+    images[labels == 1] = 255  # bright images are class 1
+    split = DatasetSplit(images, labels, 2)
+    ds = DatasetSplits("toy", split, split, "toy", (0.5,) * 3, (0.5,) * 3)
+
+    class Bright(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            assert not self.training
+            m = x.mean((1, 2, 3))
+            return torch.stack([-m, m], 1)
+
+    clf = Bright().train()
+    enc = Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="x", input_size=2,
+                  mean=(0.5,) * 3, std=(0.5,) * 3, classifier=clf)
+    cls = TASKS.get("e2e_classifier")
+    task = cls(from_mapping(cls.Config, {"batch_size": 2}))
+    ctx = TaskContext(dataset=ds, data_root=tmp_path, out_dir=tmp_path, device=torch.device("cpu"), seed=0,
+                      feature_cache={})
+    s = task.run(enc, ctx)
+    assert s.values["top1"] == 100.0 and clf.training  # mode restored
+    assert s.card.name == "e2e-classifier@v1" and s.card.card_id == GOLDEN["e2e-classifier@v1"]
+    with pytest.raises(TaskNotApplicable):
+        task.run(Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="x", input_size=2,
+                         mean=(0.5,) * 3, std=(0.5,) * 3), ctx)
