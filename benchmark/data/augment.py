@@ -2,8 +2,11 @@
 
 The papers' code runs torchvision's per-image PIL pipeline in data-loader workers. Here a whole batch is augmented
 with a handful of tensor ops (one ``grid_sample`` for crop + flip + resize, vectorised colour ops, a grouped conv for
-blur), which is what makes CPU tests cheap and GPU runs input-bound-free. Every random parameter is drawn on the CPU
-from the caller's ``torch.Generator`` (so results do not depend on the device) and then moved to the batch's device.
+blur), which is what makes CPU tests cheap and GPU runs input-bound-free. Every random parameter is drawn first, on
+the CPU, from the caller's ``torch.Generator`` (``draw``; results do not depend on the device), then the view is built:
+each colour op runs only on the images it was drawn for (index_select, in-place arithmetic, index_copy_), and on the
+CPU in chunks of images small enough to be recycled by the allocator instead of page-faulted in afresh (issue 10,
+P2; profile in README "Performance").
 
 Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``
 and ``GaussianBlur``; departures are marked DEVIATION.
@@ -16,8 +19,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
-from benchmark.data.views import normalize
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,18 +90,25 @@ def resized_crop(
     # The affine map is a per-image scale and shift (no rotation), so the sampling grid is an outer sum of two
     # vectors: built by broadcasting instead of F.affine_grid's batched matmul (same values, a fraction of the cost).
     base = (torch.arange(size, device=x.device, dtype=x.dtype) * 2 + 1) / size - 1  # pixel centres, align_corners=False
-    gx = (sx[:, None] * base[None, :] + cx[:, None])[:, None, :].expand(n, size, size)
-    gy = (sy[:, None] * base[None, :] + cy[:, None])[:, :, None].expand(n, size, size)
-    grid = torch.stack([gx, gy], dim=-1)
+    grid = torch.empty(n, size, size, 2, device=x.device, dtype=x.dtype)
+    grid[..., 0] = (sx[:, None] * base[None, :] + cx[:, None])[:, None, :]  # x varies along columns
+    grid[..., 1] = (sy[:, None] * base[None, :] + cy[:, None])[:, :, None]  # y along rows
     out = F.grid_sample(x, grid, mode=mode, padding_mode="border", align_corners=False)
     return out.clamp_(0.0, 1.0) if mode == "bicubic" else out
 
 
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    return (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+_LUMA = (0.299, 0.587, 0.114)  # ITU-R 601-2, PIL's convert("L") (torchvision's tensor path rounds 0.299 to 0.2989)
+
+
+def _gray_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The luma plane (n, H, W) of ``x`` (0.299 r + 0.587 g + 0.114 b) written into ``out``, without temporaries."""
+    torch.mul(x[:, 0], _LUMA[0], out=out)
+    out.add_(x[:, 1], alpha=_LUMA[1])
+    return out.add_(x[:, 2], alpha=_LUMA[2])
 
 
 def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
+    """Reference RGB -> HSV (the tests' oracle for the hue shift; not on the hot path)."""
     r, g, b = x.unbind(1)
     maxc, _ = x.max(1)
     minc, _ = x.min(1)
@@ -114,6 +122,7 @@ def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
 
 
 def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
+    """Reference HSV -> RGB by torchvision's six-way table (the tests' oracle; not on the hot path)."""
     h, s, v = x.unbind(1)
     i = torch.floor(h * 6.0)
     f = h * 6.0 - i
@@ -126,70 +135,170 @@ def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
     return table.gather(1, idx).squeeze(1)
 
 
-def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """RGB -> HSV, h += shift (mod 1), -> RGB, as torchvision's adjust_hue, in a handful of fused-size ops.
+def _shift_hue_(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """In place: RGB -> HSV, h += shift (mod 1, ``shift`` (n,) in turns), -> RGB, as torchvision's adjust_hue.
 
-    Same maths as ``_hsv_to_rgb(_rgb_to_hsv(x))`` with the hue shifted (S and V pass through: V = max, V·S = max - min),
-    but the inverse uses the closed form c_n = V - V·S·clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6 for
-    n = 5, 3, 1 (R, G, B) instead of gathering from a six-way table; equal up to float rounding (tested)."""
-    r, g, b = x.unbind(1)
-    maxc = torch.maximum(torch.maximum(r, g), b)  # elementwise over the three planes: cheaper than x.max(1)
-    minc = torch.minimum(torch.minimum(r, g), b)
-    delta = maxc - minc
-    safe = torch.where(delta > 0, delta, torch.ones_like(delta))
-    # 6h in [-1, 5); where delta = 0 the hue is irrelevant (the output is V whatever k is), so no mask is needed
-    h6 = torch.where(maxc == r, (g - b) / safe, torch.where(maxc == g, 2.0 + (b - r) / safe, 4.0 + (r - g) / safe))
-    h6 = h6 + 6.0 * shift
-    k = (torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1) + h6[:, None]) % 6.0
-    return maxc[:, None] - delta[:, None] * torch.minimum(k, 4.0 - k).clamp_(0.0, 1.0)
-
-
-def color_jitter(x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator) -> torch.Tensor:
-    """ColorJitter applied with probability ``jitter_p`` per image; factors drawn per image."""
+    S and V pass through (V = max, V·S = max - min = delta), so only the hue is computed: 6h = N / delta with
+    N = g - b, 2·delta + b - r or 4·delta + r - g where r, g or b is the first maximum (torchvision's _rgb2hsv order),
+    selected by multiplying with 0/1 float masks (exact) rather than torch.where (10x slower on this CPU). The
+    inverse is the closed form c_n = V - delta·clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6 for n = 5, 3, 1 (R, G,
+    B), written with u = k - 2 wrapped to [-3, 3] as c_n = min + delta·clamp(|u| - 1, 0, 1), instead of gathering
+    from torchvision's six-way table: the same maths up to float rounding (tested against torchvision)."""
     n = x.shape[0]
+    r, g, b = x.unbind(1)
+    vmax = torch.maximum(torch.maximum(r, g), b)
+    vmin = torch.minimum(torch.minimum(r, g), b)
+    delta = vmax - vmin
+    m_r = torch.eq(r, vmax, out=torch.empty_like(vmax))  # eq into a float tensor: 0/1 masks, vectorised
+    m_g = torch.eq(g, vmax, out=torch.empty_like(vmax))
+    m_g.addcmul_(m_g, m_r, value=-1.0)  # g is the maximum and r is not
+    m_b = (m_r + m_g).neg_().add_(1.0)
+    h6 = (g - b).mul_(m_r)
+    h6.addcmul_(m_g, (b - r).add_(delta, alpha=2.0))
+    h6.addcmul_(m_b, (r - g).add_(delta, alpha=4.0))
+    # where delta = 0 the numerator is 0 and the output is the grey level whatever the hue: any divisor > 0 will do
+    h6.div_(delta.clamp(min=1e-20))
+    offsets = torch.tensor([3.0, 1.0, -1.0]).view(1, 3) + 6.0 * shift.to("cpu", x.dtype).view(n, 1)  # n - 2 + 6·shift
+    u = torch.add(h6.unsqueeze(1), offsets.to(x.device, x.dtype).view(n, 3, 1, 1), out=x)  # RGB no longer needed
+    u.sub_(torch.mul(u, 1.0 / 6.0).round_(), alpha=6.0)  # wrap to [-3, 3]; the result is continuous at the seams
+    return u.abs_().sub_(1.0).clamp_(0.0, 1.0).mul_(delta.unsqueeze(1)).add_(vmin.unsqueeze(1))
+
+
+def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Out-of-place ``_shift_hue_`` (``shift`` of any shape holding one value per image)."""
+    return _shift_hue_(x.clone(), shift.reshape(-1))
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Every random parameter of one augmented view of a batch of n images (all on the CPU).
+
+    Drawn from the generator in this order: crop boxes, flip, jitter (apply, brightness, contrast, saturation, hue
+    factors, op order), grayscale, blur (apply, sigma); a stage whose probability or strength is zero draws nothing."""
+
+    boxes: torch.Tensor  # (n, 4) top, left, h, w
+    flip: torch.Tensor  # (n,) bool
+    jitter: torch.Tensor | None  # (n,) bool: ColorJitter applies
+    factors: torch.Tensor | None  # (n, 4) brightness, contrast, saturation factors, hue shift (turns)
+    order: tuple[int, ...]  # the four jitter ops' order (one per batch)
+    gray: torch.Tensor | None  # (n,) bool
+    blur: torch.Tensor | None  # (n,) bool
+    sigma: torch.Tensor | None  # (n,)
+
+    def rows(self, sl: slice) -> Draws:
+        def cut(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[sl]
+
+        return Draws(self.boxes[sl], self.flip[sl], cut(self.jitter), cut(self.factors), self.order, cut(self.gray),
+                     cut(self.blur), cut(self.sigma))
+
+
+def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator) -> Draws:
+    boxes = crop_boxes(n, height, width, cfg, gen)
+    flip = _rand(gen, n) < cfg.flip_p
+    jitter = factors = None
+    order: tuple[int, ...] = ()
+    if cfg.jitter_p > 0 and any(v > 0 for v in cfg.jitter):
+        bri, con, sat, hue = cfg.jitter
+        jitter = _rand(gen, n) < cfg.jitter_p
+        fb = 1 - bri + 2 * bri * _rand(gen, n)
+        fc = 1 - con + 2 * con * _rand(gen, n)
+        fs = 1 - sat + 2 * sat * _rand(gen, n)
+        fh = -hue + 2 * hue * _rand(gen, n)
+        factors = torch.stack([fb, fc, fs, fh], 1)
+        # DEVIATION: torchvision draws a random order of the four ops per image; we draw one order per batch
+        # (as kornia's ColorJiggle does), which keeps the op count constant. The per-image factors are unchanged.
+        order = tuple(torch.randperm(4, generator=gen).tolist())
+    gray = _rand(gen, n) < cfg.gray_p if cfg.gray_p > 0 else None
+    blur = sigma = None
+    if cfg.blur_p > 0:
+        blur = _rand(gen, n) < cfg.blur_p
+        sigma = cfg.blur_sigma[0] + (cfg.blur_sigma[1] - cfg.blur_sigma[0]) * _rand(gen, n)
+    return Draws(boxes, flip, jitter, factors, order, gray, blur, sigma)
+
+
+def _on_selected(x: torch.Tensor, apply: torch.Tensor | None, fn) -> torch.Tensor:
+    """``fn(images, rows)`` on the images where ``apply`` (CPU bool), in place on ``x``: the whole batch when every
+    image is selected, else index_select -> fn -> index_copy_ (no work on the images an op skips)."""
+    if apply is None:
+        return x
+    rows = apply.nonzero().squeeze(1)
+    if rows.numel() == 0:
+        return x
+    if rows.numel() == x.shape[0]:
+        return fn(x, rows)
+    idx = rows.to(x.device)
+    return x.index_copy_(0, idx, fn(x.index_select(0, idx), rows))
+
+
+def color_jitter_(y: torch.Tensor, factors: torch.Tensor, order: tuple[int, ...], cfg: AugmentConfig) -> torch.Tensor:
+    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4), the four ops in ``order``.
+
+    Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other, 0, 1) with other
+    = 0 (brightness), the mean of the grey image (contrast) or the grey image (saturation), then adjust_hue.
+    Written as in-place multiply-adds with per-image scalars: the same maths up to float rounding (tested against
+    torchvision.transforms.functional)."""
+    m, _, height, width = y.shape
     bri, con, sat, hue = cfg.jitter
-    apply = (_rand(gen, n) < cfg.jitter_p).to(x.device).view(n, 1, 1, 1)
-    fb = (1 - bri + 2 * bri * _rand(gen, n)).to(x.device).view(n, 1, 1, 1)
-    fc = (1 - con + 2 * con * _rand(gen, n)).to(x.device).view(n, 1, 1, 1)
-    fs = (1 - sat + 2 * sat * _rand(gen, n)).to(x.device).view(n, 1, 1, 1)
-    fh = (-hue + 2 * hue * _rand(gen, n)).to(x.device).view(n, 1, 1)
-    # DEVIATION: torchvision draws a random order of the four ops per image; we draw one order per batch
-    # (as kornia's ColorJiggle does), which keeps the op count constant. The per-image factors are unchanged.
-    order = torch.randperm(4, generator=gen).tolist()
-    y = x
+    f = factors.to(y.device, y.dtype)
+    plane = None
     for op in order:
-        # blends as torchvision's _blend(img, other, f) = f·img + (1 - f)·other, written as one lerp
         if op == 0 and bri > 0:
-            y = (y * fb).clamp_(0, 1)
+            y.mul_(f[:, 0].view(m, 1, 1, 1)).clamp_(0.0, 1.0)
         elif op == 1 and con > 0:
-            mean = _gray(y).mean(dim=(1, 2, 3), keepdim=True)
-            y = torch.lerp(mean.expand_as(y), y, fc).clamp_(0, 1)
+            # mean of the grey image = the luma-weighted sum of the channel means (linear)
+            mean = (y.mean(dim=(2, 3)) * torch.tensor(_LUMA, device=y.device, dtype=y.dtype)).sum(1)
+            fc = f[:, 1]
+            y.mul_(fc.view(m, 1, 1, 1)).add_(((1.0 - fc) * mean).view(m, 1, 1, 1)).clamp_(0.0, 1.0)
         elif op == 2 and sat > 0:
-            y = torch.lerp(_gray(y).expand_as(y), y, fs).clamp_(0, 1)
+            plane = _gray_into(y, y.new_empty(m, height, width) if plane is None else plane)
+            fs = f[:, 2]
+            plane.mul_((1.0 - fs).view(m, 1, 1))
+            y.mul_(fs.view(m, 1, 1, 1)).add_(plane.unsqueeze(1)).clamp_(0.0, 1.0)
         elif op == 3 and hue > 0:
-            y = _shift_hue(y, fh)
-    return torch.where(apply, y, x)
+            _shift_hue_(y, f[:, 3])
+    return y
 
 
-def random_grayscale(x: torch.Tensor, p: float, gen: torch.Generator) -> torch.Tensor:
-    apply = (_rand(gen, x.shape[0]) < p).to(x.device).view(-1, 1, 1, 1)
-    return torch.where(apply, _gray(x).expand_as(x), x)
+def grayscale_(y: torch.Tensor) -> torch.Tensor:
+    """RandomGrayscale's transform (3 output channels) in place."""
+    gray = _gray_into(y, y.new_empty(y.shape[0], y.shape[2], y.shape[3]))
+    return y.copy_(gray.unsqueeze(1).expand_as(y))
 
 
-def gaussian_blur(x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator) -> torch.Tensor:
-    n, c, h, w = x.shape
-    apply = (_rand(gen, n) < cfg.blur_p).to(x.device)
-    sigma = (cfg.blur_sigma[0] + (cfg.blur_sigma[1] - cfg.blur_sigma[0]) * _rand(gen, n)).to(x.device, x.dtype)
-    k = cfg.blur_kernel
-    r = torch.arange(k, device=x.device, dtype=x.dtype) - (k - 1) / 2
+def gaussian_blur_(y: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor:
+    """GaussianBlur with a k-tap kernel of per-image ``sigma`` (reflect padding, separable), in place on ``y``."""
+    m, c, h, w = y.shape
+    sigma = sigma.to(y.device, y.dtype)
+    r = torch.arange(k, device=y.device, dtype=y.dtype) - (k - 1) / 2
     kern = torch.exp(-(r[None, :] ** 2) / (2 * sigma[:, None] ** 2))
-    kern = kern / kern.sum(1, keepdim=True)  # (n, k)
-    kern = kern.repeat_interleave(c, 0)  # (n*c, k)
+    kern = kern / kern.sum(1, keepdim=True)  # (m, k)
+    kern = kern.repeat_interleave(c, 0)  # (m*c, k)
     pad = k // 2
-    y = x.reshape(1, n * c, h, w)
-    y = F.conv2d(F.pad(y, (pad, pad, 0, 0), mode="reflect"), kern.view(n * c, 1, 1, k), groups=n * c)
-    y = F.conv2d(F.pad(y, (0, 0, pad, pad), mode="reflect"), kern.view(n * c, 1, k, 1), groups=n * c)
-    return torch.where(apply.view(n, 1, 1, 1), y.view(n, c, h, w), x)
+    z = y.reshape(1, m * c, h, w)
+    z = F.conv2d(F.pad(z, (pad, pad, 0, 0), mode="reflect"), kern.view(m * c, 1, 1, k), groups=m * c)
+    z = F.conv2d(F.pad(z, (0, 0, pad, pad), mode="reflect"), kern.view(m * c, 1, k, 1), groups=m * c)
+    return y.copy_(z.view(m, c, h, w))
+
+
+_CHUNK_BYTES = 3 << 20
+
+
+def _chunk(n: int, size: int, device: torch.device) -> int:
+    """Images per chunk. On the CPU the view is built in slices of at most ~3 MB per float tensor: a larger fresh
+    tensor is mmap'ed by the allocator and page-faulted on first touch (measured: that costs more than the arithmetic
+    of an elementwise op), while smaller ones are recycled from the heap and stay in cache. One chunk elsewhere."""
+    if device.type != "cpu":
+        return n
+    return max(1, min(n, _CHUNK_BYTES // (3 * size * size * 4)))
+
+
+def _view(x: torch.Tensor, d: Draws, cfg: AugmentConfig, size: int, mean: torch.Tensor, std: torch.Tensor):
+    y = resized_crop(x, d.boxes, d.flip, size, cfg.interpolation)  # a fresh tensor: the ops below work in place
+    y = _on_selected(y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order, cfg))
+    y = _on_selected(y, d.gray, lambda v, rows: grayscale_(v))
+    y = _on_selected(y, d.blur, lambda v, rows: gaussian_blur_(v, d.sigma[rows], cfg.blur_kernel))
+    return y.sub_(mean).div_(std)  # normalize(), in place
 
 
 def augment(
@@ -201,20 +310,24 @@ def augment(
     mean: tuple[float, ...],
     std: tuple[float, ...],
 ) -> torch.Tensor:
-    """One augmented, normalised float view of a uint8 batch (N, 3, H, W) on its own device."""
+    """One augmented, normalised float view of a uint8 batch (N, 3, H, W) on its own device.
+
+    All parameters are drawn first (``draw``), then the view is built chunk by chunk (``_chunk``); the result does
+    not depend on the chunking, since every op is per image."""
     x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
     n, _, height, width = x.shape
     size = size or width
-    boxes = crop_boxes(n, height, width, cfg, gen)
-    flip = _rand(gen, n) < cfg.flip_p
-    x = resized_crop(x, boxes, flip, size, cfg.interpolation)
-    if cfg.jitter_p > 0 and any(v > 0 for v in cfg.jitter):
-        x = color_jitter(x, cfg, gen)
-    if cfg.gray_p > 0:
-        x = random_grayscale(x, cfg.gray_p, gen)
-    if cfg.blur_p > 0:
-        x = gaussian_blur(x, cfg, gen)
-    return normalize(x, mean, std)
+    d = draw(n, height, width, cfg, gen)
+    m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
+    s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
+    step = _chunk(n, size, x.device)
+    if step >= n:
+        return _view(x, d, cfg, size, m, s)
+    out = torch.empty(n, x.shape[1], size, size, device=x.device, dtype=x.dtype)
+    for lo in range(0, n, step):
+        sl = slice(lo, min(n, lo + step))
+        out[sl] = _view(x[sl], d.rows(sl), cfg, size, m, s)
+    return out
 
 
 def two_views(

@@ -102,3 +102,88 @@ def test_shift_hue_equals_hsv_round_trip():
     ref = _hsv_to_rgb(torch.stack([(hsv[:, 0] + shift.view(64, 1, 1)) % 1.0, hsv[:, 1], hsv[:, 2]], 1))
     torch.testing.assert_close(_shift_hue(x, shift.view(64, 1, 1)), ref, atol=2e-5, rtol=0)
     torch.testing.assert_close(_shift_hue(x, torch.zeros(64, 1, 1)), x, atol=2e-5, rtol=0)
+
+
+def _torchvision_view(x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator) -> torch.Tensor:
+    """One view built image by image with torchvision's functional ops, from parameters drawn in the documented order
+    (crop boxes, flip, jitter apply/brightness/contrast/saturation/hue/order, grayscale, blur apply/sigma)."""
+    import torchvision.transforms.functional as TF
+
+    n, _, h, w = x.shape
+    boxes = crop_boxes(n, h, w, cfg, gen)
+    flip = torch.rand(n, generator=gen) < cfg.flip_p
+    jit = torch.rand(n, generator=gen) < cfg.jitter_p
+    fac = [torch.rand(n, generator=gen) for _ in range(4)]
+    bri, con, sat, hue = cfg.jitter
+    fb, fc, fs = (1 - v + 2 * v * f for v, f in zip((bri, con, sat), fac))
+    fh = -hue + 2 * hue * fac[3]
+    order = torch.randperm(4, generator=gen).tolist()
+    gray = torch.rand(n, generator=gen) < cfg.gray_p
+    blur = torch.rand(n, generator=gen) < cfg.blur_p
+    sigma = cfg.blur_sigma[0] + (cfg.blur_sigma[1] - cfg.blur_sigma[0]) * torch.rand(n, generator=gen)
+    crops = resized_crop(x, boxes, flip, w, cfg.interpolation)  # the crop is checked above against affine_grid
+    out = []
+    for i in range(n):
+        img = crops[i]
+        if jit[i]:
+            for op in order:
+                if op == 0:
+                    img = TF.adjust_brightness(img, float(fb[i]))
+                elif op == 1:
+                    img = TF.adjust_contrast(img, float(fc[i]))
+                elif op == 2:
+                    img = TF.adjust_saturation(img, float(fs[i]))
+                else:
+                    img = TF.adjust_hue(img, float(fh[i]))
+        if gray[i]:
+            img = TF.rgb_to_grayscale(img, 3)
+        if blur[i]:
+            img = TF.gaussian_blur(img, [cfg.blur_kernel] * 2, [float(sigma[i])] * 2)
+        out.append(TF.normalize(img, MEAN, STD))
+    return torch.stack(out), jit | gray | blur
+
+
+def test_view_equals_torchvision_functional_ops_image_by_image(monkeypatch):
+    """The batched, in-place, selected-images-only view equals torchvision's ops applied per image to the same draws,
+    to float rounding. torchvision's tensor grayscale weighs red 0.2989 where PIL (and we) use 0.299, so the
+    reference's grayscale (also used by its contrast and saturation) is given PIL's weights. Images no op selected
+    are bitwise the normalised crop."""
+    from torchvision.transforms import _functional_tensor as tvf
+
+    def luma_299(img: torch.Tensor, num_output_channels: int = 1) -> torch.Tensor:
+        r, g, b = img.unbind(-3)
+        return (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(-3).expand(num_output_channels, *img.shape[-2:])
+
+    monkeypatch.setattr(tvf, "rgb_to_grayscale", luma_299)
+    x = _images(96, 16)
+    for cfg in (AugmentConfig(), AugmentConfig(blur_p=0.5, jitter_p=0.6, gray_p=0.4)):
+        got = augment(x, cfg, torch.Generator().manual_seed(11), mean=MEAN, std=STD)
+        ref, touched = _torchvision_view(x.float() / 255, cfg, torch.Generator().manual_seed(11))
+        torch.testing.assert_close(got, ref, atol=5e-5, rtol=0)  # 1e-5 in [0, 1] units, divided by std 0.25
+        assert torch.equal(got[~touched], ref[~touched])
+        assert 0 < int(touched.sum()) < 96
+
+
+def test_chunked_view_equals_one_chunk(monkeypatch):
+    """Building the view in small CPU chunks (benchmark.data.augment._chunk) does not change a single bit."""
+    import benchmark.data.augment as aug
+
+    x = _images(50, 16)
+    for cfg in (AugmentConfig(), AugmentConfig(blur_p=0.5, interpolation="bicubic")):
+        whole = two_views(x, cfg, torch.Generator().manual_seed(4), mean=MEAN, std=STD)
+        monkeypatch.setattr(aug, "_CHUNK_BYTES", 7 * 3 * 16 * 16 * 4)  # 7 images per chunk, a ragged last one
+        chunked = two_views(x, cfg, torch.Generator().manual_seed(4), mean=MEAN, std=STD)
+        monkeypatch.undo()
+        assert all(torch.equal(a, b) for a, b in zip(whole, chunked))
+
+
+def test_shift_hue_equals_torchvision_adjust_hue():
+    import torchvision.transforms.functional as TF
+
+    x = torch.rand(32, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    x[:3] = x[:3, :1]  # grey
+    x[3:6, 1] = x[3:6, 0]  # ties between the red and green maxima
+    x[6:9, 2] = x[6:9, 1]
+    shift = torch.linspace(-0.5, 0.5, 32)
+    ref = torch.stack([TF.adjust_hue(x[i], float(shift[i])) for i in range(32)])
+    torch.testing.assert_close(_shift_hue(x, shift), ref, atol=1e-5, rtol=0)
