@@ -289,7 +289,7 @@ def simulate(
         for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
             vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
             metrics[f"client/{key}"] = float(np.mean(vals))
-        for key, value in getattr(server, "extra_metrics", {}).items():
+        for key, value in server.metrics.items():
             metrics[key] = float(value)
         history.append(metrics)
         if r % ckpt.every == 0 or r == settings.num_rounds:

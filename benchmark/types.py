@@ -41,6 +41,8 @@ class Payload:
 class ServerState:
     model: TensorDict  # namespaced keys: "encoder.*", "projector.*", "cluster0.*"
     extra: TensorDict = field(default_factory=dict)  # global centroids, server momentum, ...
+    # Scalars the server reports for this round (logged in the round history; not state, not checkpointed).
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

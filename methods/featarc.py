@@ -254,11 +254,11 @@ class FeatARC(FedAvgSimCLR):
         for k, j, p in zip(ids, assign, payloads):
             a[k], n[k], row[0, k] = j, int(p.num_examples), j
         hist = torch.cat([extra["assign_history"], row])
-        new = ServerState(model=model, extra={"assign": a, "n": n, "assign_history": hist})
+        extra = {"assign": a, "n": n, "assign_history": hist}
         mass = [int(n[a == j].sum()) for j in range(C)]
-        object.__setattr__(new, "extra_metrics", {"reported_cluster": float(self.reported_cluster(new)),
-                                                  **{f"cluster_mass{j}": float(m) for j, m in enumerate(mass)}})
-        return new
+        reported = self.reported_cluster(ServerState(model=model, extra=extra))
+        return ServerState(model=model, extra=extra, metrics={
+            "reported_cluster": float(reported), **{f"cluster_mass{j}": float(m) for j, m in enumerate(mass)}})
 
     def grow_extra(self, extra: Mapping[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
         """Pad the per-client arrays to k clients: assignment i mod C (§2.1), size 0, history −1 (not sampled)."""

@@ -283,9 +283,7 @@ class FLESD:
         ebar = ensemble_similarities(sims, self.cfg.tau_teacher)
         del sims
         model, stats = self.distill(server.model, ebar, public, ctx)
-        state = ServerState(model=model, extra=server.extra)
-        object.__setattr__(state, "extra_metrics", stats)  # logged by the engine; not state, not checkpointed
-        return state
+        return ServerState(model=model, extra=server.extra, metrics=stats)
 
     def distill(self, model: Mapping[str, torch.Tensor], ebar: torch.Tensor, public: UnlabeledView,
                 ctx: RoundContext) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
