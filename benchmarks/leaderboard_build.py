@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.leaderboard.lb_factory import LINEAR_CARD, make_record, write_records  # noqa: E402
+from tests.leaderboard.lb_factory import LINEAR_CARD, make_record, write_records
 
 METHODS = ["fedavg_simclr", "fedu", "fedema", "orchestra", "flesd", "featarc", "fedmae", "central_ssl", "local_ssl",
            "dec_sl", "no_pretrain"]

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _timing import Span, best_ratio, med, median_ratio, timed  # noqa: E402
+from _timing import Span, best_ratio, med, median_ratio, timed
 
 TARGET = 0.95
 
@@ -49,9 +49,9 @@ CELL = {
 def setup(rounds: int):
     import torch
 
+    from benchmark.data.datasets import load_dataset_splits
     from benchmark.grid import resolve_cell
     from benchmark.runner import build_method, build_partition, client_datasets
-    from benchmark.data.datasets import load_dataset_splits
     from benchmark.simulate import SimSettings
 
     cell = resolve_cell({**CELL, "fl": {**CELL["fl"], "rounds": rounds}})
@@ -72,7 +72,7 @@ def engine_run(method, clients, settings, loops: list[Span] | None = None) -> Sp
 
     orig = mod.run_local_epochs
 
-    def timed_loop(*a, **kw):  # noqa: ANN002, ANN003
+    def timed_loop(*a, **kw):
         with timed() as span:
             out = orig(*a, **kw)
         loops.append(span)
@@ -138,7 +138,7 @@ def first_client_loss_engine(method, clients, settings) -> float:
     seen: list[float] = []
     orig = torch.Tensor.backward
 
-    def spy(self, *a, **kw):  # noqa: ANN001
+    def spy(self, *a, **kw):
         if not seen:
             seen.append(float(self.detach()))
         return orig(self, *a, **kw)
@@ -152,7 +152,7 @@ def first_client_loss_engine(method, clients, settings) -> float:
 
 
 def measure(reps: int = 3, rounds: int = 1, log=print) -> dict:
-    cell, method, clients, settings = setup(rounds)
+    _cell, method, clients, settings = setup(rounds)
     steps = rounds * len(clients) * settings.local_epochs * len(clients[0].train.batch_indices(
         method.cfg.batch_size, __import__("torch").Generator()))
     engine_run(method, clients, settings)  # warm-up (allocator, first-call costs) for both variants

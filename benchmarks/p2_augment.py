@@ -14,9 +14,8 @@ Share of a training step: one SimCLR step of resnet18_cifar (forward of both vie
 512. Width 64 (the papers') takes tens of seconds per step on this 2-core CPU, so the step is measured at
 ``--width`` (default 8) and the share is reported twice: measured at that width (an upper bound: a wider model
 only makes the step longer), and estimated for width 64 by scaling the measured step time by the ratio of forward
-FLOPs (benchmark.plan.forward_flops). The step's loss is NT-Xent written as one (2B x 2B) cross-entropy, as the
-SimCLR code does: the project's ``ntxent_2b`` (pytorch-metric-learning's NTXentLoss) gives the same value but builds a
-(2B x 2B(2B-2)) pair mask, about 60 s per step at B = 512 on this machine, which would make any augmentation look free.
+FLOPs (benchmark.plan.forward_flops). The step's loss is the project's ``ntxent_2b`` (methods/_shared/losses.py: one
+(2B x 2B) cross-entropy, as the SimCLR code does), what every SimCLR-style method trains with.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _timing import Span, med, median_ratio, timed  # noqa: E402
+from _timing import Span, med, median_ratio, timed
 
 TARGET_SPEEDUP = 5.0
 TARGET_SHARE = 0.15
@@ -80,17 +79,10 @@ def step_time(width: int, x, cfg, reps: int) -> list[Span]:
     """Median seconds of one full SimCLR step (augmentation excluded) of resnet18_cifar at ``width``."""
     import torch
 
-    import torch.nn.functional as F
-
     from benchmark.api import build_backbone
     from benchmark.data.augment import two_views
     from methods._shared.heads import mlp_head
-
-    def ntxent_2b(z1, z2, tau):  # the SimCLR loss in its O(B^2) form (same value as methods/_shared/losses.py)
-        z = F.normalize(torch.cat([z1, z2]), dim=1)
-        sim = (z @ z.t() / tau).fill_diagonal_(float("-inf"))
-        n = z1.shape[0]
-        return F.cross_entropy(sim, torch.cat([torch.arange(n, 2 * n), torch.arange(n)]))
+    from methods._shared.losses import ntxent_2b
 
     torch.manual_seed(0)
     enc, d = build_backbone("resnet18_cifar", {"width": width})

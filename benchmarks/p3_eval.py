@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _timing import Span, med, median_ratio, timed  # noqa: E402
+from _timing import Span, med, median_ratio, timed
 
 TARGET = 10.0
 
@@ -69,7 +69,7 @@ def reembed_run(ds, encoder, epochs: int) -> tuple[Span, float]:
 
     cfg = LinearProbeConfig(epochs=epochs)
     dev = torch.device("cpu")
-    emb = lambda split: extract_features(encoder.module, split, encoder.mean, encoder.std, dev)  # noqa: E731
+    emb = lambda split: extract_features(encoder.module, split, encoder.mean, encoder.std, dev)
     with timed() as span:
         knn_top1(emb(ds.train), ds.train.labels, emb(ds.test), ds.test.labels, ds.num_classes)
         y = torch.as_tensor(ds.train.labels)
