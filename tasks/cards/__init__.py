@@ -38,14 +38,14 @@ STATUSES = ("canonical", "native", "project", "documentation_only")
 
 # evaluation.md §1 groups; every settings key belongs to exactly one. Adding a key is a schema change (review it).
 FIELD_GROUPS: dict[str, tuple[str, ...]] = {
-    "status": ("status", "protocol_assumed", "member_rule"),
+    "status": ("status", "protocol_assumed", "member_rule", "source"),
     "data": ("train_split", "test_split", "label_fraction", "subset_rule", "subset_seed", "subset_rng", "target",
              "target_split", "bank", "queries", "test_samples", "test", "test_batch_size", "test_drop_last",
              "dataset", "shapes_seed", "max_images", "subset", "split"),
     "input": ("resolution", "resize", "normalisation", "input", "input_format", "pixel_mean_std", "min_size_train",
               "max_size_train", "min_size_test", "max_size_test"),
     "features": ("features", "bn", "bn_mode", "l2_normalize", "standardize", "cached"),
-    "augmentation": ("augmentation", "train_augmentation", "test_augmentation"),
+    "augmentation": ("augmentation", "train_augmentation", "test_augmentation", "test_transform"),
     "head": ("head", "head_bias", "head_init", "head_input"),
     "model": ("model", "k", "temperature", "vote", "mask_ratio", "mask_seed", "masks", "space", "fine_tuned",
               "preset", "norm", "freeze_at", "stem_policy", "weights"),
@@ -53,7 +53,9 @@ FIELD_GROUPS: dict[str, tuple[str, ...]] = {
                  "weight_decay", "schedule", "milestones", "gamma", "warmup", "warmup_iters", "warmup_factor",
                  "epochs", "steps", "batch_size", "shuffle", "drop_last", "loss", "max_iter", "ims_per_batch",
                  "base_lr", "clip_gradients", "num_workers", "seed", "layer_decay", "drop_path", "mixup", "cutmix",
-                 "label_smoothing", "random_erasing", "rand_augment", "pooling", "test_every_epoch"),
+                 "label_smoothing", "random_erasing", "rand_augment", "pooling", "test_every_epoch", "blr", "lr_rule",
+                 "min_lr", "warmup_epochs", "drop_path_rule", "layer_decay_rule", "no_weight_decay", "mixup_prob",
+                 "mixup_switch_prob", "mixup_mode"),
     "selection": ("selection", "eval_period", "report"),
     "metric": ("metric", "metric_batch_size", "evaluator"),
     "framework": ("detectron2_version", "num_gpus", "ims_per_gpu", "device", "backbone_builder"),
