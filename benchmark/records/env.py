@@ -33,10 +33,13 @@ def collect_env(device: str = "cpu") -> EnvInfo:
     sha = _git("rev-parse", "HEAD") or "unknown"
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = None
+    threads = 0
     torch_version = versions.get("torch", "")
     torch = sys.modules.get("torch")  # read only if the caller already imported it: this package stays torch-free
-    if torch is not None and torch.cuda.is_available():
-        cuda = torch.version.cuda
+    if torch is not None:
+        threads = int(torch.get_num_threads())
+        if torch.cuda.is_available():
+            cuda = torch.version.cuda
     return EnvInfo(
         git_sha=sha,
         git_dirty=bool(status),
@@ -46,4 +49,5 @@ def collect_env(device: str = "cpu") -> EnvInfo:
         device=device,
         packages=versions,
         hostname=socket.gethostname(),
+        threads=threads,
     )

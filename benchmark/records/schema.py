@@ -112,6 +112,9 @@ class EnvInfo:
     device: str = "cpu"
     packages: Mapping[str, str] = field(default_factory=dict)
     hostname: str = ""
+    # CPU intra-op threads the cell ran with (torch.get_num_threads()); 0 = not recorded. On CPU, the thread count
+    # changes the order of floating-point reductions, hence the numbers: it is provenance a reader needs.
+    threads: int = 0
     runner: str = "fssl-bench"  # records from other runners are shown as unverified
 
 

@@ -84,3 +84,21 @@ def test_collect_validates_and_skips_bad_files(tmp_path: Path) -> None:
     assert len(good) == 1 and not bad
     again, _ = collect(runs, tmp_path / "results")  # idempotent
     assert again == []
+
+
+def test_env_records_the_cpu_thread_count_and_old_records_still_load() -> None:
+    """The intra-op thread count changes CPU reductions, hence numbers: it is provenance; records written before
+    the field existed load with 0 (not recorded)."""
+    import torch
+
+    from benchmark.records.env import collect_env
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert collect_env().threads == 1
+    finally:
+        torch.set_num_threads(before)
+    raw = json.loads(to_json(record(env=EnvInfo(threads=2))))
+    assert from_json(json.dumps(raw)).env.threads == 2
+    del raw["env"]["threads"]
+    assert from_json(json.dumps(raw)).env.threads == 0
