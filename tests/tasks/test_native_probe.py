@@ -217,3 +217,17 @@ def test_backbone_is_trained_only_when_the_card_says_all() -> None:
         seen[name] = {k: not torch.equal(weights[k], v) for k, v in seen[name].items()}
     assert not any(seen["linear/orchestra"].values())
     assert any(seen["semisup/orchestra"].values())
+
+
+def test_transfer_decssl_probes_a_class_balanced_subset_of_the_target(tmp_path) -> None:
+    # digits as the (offline) target: 10 % of 1,438 -> ceil(143.8 / 10) = 15 per class; linear/decssl settings on it
+    net = micro()
+    ds = toy_data(24, 12)
+    t, s = run_task("transfer_native", {"target": "digits", "target_resolution": 8, "label_fraction": 0.1,
+                                        "epochs": 1, "batch_size": 64}, net, ds, tmp_path)
+    assert s.card.name == "transfer/decssl" and s.card.selects_on_test and s.card.settings["protocol_assumed"]
+    assert s.extra["train_samples"] == 150 and s.extra["target"] == "digits" and s.extra["test_samples"] == 359
+    assert t.required_datasets(t.cfg) == ("digits",)
+    assert s.values["top1"] == max(s.extra["per_epoch_test"])
+    # EasyFL's CIFAR test loader: 10,000 images in batches of 2048, the last one of 1,808 weighs like the others
+    assert [len(b) for b in npb.batch_indices(10_000, 2048, shuffle=False, drop_last=False)][-1] == 1_808
