@@ -127,9 +127,12 @@ def run_cell(
     grid: str | None = None,
     stop_after_round: int | None = None,
     on_round: Callable[[int, Mapping[str, float]], None] | None = None,
+    on_pretrained: Callable[[], None] | None = None,
 ) -> ResultRecord | None:
     """Run (or resume, or skip) one cell and return its record. ``stop_after_round`` interrupts pre-training after
-    that round and returns None (tests use it to simulate a kill; the next call resumes)."""
+    that round and returns None (tests use it to simulate a kill; the next call resumes). ``on_pretrained`` is
+    called once the shared pre-training result (``final.pt``) exists, before the tasks run: launchers release the
+    pre-training lock there, so sibling cells (same pre-training, other tasks) need not wait for this cell's tasks."""
     load_builtins()
     paths = cell_paths(cell, root)
     if paths.record.exists():
@@ -141,7 +144,7 @@ def run_cell(
                                       "cell": cell.to_dict()}, indent=2, sort_keys=True) + "\n")
     tracker = tracker or NullTracker()
     try:
-        return _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_round)
+        return _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_round, on_pretrained)
     except Exception as exc:
         atomic_write_text(paths.error, json.dumps({
             "cell_id": cell.cell_id, "reason": f"{type(exc).__name__}: {exc}",
@@ -154,7 +157,8 @@ def run_cell(
         raise CellFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_round) -> ResultRecord | None:
+def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_round,
+         on_pretrained=None) -> ResultRecord | None:
     from benchmark.api import Diverged
 
     t_start = time.perf_counter()
@@ -219,6 +223,8 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
         from benchmark.simulate import _atomic_torch_save
 
         _atomic_torch_save(final, final_path)
+    if on_pretrained is not None:
+        on_pretrained()
     status, reason = final["status"], final["reason"]
     pretrain_time = float(final.get("pretrain_time_s", time.perf_counter() - t_pre))
     server = ServerState(model=final["model"], extra=final["extra"])

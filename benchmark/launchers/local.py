@@ -123,7 +123,8 @@ def execute_cell(cell: Any, root: Path, *, device: str = "auto", wandb: bool = F
         try:
             tracker = WandbTracker() if wandb else NullTracker()
             record = run_cell(cell, root, device=device, tracker=tracker, data_root=data_root, grid=grid,
-                              stop_after_round=stop_after_round, on_round=round_done)
+                              stop_after_round=stop_after_round, on_round=round_done,
+                              on_pretrained=pre_lock.release if pre_lock is not None else None)
         except CellFailed as exc:
             log_attempt(paths.cell_dir, "end", status="failed")
             return CellOutcome(cell.cell_id, "failed", error=str(exc))

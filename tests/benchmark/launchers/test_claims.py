@@ -251,3 +251,26 @@ def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: P
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
+
+
+def test_pretraining_lock_is_released_once_final_pt_exists_before_the_tasks(tmp_path: Path, monkeypatch) -> None:
+    """Sibling cells share one pre-training; they must not wait for this cell's tasks: the launcher's pre-training
+    lock is gone as soon as ``final.pt`` is written, while the cell's own claim is held until its record exists."""
+    import tasks.knn as knn
+    from benchmark.launchers.local import CLAIM_FILE, PRETRAIN_LOCK, execute_cell
+    from benchmark.runner import cell_paths
+    from tests.helpers import smoke_cell
+
+    cell = smoke_cell(seed=11, tasks=["knn"])
+    paths = cell_paths(cell, tmp_path)
+    seen = []
+    real_run = knn.KNN.run
+
+    def spy(self, encoder, ctx):
+        seen.append(((paths.pretrain_dir / "final.pt").exists(), (paths.pretrain_dir / PRETRAIN_LOCK).exists(),
+                     (paths.cell_dir / CLAIM_FILE).exists()))
+        return real_run(self, encoder, ctx)
+
+    monkeypatch.setattr(knn.KNN, "run", spy)
+    assert execute_cell(cell, tmp_path, device="cpu").status == "done"
+    assert seen == [(True, False, True)]
