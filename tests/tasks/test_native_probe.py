@@ -231,3 +231,20 @@ def test_transfer_decssl_probes_a_class_balanced_subset_of_the_target(tmp_path) 
     assert s.values["top1"] == max(s.extra["per_epoch_test"])
     # EasyFL's CIFAR test loader: 10,000 images in batches of 2048, the last one of 1,808 weighs like the others
     assert [len(b) for b in npb.batch_indices(10_000, 2048, shuffle=False, drop_last=False)][-1] == 1_808
+
+
+def test_native_and_e2e_cards_through_run_cell(tmp_path) -> None:
+    """A real (smallest) dec_sl cell: the record carries the JSON cards, Dec-SSL's selects on the test set, and the
+    record round-trips through the schema."""
+    from benchmark.records.schema import from_json, to_json
+    from benchmark.runner import run_cell
+    from tests.helpers import smoke_cell
+
+    cell = smoke_cell("dec_sl", tasks=["e2e_classifier", {"name": "linear_native", "card": "easyfl", "epochs": 2},
+                                       {"name": "linear_native", "card": "decssl", "epochs": 1, "batch_size": 128}])
+    record = run_cell(cell, tmp_path, device="cpu")
+    assert record is not None and record.status == "ok"
+    cards = {s.card.name: s.card for s in record.scores}
+    assert cards["e2e-classifier@v1"].card_id == load_card("e2e-classifier@v1").digest
+    assert not cards["linear/easyfl"].selects_on_test and cards["linear/decssl"].selects_on_test
+    assert from_json(to_json(record)) == record
