@@ -20,6 +20,9 @@ with the closest public code's MAE fine-tuning recipe (FedMAR-DecMAR, derived fr
   ``final``: the full test split is read once, after the last epoch, at native resolution (resized to the encoder's
   input size only when they differ), no augmentation.
 
+``target`` names another dataset to fine-tune and test on (FedMAE pre-trains on Mini-ImageNet and fine-tunes on
+CIFAR-10/100): the random crop produces the encoder's input size and test images are resized to it.
+
 The timm transforms and Mixup draw from Python's ``random``, NumPy's and torch's global generators. Training runs
 inside ``scoped_global_rngs``, which seeds all three from the task's streams and restores the caller's states after,
 so a run is bitwise reproducible and leaves no trace in global RNG state. RandAugment is applied per image on PIL
@@ -56,6 +59,7 @@ from benchmark.api import (
     ProtocolCard,
     Stream,
     TaskScores,
+    load_dataset_splits,
     normalize,
     scoped_torch_seed,
     seed_word,
@@ -73,6 +77,9 @@ NO_WEIGHT_DECAY = ("cls_token", "pos_embed", "dist_token")  # MAE / timm ``no_we
 class FinetuneConfig:
     """fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the closest code's MAE recipe."""
 
+    # None = the cell's own dataset; a registered name = fine-tune and test on that dataset instead (FedMAE §5.1:
+    # Mini-ImageNet pre-training, CIFAR-10/100 fine-tuning), its images resized to the encoder's input size
+    target: str | None = None
     label_fraction: float = 1.0  # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (evaluation.md §2.3)
     subset_seed: int = 0
     epochs: int = 100  # paper §5.1
@@ -331,6 +338,11 @@ class Finetune:
     def __init__(self, cfg: FinetuneConfig) -> None:
         self.cfg = cfg
 
+    @staticmethod
+    def required_datasets(cfg: FinetuneConfig) -> tuple[str, ...]:
+        """Datasets the task reads besides the cell's own (checked by the run's preflight)."""
+        return (cfg.target,) if cfg.target else ()
+
     def card(self) -> ProtocolCard:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
@@ -340,6 +352,7 @@ class Finetune:
                 "source": "project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, "
                           "100 epochs, batch 64 and the label fractions; every other value is the closest public "
                           "code's MAE fine-tuning recipe (fedmae.md §3)",
+                "dataset": c.target or "the cell's dataset (train split for training, test split for testing)",
                 "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
                 "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
                 "trainable": "all", "head": f"Linear(d, C) on the encoder's pooled feature (backbone pool flag), "
@@ -368,12 +381,16 @@ class Finetune:
                 "test": "full test split, read once after the last epoch", "selection": "final",
                 "metric": "top-1 over samples", "fine_tuned": True,
             },
-            summary=f"fine-tuned (all layers), {pct} labels, {c.epochs} epochs, final",
+            summary=f"fine-tuned (all layers){' on ' + c.target if c.target else ''}, {pct} labels, "
+                    f"{c.epochs} epochs, final",
         )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
         c, ds = self.cfg, ctx.dataset
+        if c.target:
+            root = None if str(ctx.data_root) in ("", ".") else ctx.data_root  # as tasks/transfer.py
+            ds = load_dataset_splits(c.target, {}, root)  # raises DatasetUnavailable with the fix
         for module in modules_of(encoder):
             trunk_blocks(module)  # TaskNotApplicable before any work
         idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
@@ -397,6 +414,6 @@ class Finetune:
                  "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
                  if c.label_fraction < 1 else None,
                  "per_class_min": int(counts.min()), "per_class_max": int(counts.max()),
-                 **stats[0], "test_samples": scored[0]}
+                 **stats[0], "test_samples": scored[0], "dataset": ds.name, "dataset_revision": ds.revision}
         return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
                           values=values, wall_time_s=time.perf_counter() - t0, extra=extra)

@@ -256,6 +256,16 @@ def test_label_fraction_uses_class_balanced_subset(tmp_path):
     assert s.extra["per_class_min"] == s.extra["per_class_max"] == s.extra["per_class"]
 
 
+def test_target_dataset_replaces_the_cell_dataset(tmp_path):
+    task = _task(epochs=1, warmup_epochs=0, label_fraction=0.1, target="digits")
+    assert task.required_datasets(task.cfg) == ("digits",) and _task().required_datasets(_task().cfg) == ()
+    assert task.card().card_id != _task(epochs=1, warmup_epochs=0, label_fraction=0.1).card().card_id
+    s = task.run(_encoder(), _ctx(tmp_path))  # the context holds a 96/40-image slice; the target is all of digits
+    full = load_dataset_splits("digits")
+    assert s.extra["dataset"] == "digits" and s.extra["test_samples"] == len(full.test)
+    assert s.extra["subset_size"] == 150 and "on digits" in s.card.summary
+
+
 def test_resnet_encoder_is_fine_tuned_without_drop_path(tmp_path):
     s = _task(epochs=1, warmup_epochs=0).run(_encoder("resnet_micro"), _ctx(tmp_path))
     assert s.extra["drop_path_applied"] is False and s.extra["layers"] == 6
