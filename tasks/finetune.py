@@ -246,7 +246,13 @@ def make_mixup(cfg: FinetuneConfig, num_classes: int):
 
 # ---- model, training, evaluation -------------------------------------------------------------------------------------
 class Classifier(nn.Module):
-    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head (FedMAE §5.1)."""
+    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head (FedMAE §5.1).
+
+    DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's final norm and
+    applies a freshly initialised ``fc_norm`` after pooling. Here the head sits on the exported encoder's own pooled
+    feature (final norm, then the mean of the patch tokens or the cls token, fedmae.md §2.6 step 5 / §6.12), so the
+    fine-tuned network is exactly the evaluated encoder plus a head, for ViTs and ResNets alike.
+    """
 
     def __init__(self, backbone: nn.Module, feat_dim: int, num_classes: int, head_init_std: float) -> None:
         super().__init__()
