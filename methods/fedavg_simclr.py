@@ -62,12 +62,26 @@ class FedAvgSimCLRConfig:
     optimizer_state: Literal["reset", "keep"] = "reset"  # §4
     nan_policy: Literal["raise", "skip"] = "raise"  # §7.9
     proj_hidden: int | None = None  # None: the backbone's feature dimension (512 for ResNet-18)
-    proj_out: int | None = None
+    proj_out: int | None = None  # None: the feature dimension ("flesd": 128)
+    # Projector shape (§5 presets): "decssl" Linear-BN-ReLU-Linear (Dec-SSL SimCLR); "orchestra" Linear(no bias)-BN-
+    # ReLU-Linear-BN(affine=False) (Orchestra's f-SimCLR); "flesd" Linear-ReLU-Linear(d, 128) (FLESD's FedAvg).
+    projector: Literal["decssl", "orchestra", "flesd"] = "decssl"
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     def __post_init__(self) -> None:
         if self.tau <= 0 or self.lr <= 0 or self.batch_size < 2:
             raise ValueError("tau and lr must be > 0 and batch_size >= 2")
+
+
+def simclr_projector(cfg: FedAvgSimCLRConfig, feat_dim: int) -> nn.Sequential:
+    """The projector of the configured shape (fedavg_simclr.md §5)."""
+    hidden = cfg.proj_hidden or feat_dim
+    if cfg.projector == "orchestra":
+        return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim, bias_hidden=False, bn_last=True,
+                        bn_last_affine=False)
+    if cfg.projector == "flesd":
+        return mlp_head(feat_dim, hidden, cfg.proj_out or 128, bn_hidden=False)
+    return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim)
 
 
 class SimCLRNet(nn.Module):
@@ -136,9 +150,7 @@ class FedAvgSimCLR:
     # ---- model plumbing -------------------------------------------------------------------------------------
     def build(self) -> SimCLRNet:
         encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
-        hidden = self.cfg.proj_hidden or feat_dim
-        out = self.cfg.proj_out or feat_dim
-        return SimCLRNet(encoder, mlp_head(feat_dim, hidden, out))
+        return SimCLRNet(encoder, simclr_projector(self.cfg, feat_dim))
 
     def net(self, device: torch.device) -> SimCLRNet:
         """One working module per instance, reloaded from tensors at every use (it carries no state)."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -78,6 +79,26 @@ def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
 _CACHE: dict[Any, DatasetSplits] = {}
 
 
+# Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics (default), the
+# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), or ImageNet's. It sets the statistics the
+# clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's own statistics
+# (evaluation.md, card field "input").
+Normalize = Literal["dataset", "half", "imagenet"]
+NORMALIZATIONS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+}
+
+
+def with_normalization(ds: DatasetSplits, normalize: str) -> DatasetSplits:
+    if normalize == "dataset":
+        return ds
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of dataset, {', '.join(NORMALIZATIONS)}; got {normalize!r}")
+    mean, std = NORMALIZATIONS[normalize]
+    return dataclasses.replace(ds, mean=mean, std=std)
+
+
 def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_root: str | Path | None = None) -> DatasetSplits:
     """Load (and memoise in-process) a registered dataset by name and params."""
     from benchmark.config import canonical_json, from_mapping
@@ -85,10 +106,12 @@ def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_ro
     cls = DATASETS.get(name)
     cfg = from_mapping(cls, params or {})
     root = Path(data_root) if data_root else default_data_root()
-    key = (DATASETS.canonical(name), canonical_json(cfg), str(root))
+    normalize = getattr(cfg, "normalize", "dataset")
+    raw_cfg = dataclasses.replace(cfg, normalize="dataset") if normalize != "dataset" else cfg
+    key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))  # one in-memory copy per normalisation
     if key not in _CACHE:
-        _CACHE[key] = cfg.load(root)
-    return _CACHE[key]
+        _CACHE[key] = raw_cfg.load(root)
+    return with_normalization(_CACHE[key], normalize)
 
 
 @DATASETS.register("digits")
@@ -103,6 +126,7 @@ class Digits:
     hub_id: ClassVar[str | None] = None
     size: int = 16
     test_fraction: float = 0.2
+    normalize: Normalize = "dataset"  # see NORMALIZATIONS
 
     def __post_init__(self) -> None:
         if self.size < 8:
@@ -160,6 +184,7 @@ class HubImageDataset:
     image_size: ClassVar[int] = 32
     mean: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
     std: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
+    normalize: Normalize = "dataset"  # see NORMALIZATIONS
 
     def folder(self, root: Path) -> Path:
         return Path(root) / self.name

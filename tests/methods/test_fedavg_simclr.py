@@ -213,3 +213,57 @@ def test_non_finite_loss_is_a_diverged_record(tmp_path: Path) -> None:
     cell = smoke_cell("fedavg_simclr", method_params={"lr": 1e30}, rounds=2)
     record = run_cell(cell, tmp_path, device="cpu")
     assert record.status == "diverged" and "non-finite" in record.reason and record.scores == ()
+
+
+@pytest.mark.parametrize("shape, layers, out_dim", [
+    ("decssl", [("Linear", True), ("BatchNorm1d", True), ("ReLU", None), ("Linear", True)], 512),
+    ("orchestra", [("Linear", False), ("BatchNorm1d", True), ("ReLU", None), ("Linear", True),
+                   ("BatchNorm1d", False)], 512),
+    ("flesd", [("Linear", True), ("ReLU", None), ("Linear", True)], 128),
+])
+def test_projector_presets_have_the_papers_shapes(shape: str, layers: list, out_dim: int) -> None:
+    """§5: Dec-SSL Linear-BN-ReLU-Linear; Orchestra's f-SimCLR Linear(no bias)-BN-ReLU-Linear-BN(affine=False);
+    FLESD's FedAvg Linear-ReLU-Linear(d, 128)."""
+    from methods.fedavg_simclr import simclr_projector
+
+    head = simclr_projector(FedAvgSimCLRConfig(projector=shape), 512)
+    got = []
+    for m in head:
+        kind = type(m).__name__
+        flag = (m.bias is not None) if kind == "Linear" else m.affine if kind == "BatchNorm1d" else None
+        got.append((kind, flag))
+    assert got == layers
+    assert head(torch.randn(4, 512)).shape == (4, out_dim)
+
+
+def test_cell_normalisation_reaches_training_and_the_encoder_metadata(tmp_path: Path, monkeypatch) -> None:
+    """Dataset param ``normalize: half`` (Orchestra's and FLESD's mean = std = 0.5): the clients' views are
+    normalised with 0.5 and the exported encoder carries 0.5, so tasks evaluate with the encoder's own statistics."""
+    import methods.fedavg_simclr as fs
+
+    seen = []
+    real = fs.two_views
+
+    def spy(batch, cfg, gen, *, mean, std):
+        seen.append((tuple(mean), tuple(std)))
+        return real(batch, cfg, gen, mean=mean, std=std)
+
+    monkeypatch.setattr(fs, "two_views", spy)
+    rec = run_cell(smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"]), tmp_path)
+    assert rec.status == "ok" and set(seen) == {((0.5,) * 3, (0.5,) * 3)}
+    assert rec.cell["dataset"]["params"]["normalize"] == "half"
+
+    import tasks.features as feats
+
+    stats = []
+    real_cf = feats.cached_features
+
+    def spy_cf(cache, key, module, split, mean, std, device):
+        stats.append((tuple(mean), tuple(std)))
+        return real_cf(cache, key, module, split, mean, std, device)
+
+    import tasks.members as members
+
+    monkeypatch.setattr(members, "cached_features", spy_cf)
+    run_cell(smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"], seed=3), tmp_path)
+    assert stats and set(stats) == {((0.5,) * 3, (0.5,) * 3)}
