@@ -138,7 +138,7 @@ ORCHESTRA = {
 ORCHESTRA_CLUSTERS = {"cifar10": (32, 8), "cifar100": (256, 16)}
 # fedavg_simclr.md §5 orchestra_fsimclr_cd / _cs
 FSIMCLR = {"loss_form": "ntxent_2b", "tau": 0.1, "optimizer": "sgd", "momentum": 0.9, "weight_decay": 1e-4,
-           "lr_schedule": "constant", "optimizer_state": "reset", "weighting": "num_batches"}
+           "lr_schedule": "constant", "optimizer_state": "reset", "weighting": "num_batches", "projector": "orchestra"}
 FSIMCLR_REGIME = {100: {"lr": 0.003, "batch_size": 16, "fl": (100, 0.5, 100, 10)},
                   10: {"lr": 0.03, "batch_size": 256, "fl": (10, 1.0, 100, 10)}}
 FSIMCLR_AUG = {"crop_scale": (0.5, 1.0), "interpolation": "bicubic", "flip_p": 0.5, "jitter": (0.4, 0.4, 0.2, 0.1),
@@ -150,6 +150,7 @@ def test_native_orchestra_matches_spec() -> None:
     assert {c.dataset.name for c in cells} == {"cifar10", "cifar100"}
     for c in cells:
         assert c.backbone.name == "resnet18_cifar"
+        assert c.dataset.params["normalize"] == "half"  # Normalize(0.5, 0.5) on every view (orchestra.md §2.10)
         assert (c.partition.name, c.partition.params["alpha"], c.partition_seed) == ("orchestra_sinkhorn", 0.1, 0)
         p = c.method.params
         if c.method.name == "orchestra":
@@ -209,7 +210,8 @@ FLESD_ESD = {"tau_teacher": 0.1, "tau_student": 0.1, "distill_batch_size": 128, 
              "key_momentum": 0.999, "queue_size": 2048, "topk_percent": 100.0, "local_lr": 1e-3,
              "local_weight_decay": 1e-6, "distill_lr": 1e-3, "distill_weight_decay": 1e-6, "head_dim": 128}
 FLESD_FEDAVG = {"loss_form": "crossview_1dir", "optimizer": "adam", "lr": 1e-3, "weight_decay": 1e-6,
-                "weighting": "uniform", "bn": "average", "proj_out": 128, "optimizer_state": "reset"}
+                "weighting": "uniform", "bn": "average", "proj_out": 128, "optimizer_state": "reset",
+                "projector": "flesd"}
 FLESD_AUG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8, "gray_p": 0.2,
              "flip_p": 0.5, "blur_p": 0.0}
 
@@ -219,6 +221,8 @@ def test_native_flesd_matches_spec() -> None:
     assert {c.partition.params["alpha"] for c in cells} == {100, 1, 0.01}
     for c in cells:
         assert c.partition.name == "flesd_minshare" and c.partition_seed == 0
+        # flesd.md §4 augmentation table: Normalize(0.5) on CIFAR, ImageNet statistics on Tiny-ImageNet / IN-100
+        assert c.dataset.params["normalize"] == ("half" if c.dataset.name.startswith("cifar") else "imagenet")
         b, tau = FLESD_LOCAL[c.dataset.name]
         assert c.backbone.name == ("resnet50" if c.dataset.name == "imagenet100" else "resnet18_cifar")
         p = c.method.params
@@ -228,7 +232,7 @@ def test_native_flesd_matches_spec() -> None:
         else:
             want_fl = (6, 1.0, 10, 20) if c.method.name == "fedavg_simclr" else (6, 1.0, 1, 200)
             assert fl(c) == want_fl and c.public is None
-            assert (p["batch_size"], p["tau"], p["loss_form"]) == (b, tau, "crossview_1dir")
+            assert (p["batch_size"], p["tau"], p["loss_form"], p["projector"]) == (b, tau, "crossview_1dir", "flesd")
             if c.method.name == "fedavg_simclr":
                 assert sub(p, FLESD_FEDAVG) == FLESD_FEDAVG
             for k, v in FLESD_AUG.items():
