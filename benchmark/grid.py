@@ -37,6 +37,14 @@ CELL_FIELDS = ("dataset", "backbone", "method", "partition", "partition_seed", "
 GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget"}
 
 
+def pretrain_key_for(cell: Mapping[str, Any]) -> str:
+    """``pretrain_key_of`` with the method's ``export_params`` (parameters read only when the encoder is exported,
+    so cells that differ only in them share one pre-training)."""
+    load_builtins()
+    cls = METHODS.get(cell["method"]["name"])
+    return pretrain_key_of(cell, tuple(getattr(cls, "export_params", ())))
+
+
 @dataclass(frozen=True)
 class ComponentSpec:
     name: str  # canonical registry name
@@ -93,7 +101,7 @@ class Cell:
 
     @property
     def pretrain_key(self) -> str:
-        return pretrain_key_of(self.to_dict())
+        return pretrain_key_for(self.to_dict())
 
     def label(self) -> str:
         return (f"{self.method.name} | {self.dataset.name} | {self.partition.label()} | "

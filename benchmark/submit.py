@@ -48,7 +48,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmark.records.identity import cell_id_of, pretrain_key_of
+from benchmark.grid import pretrain_key_for
+from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, _plain, from_json
 from benchmark.records.store import iter_record_files
 
@@ -229,8 +230,8 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
     cell = dict(record.cell)
     if cell_id_of(cell) != record.cell_id:
         check.fail("identity", f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(cell)})")
-    if pretrain_key_of(cell) != record.pretrain_key:
-        check.fail("identity", f"pretrain_key {record.pretrain_key} does not match the cell ({pretrain_key_of(cell)})")
+    if pretrain_key_for(cell) != record.pretrain_key:
+        check.fail("identity", f"pretrain_key {record.pretrain_key} does not match the cell ({pretrain_key_for(cell)})")
     method = cell.get("method") or {}
     for label, have, want in (("method", record.method, method.get("name")),
                               ("method_version", record.method_version, method.get("version")),

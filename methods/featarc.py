@@ -103,6 +103,8 @@ class FeatARC(FedAvgSimCLR):
     Config: ClassVar[type] = FeatARCConfig
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*", "assign")
     payload_down: ClassVar[tuple[str, ...]] = ("cluster*.encoder.*", "cluster*.projector.*")
+    # read only by encoder(): cells that differ only in it share one pre-training (benchmark.grid.pretrain_key_for)
+    export_params: ClassVar[tuple[str, ...]] = ("report_model",)
     cfg: FeatARCConfig
 
     def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec) -> None:

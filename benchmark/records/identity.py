@@ -16,6 +16,12 @@ def cell_id_of(cell: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(dict(cell)).encode("utf-8")).hexdigest()[:16]
 
 
-def pretrain_key_of(cell: Mapping[str, Any]) -> str:
+def pretrain_key_of(cell: Mapping[str, Any], export_params: tuple[str, ...] | frozenset[str] = ()) -> str:
+    """The key of the shared pre-training folder: the cell without its tasks and without the method parameters
+    that only choose what is exported for evaluation (``export_params``, e.g. FeatARC's ``report_model``)."""
     body = {k: v for k, v in cell.items() if k != "tasks"}
+    if export_params and isinstance(body.get("method"), Mapping):
+        method = dict(body["method"])
+        method["params"] = {k: v for k, v in dict(method.get("params", {})).items() if k not in export_params}
+        body["method"] = method
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]

@@ -213,9 +213,14 @@ def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
     mass-weighted mean are reported beside it; the default mode's cards select nothing."""
     tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
     kw = dict(rounds=1, clients=3, tasks=tasks)
-    rec_max = run_cell(smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw), tmp_path)
-    rec_def = run_cell(smoke_cell("featarc", **kw), tmp_path)
+    cell_max = smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw)
+    cell_def = smoke_cell("featarc", **kw)
+    # report_model only chooses what is exported: both cells share one pre-training, trained once
+    assert cell_max.pretrain_key == cell_def.pretrain_key and cell_max.cell_id != cell_def.cell_id
+    rec_max = run_cell(cell_max, tmp_path)
+    rec_def = run_cell(cell_def, tmp_path)
     assert rec_max.status == rec_def.status == "ok"
+    assert rec_def.compute.pretrain_time_s == rec_max.compute.pretrain_time_s  # read back from the shared final.pt
     for s in rec_max.scores:
         per = s.extra["per_member"]
         assert len(per) == 2 and s.values["top1"] == max(per)
