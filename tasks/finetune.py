@@ -66,6 +66,7 @@ from benchmark.api import (
     torch_gen,
 )
 from tasks.base import TaskContext, TaskNotApplicable
+from tasks.cards import load_card
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
@@ -352,9 +353,9 @@ class Finetune:
     def card(self) -> ProtocolCard:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
-        return ProtocolCard(
-            task="finetune", version=self.version, name="finetune/fedmae",
-            settings={
+        # tasks/cards/finetune_fedmae.json holds these fields at the default config; a new field goes there first
+        return load_card("finetune/fedmae").protocol_card(
+            {
                 "source": "project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, "
                           "100 epochs, batch 64 and the label fractions; every other value is the closest public "
                           "code's MAE fine-tuning recipe (fedmae.md §3)",

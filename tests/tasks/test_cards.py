@@ -220,3 +220,11 @@ def test_e2e_classifier_scores_the_exported_classifier_once_in_eval_mode(tmp_pat
     with pytest.raises(TaskNotApplicable):
         task.run(Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="x", input_size=2,
                          mean=(0.5,) * 3, std=(0.5,) * 3), ctx)
+
+
+def test_finetune_task_carries_the_fedmae_card() -> None:
+    cls = TASKS.get("finetune")
+    pc = cls(from_mapping(cls.Config, {})).card()
+    spec = load_card("finetune/fedmae")
+    assert (pc.name, pc.card_id) == ("finetune/fedmae", spec.digest) and spec.settings["protocol_assumed"]
+    assert cls(from_mapping(cls.Config, {"label_fraction": 0.1})).card().card_id != spec.digest
