@@ -10,6 +10,7 @@ from benchmark.data.datasets import (
     default_data_root,
     load_dataset_splits,
 )
+from benchmark.data.partitioners.matched import label_matched_test
 from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
 from benchmark.data.synthetic import shapes_coco
 from benchmark.data.views import UnlabeledView, normalize
@@ -35,6 +36,7 @@ class Diverged(FloatingPointError):
 
 
 __all__ = [
+    "label_matched_test",
     "BACKBONES", "DATASETS", "METHODS", "PARTITIONERS", "TASKS",
     "AugmentConfig", "Cell", "ClientData", "ClientState", "ComponentSpec", "ConfigError", "DatasetSplit",
     "DatasetSplits", "DatasetUnavailable", "DeviceConfig", "Diverged", "Encoder", "FLConfig", "Payload", "ProtocolCard", "Requirement",

@@ -239,7 +239,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
             encoder = method.encoder(server)
         encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
         fingerprint = encoder.fingerprint
-        scores = run_tasks(cell, encoder, ds, paths, dev, data_root)
+        scores = run_tasks(cell, encoder, ds, paths, dev, data_root, part)
     eval_time = time.perf_counter() - t_eval
     wall = time.perf_counter() - t_start
     record = ResultRecord(
@@ -273,7 +273,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
 
 
 def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev: torch.device,
-              data_root: Any) -> list[TaskScores]:
+              data_root: Any, partition: Partition | None = None) -> list[TaskScores]:
     from tasks.base import TaskContext, TaskNotApplicable
 
     cache: dict[Any, Any] = {}
@@ -287,7 +287,8 @@ def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev
             scores.append(_scores_from_json(path.read_text()))
             continue
         out_dir = paths.cell_dir / "tasks" / spec.name
-        ctx = TaskContext(dataset=ds, data_root=Path(data_root) if data_root else default_data_root(), out_dir=out_dir,
+        ctx = TaskContext(partition=partition, partition_seed=cell.partition_seed,
+                          dataset=ds, data_root=Path(data_root) if data_root else default_data_root(), out_dir=out_dir,
                           device=dev, seed=cell.seed, feature_cache=cache)
         try:
             s = task.run(encoder, ctx)

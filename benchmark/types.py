@@ -104,9 +104,16 @@ class Encoder:
     member_rule: str = "mean"
     # Optional training-side weights of the members (FeatARC: cluster masses); a weighted mean is then also reported.
     member_weights: tuple[float, ...] = ()
+    # The model associated with each client, for personalised cards (evaluation.md §3.7): client k is evaluated with
+    # client_models[client_index[k]]. Empty: local_ssl-style members (one per client) if there are K of them, else
+    # the global ``module`` for every client. FeatARC: its cluster models and each client's last assignment.
+    client_models: tuple[nn.Module, ...] = ()
+    client_index: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.member_rule not in MEMBER_RULES:
             raise ValueError(f"member_rule must be one of {MEMBER_RULES}, got {self.member_rule!r}")
         if self.member_weights and len(self.member_weights) != len(self.members):
             raise ValueError("member_weights needs one weight per member")
+        if any(not 0 <= i < len(self.client_models) for i in self.client_index):
+            raise ValueError("client_index must index client_models")

@@ -282,13 +282,16 @@ class FeatARC(FedAvgSimCLR):
         return net.encoder.eval()
 
     def encoder(self, server: ServerState) -> Encoder:
-        enc = self.cluster_encoder(server, self.reported_cluster(server))
+        reported = self.reported_cluster(server)
+        clusters = tuple(self.cluster_encoder(server, j) for j in range(self.cfg.num_clusters))
+        enc = clusters[reported]
+        a, n = server.extra["assign"], server.extra["n"]
+        # perclient@v1: each client is evaluated with the cluster of its last assignment (evaluation.md §3.7)
         common = dict(feat_dim=int(enc.feat_dim), backbone=self.backbone.name, fingerprint=arch_fingerprint(enc),
-                      input_size=0, mean=(), std=())
+                      input_size=0, mean=(), std=(), client_models=clusters,
+                      client_index=tuple(int(j) for j in a.tolist()))
         if self.cfg.report_model == "largest_cluster":
             return Encoder(module=enc, **common)
-        a, n = server.extra["assign"], server.extra["n"]
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
-        members = tuple(self.cluster_encoder(server, j) for j in range(self.cfg.num_clusters))
-        return Encoder(module=enc, members=members, member_rule="max_over_models_test", member_weights=mass,
+        return Encoder(module=enc, members=clusters, member_rule="max_over_models_test", member_weights=mass,
                        **common)

@@ -24,6 +24,9 @@ class TaskContext:
     device: torch.device
     seed: int  # the cell's seed; tasks derive their own streams from it (Stream.TASK)
     feature_cache: dict[Any, Any]  # shared by the cell's tasks: features are extracted once per encoder
+    # The cell's train partition (clients' train indices), for personalised cards; None outside a cell.
+    partition: Any = None
+    partition_seed: int = 0
 
 
 @runtime_checkable

@@ -35,7 +35,7 @@ GOLDEN = {
     "transfer-linear@v1": "b2ec216e8764407e",  # CIFAR-10 -> STL-10, 100 %, 32 px
     "recon/mae@v1": "6d483aedb74d0f47",
     "e2e-classifier@v1": "107a89ee3d3de433",
-    "perclient@v1": "d110d12a3b80fec9",  # no task yet
+    "perclient@v1": "d94da064ae473e7e",  # task perclient; the linear@v1 probe fields are part of the card
     "detection/maskrcnn-r18fpn-1x@v1": "7853ef23b32f672e",
     "detection/maskrcnn-r18fpn-1x-cifarstem@v1": "ffd348bfd0e3f886",
 }

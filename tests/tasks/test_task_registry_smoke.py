@@ -1,0 +1,49 @@
+"""Every registered task runs inside a real cell and returns scores bound to a card: parametrised over the TASKS
+registry, so a new task is smoke-tested automatically once it names its smallest configuration here."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmark.registries import TASKS, load_builtins
+from benchmark.runner import run_cell
+from tests.helpers import smoke_cell
+
+load_builtins()
+
+# task -> (method whose encoder it evaluates, the task's smallest config); None = covered by a dedicated test
+SMOKE: dict[str, tuple[str, dict] | None] = {
+    "knn": ("no_pretrain", {}),
+    "linear_probe": ("no_pretrain", {"epochs": 1}),
+    "semi_supervised": ("no_pretrain", {"steps": 3}),
+    "transfer": ("no_pretrain", {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1}),
+    "transfer_native": ("no_pretrain", {"target": "digits", "target_resolution": 16, "epochs": 1,
+                                        "label_fraction": 0.1}),
+    "linear_native": ("no_pretrain", {"card": "orchestra", "epochs": 1}),
+    "semisup_native": ("no_pretrain", {"epochs": 1, "label_fraction": 0.5}),  # drop_last at batch 256
+    "finetune": ("no_pretrain", {"epochs": 1, "warmup_epochs": 0.5, "label_fraction": 0.1}),
+    "perclient": ("no_pretrain", {"epochs": 1}),
+    "e2e_classifier": ("dec_sl", {}),
+    "reconstruction": ("fedmae", {"max_images": 8}),
+    "coco_detection": None,  # tests/tasks/test_coco_detection.py (needs Detectron2)
+}
+
+
+def test_every_registered_task_has_a_smoke_entry() -> None:
+    missing = sorted(set(TASKS.names()) - set(SMOKE))
+    assert not missing, f"add the smallest config of {missing} to SMOKE in {Path(__file__).name}"
+
+
+@pytest.mark.parametrize("task", sorted(k for k, v in SMOKE.items() if v is not None))
+def test_task_runs_in_a_cell_and_scores_under_its_card(task: str, tmp_path: Path) -> None:
+    method, params = SMOKE[task]
+    rec = run_cell(smoke_cell(method, tasks=[{"name": task, **params}]), tmp_path)
+    assert rec.status == "ok"
+    (s,) = [s for s in rec.scores if s.task == task]
+    cls = TASKS.get(task)
+    assert s.main_metric == cls.main_metric and s.higher_is_better == cls.higher_is_better
+    assert math.isfinite(s.main) and s.card.card_id and s.card.name
+    assert s.card.card_id == cls(cls.Config(**params)).card().card_id
