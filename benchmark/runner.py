@@ -230,6 +230,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
     server = ServerState(model=final["model"], extra=final["extra"])
     scores: list[TaskScores] = []
     fingerprint = ""
+    task_failures: dict[str, str] = {}
     t_eval = time.perf_counter()
     if status == "ok":
         if hasattr(method, "encoder_with_clients"):
@@ -239,7 +240,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
             encoder = method.encoder(server)
         encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
         fingerprint = encoder.fingerprint
-        scores = run_tasks(cell, encoder, ds, paths, dev, data_root, part)
+        scores = run_tasks(cell, encoder, ds, paths, dev, data_root, part, task_failures)
     eval_time = time.perf_counter() - t_eval
     wall = time.perf_counter() - t_start
     record = ResultRecord(
@@ -260,6 +261,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
         final_state_digest=state_digest(server.model) if server.model else "",
         env=collect_env(str(dev)), uses_public_data=cell.public is not None, tracking=None, grid=grid,
         reason=reason, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        task_failures=task_failures,
     )
     summary = {f"{s.task}/{k}": v for s in scores for k, v in s.values.items()}
     summary.update({"status": status, "bytes_up": record.comm.bytes_up, "bytes_down": record.comm.bytes_down})
@@ -273,7 +275,11 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
 
 
 def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev: torch.device,
-              data_root: Any, partition: Partition | None = None) -> list[TaskScores]:
+              data_root: Any, partition: Partition | None = None,
+              failures: dict[str, str] | None = None) -> list[TaskScores]:
+    """Run the cell's tasks (each score cached under scores/). A task whose evaluation diverges is left out and its
+    reason goes into ``failures`` (task label -> reason), kept in a file so a resumed cell does not retry it."""
+    from benchmark.api import Diverged
     from tasks.base import TaskContext, TaskNotApplicable
 
     cache: dict[Any, Any] = {}
@@ -283,8 +289,13 @@ def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev
         task = cls(from_mapping(cls.Config, dict(spec.params)))
         card_id = task.card().card_id
         path = _task_file(paths, spec, card_id)
+        failed = path.with_name(path.stem + ".diverged.txt")
         if path.exists():
             scores.append(_scores_from_json(path.read_text()))
+            continue
+        if failed.exists():
+            if failures is not None:
+                failures[path.stem] = failed.read_text().strip()
             continue
         out_dir = paths.cell_dir / "tasks" / spec.name
         ctx = TaskContext(partition=partition, partition_seed=cell.partition_seed,
@@ -294,6 +305,12 @@ def run_tasks(cell: Cell, encoder: Any, ds: DatasetSplits, paths: CellPaths, dev
             s = task.run(encoder, ctx)
         except TaskNotApplicable as exc:
             print(f"task {spec.name} not applicable to {cell.method.name}: {exc}", file=sys.stderr)
+            continue
+        except Diverged as exc:
+            print(f"task {spec.name} diverged on {cell.cell_id}: {exc}", file=sys.stderr)
+            atomic_write_text(failed, f"Diverged: {exc}\n")
+            if failures is not None:
+                failures[path.stem] = f"Diverged: {exc}"
             continue
         s = _apply_member_rule(s, encoder)
         atomic_write_text(path, _scores_to_json(s))

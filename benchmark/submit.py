@@ -319,7 +319,7 @@ def _reevaluate(record: ResultRecord, blob: Mapping[str, Any], check: RecordChec
 
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.grid import Cell
-    from benchmark.runner import build_method, run_tasks, CellPaths
+    from benchmark.runner import CellPaths, build_method, build_partition, run_tasks
     from benchmark.types import ClientState, ServerState
 
     cell = Cell.from_dict(record.cell)
@@ -334,7 +334,8 @@ def _reevaluate(record: ResultRecord, blob: Mapping[str, Any], check: RecordChec
     encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
     with tempfile.TemporaryDirectory() as tmp:
         paths = CellPaths(Path(tmp) / "cell", Path(tmp) / "pre")
-        scores = run_tasks(cell, encoder, ds, paths, torch.device("cpu"), None)
+        part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
+        scores = run_tasks(cell, encoder, ds, paths, torch.device("cpu"), None, part)
     again = {(s.task, s.card.card_id): dict(s.values) for s in scores}
     for s in record.scores:
         if again.get((s.task, s.card.card_id)) != dict(s.values):

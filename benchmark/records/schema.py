@@ -155,6 +155,9 @@ class ResultRecord:
     grid: str | None = None  # the grid that produced it (metadata, not identity)
     reason: str | None = None  # why the status is not "ok"
     created_at: str = ""
+    # Tasks whose evaluation diverged (non-finite loss, e.g. a fine-tuning card at lr 30), by task label: the
+    # pre-training and the other tasks still count; the missing score is explained rather than silently absent.
+    task_failures: Mapping[str, str] = field(default_factory=dict)
 
     def score(self, task: str) -> TaskScores | None:
         for s in self.scores:

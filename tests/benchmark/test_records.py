@@ -102,3 +102,12 @@ def test_env_records_the_cpu_thread_count_and_old_records_still_load() -> None:
     assert from_json(json.dumps(raw)).env.threads == 2
     del raw["env"]["threads"]
     assert from_json(json.dumps(raw)).env.threads == 0
+
+
+def test_task_failures_default_empty_and_round_trip() -> None:
+    rec = record(task_failures={"semisup_native-abc": "Diverged: loss is nan"})
+    again = from_json(to_json(rec))
+    assert again.task_failures == {"semisup_native-abc": "Diverged: loss is nan"}
+    raw = json.loads(to_json(record()))
+    del raw["task_failures"]
+    assert from_json(json.dumps(raw)).task_failures == {}
