@@ -12,7 +12,6 @@ without its average of best accuracies.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -22,19 +21,10 @@ from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, label_matche
 from tasks.base import TaskContext, TaskNotApplicable
 from tasks.cards import load_card
 from tasks.features import cached_features
-from tasks.linear_probe import standardize, train_linear_head
+from tasks.linear_probe import LinearProbeConfig, standardize, train_linear_head
 
-
-@dataclass(frozen=True, kw_only=True)
-class PerClientConfig:
-    epochs: int = 100  # the linear@v1 probe (evaluation.md §3.2)
-    batch_size: int = 512
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
+# The per-encoder probe is linear@v1 (evaluation.md §3.2), configured by the same fields.
+PerClientConfig = LinearProbeConfig
 
 
 def client_models(encoder: Encoder, num_clients: int) -> tuple[list[torch.nn.Module], list[int]]:
@@ -103,7 +93,7 @@ class PerClient:
         for k in range(part.num_clients):
             idx = torch.as_tensor(test_part.client_indices[k], dtype=torch.long)
             n_test.append(int(idx.numel()))
-            sizes.append(int(len(part.client_indices[k])))
+            sizes.append(len(part.client_indices[k]))
             acc.append(float((predictions[index[k]][idx] == y[idx]).float().mean() * 100) if idx.numel() else np.nan)
         mean, worst = weighted_mean_and_min(acc, sizes)
         return TaskScores(

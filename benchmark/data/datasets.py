@@ -7,9 +7,9 @@ fails in well under a second with the command that fetches it (``python -m bench
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal

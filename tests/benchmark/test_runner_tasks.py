@@ -10,7 +10,7 @@ from tests.helpers import smoke_cell
 
 
 def test_a_diverging_task_is_recorded_and_the_cell_keeps_its_other_scores(tmp_path: Path, monkeypatch) -> None:
-    import tasks.knn as knn
+    from tasks import knn
 
     calls = []
 
