@@ -6,9 +6,11 @@ quickstart); it loads, builds the :class:`SiteModel` and hands it to :mod:`leade
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,10 +83,18 @@ def _verified(record: ResultRecord) -> bool:
 
 RECORD_COLUMNS = [
     "cell_id", "method", "method_version", "dataset", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "backbone", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
+    "partition_digest", "config_key", "backbone", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
     "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
 ]
+
+
+def config_key(cell: Mapping[str, Any]) -> str:
+    """What a table row stands for, besides its partition (a key of its own): the resolved cell without its seed,
+    tasks and partition. Seeds of one configuration are averaged; two configurations of one method (another
+    backbone, other hyperparameters, another federation) are two rows, never pooled as if they were seeds."""
+    body = {k: v for k, v in cell.items() if k not in ("seed", "tasks", "partition", "partition_seed")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
 
 
 def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
@@ -99,7 +109,7 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
             "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "dataset": r.dataset,
             "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
             "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
-            "backbone": (cell.get("backbone") or {}).get("name"),
+            "config_key": config_key(cell), "backbone": (cell.get("backbone") or {}).get("name"),
             "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
             "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
             "status": r.status, "bytes": r.comm.bytes_up + r.comm.bytes_down,
@@ -141,7 +151,8 @@ class TrackTable:
 
 
 TABLE_COLUMNS = [
-    "method", "method_version", "partition_label", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
+    "method", "method_version", "variant", "config_key", "partition_label", "partition_digest", "alpha", "status",
+    "n_seeds", "n_diverged",
     "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank", "noise_group", "bytes", "wall_time_s",
     "gpu_hours", "uses_public_data", "verified", "cell_ids", "card_id",
 ]
@@ -173,7 +184,7 @@ def check_single_card(rows: pd.DataFrame, where: str) -> str | None:
 
 
 def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -> pd.DataFrame:
-    """Seeds → one row per (method, method version, partition label, partition digest), then ranks.
+    """Seeds → one row per (method, method version, configuration, partition label, partition digest), then ranks.
 
     Cells with fewer successful seeds than ``track.min_seeds`` are ``incomplete``: they keep their per-seed values but
     get no mean, no rank and no noise group. Every (method, partition) pair seen on the track that has no record at
@@ -181,7 +192,9 @@ def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -
     """
     check_single_card(rows, f"track {track.id}")
     out: list[dict[str, Any]] = []
-    keys = ["method", "method_version", "partition_label", "partition_digest"]
+    keys = ["method", "method_version", "config_key", "partition_label", "partition_digest"]
+    # a method run in several configurations on this track: each row names its backbone and configuration
+    n_configs = rows.groupby("method")["config_key"].nunique().to_dict()
     for key, g in rows.groupby(keys, sort=True, dropna=False):
         ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
         n_div = int((g["status"] == "diverged").sum())
@@ -189,8 +202,9 @@ def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -
         complete = len(values) >= track.min_seeds
         summary = stats.summarize(values) if complete else None
         card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
+        variant = (f"{g['backbone'].iloc[0]} · {key[2][:6]}" if n_configs.get(key[0], 1) > 1 else "")
         out.append({
-            **dict(zip(keys, key)), "alpha": g["alpha"].iloc[0],
+            **dict(zip(keys, key)), "variant": variant, "alpha": g["alpha"].iloc[0],
             "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
             "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
             "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
@@ -211,14 +225,17 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
         return table
     settings = table[["partition_label", "partition_digest", "alpha"]].drop_duplicates(
         ["partition_label", "partition_digest"])
-    present = set(zip(table["method"], table["partition_label"], table["partition_digest"]))
+    # A method counts as present in a partition setting when it has a row with that label under any digest: a
+    # method that carves a public split (FLESD) partitions the rest, so its digest differs without a cell missing.
+    present = set(zip(table["method"], table["partition_label"]))
     extra = []
     for method in sorted(table["method"].unique()):
         version = table.loc[table["method"] == method, "method_version"].iloc[0]
         for _, s in settings.iterrows():
-            if (method, s["partition_label"], s["partition_digest"]) not in present:
+            if (method, s["partition_label"]) not in present:
                 extra.append({c: None for c in TABLE_COLUMNS} | {
-                    "method": method, "method_version": version, "partition_label": s["partition_label"],
+                    "method": method, "method_version": version, "variant": "", "config_key": None,
+                    "partition_label": s["partition_label"],
                     "partition_digest": s["partition_digest"], "alpha": s["alpha"], "status": "missing",
                     "n_seeds": 0, "n_diverged": 0, "seeds": [], "values": [], "mean": math.nan, "std": math.nan,
                     "ci_low": math.nan, "ci_high": math.nan, "bytes": math.nan, "wall_time_s": math.nan,

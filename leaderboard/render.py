@@ -162,11 +162,12 @@ def plot_track(tt: TrackTable, path: Path) -> None:
         return iid_x if math.isinf(a) else a
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=100)
-    for method, g in table.groupby("method", sort=True):
+    labels = table["method"].astype(str) + table["variant"].fillna("").map(lambda v: f" ({v})" if v else "")
+    for label, g in table.assign(_label=labels).groupby("_label", sort=True):
         g = g.assign(_x=g["alpha"].map(xpos)).sort_values("_x")
         done = g[g["status"] == "complete"]
         line = ax.errorbar(done["_x"], done["mean"], yerr=done["std"].fillna(0), marker="o", capsize=3,
-                           label=str(method))
+                           label=str(label))
         part = g[(g["status"] == "incomplete") & g["values"].map(bool)]
         if not part.empty:
             ax.plot(part["_x"], [sum(v) / len(v) for v in part["values"]], linestyle="none", marker="o",
@@ -350,9 +351,13 @@ def render_site(model: SiteModel, out: Path) -> Path:
             references=refs, test_selected=_record_rows(tt.selects_on_test),
             excluded=_record_rows(tt.excluded_cards), **common), encoding="utf-8")
         best = []
+        complete_per_group: dict[tuple, int] = defaultdict(int)
         for r in rows:
-            if r["rank"] == 1:
-                best.append(f"{fmt_alpha(r['alpha'])}: {r['method']}")
+            if r["status"] == "complete":
+                complete_per_group[(r["partition_label"], r["partition_digest"])] += 1
+        for r in rows:  # a method alone in its partition (FLESD's public carve-out) is not "best" of anything
+            if r["rank"] == 1 and complete_per_group[(r["partition_label"], r["partition_digest"])] > 1:
+                best.append(f"{fmt_alpha(r['alpha'])}: {r['method']}" + (f" ({r['variant']})" if r["variant"] else ""))
         summaries.append({
             "title": t.title, "file": track_files[t.id], "dataset": t.dataset, "task": t.task, "card": tt.card_name,
             "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
@@ -364,7 +369,8 @@ def render_site(model: SiteModel, out: Path) -> Path:
             "id": t.id, "title": t.title, "dataset": t.dataset, "task": t.task, "card": tt.card_name,
             "card_id": tt.card_id, "metric": tt.metric, "higher_is_better": tt.higher_is_better,
             "min_seeds": t.min_seeds,
-            "rows": [{k: r[k] for k in ("method", "method_version", "partition_label", "partition_digest", "alpha",
+            "rows": [{k: r[k] for k in ("method", "method_version", "variant", "config_key", "partition_label",
+                                        "partition_digest", "alpha",
                                         "status", "n_seeds", "n_diverged", "seeds", "values", "mean", "std",
                                         "ci_low", "ci_high", "rank", "noise_group", "bytes", "wall_time_s",
                                         "gpu_hours", "uses_public_data", "verified", "cell_ids")} for r in rows],

@@ -194,3 +194,28 @@ def test_extra_scores_of_other_tasks_go_to_their_tracks() -> None:
     records = [make_record("fedu", seed=s, value=70.0, extra_scores=[lin]) for s in range(3)]
     track = Track(id="lin", title="lin", dataset="cifar10", task="linear_probe", card="linear@v1")
     assert build_track(_frame(records), track).table["mean"].tolist() == [40.0]
+
+
+def test_two_configurations_of_one_method_are_two_rows_not_pooled_seeds() -> None:
+    """Seeds of one configuration are averaged; another configuration of the same method (here another lr) is
+    its own row, labelled, never averaged in as if it were a seed."""
+    records = [make_record("fedavg_simclr", seed=s, value=70.0 + s) for s in range(3)]
+    records += [make_record("fedavg_simclr", seed=s, value=40.0 + s, method_params={"lr": 0.1, "tau": 0.5})
+                for s in range(3)]
+    table = build_track(_frame(records), TRACK).table
+    rows = table[table["method"] == "fedavg_simclr"]
+    assert sorted(rows["mean"]) == [41.0, 71.0] and set(rows["n_seeds"]) == {3}
+    assert all(rows["variant"]) and rows["variant"].nunique() == 2  # both rows say which configuration they are
+    single = build_track(_frame(records[:3]), TRACK).table
+    assert single["variant"].tolist() == [""]  # one configuration: no label needed
+
+
+def test_a_public_carve_out_partition_creates_no_missing_rows() -> None:
+    """FLESD partitions what is left after its public split, so its digest differs from the other methods' for the
+    same partition setting: that is not a missing cell of anyone."""
+    records = [make_record("fedavg_simclr", seed=s, value=70.0) for s in range(3)]
+    flesd = [dataclasses.replace(make_record("flesd", seed=s, value=72.0), partition_digest="f" * 64)
+             for s in range(3)]
+    table = build_track(_frame(records + flesd), TRACK).table
+    assert "missing" not in set(table["status"])
+    assert sorted(table["method"]) == ["fedavg_simclr", "flesd"]
