@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
     run.add_argument("--root", default="runs", help="run root (default: runs/)")
     run.add_argument("--only", default=None, help="filter, e.g. method=fedema,partition=dirichlet or cell=<id prefix>")
+    run.add_argument("--seeds", default=None, help="comma-separated training seeds replacing the grid's, e.g. 0,1,2")
     run.add_argument("--dry-run", action="store_true", help="list and validate the cells, run nothing")
     run.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="cells, rounds, client steps and estimated cost of a grid")
     plan.add_argument("--grid", required=True)
     plan.add_argument("--only", default=None)
+    plan.add_argument("--seeds", default=None, help="comma-separated training seeds replacing the grid's, e.g. 0,1,2")
     plan.add_argument("--throughput", type=float, default=None, help="device images/s for the cost estimate")
 
     show = sub.add_parser("show", help="show a cell's configuration and record")
@@ -61,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--grid", required=True)
     status.add_argument("--root", default="runs")
     status.add_argument("--only", default=None)
+    status.add_argument("--seeds", default=None, help="comma-separated training seeds replacing the grid's, e.g. 0,1,2")
 
     col = sub.add_parser("collect", help="validate records and copy them into results/")
     col.add_argument("--from", dest="source", required=True, help="a run root, or wandb:ENTITY/PROJECT")
@@ -91,12 +94,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_cells(grid_arg: str, only: str | None) -> tuple[Any, list[Any]]:
-    from benchmark.grid import expand_grid, load_grid, parse_only
+def _load_cells(grid_arg: str, only: str | None, seeds: str | None = None) -> tuple[Any, list[Any]]:
+    from benchmark.grid import expand_grid, load_grid, parse_only, with_seeds
 
     grid = load_grid(grid_arg)
+    if seeds is not None:
+        grid = with_seeds(grid, parse_seeds(seeds))
     cells = expand_grid(grid, only=parse_only(only))
     return grid, cells
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise BadInput(f"--seeds must list distinct non-negative integers, got {text!r}")
+    return seeds
 
 
 def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
@@ -188,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from benchmark.runner import cell_paths
 
-    grid, cells = _load_cells(args.grid, args.only)
+    grid, cells = _load_cells(args.grid, args.only, args.seeds)
     root = Path(args.root)
     if args.dry_run:
         for cell in cells:
@@ -275,7 +290,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmark.plan import plan_grid
 
-    grid, cells = _load_cells(args.grid, args.only)
+    grid, cells = _load_cells(args.grid, args.only, args.seeds)
     print(plan_grid(grid, cells, throughput=args.throughput))
     return 0
 
@@ -298,7 +313,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from benchmark.status import grid_status
 
-    grid, cells = _load_cells(args.grid, args.only)
+    grid, cells = _load_cells(args.grid, args.only, args.seeds)
     print(grid_status(cells, Path(args.root)))
     return 0
 

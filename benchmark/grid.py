@@ -132,6 +132,14 @@ class GridSpec:
     path: str | None = None
 
 
+def with_seeds(grid: GridSpec, seeds: Sequence[int]) -> GridSpec:
+    """The grid with its training seeds replaced (``run --seeds 0,1,2``): every other axis is kept, so seed 0's cells
+    keep their ids and finished ones are skipped."""
+    base = {k: v for k, v in grid.base.items() if k != "seed"}
+    axes = {**{k: v for k, v in grid.axes.items() if k != "seed"}, "seed": [int(s) for s in seeds]}
+    return dataclasses.replace(grid, base=base, axes=axes)
+
+
 def grid_names() -> list[str]:
     return sorted(p.stem for p in GRIDS_DIR.glob("*.yaml"))
 
