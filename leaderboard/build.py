@@ -267,7 +267,11 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
 
 
 def reference_matches(ref: ReferenceValue, track: Track) -> bool:
-    return not ref.ablation and ref.settings.get("dataset") == track.dataset and ref.task == track.task_family
+    """Same dataset and task family, and no federation setting the reference states (K, participation) that
+    contradicts the track's: a cross-silo number is not shown, let alone ranked, on a cross-device track."""
+    if ref.ablation or ref.settings.get("dataset") != track.dataset or ref.task != track.task_family:
+        return False
+    return all(ref.settings.get(k, v) == v for k, v in track.federation.items())
 
 
 def reference_alpha(ref: ReferenceValue) -> float | None:
@@ -294,6 +298,7 @@ def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str 
             would_rank = stats.competition_ranks([ref.percent, *peers], higher_is_better)[0]
         why = ("same protocol card" if comparable else
                "selects on the test set" if ref.selects_on_test else
+               "none of our records on this track yet" if not card_id else
                f"different protocol card ({ref.card})")
         out.append({"ref": ref, "alpha": alpha, "comparable": comparable, "would_rank": would_rank, "why": why})
     return out

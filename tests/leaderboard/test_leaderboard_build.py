@@ -154,14 +154,18 @@ columns:
   - {{label: "alpha 0.1 (their kNN)", card: knn/theirs, settings: {{alpha: 0.1}}}}
   - {{label: "alpha 0.1 (our card)", card: knn@v1, card_id: "{standard_records()[0].scores[0].card.card_id}",
       settings: {{alpha: 0.1}}}}
+  - {{label: "alpha 0.1, cross-silo", card: knn@v1, card_id: "{standard_records()[0].scores[0].card.card_id}",
+      settings: {{alpha: 0.1, num_clients: 10, participation: 1.0}}}}
 rows:
-  - {{label: "f-SimCLR", method: fedavg_simclr, values: [0.65, 0.66]}}
+  - {{label: "f-SimCLR", method: fedavg_simclr, values: [0.65, 0.66, 0.70]}}
 """)
     model = build_model([], tracks=[TRACK], references_dir=refs)
     assert model.tracks[0].references and not model.reference_errors
     write_records(tmp_path / "res", standard_records())
     model = build_model([tmp_path / "res"], tracks=[TRACK], references_dir=refs)
     refs_shown = model.tracks[0].references
+    # the cross-silo column (K = 10) is not shown on this cross-device track (K = 100)
+    assert [x["ref"].column for x in refs_shown] == ["alpha 0.1 (their kNN)", "alpha 0.1 (our card)"]
     assert [x["comparable"] for x in refs_shown] == [False, True]
     assert refs_shown[0]["would_rank"] is None
     assert refs_shown[1]["would_rank"] == 2  # 66.0 between 73.0 and 62.0 at alpha 0.1 (fedu is incomplete)
