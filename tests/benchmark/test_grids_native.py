@@ -58,6 +58,9 @@ def test_main_axes() -> None:
         tasks = [(t.name, t.params.get("label_fraction")) for t in c.tasks]
         assert tasks[:4] == [("knn", None), ("linear_probe", None), ("semi_supervised", 0.01),
                              ("semi_supervised", 0.1)]
+        names = [t.name for t in c.tasks]
+        assert ("e2e_classifier" in names) == (c.method.name == "dec_sl")  # Dec-SL's own classifier, CIFAR cells
+        assert ("perclient" in names) == (c.method.name != "fedmae")
         want = "vit_base_p4" if c.method.name == "fedmae" else {"resnet18_cifar", "vit_base_p4"}
         assert c.backbone.name in (want if isinstance(want, set) else {want})
     # each method sees every (dataset, partition, federation, seed) combination on CIFAR: 2 x 3 x 2 x 3 = 36
