@@ -1,10 +1,35 @@
-"""Shared test helpers: the smallest real cells (digits 16×16, micro backbones, 2 clients).
+"""Shared test helpers: the smallest real cells (digits 16×16, micro backbones, 2 clients), and the kill/resume
+check every stateful method's tests run.
 
-The builder lives in :mod:`benchmark.conformance` (``check-method`` needs it outside the tests); re-exported here.
+The cell builder lives in :mod:`benchmark.conformance` (``check-method`` needs it outside the tests); re-exported
+here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from benchmark.conformance import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
 
-__all__ = ["SMOKE_OVERRIDES", "smoke_cell", "smoke_method_settings"]
+__all__ = ["SMOKE_OVERRIDES", "assert_same_numbers", "run_straight_and_resumed", "smoke_cell",
+           "smoke_method_settings"]
+
+
+def run_straight_and_resumed(cell: Any, root: Path, *, stop_after_round: int = 1) -> tuple[Any, Any]:
+    """The cell run straight through (under ``root/a``) and run again killed after ``stop_after_round`` and resumed
+    (under ``root/b``); returns both records."""
+    from benchmark.runner import run_cell
+
+    straight = run_cell(cell, Path(root) / "a", device="cpu")
+    assert run_cell(cell, Path(root) / "b", device="cpu", stop_after_round=stop_after_round) is None
+    resumed = run_cell(cell, Path(root) / "b", device="cpu")
+    assert straight is not None and resumed is not None
+    return straight, resumed
+
+
+def assert_same_numbers(a: Any, b: Any) -> None:
+    """Two records of one cell carry the same final weights, scores and bytes."""
+    assert a.final_state_digest == b.final_state_digest
+    assert [s.values for s in a.scores] == [s.values for s in b.scores]
+    assert a.comm == b.comm

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from benchmark.api import Payload
-from benchmark.runner import cell_paths, run_cell
+from benchmark.runner import cell_paths
 from benchmark.simulate import Checkpointer, state_digest
 from methods._shared.ema import divergence
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
-from tests.helpers import smoke_cell
+from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
 
 
@@ -188,13 +188,8 @@ def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
     """Acceptance: FedEMA with partial participation, stopped after round 2 and resumed, equals the straight run
     (server digest, scores, bytes, and every client state including λ_k)."""
     cell = smoke_cell("fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"])
-    straight = run_cell(cell, tmp_path / "a", device="cpu")
-    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=1) is None
-    resumed = run_cell(cell, tmp_path / "b", device="cpu")
-    assert straight is not None and resumed is not None
-    assert resumed.final_state_digest == straight.final_state_digest
-    assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]
-    assert resumed.comm == straight.comm
+    straight, resumed = run_straight_and_resumed(cell, tmp_path)
+    assert_same_numbers(resumed, straight)
     a = client_state_digests(cell_paths(cell, tmp_path / "a").pretrain_dir)
     b = client_state_digests(cell_paths(cell, tmp_path / "b").pretrain_dir)
     assert a == b and len(a) >= 3  # clients skipped in some rounds are still there

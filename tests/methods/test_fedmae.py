@@ -186,14 +186,10 @@ def test_config_guards() -> None:
 @pytest.mark.slow
 def test_mean_mode_resume_equivalence(tmp_path) -> None:
     """Spec test 11 in `mean` mode (the registry smoke test covers the default `none` mode): pool included."""
-    from benchmark.runner import run_cell
-    from tests.helpers import smoke_cell
+    from tests.helpers import run_straight_and_resumed, smoke_cell
 
     cell = smoke_cell("fedmae", rounds=2, clients=3, participation=0.67, tasks=["reconstruction"],
                       method_params={"aggregate": "mean"})
-    straight = run_cell(cell, tmp_path / "a", device="cpu")
-    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=1) is None
-    resumed = run_cell(cell, tmp_path / "b", device="cpu")
-    assert straight is not None and resumed is not None
+    straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert resumed.final_state_digest == straight.final_state_digest
     assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]

@@ -15,7 +15,7 @@ from benchmark.runner import run_cell
 from benchmark.simulate import payload_nbytes
 from methods._shared.momentum import momentum_update_
 from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
-from tests.helpers import smoke_cell
+from tests.helpers import run_straight_and_resumed, smoke_cell
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 
@@ -169,6 +169,5 @@ def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
     m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone)
     up, down = _formula(m, 2, 3)
     assert list(straight.comm.per_round_up) == up and list(straight.comm.per_round_down) == down
-    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=2) is None
-    resumed = run_cell(cell, tmp_path / "b", device="cpu")
+    _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)  # straight part re-used under a/
     assert resumed.final_state_digest == straight.final_state_digest

@@ -14,7 +14,7 @@ import torch
 from benchmark.records.schema import from_json, to_json
 from benchmark.registries import METHODS, load_builtins
 from benchmark.runner import run_cell
-from tests.helpers import smoke_cell
+from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 
 load_builtins()
 ALL_METHODS = METHODS.names()
@@ -38,13 +38,8 @@ def test_two_clients_one_round(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ALL_METHODS)
 def test_resume_equivalence(name: str, tmp_path: Path) -> None:
     cell = smoke_cell(name, rounds=2, clients=3, participation=0.67, tasks=["knn"])
-    straight = run_cell(cell, tmp_path / "a", device="cpu")
-    assert run_cell(cell, tmp_path / "b", device="cpu", stop_after_round=1) is None
-    resumed = run_cell(cell, tmp_path / "b", device="cpu")
-    assert straight is not None and resumed is not None
-    assert resumed.final_state_digest == straight.final_state_digest
-    assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]
-    assert resumed.comm == straight.comm
+    straight, resumed = run_straight_and_resumed(cell, tmp_path)
+    assert_same_numbers(resumed, straight)
 
 
 @pytest.mark.parametrize("name", ALL_METHODS)
