@@ -60,7 +60,6 @@ from benchmark.api import (
     Stream,
     TaskScores,
     load_dataset_splits,
-    normalize,
     scoped_torch_seed,
     seed_word,
     torch_gen,
@@ -68,6 +67,7 @@ from benchmark.api import (
 from tasks.base import TaskContext, TaskNotApplicable
 from tasks.cards import load_card
 from tasks.members import modules_of, score_members
+from tasks.semi_supervised import evaluate  # the same top-1 read of the test split, with a resize
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
 _STREAM_PATH = 37  # Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
@@ -317,21 +317,6 @@ def fine_tune(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, size: int, device: torch.device,
-             batch_size: int = 512) -> tuple[float, int]:
-    """(top-1 %, samples scored) over every sample of ``split`` (read once), eval mode, no augmentation; bicubic
-    resize to ``size`` only when the images are not already that size."""
-    model.eval()
-    images, labels = split.images, torch.as_tensor(split.labels)
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        x = normalize(images[start: start + batch_size].to(device).float().div_(255.0), mean, std)
-        if x.shape[-1] != size or x.shape[-2] != size:
-            x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
-        correct += int((model(x).argmax(1).cpu() == labels[start: start + batch_size]).sum())
-    return 100.0 * correct / max(len(labels), 1), len(labels)
-
-
 @TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
 class Finetune:
     """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card ``finetune/fedmae``)."""

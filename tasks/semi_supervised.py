@@ -115,15 +115,19 @@ def fine_tune(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, device: torch.device, batch_size: int = 512) -> float:
-    """Top-1 (%) over every sample of ``split``, model in eval mode, no augmentation."""
+def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, device: torch.device, size: int | None = None,
+             batch_size: int = 512) -> tuple[float, int]:
+    """(top-1 %, samples scored) over every sample of ``split`` (read once), model in eval mode, no augmentation;
+    with ``size``, a bicubic resize to it only when the images are not already that size."""
     model.eval()
+    images, labels = split.images, torch.as_tensor(split.labels)
     correct = 0
-    for start in range(0, len(split), batch_size):
-        x = normalize(split.images[start : start + batch_size].to(device).float().div_(255.0), mean, std)
-        pred = model(x).argmax(1).cpu()
-        correct += int((pred == torch.as_tensor(split.labels[start : start + batch_size])).sum())
-    return 100.0 * correct / max(len(split), 1)
+    for start in range(0, len(labels), batch_size):
+        x = normalize(images[start : start + batch_size].to(device).float().div_(255.0), mean, std)
+        if size is not None and (x.shape[-1] != size or x.shape[-2] != size):
+            x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
+        correct += int((model(x).argmax(1).cpu() == labels[start : start + batch_size]).sum())
+    return 100.0 * correct / max(len(labels), 1), len(labels)
 
 
 @TASKS.register("semi_supervised", aliases=("semisup",))
@@ -163,7 +167,7 @@ class SemiSupervised:
             model, st = fine_tune(module, encoder.feat_dim, labelled, c, mean=encoder.mean, std=encoder.std,
                                   size=encoder.input_size, seed=ctx.seed, device=ctx.device)
             stats.append(st)
-            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)  # read once
+            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)[0]  # read once
 
         values, extra = score_members(encoder, one, "top1")
         counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
