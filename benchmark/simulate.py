@@ -243,8 +243,8 @@ def simulate(
 
     The objects that exist before the loop (imported libraries, datasets: ~500k on a typical install) are moved to
     the garbage collector's permanent generation for its duration, so full collections stop rescanning them (a
-    0.3 s stall each, measured in benchmarks/p1); no numbers change."""
-    gc.collect()
+    0.3 s stall each, measured in benchmarks/p1); no numbers change. No collection first: that would itself be one
+    such stall per call."""
     gc.freeze()
     try:
         return _simulate(method, clients, settings, work_dir, public=public, on_round=on_round,
