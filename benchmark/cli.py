@@ -156,9 +156,21 @@ def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
     return [missing[k] for k in sorted(missing)]
 
 
+def _task_data_needs() -> Any:
+    """``tasks/data_needs.py`` loaded by path: importing it through the ``tasks`` package would import every task,
+    and torch with them."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tasks" / "data_needs.py"
+    spec = importlib.util.spec_from_file_location("_fssl_task_data_needs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def fast_missing_datasets(grid: Any, data_root: str | None) -> list[str]:
-    """The cell datasets a grid names that are absent, found without importing torch or any method, so that a
-    run on a machine without the data stops at once (the full preflight then checks task data and partitions)."""
+    """The datasets a grid's cells and tasks name that are absent, found without importing torch or any method, so
+    that a run on a machine without the data stops at once (the full preflight then checks partitions)."""
     import benchmark.data.datasets  # noqa: F401  (registers the dataset classes; torch-free at import)
     import benchmark.data.hub_datasets  # noqa: F401
     from benchmark.config import from_mapping
@@ -168,6 +180,9 @@ def fast_missing_datasets(grid: Any, data_root: str | None) -> list[str]:
     values = [grid.base.get("dataset"), *grid.axes.get("dataset", [])]
     for axis in grid.axes.values():
         values += [v["with"].get("dataset") for v in axis if isinstance(v, dict) and isinstance(v.get("with"), dict)]
+    needs = _task_data_needs()
+    values += [name for task, params in needs.task_specs([dict(grid.base), dict(grid.axes)])
+               for name in needs.extra_datasets(task, params)]
     root = Path(data_root) if data_root else default_data_root()
     missing: dict[str, str] = {}
     for value in values:
