@@ -316,7 +316,6 @@ def fine_tune(
                    "layers": len(blocks) + 2}
 
 
-@torch.no_grad()
 @TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
 class Finetune:
     """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card ``finetune/fedmae``)."""
