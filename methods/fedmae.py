@@ -123,6 +123,10 @@ class FedMAE:
     # (§5.1), and a frozen cascade of blocks each trained alone is not claimed to beat a random ViT under kNN.
     frozen_knn_exempt: ClassVar[str] = "evaluated after fine-tuning in the paper (§5.1), not frozen"
     smoke_settings: ClassVar[dict] = {"backbone": {"name": "vit_micro"}, "method": {"batch_size": 64}}
+    # read only by encoder() (the server-side cascade, §2.6): cells that differ only in them, e.g. the depth and
+    # pre-trained-block ablations of Tables 7-8, share one pre-training (benchmark.grid.pretrain_key_for)
+    export_params: ClassVar[tuple[str, ...]] = ("cascade_depth", "cascade_pretrained", "cascade_source",
+                                                "cascade_shared", "cascade_init")
 
     def __init__(self, cfg: FedMAEConfig, backbone: ComponentSpec) -> None:
         self.cfg = cfg

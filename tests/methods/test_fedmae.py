@@ -193,3 +193,23 @@ def test_mean_mode_resume_equivalence(tmp_path) -> None:
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert resumed.final_state_digest == straight.final_state_digest
     assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]
+
+
+def test_cascade_ablations_share_one_pretraining(tmp_path) -> None:
+    """The cascade (§2.6) is built on the server after training, so the Table 7-8 ablations (depth N, pre-trained
+    blocks N_p, source, shared tensors, fresh-block seed) are cells of one pre-training: same pretrain_key, trained
+    once (the cascade itself is checked weight for weight by the cascade tests above)."""
+    from benchmark.runner import run_cell
+    from tests.helpers import smoke_cell
+
+    kw = dict(rounds=1, clients=2, tasks=["knn"])
+    cells = [smoke_cell("fedmae", method_params=p, **kw)
+             for p in ({}, {"cascade_pretrained": 0}, {"cascade_pretrained": 1, "cascade_init": 3},
+                       {"cascade_shared": "mean"})]
+    assert len({c.pretrain_key for c in cells}) == 1 and len({c.cell_id for c in cells}) == 4
+    records = [run_cell(c, tmp_path) for c in cells]
+    assert all(r.status == "ok" for r in records)
+    assert len({r.compute.pretrain_time_s for r in records}) == 1  # read back from the shared final.pt
+    assert len({r.backbone_fingerprint for r in records}) == 1  # same architecture, different weights
+    # a training parameter still gets its own pre-training
+    assert smoke_cell("fedmae", method_params={"mask_ratio": 0.5}, **kw).pretrain_key != cells[0].pretrain_key
