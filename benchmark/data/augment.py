@@ -180,7 +180,7 @@ class Draws:
     flip: torch.Tensor  # (n,) bool
     jitter: torch.Tensor | None  # (n,) bool: ColorJitter applies
     factors: torch.Tensor | None  # (n, 4) brightness, contrast, saturation factors, hue shift (turns)
-    order: tuple[int, ...]  # the four jitter ops' order (one per batch)
+    order: torch.Tensor | None  # (n, 4) long: each image's order of the four jitter ops
     gray: torch.Tensor | None  # (n,) bool
     blur: torch.Tensor | None  # (n,) bool
     sigma: torch.Tensor | None  # (n,)
@@ -189,15 +189,14 @@ class Draws:
         def cut(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[sl]
 
-        return Draws(self.boxes[sl], self.flip[sl], cut(self.jitter), cut(self.factors), self.order, cut(self.gray),
-                     cut(self.blur), cut(self.sigma))
+        return Draws(self.boxes[sl], self.flip[sl], cut(self.jitter), cut(self.factors), cut(self.order),
+                     cut(self.gray), cut(self.blur), cut(self.sigma))
 
 
 def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator) -> Draws:
     boxes = crop_boxes(n, height, width, cfg, gen)
     flip = _rand(gen, n) < cfg.flip_p
-    jitter = factors = None
-    order: tuple[int, ...] = ()
+    jitter = factors = order = None
     if cfg.jitter_p > 0 and any(v > 0 for v in cfg.jitter):
         bri, con, sat, hue = cfg.jitter
         jitter = _rand(gen, n) < cfg.jitter_p
@@ -206,9 +205,9 @@ def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generat
         fs = 1 - sat + 2 * sat * _rand(gen, n)
         fh = -hue + 2 * hue * _rand(gen, n)
         factors = torch.stack([fb, fc, fs, fh], 1)
-        # DEVIATION: torchvision draws a random order of the four ops per image; we draw one order per batch
-        # (as kornia's ColorJiggle does), which keeps the op count constant. The per-image factors are unchanged.
-        order = tuple(torch.randperm(4, generator=gen).tolist())
+        # torchvision's ColorJitter draws a fresh permutation of the four ops for every image (randperm(4) per call);
+        # the argsort of four uniforms is a uniform permutation too, drawn for all n images at once
+        order = torch.argsort(_rand(gen, n * 4).view(n, 4), dim=1)
     gray = _rand(gen, n) < cfg.gray_p if cfg.gray_p > 0 else None
     blur = sigma = None
     if cfg.blur_p > 0:
@@ -231,32 +230,38 @@ def _on_selected(x: torch.Tensor, apply: torch.Tensor | None, fn) -> torch.Tenso
     return x.index_copy_(0, idx, fn(x.index_select(0, idx), rows))
 
 
-def color_jitter_(y: torch.Tensor, factors: torch.Tensor, order: tuple[int, ...], cfg: AugmentConfig) -> torch.Tensor:
-    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4), the four ops in ``order``.
+def _brightness_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    return y.mul_(f.view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
+
+
+def _contrast_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    # mean of the grey image = the luma-weighted sum of the channel means (linear)
+    mean = (y.mean(dim=(2, 3)) * torch.tensor(_LUMA, device=y.device, dtype=y.dtype)).sum(1)
+    return y.mul_(f.view(-1, 1, 1, 1)).add_(((1.0 - f) * mean).view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
+
+
+def _saturation_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    plane = _gray_into(y, y.new_empty(y.shape[0], y.shape[2], y.shape[3]))
+    plane.mul_((1.0 - f).view(-1, 1, 1))
+    return y.mul_(f.view(-1, 1, 1, 1)).add_(plane.unsqueeze(1)).clamp_(0.0, 1.0)
+
+
+_JITTER_OPS = (_brightness_, _contrast_, _saturation_, _shift_hue_)
+
+
+def color_jitter_(y: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig) -> torch.Tensor:
+    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4) and per-image op ``order`` (m, 4).
 
     Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other, 0, 1) with other
     = 0 (brightness), the mean of the grey image (contrast) or the grey image (saturation), then adjust_hue.
     Written as in-place multiply-adds with per-image scalars: the same maths up to float rounding (tested against
-    torchvision.transforms.functional)."""
-    m, _, height, width = y.shape
-    bri, con, sat, hue = cfg.jitter
+    torchvision.transforms.functional). Every op is per image, so applying, slot by slot, each op to the images that
+    have it in that slot is each image's own order: at most 4 x 4 batched calls, whatever the batch size."""
     f = factors.to(y.device, y.dtype)
-    plane = None
-    for op in order:
-        if op == 0 and bri > 0:
-            y.mul_(f[:, 0].view(m, 1, 1, 1)).clamp_(0.0, 1.0)
-        elif op == 1 and con > 0:
-            # mean of the grey image = the luma-weighted sum of the channel means (linear)
-            mean = (y.mean(dim=(2, 3)) * torch.tensor(_LUMA, device=y.device, dtype=y.dtype)).sum(1)
-            fc = f[:, 1]
-            y.mul_(fc.view(m, 1, 1, 1)).add_(((1.0 - fc) * mean).view(m, 1, 1, 1)).clamp_(0.0, 1.0)
-        elif op == 2 and sat > 0:
-            plane = _gray_into(y, y.new_empty(m, height, width) if plane is None else plane)
-            fs = f[:, 2]
-            plane.mul_((1.0 - fs).view(m, 1, 1))
-            y.mul_(fs.view(m, 1, 1, 1)).add_(plane.unsqueeze(1)).clamp_(0.0, 1.0)
-        elif op == 3 and hue > 0:
-            _shift_hue_(y, f[:, 3])
+    for slot in range(4):
+        for op, strength in enumerate(cfg.jitter):
+            if strength > 0:
+                _on_selected(y, order[:, slot] == op, lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]))
     return y
 
 
@@ -295,7 +300,7 @@ def _chunk(n: int, size: int, device: torch.device) -> int:
 
 def _view(x: torch.Tensor, d: Draws, cfg: AugmentConfig, size: int, mean: torch.Tensor, std: torch.Tensor):
     y = resized_crop(x, d.boxes, d.flip, size, cfg.interpolation)  # a fresh tensor: the ops below work in place
-    y = _on_selected(y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order, cfg))
+    y = _on_selected(y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order[rows], cfg))
     y = _on_selected(y, d.gray, lambda v, rows: grayscale_(v))
     y = _on_selected(y, d.blur, lambda v, rows: gaussian_blur_(v, d.sigma[rows], cfg.blur_kernel))
     return y.sub_(mean).div_(std)  # normalize(), in place
