@@ -1,4 +1,5 @@
-"""``python -m leaderboard build [--results DIR ...] [--out DIR]`` and ``python -m leaderboard serve``."""
+"""``python -m leaderboard build [--results DIR ...] [--out DIR]``, ``python -m leaderboard serve`` and
+``python -m leaderboard margins [--results DIR ...] [--task knn] [--baseline no_pretrain]``."""
 
 from __future__ import annotations
 
@@ -74,8 +75,25 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
     s.add_argument("--dir", type=Path, default=Path("build/site"))
     s.add_argument("--port", type=int, default=8000)
+    m = sub.add_parser("margins", help="per-seed paired margins of every method over a baseline (default random init)")
+    m.add_argument("--results", action="append", type=Path,
+                   help="a results/ folder or a run root (repeatable; default results)")
+    m.add_argument("--task", default="knn", help="task registry name (default knn)")
+    m.add_argument("--baseline", default="no_pretrain", help="baseline method (default no_pretrain)")
+    m.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     args = parser.parse_args(argv)
-    return _build(args) if args.command == "build" else _serve(args)
+    return {"build": _build, "serve": _serve, "margins": _margins}[args.command](args)
+
+
+def _margins(args: argparse.Namespace) -> int:
+    from leaderboard.margins import margins_from_dirs, markdown, to_json
+
+    table = margins_from_dirs(args.results or [Path("results")], task=args.task, baseline=args.baseline)
+    if table.empty:
+        print(f"no {args.task} scores with a {args.baseline} partner of the same seed and setting", file=sys.stderr)
+        return 1
+    print(to_json(table) if args.json else markdown(table, task=args.task, baseline=args.baseline))
+    return 0
 
 
 if __name__ == "__main__":

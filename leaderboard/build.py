@@ -83,7 +83,7 @@ def _verified(record: ResultRecord) -> bool:
 
 RECORD_COLUMNS = [
     "cell_id", "method", "method_version", "dataset", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "config_key", "backbone", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
+    "partition_digest", "config_key", "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
     "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
 ]
@@ -110,6 +110,7 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
             "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
             "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
             "config_key": config_key(cell), "backbone": (cell.get("backbone") or {}).get("name"),
+            "backbone_key": json.dumps(cell.get("backbone") or {}, sort_keys=True, default=str),
             "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
             "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
             "status": r.status, "bytes": r.comm.bytes_up + r.comm.bytes_down,

@@ -1,0 +1,113 @@
+"""Paired margins over a baseline method: ``python -m leaderboard margins --results DIR --task knn``.
+
+Seed-to-seed noise can swamp a method's gain: on the embedded default the random-init network alone moves by
+several kNN points between training seeds. A margin is therefore computed *per seed*, against the baseline run
+with the same seed and everything else that defines the comparison the same (dataset, backbone with its
+parameters, federation, partition, protocol card), and only then averaged. The table holds, per configuration and
+partition, the per-seed margins, their mean, sample std and Student-t interval (``stats.summarize``), the number of
+seeds with a positive margin, and the mean score itself.
+
+The default baseline is ``no_pretrain`` (random init), the reference the issues state their margins against. A
+baseline that does not train (``no_pretrain``) gives the same number under every partition; when no baseline record
+has the method's partition, one of the same seed under another partition is used, and the row says so. Scores whose
+card selects on the test set are left out. Torch-free: records and pandas only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from leaderboard import stats
+
+# what must be equal for a baseline score to pair with a method's score (besides seed and partition)
+PAIR_KEYS = ("dataset", "backbone_key", "fl_num_clients", "fl_participation", "task", "card_id")
+
+MARGIN_COLUMNS = ["method", "backbone", "partition", "partition_label", "config_key", "n", "mean", "margin", "margin_std",
+                  "ci_low", "ci_high", "positive", "per_seed", "baseline_partition"]
+
+
+def paired_margins(frame: pd.DataFrame, *, task: str, baseline: str = "no_pretrain") -> pd.DataFrame:
+    """One row per (configuration, partition) of every method but ``baseline`` on ``task`` (see the module doc).
+
+    ``frame`` is :func:`leaderboard.build.records_frame`. ``per_seed`` maps seed -> margin; seeds without a
+    baseline partner are dropped (and so do not count in ``n``)."""
+    ok = frame[(frame["task"] == task) & (frame["status"] == "ok") & frame["value"].map(_finite)
+               & ~frame["selects_on_test"].astype(bool)]
+    base = ok[ok["method"] == baseline]
+    runs = ok[ok["method"] != baseline]
+    index: dict[tuple, dict[str, float]] = {}
+    for _, b in base.iterrows():
+        index.setdefault(tuple(b[k] for k in PAIR_KEYS) + (int(b["seed"]),), {})[b["partition_label"]] = b["value"]
+    rows: list[dict[str, Any]] = []
+    for (ckey, part), g in runs.groupby(["config_key", "partition_label"], sort=False):
+        per_seed: dict[int, float] = {}
+        values: list[float] = []
+        other_partition = False
+        for _, r in g.sort_values("seed").iterrows():
+            partners = index.get(tuple(r[k] for k in PAIR_KEYS) + (int(r["seed"]),), {})
+            if not partners:
+                continue
+            if part in partners:
+                ref = partners[part]
+            else:
+                ref = partners[sorted(partners)[0]]
+                other_partition = True
+            per_seed[int(r["seed"])] = float(r["value"]) - float(ref)
+            values.append(float(r["value"]))
+        if not per_seed:
+            continue
+        s = stats.summarize(list(per_seed.values()))
+        first = g.iloc[0]
+        rows.append({"method": first["method"], "backbone": first["backbone"],
+                     "partition": _short_partition(first["partition_name"], first["alpha"], part), "partition_label": part,
+                     "config_key": ckey, "n": s.n, "mean": math.fsum(values) / len(values), "margin": s.mean,
+                     "margin_std": s.std, "ci_low": s.ci_low, "ci_high": s.ci_high,
+                     "positive": sum(m > 0 for m in per_seed.values()), "per_seed": per_seed,
+                     "baseline_partition": "other" if other_partition else "same"})
+    out = pd.DataFrame(rows, columns=MARGIN_COLUMNS)
+    return out.sort_values(["backbone", "method", "partition_label"], kind="mergesort").reset_index(drop=True)
+
+
+def markdown(table: pd.DataFrame, *, task: str, baseline: str) -> str:
+    """The table as Markdown: one line per configuration and partition, margins with their per-seed values."""
+    lines = [f"| method | backbone | partition | seeds | {task} mean | margin over {baseline} (per seed) | "
+             f"95 % CI | seeds > 0 |", "|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        seeds = ", ".join(f"{_signed(v)}" for _, v in sorted(r["per_seed"].items()))
+        if r["baseline_partition"] == "other":
+            seeds += "; baseline from another partition"
+        ci = "—" if not _finite(r["ci_low"]) else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]"
+        lines.append(f"| {r['method']} | {r['backbone']} | {r['partition']} | {r['n']} | {r['mean']:.1f} | "
+                     f"{_signed(r['margin'])} ({seeds}) | {ci} | {r['positive']}/{r['n']} |")
+    return "\n".join(lines)
+
+
+def to_json(table: pd.DataFrame) -> str:
+    return json.dumps([{k: (v if not isinstance(v, float) or _finite(v) else None) for k, v in row.items()}
+                       for row in table.to_dict(orient="records")], indent=1, default=str)
+
+
+def _short_partition(name: Any, alpha: Any, label: str) -> str:
+    if name == "iid":
+        return "iid"
+    return f"{name} α={alpha:g}" if _finite(alpha) else label
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}".replace("-", "−")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def margins_from_dirs(results: Sequence[Any], *, task: str, baseline: str) -> pd.DataFrame:
+    from leaderboard.build import load_all, records_frame
+
+    records, _ = load_all(list(results))
+    return paired_margins(records_frame(records), task=task, baseline=baseline)

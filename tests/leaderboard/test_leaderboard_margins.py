@@ -1,0 +1,72 @@
+"""Paired margins over a baseline (leaderboard/margins.py): per seed, against the same seed and setting."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from leaderboard import stats
+from leaderboard.__main__ import main
+from leaderboard.build import records_frame
+from leaderboard.margins import markdown, paired_margins
+from tests.leaderboard.lb_factory import DECSSL_PROBE_CARD, make_record, write_records
+
+BASE = {0: 70.0, 1: 75.0, 2: 72.0}  # random init per seed: the seed moves it more than the gaps below
+RUN = {0: 80.0, 1: 76.0, 2: 79.0}
+
+
+def _frame(records):
+    return records_frame([(Path(f"r{i}.json"), r) for i, r in enumerate(records)])
+
+
+def _with_backbone(record, params):
+    cell = {**record.cell, "backbone": {**record.cell["backbone"], "params": params}}
+    return dataclasses.replace(record, cell=cell)
+
+
+def test_margin_is_the_mean_of_per_seed_differences_with_its_t_interval() -> None:
+    recs = [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
+    recs += [make_record("fedavg_simclr", seed=s, value=v) for s, v in RUN.items()]
+    table = paired_margins(_frame(recs), task="knn")
+    assert len(table) == 1
+    row = table.iloc[0]
+    per_seed = {s: RUN[s] - BASE[s] for s in BASE}
+    assert row["per_seed"] == per_seed and row["n"] == 3 and row["positive"] == 3
+    ref = stats.summarize(list(per_seed.values()))
+    assert row["margin"] == pytest.approx(ref.mean) and row["ci_low"] == pytest.approx(ref.ci_low)
+    assert row["mean"] == pytest.approx(sum(RUN.values()) / 3) and row["margin_std"] == pytest.approx(ref.std)
+
+
+def test_only_the_same_seed_backbone_and_card_pair() -> None:
+    recs = [make_record("no_pretrain", seed=0, value=70.0),
+            _with_backbone(make_record("no_pretrain", seed=1, value=10.0), {"width": 8}),  # another backbone
+            make_record("no_pretrain", seed=2, value=50.0, card=DECSSL_PROBE_CARD, task="knn")]  # selects on test
+    recs += [make_record("fedavg_simclr", seed=s, value=80.0) for s in (0, 1, 2)]
+    row = paired_margins(_frame(recs), task="knn").iloc[0]
+    assert row["per_seed"] == {0: 10.0} and row["n"] == 1 and math.isnan(row["ci_low"])
+
+
+def test_a_baseline_under_another_partition_is_used_and_said() -> None:
+    """no_pretrain does not train, so its score is the same under every partition; a grid may run it once."""
+    recs = [make_record("no_pretrain", seed=0, value=70.0),
+            make_record("fedavg_simclr", seed=0, value=75.0, alpha=0.1),
+            make_record("fedavg_simclr", seed=0, value=78.0)]
+    table = paired_margins(_frame(recs), task="knn")
+    by_part = {r["partition"]: r for _, r in table.iterrows()}
+    assert by_part["iid"]["per_seed"] == {0: 8.0} and by_part["iid"]["baseline_partition"] == "same"
+    dirichlet = by_part["niid_bench_labeldir α=0.1"]
+    assert dirichlet["per_seed"] == {0: 5.0} and dirichlet["baseline_partition"] == "other"
+    assert "baseline from another partition" in markdown(table, task="knn", baseline="no_pretrain")
+
+
+def test_cli_prints_the_table_and_fails_without_partners(tmp_path: Path, capsys) -> None:
+    write_records(tmp_path / "a", [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
+                  + [make_record("orchestra", seed=s, value=v) for s, v in RUN.items()])
+    assert main(["margins", "--results", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "| orchestra | resnet18_cifar | iid | 3 |" in out and "+10.0, +1.0, +7.0" in out
+    write_records(tmp_path / "b", [make_record("orchestra", seed=0, value=80.0)])
+    assert main(["margins", "--results", str(tmp_path / "b")]) == 1
