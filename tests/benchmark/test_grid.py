@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,19 @@ def test_grid_file_roundtrip(tmp_path: Path) -> None:
     assert len(expand_grid(load_grid(path))) == 2
     with pytest.raises(ConfigError, match="unknown grid 'quickstrat'. Did you mean 'quickstart'"):
         load_grid("quickstrat")
+
+
+def test_quickstart_long_is_the_quickstart_at_a_larger_budget_with_three_seeds() -> None:
+    """Same methods, hyperparameters, clients and partitions as the quickstart; only the budget (25 x 5; FLESD its
+    paper-shaped 5 x 25, the same 125 local epochs), the seeds (0-2) and the task list differ."""
+    quick = {(c.method.name, c.backbone.name, json.dumps(c.method.params, sort_keys=True), c.partition.label()): c
+             for c in expand_grid(load_grid("quickstart"))}
+    long_cells = expand_grid(load_grid("quickstart_long"))
+    assert len(long_cells) == 3 * len(quick) and {c.seed for c in long_cells} == {0, 1, 2}
+    for c in long_cells:
+        q = quick[(c.method.name, c.backbone.name, json.dumps(c.method.params, sort_keys=True), c.partition.label())]
+        assert (c.dataset, c.public, c.fl.num_clients, c.fl.participation) == (q.dataset, q.public, q.fl.num_clients,
+                                                                                 q.fl.participation)
+        assert c.fl.rounds * c.fl.local_epochs == 125
+        assert (c.fl.rounds, c.fl.local_epochs) == ((5, 25) if c.method.name == "flesd" else (25, 5))
+        assert {"knn", "linear_probe"} <= {t.name for t in c.tasks}
