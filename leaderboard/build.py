@@ -21,6 +21,7 @@ from benchmark.records.reference import ReferenceTable, ReferenceValue, load_ref
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped, iter_record_files, read_record
 from leaderboard import stats
+from leaderboard.margins import paired_margins
 from leaderboard.tracks import Track, load_tracks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,6 +146,7 @@ class TrackTable:
     selects_on_test: pd.DataFrame  # record rows excluded from main columns (their card selects on the test set)
     excluded_cards: pd.DataFrame  # record rows of the track's task whose card is not the track's card
     references: list[dict[str, Any]] = field(default_factory=list)
+    margins: pd.DataFrame | None = None  # paired margins over track.baseline (leaderboard.margins), if it has one
 
     @property
     def cell_ids(self) -> set[str]:
@@ -327,6 +329,7 @@ def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue
         metric=scored["metric"].iloc[0] if not scored.empty else None, higher_is_better=higher, table=table,
         selects_on_test=test_selected, excluded_cards=excluded,
         references=track_references(refs, track, card_id, table, higher),
+        margins=paired_margins(main, task=track.task, baseline=track.baseline) if track.baseline else None,
     )
 
 

@@ -106,6 +106,19 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
+def margin_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table as display rows (text already formatted) for the track page."""
+    out = []
+    for _, r in table.iterrows():
+        seeds = ", ".join(f"s{k}: {_signed(v)}" for k, v in sorted(r["per_seed"].items()))
+        out.append({"method": r["method"], "backbone": r["backbone"], "partition": r["partition"],
+                    "n": int(r["n"]), "margin": _signed(r["margin"]), "margin_sort": r["margin"],
+                    "ci": "—" if not _finite(r["ci_low"]) else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]",
+                    "per_seed": seeds, "positive": f"{r['positive']}/{r['n']}",
+                    "other_partition": r["baseline_partition"] == "other"})
+    return out
+
+
 def margins_from_dirs(results: Sequence[Any], *, task: str, baseline: str) -> pd.DataFrame:
     from leaderboard.build import load_all, records_frame
 

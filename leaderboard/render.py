@@ -21,6 +21,7 @@ import jinja2
 from benchmark.records.reference import ReferenceValue
 from benchmark.records.schema import ResultRecord, _plain
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
+from leaderboard.margins import margin_rows
 
 HERE = Path(__file__).resolve().parent
 
@@ -349,6 +350,7 @@ def render_site(model: SiteModel, out: Path) -> Path:
             root="../", t=t, rows=rows, card_name=tt.card_name, card_id=tt.card_id, card_summary=tt.card_summary,
             metric=tt.metric, higher=tt.higher_is_better, federation=federation, plot_file=plot_file,
             references=refs, test_selected=_record_rows(tt.selects_on_test),
+            margins=margin_rows(tt.margins) if tt.margins is not None else None,
             excluded=_record_rows(tt.excluded_cards), **common), encoding="utf-8")
         best = []
         complete_per_group: dict[tuple, int] = defaultdict(int)

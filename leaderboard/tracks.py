@@ -29,6 +29,8 @@ class Track:
     backbone: str | None = None  # cell["backbone"]["name"], when the track is about one backbone
     min_seeds: int = 3
     description: str = ""
+    # a method whose runs every row is also compared with, seed by seed (leaderboard.margins), e.g. no_pretrain
+    baseline: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):

@@ -70,3 +70,25 @@ def test_cli_prints_the_table_and_fails_without_partners(tmp_path: Path, capsys)
     assert "| orchestra | resnet18_cifar | iid | 3 |" in out and "+10.0, +1.0, +7.0" in out
     write_records(tmp_path / "b", [make_record("orchestra", seed=0, value=80.0)])
     assert main(["margins", "--results", str(tmp_path / "b")]) == 1
+
+
+def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> None:
+    from leaderboard.build import build_model
+    from leaderboard.render import render_site
+    from leaderboard.tracks import Track
+
+    recs = [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
+    recs += [make_record("fedavg_simclr", seed=s, value=v) for s, v in RUN.items()]
+    write_records(tmp_path / "res", recs)
+    kw = dict(id="t", title="T", dataset="cifar10", task="knn", card="knn@v1",
+              federation={"num_clients": 100, "participation": 0.1})
+    model = build_model([tmp_path / "res"], tracks=[Track(**kw, baseline="no_pretrain"), Track(**{**kw, "id": "u"})])
+    with_base, without = model.tracks
+    assert without.margins is None
+    assert list(with_base.margins["method"]) == ["fedavg_simclr"]
+    assert with_base.margins.iloc[0]["per_seed"] == {s: RUN[s] - BASE[s] for s in BASE}
+    render_site(model, tmp_path / "site")
+    page = (tmp_path / "site" / "tracks").glob("*.html")
+    pages = {p.name: p.read_text(encoding="utf-8") for p in page}
+    shown = [text for text in pages.values() if 'id="margin-table"' in text]
+    assert len(shown) == 1 and "s0: +10.0, s1: +1.0, s2: +7.0" in shown[0]
