@@ -121,10 +121,8 @@ def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
     """
     from benchmark.config import from_mapping
     from benchmark.data.datasets import default_data_root, load_dataset_splits
-    from benchmark.registries import DATASETS
+    from benchmark.registries import DATASETS, TASKS
     from benchmark.runner import build_partition
-
-    from benchmark.registries import TASKS
 
     root = Path(data_root) if data_root else default_data_root()
     missing: dict[str, str] = {}

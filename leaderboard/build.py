@@ -84,7 +84,8 @@ def _verified(record: ResultRecord) -> bool:
 
 RECORD_COLUMNS = [
     "cell_id", "method", "method_version", "dataset", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "config_key", "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
+    "partition_digest", "config_key", "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds",
+    "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
     "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
 ]

@@ -27,8 +27,12 @@ from leaderboard import stats
 # what must be equal for a baseline score to pair with a method's score (besides seed and partition)
 PAIR_KEYS = ("dataset", "backbone_key", "fl_num_clients", "fl_participation", "task", "card_id")
 
-MARGIN_COLUMNS = ["method", "backbone", "partition", "partition_label", "config_key", "n", "mean", "margin", "margin_std",
-                  "ci_low", "ci_high", "positive", "per_seed", "baseline_partition"]
+MARGIN_COLUMNS = ["method", "backbone", "partition", "partition_label", "config_key", "n", "mean", "margin",
+                  "margin_std", "ci_low", "ci_high", "positive", "per_seed", "baseline_partition"]
+
+
+def _pair_key(row: pd.Series) -> tuple:
+    return (*(row[k] for k in PAIR_KEYS), int(row["seed"]))
 
 
 def paired_margins(frame: pd.DataFrame, *, task: str, baseline: str = "no_pretrain") -> pd.DataFrame:
@@ -42,20 +46,20 @@ def paired_margins(frame: pd.DataFrame, *, task: str, baseline: str = "no_pretra
     runs = ok[ok["method"] != baseline]
     index: dict[tuple, dict[str, float]] = {}
     for _, b in base.iterrows():
-        index.setdefault(tuple(b[k] for k in PAIR_KEYS) + (int(b["seed"]),), {})[b["partition_label"]] = b["value"]
+        index.setdefault(_pair_key(b), {})[b["partition_label"]] = b["value"]
     rows: list[dict[str, Any]] = []
     for (ckey, part), g in runs.groupby(["config_key", "partition_label"], sort=False):
         per_seed: dict[int, float] = {}
         values: list[float] = []
         other_partition = False
         for _, r in g.sort_values("seed").iterrows():
-            partners = index.get(tuple(r[k] for k in PAIR_KEYS) + (int(r["seed"]),), {})
+            partners = index.get(_pair_key(r), {})
             if not partners:
                 continue
             if part in partners:
                 ref = partners[part]
             else:
-                ref = partners[sorted(partners)[0]]
+                ref = partners[min(partners)]
                 other_partition = True
             per_seed[int(r["seed"])] = float(r["value"]) - float(ref)
             values.append(float(r["value"]))
@@ -64,7 +68,8 @@ def paired_margins(frame: pd.DataFrame, *, task: str, baseline: str = "no_pretra
         s = stats.summarize(list(per_seed.values()))
         first = g.iloc[0]
         rows.append({"method": first["method"], "backbone": first["backbone"],
-                     "partition": _short_partition(first["partition_name"], first["alpha"], part), "partition_label": part,
+                     "partition": _short_partition(first["partition_name"], first["alpha"], part),
+                     "partition_label": part,
                      "config_key": ckey, "n": s.n, "mean": math.fsum(values) / len(values), "margin": s.mean,
                      "margin_std": s.std, "ci_low": s.ci_low, "ci_high": s.ci_high,
                      "positive": sum(m > 0 for m in per_seed.values()), "per_seed": per_seed,
@@ -75,15 +80,14 @@ def paired_margins(frame: pd.DataFrame, *, task: str, baseline: str = "no_pretra
 
 def markdown(table: pd.DataFrame, *, task: str, baseline: str) -> str:
     """The table as Markdown: one line per configuration and partition, margins with their per-seed values."""
-    lines = [f"| method | backbone | partition | seeds | {task} mean | margin over {baseline} (per seed) | "
-             f"95 % CI | seeds > 0 |", "|---|---|---|---|---|---|---|---|"]
+    lines = [(f"| method | backbone | partition | seeds | {task} mean | margin over {baseline} (per seed) | "
+              f"95 % CI | seeds > 0 |"), "|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         seeds = ", ".join(f"{_signed(v)}" for _, v in sorted(r["per_seed"].items()))
         if r["baseline_partition"] == "other":
             seeds += "; baseline from another partition"
-        ci = "—" if not _finite(r["ci_low"]) else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]"
         lines.append(f"| {r['method']} | {r['backbone']} | {r['partition']} | {r['n']} | {r['mean']:.1f} | "
-                     f"{_signed(r['margin'])} ({seeds}) | {ci} | {r['positive']}/{r['n']} |")
+                     f"{_signed(r['margin'])} ({seeds}) | {_ci_text(r)} | {r['positive']}/{r['n']} |")
     return "\n".join(lines)
 
 
@@ -96,6 +100,10 @@ def _short_partition(name: Any, alpha: Any, label: str) -> str:
     if name == "iid":
         return "iid"
     return f"{name} α={alpha:g}" if _finite(alpha) else label
+
+
+def _ci_text(row: pd.Series) -> str:
+    return "—" if not _finite(row["ci_low"]) else f"[{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
 
 
 def _signed(x: float) -> str:
@@ -113,7 +121,7 @@ def margin_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
         seeds = ", ".join(f"s{k}: {_signed(v)}" for k, v in sorted(r["per_seed"].items()))
         out.append({"method": r["method"], "backbone": r["backbone"], "partition": r["partition"],
                     "n": int(r["n"]), "margin": _signed(r["margin"]), "margin_sort": r["margin"],
-                    "ci": "—" if not _finite(r["ci_low"]) else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]",
+                    "ci": _ci_text(r),
                     "per_seed": seeds, "positive": f"{r['positive']}/{r['n']}",
                     "other_partition": r["baseline_partition"] == "other"})
     return out

@@ -261,7 +261,8 @@ def color_jitter_(y: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, c
     for slot in range(4):
         for op, strength in enumerate(cfg.jitter):
             if strength > 0:
-                _on_selected(y, order[:, slot] == op, lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]))
+                _on_selected(y, order[:, slot] == op,
+                             lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]))
     return y
 
 

@@ -80,8 +80,8 @@ def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> Non
     recs = [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
     recs += [make_record("fedavg_simclr", seed=s, value=v) for s, v in RUN.items()]
     write_records(tmp_path / "res", recs)
-    kw = dict(id="t", title="T", dataset="cifar10", task="knn", card="knn@v1",
-              federation={"num_clients": 100, "participation": 0.1})
+    kw = {"id": "t", "title": "T", "dataset": "cifar10", "task": "knn", "card": "knn@v1",
+          "federation": {"num_clients": 100, "participation": 0.1}}
     model = build_model([tmp_path / "res"], tracks=[Track(**kw, baseline="no_pretrain"), Track(**{**kw, "id": "u"})])
     with_base, without = model.tracks
     assert without.margins is None

@@ -42,8 +42,8 @@ def test_declaration_matches_the_task_on_every_grid_spec() -> None:
     assert {name for _, name, _ in specs} >= {"transfer", "transfer_native", "finetune", "coco_detection"}
     for grid, name, params in specs:
         cls = TASKS.get(name)
-        assert data_needs.extra_datasets(name, params) == tuple(cls.required_datasets(from_mapping(cls.Config, params))), (
-            grid, name, params)
+        declared = data_needs.extra_datasets(name, params)
+        assert declared == tuple(cls.required_datasets(from_mapping(cls.Config, params))), (grid, name, params)
 
 
 @pytest.mark.parametrize("params, expected", [
