@@ -99,6 +99,33 @@ def with_normalization(ds: DatasetSplits, normalize: str) -> DatasetSplits:
     return dataclasses.replace(ds, mean=mean, std=std)
 
 
+# Which split the tasks score on (dataset param ``eval_split``). "test" is the benchmark's number. "validation" is
+# for choosing hyperparameters without reading the test split: a class-stratified ``val_fraction`` of the train
+# split becomes the evaluation split, the rest is what the clients partition, and the test split is not used.
+EvalSplit = Literal["test", "validation"]
+
+
+def hold_out_validation(ds: DatasetSplits, fraction: float, seed: int = 0) -> DatasetSplits:
+    """The validation view of ``ds``: per class, a seeded random ``round(n_c * fraction)`` of the train images (at
+    least one, at most n_c - 1) becomes the evaluation split; the other train images stay the train split; the
+    test split is dropped. The normalisation statistics are left as they are (the train split's), and the revision
+    names the carve, so records of the two views never share a digest."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {fraction}")
+    labels = ds.train.labels
+    rs = np.random.RandomState(seed)
+    train_idx, val_idx = [], []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        idx = idx[rs.permutation(len(idx))]
+        n_val = min(max(int(round(len(idx) * fraction)), 1), len(idx) - 1) if len(idx) > 1 else 0
+        val_idx.append(idx[:n_val])
+        train_idx.append(idx[n_val:])
+    tr, va = np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(val_idx))
+    rev = hashlib.sha256(f"{ds.revision}|validation|{fraction}|{seed}".encode()).hexdigest()[:16]
+    return dataclasses.replace(ds, train=ds.train.subset(tr), test=ds.train.subset(va), revision=rev)
+
+
 def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_root: str | Path | None = None) -> DatasetSplits:
     """Load (and memoise in-process) a registered dataset by name and params."""
     from benchmark.config import canonical_json, from_mapping
@@ -107,11 +134,21 @@ def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_ro
     cfg = from_mapping(cls, params or {})
     root = Path(data_root) if data_root else default_data_root()
     normalize = getattr(cfg, "normalize", "dataset")
-    raw_cfg = dataclasses.replace(cfg, normalize="dataset") if normalize != "dataset" else cfg
-    key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))  # one in-memory copy per normalisation
+    eval_split = getattr(cfg, "eval_split", "test")
+    raw_cfg = cfg
+    if normalize != "dataset":
+        raw_cfg = dataclasses.replace(raw_cfg, normalize="dataset")
+    if eval_split != "test":
+        raw_cfg = dataclasses.replace(raw_cfg, eval_split="test")
+    key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))  # one in-memory copy of the stored data
     if key not in _CACHE:
         _CACHE[key] = raw_cfg.load(root)
-    return with_normalization(_CACHE[key], normalize)
+    ds = _CACHE[key]
+    if eval_split == "validation":
+        ds = hold_out_validation(ds, cfg.val_fraction)
+    elif eval_split != "test":
+        raise ValueError(f"eval_split must be 'test' or 'validation', got {eval_split!r}")
+    return with_normalization(ds, normalize)
 
 
 @DATASETS.register("digits")
@@ -120,6 +157,7 @@ class Digits:
     """scikit-learn's 8×8 handwritten digits (1,797 images, 10 classes), upsampled to ``size``, 3 channels.
 
     Fixed split: a stratified permutation with seed 0; the last ``test_fraction`` of each class is the test set.
+    ``eval_split: validation`` scores on a held-out part of the train split instead (see ``hold_out_validation``).
     """
 
     version: ClassVar[str] = "1"
@@ -127,6 +165,8 @@ class Digits:
     size: int = 16
     test_fraction: float = 0.2
     normalize: Normalize = "dataset"  # see NORMALIZATIONS
+    eval_split: EvalSplit = "test"  # see EvalSplit
+    val_fraction: float = 0.2  # with eval_split "validation": the share of each class's train images held out
 
     def __post_init__(self) -> None:
         if self.size < 8:
@@ -185,6 +225,8 @@ class HubImageDataset:
     mean: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
     std: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
     normalize: Normalize = "dataset"  # see NORMALIZATIONS
+    eval_split: EvalSplit = "test"  # see EvalSplit
+    val_fraction: float = 0.2  # with eval_split "validation": the share of each class's train images held out
 
     def folder(self, root: Path) -> Path:
         return Path(root) / self.name
