@@ -81,17 +81,29 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--task", default="knn", help="task registry name (default knn)")
     m.add_argument("--baseline", default="no_pretrain", help="baseline method (default no_pretrain)")
     m.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    m.add_argument("--select", action="store_true",
+                   help="per method, the configuration with the highest margin averaged over partitions (validation "
+                        "runs only: refuses test-split records)")
     args = parser.parse_args(argv)
     return {"build": _build, "serve": _serve, "margins": _margins}[args.command](args)
 
 
 def _margins(args: argparse.Namespace) -> int:
-    from leaderboard.margins import margins_from_dirs, markdown, to_json
+    from leaderboard.margins import margins_from_dirs, markdown, select_best, selection_markdown, to_json
 
     table = margins_from_dirs(args.results or [Path("results")], task=args.task, baseline=args.baseline)
     if table.empty:
         print(f"no {args.task} scores with a {args.baseline} partner of the same seed and setting", file=sys.stderr)
         return 1
+    if args.select:
+        try:
+            selection = select_best(table)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(to_json(selection) if args.json else selection_markdown(selection, task=args.task,
+                                                                     baseline=args.baseline))
+        return 0
     print(to_json(table) if args.json else markdown(table, task=args.task, baseline=args.baseline))
     return 0
 

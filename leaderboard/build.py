@@ -83,9 +83,9 @@ def _verified(record: ResultRecord) -> bool:
 
 
 RECORD_COLUMNS = [
-    "cell_id", "method", "method_version", "dataset", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "config_key", "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds",
-    "fl_local_epochs",
+    "cell_id", "method", "method_version", "dataset", "eval_split", "seed", "partition_label", "partition_name", "alpha",
+    "partition_digest", "config_key", "method_params", "backbone", "backbone_key", "fl_num_clients",
+    "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
     "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
 ]
@@ -109,9 +109,12 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
         fl = cell.get("fl") or {}
         base = {
             "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "dataset": r.dataset,
+            "eval_split": eval_split_of(cell),
             "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
             "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
-            "config_key": config_key(cell), "backbone": (cell.get("backbone") or {}).get("name"),
+            "config_key": config_key(cell),
+            "method_params": json.dumps((cell.get("method") or {}).get("params") or {}, sort_keys=True, default=str),
+            "backbone": (cell.get("backbone") or {}).get("name"),
             "backbone_key": json.dumps(cell.get("backbone") or {}, sort_keys=True, default=str),
             "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
             "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
@@ -162,11 +165,17 @@ TABLE_COLUMNS = [
 ]
 
 
+def eval_split_of(cell: Mapping[str, Any]) -> str:
+    """The split a record's tasks scored on: "test", or "validation" for hyperparameter selection runs."""
+    return str(((cell.get("dataset") or {}).get("params") or {}).get("eval_split", "test"))
+
+
 def select_track(frame: pd.DataFrame, track: Track) -> pd.DataFrame:
-    """Record rows that belong to ``track``: its dataset, task and federation settings (any card)."""
+    """Record rows that belong to ``track``: its dataset, task and federation settings (any card), scored on the
+    test split (records of validation runs choose hyperparameters; they are never leaderboard numbers)."""
     if frame.empty:
         return frame
-    mask = (frame["dataset"] == track.dataset) & (frame["task"] == track.task)
+    mask = (frame["dataset"] == track.dataset) & (frame["task"] == track.task) & (frame["eval_split"] == "test")
     if track.backbone is not None:
         mask &= frame["backbone"] == track.backbone
     for key, value in track.federation.items():

@@ -92,3 +92,70 @@ def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> Non
     pages = {p.name: p.read_text(encoding="utf-8") for p in page}
     shown = [text for text in pages.values() if 'id="margin-table"' in text]
     assert len(shown) == 1 and "s0: +10.0, s1: +1.0, s2: +7.0" in shown[0]
+
+
+def _on_validation(record):
+    cell = {**record.cell, "dataset": {**record.cell["dataset"], "params": {"eval_split": "validation"}}}
+    return dataclasses.replace(record, cell=cell)
+
+
+def _sweep(lr_values: dict[float, dict[float | None, float]], *, validation: bool = True):
+    """no_pretrain at 70 on seed 0 (both partitions), and fedu at each lr with the given value per partition."""
+    recs = [make_record("no_pretrain", seed=0, value=70.0, alpha=a) for a in (None, 0.1)]
+    for lr, by_alpha in lr_values.items():
+        recs += [make_record("fedu", seed=0, value=v, alpha=a, method_params={"lr": lr, "tau": 0.5})
+                 for a, v in by_alpha.items()]
+    return [_on_validation(r) for r in recs] if validation else recs
+
+
+def test_configurations_of_one_method_are_rows_named_by_what_differs() -> None:
+    table = paired_margins(_frame(_sweep({0.032: {None: 72.0, 0.1: 71.0}, 0.32: {None: 80.0, 0.1: 75.0}})),
+                           task="knn")
+    assert sorted(set(table["variant"])) == ["lr=0.032", "lr=0.32"]
+    assert set(table["eval_split"]) == {"validation"}
+    text = markdown(table, task="knn", baseline="no_pretrain")
+    assert "Scored on the validation split" in text and "| fedu (lr=0.32) | resnet18_cifar | iid | 1 |" in text
+    single = paired_margins(_frame([make_record("no_pretrain"), make_record("fedu", value=75.0)]), task="knn")
+    assert list(single["variant"]) == [""]
+
+
+def test_validation_and_test_scores_never_pair() -> None:
+    recs = [make_record("no_pretrain", seed=0, value=70.0)] + [_on_validation(make_record("fedu", value=80.0))]
+    assert paired_margins(_frame(recs), task="knn").empty
+
+
+def test_select_best_averages_partitions_and_skips_incomplete_variants() -> None:
+    from leaderboard.margins import select_best
+
+    # lr=3.2 is best on IID but has no Dirichlet cell: it cannot win by leaving the hard partition out
+    table = paired_margins(_frame(_sweep({0.032: {None: 72.0, 0.1: 71.0}, 0.32: {None: 80.0, 0.1: 69.0},
+                                          0.0032: {None: 75.0, 0.1: 76.0}, 3.2: {None: 99.0}})), task="knn")
+    sel = select_best(table).set_index("variant")
+    assert sel.loc["lr=0.32", "average"] == pytest.approx((10.0 - 1.0) / 2)
+    assert sel.loc["lr=0.0032", "average"] == pytest.approx(5.5)
+    assert math.isnan(sel.loc["lr=3.2", "average"])
+    assert list(sel.index[sel["chosen"]]) == ["lr=0.0032"] and sel["chosen"].sum() == 1
+
+
+def test_select_refuses_test_split_records(tmp_path: Path, capsys) -> None:
+    from leaderboard.margins import select_best
+
+    test_table = paired_margins(_frame(_sweep({0.032: {None: 72.0}, 0.32: {None: 80.0}}, validation=False)),
+                                task="knn")
+    with pytest.raises(ValueError, match="validation"):
+        select_best(test_table)
+    write_records(tmp_path / "t", _sweep({0.032: {None: 72.0}, 0.32: {None: 80.0}}, validation=False))
+    assert main(["margins", "--results", str(tmp_path / "t"), "--select"]) == 2
+    write_records(tmp_path / "v", _sweep({0.032: {None: 72.0, 0.1: 71.0}, 0.32: {None: 80.0, 0.1: 75.0}}))
+    assert main(["margins", "--results", str(tmp_path / "v"), "--select"]) == 0
+    out = capsys.readouterr().out
+    assert "| fedu | resnet18_cifar | lr=0.32 | iid: +10.0, niid_bench_labeldir α=0.1: +5.0 | +7.5 | **yes** |" in out
+
+
+def test_tracks_leave_validation_runs_out() -> None:
+    from leaderboard.build import select_track
+    from leaderboard.tracks import Track
+
+    frame = _frame([make_record("fedu", value=80.0), _on_validation(make_record("fedu", value=90.0, seed=1))])
+    track = Track(id="t", title="T", dataset="cifar10", task="knn", card="knn@v1")
+    assert list(select_track(frame, track)["value"]) == [80.0]
