@@ -105,6 +105,20 @@ def with_normalization(ds: DatasetSplits, normalize: str) -> DatasetSplits:
 EvalSplit = Literal["test", "validation"]
 
 
+def stratified_holdout(labels: np.ndarray, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held-out) sorted indices: per class in label order, a ``RandomState(seed)`` permutation whose first
+    ``round(n_c * fraction)`` images (at least one, at most n_c - 1, none of a singleton class) are held out."""
+    rs = np.random.RandomState(seed)
+    kept, held = [], []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        idx = idx[rs.permutation(len(idx))]
+        n_held = min(max(round(len(idx) * fraction), 1), len(idx) - 1) if len(idx) > 1 else 0
+        held.append(idx[:n_held])
+        kept.append(idx[n_held:])
+    return np.sort(np.concatenate(kept)), np.sort(np.concatenate(held))
+
+
 def hold_out_validation(ds: DatasetSplits, fraction: float, seed: int = 0) -> DatasetSplits:
     """The validation view of ``ds``: per class, a seeded random ``round(n_c * fraction)`` of the train images (at
     least one, at most n_c - 1) becomes the evaluation split; the other train images stay the train split; the
@@ -112,16 +126,7 @@ def hold_out_validation(ds: DatasetSplits, fraction: float, seed: int = 0) -> Da
     names the carve, so records of the two views never share a digest."""
     if not 0 < fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {fraction}")
-    labels = ds.train.labels
-    rs = np.random.RandomState(seed)
-    train_idx, val_idx = [], []
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        idx = idx[rs.permutation(len(idx))]
-        n_val = min(max(int(round(len(idx) * fraction)), 1), len(idx) - 1) if len(idx) > 1 else 0
-        val_idx.append(idx[:n_val])
-        train_idx.append(idx[n_val:])
-    tr, va = np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(val_idx))
+    tr, va = stratified_holdout(ds.train.labels, fraction, seed)
     rev = hashlib.sha256(f"{ds.revision}|validation|{fraction}|{seed}".encode()).hexdigest()[:16]
     return dataclasses.replace(ds, train=ds.train.subset(tr), test=ds.train.subset(va), revision=rev)
 
@@ -188,15 +193,7 @@ class Digits:
             x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
         images = (x.clamp(0, 1) * 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
         labels = np.asarray(bunch.target, dtype=np.int64)
-        rs = np.random.RandomState(0)
-        train_idx, test_idx = [], []
-        for c in range(10):
-            idx = np.flatnonzero(labels == c)
-            idx = idx[rs.permutation(len(idx))]
-            n_test = int(round(len(idx) * self.test_fraction))
-            test_idx.append(idx[:n_test])
-            train_idx.append(idx[n_test:])
-        tr, te = np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(test_idx))
+        tr, te = stratified_holdout(labels, self.test_fraction, seed=0)
         train = DatasetSplit(images[torch.as_tensor(tr)], labels[tr], 10)
         test = DatasetSplit(images[torch.as_tensor(te)], labels[te], 10)
         mean = tuple(float(v) for v in train.images.float().div(255).mean(dim=(0, 2, 3)))
