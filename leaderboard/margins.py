@@ -27,8 +27,8 @@ from leaderboard import stats
 # what must be equal for a baseline score to pair with a method's score (besides seed and partition)
 PAIR_KEYS = ("dataset", "eval_split", "backbone_key", "fl_num_clients", "fl_participation", "task", "card_id")
 
-MARGIN_COLUMNS = ["method", "variant", "backbone", "eval_split", "partition", "partition_label", "config_key", "n", "mean", "margin",
-                  "margin_std", "ci_low", "ci_high", "positive", "per_seed", "baseline_partition"]
+MARGIN_COLUMNS = ["method", "variant", "backbone", "eval_split", "partition", "partition_label", "config_key", "n",
+                  "mean", "margin", "margin_std", "ci_low", "ci_high", "positive", "per_seed", "baseline_partition"]
 
 
 def _pair_key(row: pd.Series) -> tuple:
@@ -94,6 +94,11 @@ def _variants(runs: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _label(row: pd.Series) -> str:
+    """The method with its variant, e.g. ``fedu (lr=0.32)``."""
+    return f"{row['method']} ({row['variant']})" if row["variant"] else row["method"]
+
+
 def _short(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else json.dumps(value, sort_keys=True)
 
@@ -103,13 +108,11 @@ def select_best(table: pd.DataFrame) -> pd.DataFrame:
     it ran under. Only variants scored under every partition any variant of that method ran under compete, so one
     missing cell cannot win by leaving out a hard partition. Meant for validation runs (``eval_split:
     validation``); on test-split records it would select on the test set, so it refuses them."""
-    if table.empty:
-        return table.assign(chosen=[], average=[])
     if (table["eval_split"] != "validation").any():
         raise ValueError("select_best chooses hyperparameters: give it validation runs (dataset eval_split: "
                          "validation), not test-split records")
     rows = []
-    for (_, _), g in table.groupby(["method", "backbone"], sort=False):
+    for _, g in table.groupby(["method", "backbone"], sort=False):
         parts = set(g["partition_label"])
         scored = {v: vg for v, vg in g.groupby("variant", sort=False) if set(vg["partition_label"]) == parts}
         averages = {v: math.fsum(vg["margin"]) / len(vg) for v, vg in scored.items()}
@@ -118,7 +121,7 @@ def select_best(table: pd.DataFrame) -> pd.DataFrame:
             rows.append({"method": vg.iloc[0]["method"], "backbone": vg.iloc[0]["backbone"], "variant": v,
                          "partitions": {r["partition"]: r["margin"] for _, r in vg.iterrows()},
                          "average": averages.get(v, float("nan")), "chosen": v == best})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["method", "backbone", "variant", "partitions", "average", "chosen"])
 
 
 def selection_markdown(selection: pd.DataFrame, *, task: str, baseline: str) -> str:
@@ -142,8 +145,7 @@ def markdown(table: pd.DataFrame, *, task: str, baseline: str) -> str:
         seeds = ", ".join(f"{_signed(v)}" for _, v in sorted(r["per_seed"].items()))
         if r["baseline_partition"] == "other":
             seeds += "; baseline from another partition"
-        method = f"{r['method']} ({r['variant']})" if r["variant"] else r["method"]
-        lines.append(f"| {method} | {r['backbone']} | {r['partition']} | {r['n']} | {r['mean']:.1f} | "
+        lines.append(f"| {_label(r)} | {r['backbone']} | {r['partition']} | {r['n']} | {r['mean']:.1f} | "
                      f"{_signed(r['margin'])} ({seeds}) | {_ci_text(r)} | {r['positive']}/{r['n']} |")
     return "\n".join(lines)
 
@@ -176,8 +178,7 @@ def margin_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for _, r in table.iterrows():
         seeds = ", ".join(f"s{k}: {_signed(v)}" for k, v in sorted(r["per_seed"].items()))
-        method = f"{r['method']} ({r['variant']})" if r["variant"] else r["method"]
-        out.append({"method": method, "backbone": r["backbone"], "partition": r["partition"],
+        out.append({"method": _label(r), "backbone": r["backbone"], "partition": r["partition"],
                     "n": int(r["n"]), "margin": _signed(r["margin"]), "margin_sort": r["margin"],
                     "ci": _ci_text(r),
                     "per_seed": seeds, "positive": f"{r['positive']}/{r['n']}",

@@ -138,22 +138,16 @@ def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_ro
     cls = DATASETS.get(name)
     cfg = from_mapping(cls, params or {})
     root = Path(data_root) if data_root else default_data_root()
-    normalize = getattr(cfg, "normalize", "dataset")
-    eval_split = getattr(cfg, "eval_split", "test")
-    raw_cfg = cfg
-    if normalize != "dataset":
-        raw_cfg = dataclasses.replace(raw_cfg, normalize="dataset")
-    if eval_split != "test":
-        raw_cfg = dataclasses.replace(raw_cfg, eval_split="test")
-    key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))  # one in-memory copy of the stored data
+    # normalisation and the validation carve are views of the stored data: one in-memory copy serves them all
+    views = {k: v for k, v in (("normalize", "dataset"), ("eval_split", "test")) if hasattr(cfg, k)}
+    raw_cfg = dataclasses.replace(cfg, **views)
+    key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))
     if key not in _CACHE:
         _CACHE[key] = raw_cfg.load(root)
     ds = _CACHE[key]
-    if eval_split == "validation":
+    if getattr(cfg, "eval_split", "test") == "validation":  # the config type admits only "test" and "validation"
         ds = hold_out_validation(ds, cfg.val_fraction)
-    elif eval_split != "test":
-        raise ValueError(f"eval_split must be 'test' or 'validation', got {eval_split!r}")
-    return with_normalization(ds, normalize)
+    return with_normalization(ds, getattr(cfg, "normalize", "dataset"))
 
 
 @DATASETS.register("digits")
