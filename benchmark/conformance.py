@@ -59,7 +59,7 @@ def smoke_method_settings(name: str) -> dict[str, Any]:
     """A method may declare ``smoke_settings`` (cell fields it needs in a tiny run: backbone, public split, ...)."""
     cls = METHODS.get(name)
     settings = dict(SMOKE_OVERRIDES.get(METHODS.canonical(name), {}))
-    settings.update(dict(getattr(cls, "smoke_settings", {}) or {}))
+    settings.update(dict(cls.smoke_settings))
     return settings
 
 
@@ -248,30 +248,30 @@ def _setup(name: str, rounds: int, clients: int, participation: float, method_pa
 
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.data.views import UnlabeledView
-    from benchmark.runner import build_method, build_partition, client_datasets
+    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
     from benchmark.simulate import SimSettings
 
     cell = smoke_cell(name, rounds=rounds, clients=clients, participation=participation, tasks=["knn"],
                       method_params=method_params)
     ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
     part = build_partition(cell, ds.train.labels)
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     data = client_datasets(method, ds, part)
     public = None
     if part.public_indices is not None:
         public = UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
-    per_round = 1 if getattr(method, "federation", "federated") == "pooled" else cell.fl.clients_per_round
+    per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
     settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
                            per_round=per_round, device=torch.device("cpu"), num_classes=ds.num_classes)
     return _Setup(cell, ds, data, public, settings)
 
 
 def _simulate(setup: _Setup, work_dir: Path, *, stop_after: int | None = None) -> _Run:
-    from benchmark.runner import build_method
+    from benchmark.runner import build_method, input_spec
     from benchmark.simulate import simulate
 
     traffic = _Traffic()
-    method = build_method(setup.cell)  # always a fresh instance: state hidden in the object shows up as a diff
+    method = build_method(setup.cell, input_spec(setup.ds))  # always a fresh instance: state hidden in the object shows up as a diff
     result = simulate(_Recorder(method, traffic), setup.clients, setup.settings, work_dir, public=setup.public,
                       stop_after=stop_after, state_mem_budget=0)
     states = {k: result.store.get(k) for k in range(len(setup.clients)) if k in result.store}
@@ -286,12 +286,8 @@ def _knn(setup: _Setup, method: Any, server: Any, clients: Mapping[int, Any]) ->
     from benchmark.registries import TASKS
     from tasks.base import TaskContext
 
-    if hasattr(method, "encoder_with_clients"):
-        encoder = method.encoder_with_clients(server, clients)
-    else:
-        encoder = method.encoder(server)
+    encoder = method.encoder(server, clients if method.encoder_needs_clients else None)
     ds = setup.ds
-    encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
     cls = TASKS.get("knn")
     task = cls(from_mapping(cls.Config, {}))
     with tempfile.TemporaryDirectory() as tmp:
@@ -439,7 +435,7 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
         note(f"stopped after round 1, resumed by a fresh instance from disk; server and "
              f"{len(res.client_digests)} client states equal the straight run")
 
-    exempt = getattr(cls, "frozen_knn_exempt", None)
+    exempt = cls.frozen_knn_exempt
     if not knn or canonical == REFERENCE_METHOD or exempt:
         results.append(CheckResult("knn_above_no_pretrain", "skip",
                                    "this is the reference" if canonical == REFERENCE_METHOD and knn else
@@ -459,10 +455,11 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
 
 def _reference_knn(setup: _Setup) -> float:
     """kNN of the seeded random init of the same backbone (``no_pretrain``) on the same cell."""
+    from benchmark.runner import input_spec
     from benchmark.simulate import server_context
 
     ref_cls = METHODS.get(REFERENCE_METHOD)
-    method = ref_cls(ref_cls.Config(), setup.cell.backbone)  # same backbone spec, default (empty) config
+    method = ref_cls(ref_cls.Config(), setup.cell.backbone, input_spec(setup.ds))  # same backbone spec, default (empty) config
     server = method.init_server(server_context(setup.settings, 0, None))
     return _knn(setup, method, server, {})
 

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from benchmark.config import ConfigError, config_dict, from_mapping
+from benchmark.method import identity_version
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, PUBLIC_SPLITS, TASKS, load_builtins
 
@@ -42,7 +43,7 @@ def pretrain_key_for(cell: Mapping[str, Any]) -> str:
     so cells that differ only in them share one pre-training)."""
     load_builtins()
     cls = METHODS.get(cell["method"]["name"])
-    return pretrain_key_of(cell, tuple(getattr(cls, "export_params", ())))
+    return pretrain_key_of(cell, tuple(cls.export_params))
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,15 @@ def _resolve(registry: Any, raw: Any, where: str, extra: Mapping[str, Any] | Non
         cfg = from_mapping(getattr(cls, "Config", cls), params)
     except (ConfigError, ValueError) as exc:
         raise ConfigError(f"{where} {name!r}: {exc}") from None
-    return ComponentSpec(name, str(getattr(cls, "version", "1")), config_dict(cfg))
+    return ComponentSpec(name, _version(registry, cls), config_dict(cfg))
+
+
+def _version(registry: Any, cls: Any) -> str:
+    """The version a component contributes to the cell identity; a method's includes the versions of the methods
+    whose code it reuses (``benchmark.method.identity_version``)."""
+    if registry is METHODS:
+        return identity_version(cls, METHODS.get)
+    return str(getattr(cls, "version", "1"))
 
 
 def _fields_of(registry: Any, name: str) -> set[str]:
@@ -263,7 +272,7 @@ def resolve_cell(values: Mapping[str, Any], method_common: Mapping[str, Any] | N
 def check_requirements(cell: Cell) -> None:
     from benchmark.types import Requirement
 
-    requires = getattr(METHODS.get(cell.method.name), "requires", frozenset())
+    requires = METHODS.get(cell.method.name).requires
     if Requirement.PUBLIC_DATA in requires and cell.public is None:
         raise ConfigError(
             f"method {cell.method.name!r} needs public data, but the cell has none: add "

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from benchmark.method import MethodBase
 from benchmark.registry import Registry
 
-METHODS: Registry[Any] = Registry("method", entry_point_group="fssl_bench.methods")
+METHODS: Registry[Any] = Registry("method", entry_point_group="fssl_bench.methods", base=MethodBase)
 TASKS: Registry[Any] = Registry("task", entry_point_group="fssl_bench.tasks")
 PARTITIONERS: Registry[Any] = Registry("partitioner", entry_point_group="fssl_bench.partitioners")
 DATASETS: Registry[Any] = Registry("dataset")

@@ -34,9 +34,10 @@ class DuplicateName(RegistryError):
 class Registry(Generic[T]):
     """Name → component. ``get`` resolves aliases and lazy targets; ``names`` lists canonical names."""
 
-    def __init__(self, kind: str, *, entry_point_group: str | None = None) -> None:
+    def __init__(self, kind: str, *, entry_point_group: str | None = None, base: type | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.base = base  # every component must subclass it (its declared capabilities have defaults there)
         self._items: dict[str, T | None] = {}
         self._targets: dict[str, str] = {}
         self._aliases: dict[str, str] = {}
@@ -52,6 +53,7 @@ class Registry(Generic[T]):
                 raise DuplicateName(f"{self.kind} {key!r} is already registered")
 
         def add(obj: T) -> T:
+            self._check_base(name, obj)
             self._items[name] = obj
             for alias in aliases:
                 self._aliases[alias] = name
@@ -103,8 +105,14 @@ class Registry(Generic[T]):
             loaded: Any = importlib.import_module(module)
             for part in attr.split("."):
                 loaded = getattr(loaded, part)
+            self._check_base(key, loaded)
             self._items[key] = obj = loaded
         return obj  # type: ignore[return-value]
+
+    def _check_base(self, name: str, obj: Any) -> None:
+        if self.base is not None and not (isinstance(obj, type) and issubclass(obj, self.base)):
+            raise RegistryError(f"{self.kind} {name!r} must subclass {self.base.__module__}.{self.base.__name__} "
+                                f"(it declares the capabilities the harness relies on), got {obj!r}")
 
     def names(self, pattern: str = "*") -> list[str]:
         self._load_plugins()

@@ -35,6 +35,7 @@ from benchmark.data.partition import Partition, partition_stats
 from benchmark.data.views import UnlabeledView
 from benchmark.device import DeviceConfig
 from benchmark.grid import Cell
+from benchmark.method import InputSpec, Method
 from benchmark.records.env import collect_env
 from benchmark.records.schema import SCHEMA_VERSION, CommStats, ComputeStats, ResultRecord, TaskScores
 from benchmark.records.store import atomic_write_text, read_record, write_record
@@ -76,16 +77,20 @@ def build_partition(cell: Cell, labels: np.ndarray) -> Partition:
     return partitioner(labels, k, cell.partition_seed)
 
 
-def build_method(cell: Cell) -> Any:
+def input_spec(ds: DatasetSplits) -> InputSpec:
+    return InputSpec(image_size=ds.image_size, mean=tuple(ds.mean), std=tuple(ds.std), num_classes=ds.num_classes)
+
+
+def build_method(cell: Cell, inputs: InputSpec) -> Method:
     cls = METHODS.get(cell.method.name)
-    return cls(from_mapping(cls.Config, dict(cell.method.params)), cell.backbone)
+    return cls(from_mapping(cls.Config, dict(cell.method.params)), cell.backbone, inputs)
 
 
-def client_datasets(method: Any, ds: DatasetSplits, part: Partition) -> list[ClientData]:
+def client_datasets(method: Method, ds: DatasetSplits, part: Partition) -> list[ClientData]:
     """Unlabeled views of each client's shard; ``pooled`` methods get one client holding the union."""
-    labelled = Requirement.LABELS in getattr(method, "requires", frozenset())
+    labelled = Requirement.LABELS in method.requires
     shards = list(part.client_indices)
-    if getattr(method, "federation", "federated") == "pooled":
+    if method.federation == "pooled":
         shards = [np.sort(np.concatenate(shards))]
     out = []
     for k, idx in enumerate(shards):
@@ -171,13 +176,12 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
     atomic_write_text(paths.cell_dir / "partition.json", json.dumps(
         {"digest": pdigest, "spec": part.spec, "meta": part.meta, "stats": stats}, indent=2, sort_keys=True,
         default=str) + "\n")
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     clients = client_datasets(method, ds, part)
     public = None
     if part.public_indices is not None:
         public = UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
-    federation = getattr(method, "federation", "federated")
-    per_round = 1 if federation == "pooled" else cell.fl.clients_per_round
+    per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
     settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
                            per_round=per_round, device=dev, amp=dev_cfg.use_amp(),
                            channels_last=dev_cfg.use_channels_last(), num_classes=ds.num_classes)
@@ -217,7 +221,7 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
                      "comm_up": result.comm.per_round_up, "comm_down": result.comm.per_round_down,
                      "history": result.history, "client_steps": result.client_steps, "clients": clients_manifest,
                      "pretrain_time_s": time.perf_counter() - t_pre}
-            if hasattr(method, "encoder_with_clients"):
+            if method.encoder_needs_clients:
                 client_states = {k: result.store.get(k) for k in range(len(clients)) if k in result.store}
                 final["client_tensors"] = {k: dict(s.tensors) for k, s in client_states.items()}
         from benchmark.simulate import _atomic_torch_save
@@ -233,12 +237,10 @@ def _run(cell, paths, device, tracker, data_root, grid, stop_after_round, on_rou
     task_failures: dict[str, str] = {}
     t_eval = time.perf_counter()
     if status == "ok":
-        if hasattr(method, "encoder_with_clients"):
+        states = None
+        if method.encoder_needs_clients:
             states = {int(k): ClientState(tensors=v) for k, v in final.get("client_tensors", {}).items()}
-            encoder = method.encoder_with_clients(server, states)
-        else:
-            encoder = method.encoder(server)
-        encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
+        encoder = method.encoder(server, states)
         fingerprint = encoder.fingerprint
         scores = run_tasks(cell, encoder, ds, paths, dev, data_root, part, task_failures)
     eval_time = time.perf_counter() - t_eval

@@ -80,13 +80,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     build_backbone,
     scoped_torch_seed,
     two_views,
@@ -130,7 +131,7 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
 
 
 @METHODS.register("{name}")
-class {cls}:
+class {cls}(MethodBase):
     """{cls} (TODO({name}): paper, venue, sections implemented)."""
 
     name: ClassVar[str] = "{name}"
@@ -142,9 +143,8 @@ class {cls}:
     # settings for the tiny CPU cells of tests and check-method (backbone family, public split, method params)
     smoke_settings: ClassVar[dict] = {{}}
 
-    def __init__(self, cfg: {cls}Config, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: {cls}Config, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._net: {cls}Net | None = None  # a working module, reloaded from tensors at every use
         self._device: torch.device | None = None
 
@@ -203,12 +203,10 @@ class {cls}:
         model = weighted_average([p.tensors for p in payloads], weights)  # TODO({name}): your server step
         return ServerState(model={{**server.model, **model}}, extra=server.extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
-        enc = net.encoder.eval()
-        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+        return self.export(net.encoder.eval())  # a complete Encoder: feature size, fingerprint, input statistics
 '''
 
 TEST_TEMPLATE = '''"""Spec tests of {name} (scaffolded by ``python -m benchmark new-method {name}``).

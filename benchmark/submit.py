@@ -313,25 +313,22 @@ def _card(raw: Mapping[str, Any]) -> Any:
 
 def _reevaluate(record: ResultRecord, blob: Mapping[str, Any], check: RecordCheck) -> None:
     """Rebuild the encoder from the final checkpoint and re-run the record's tasks; scores must match exactly."""
-    import dataclasses
 
     import torch
 
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.grid import Cell
-    from benchmark.runner import CellPaths, build_method, build_partition, run_tasks
+    from benchmark.runner import CellPaths, build_method, build_partition, input_spec, run_tasks
     from benchmark.types import ClientState, ServerState
 
     cell = Cell.from_dict(record.cell)
     ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     server = ServerState(model=blob["model"], extra=blob.get("extra", {}))
-    if hasattr(method, "encoder_with_clients"):
+    states = None
+    if method.encoder_needs_clients:
         states = {int(k): ClientState(tensors=v) for k, v in blob.get("client_tensors", {}).items()}
-        encoder = method.encoder_with_clients(server, states)
-    else:
-        encoder = method.encoder(server)
-    encoder = dataclasses.replace(encoder, mean=tuple(ds.mean), std=tuple(ds.std), input_size=ds.image_size)
+    encoder = method.encoder(server, states)
     with tempfile.TemporaryDirectory() as tmp:
         paths = CellPaths(Path(tmp) / "cell", Path(tmp) / "pre")
         part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split

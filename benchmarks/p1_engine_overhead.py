@@ -51,13 +51,13 @@ def setup(rounds: int):
 
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.grid import resolve_cell
-    from benchmark.runner import build_method, build_partition, client_datasets
+    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
     from benchmark.simulate import SimSettings
 
     cell = resolve_cell({**CELL, "fl": {**CELL["fl"], "rounds": rounds}})
     ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
     part = build_partition(cell, ds.train.labels)
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     clients = client_datasets(method, ds, part)
     settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
                            per_round=cell.fl.clients_per_round, device=torch.device("cpu"), amp=False,

@@ -28,13 +28,15 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Federation,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     augment,
     build_backbone,
     scoped_torch_seed,
@@ -57,7 +59,7 @@ class CentralSSL(FedAvgSimCLR):
     name: ClassVar[str] = "central_ssl"
     version: ClassVar[str] = "1"
     Config: ClassVar[type] = CentralSSLConfig
-    federation: ClassVar[str] = "pooled"
+    federation: ClassVar[Federation] = "pooled"
 
 
 @METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))
@@ -66,7 +68,8 @@ class LocalSSL(FedAvgSimCLR):
 
     name: ClassVar[str] = "local_ssl"
     version: ClassVar[str] = "1"
-    federation: ClassVar[str] = "isolated"
+    federation: ClassVar[Federation] = "isolated"
+    encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
 
@@ -87,15 +90,15 @@ class LocalSSL(FedAvgSimCLR):
     def server_aggregate(self, server, ups, ctx, public):
         return server
 
-    def encoder_with_clients(self, server: ServerState, clients: Mapping[int, ClientState]) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         members = []
-        for k in sorted(clients):
+        for k in sorted(clients or {}):
             net = self.build()
             load_tensors(net, clients[k].tensors)
             members.append(net.encoder.eval())
-        base = self.encoder(server)
-        return Encoder(module=base.module, feat_dim=base.feat_dim, backbone=base.backbone,
-                       fingerprint=base.fingerprint, input_size=0, mean=(), std=(), members=tuple(members))
+        net = self.build()
+        load_tensors(net, server.model)
+        return self.export(net.encoder.eval(), members=tuple(members))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +128,7 @@ class Classifier(nn.Module):
 
 
 @METHODS.register("dec_sl", aliases=("fedavg_supervised", "fedavg_sup"))
-class DecSL:
+class DecSL(MethodBase):
     """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone under a probe."""
 
     name: ClassVar[str] = "dec_sl"
@@ -135,9 +138,8 @@ class DecSL:
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
 
-    def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._net: Classifier | None = None
         self._key: tuple | None = None
 
@@ -197,13 +199,12 @@ class DecSL:
         weights = aggregation_weights([p.num_examples for p in payloads], self.cfg.weighting)
         return ServerState(model=weighted_average([p.tensors for p in payloads], weights), extra=server.extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         num_classes = int(server.model["classifier.weight"].shape[0])
         net = self.build(num_classes)
         load_tensors(net, server.model)
         net.eval()
-        return Encoder(module=net.encoder, feat_dim=int(net.encoder.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(net.encoder), input_size=0, mean=(), std=(), classifier=net)
+        return self.export(net.encoder, classifier=net)
 
 
 class _IndexView:
@@ -229,7 +230,7 @@ class NoPretrainConfig:
 
 
 @METHODS.register("no_pretrain", aliases=("random_init",))
-class NoPretrain:
+class NoPretrain(MethodBase):
     """No pre-training: the backbone's seeded random initialisation (Dec-SSL Tables 2 and 4, "no pretrain")."""
 
     name: ClassVar[str] = "no_pretrain"
@@ -239,9 +240,8 @@ class NoPretrain:
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, cfg: NoPretrainConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: NoPretrainConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
 
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
@@ -260,9 +260,8 @@ class NoPretrain:
     def server_aggregate(self, server, ups, ctx, public: UnlabeledView | None):
         return server
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         load_tensors(encoder, select(server.model, "encoder.", strip=True))
         encoder.eval()
-        return Encoder(module=encoder, feat_dim=feat_dim, backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(encoder), input_size=0, mean=(), std=())
+        return self.export(encoder, feat_dim)

@@ -25,12 +25,12 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
     Payload,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     build_backbone,
     scoped_torch_seed,
     two_views,
@@ -107,8 +107,8 @@ class FeatARC(FedAvgSimCLR):
     export_params: ClassVar[tuple[str, ...]] = ("report_model",)
     cfg: FeatARCConfig
 
-    def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec) -> None:
-        super().__init__(cfg, backbone)
+    def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         _, feat_dim = build_backbone(backbone.name, dict(backbone.params))
         proj_out = cfg.proj_out or feat_dim
         dims = {"projector": proj_out, "backbone": feat_dim}
@@ -281,17 +281,14 @@ class FeatARC(FedAvgSimCLR):
         load_tensors(net, self.cluster_tensors(server.model, j))
         return net.encoder.eval()
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         reported = self.reported_cluster(server)
         clusters = tuple(self.cluster_encoder(server, j) for j in range(self.cfg.num_clusters))
         enc = clusters[reported]
         a, n = server.extra["assign"], server.extra["n"]
         # perclient@v1: each client is evaluated with the cluster of its last assignment (evaluation.md §3.7)
-        common = dict(feat_dim=int(enc.feat_dim), backbone=self.backbone.name, fingerprint=arch_fingerprint(enc),
-                      input_size=0, mean=(), std=(), client_models=clusters,
-                      client_index=tuple(int(j) for j in a.tolist()))
+        common = dict(client_models=clusters, client_index=tuple(int(j) for j in a.tolist()))
         if self.cfg.report_model == "largest_cluster":
-            return Encoder(module=enc, **common)
+            return self.export(enc, **common)
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
-        return Encoder(module=enc, members=clusters, member_rule="max_over_models_test", member_weights=mass,
-                       **common)
+        return self.export(enc, members=clusters, member_rule="max_over_models_test", member_weights=mass, **common)

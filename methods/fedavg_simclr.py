@@ -24,13 +24,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     build_backbone,
     prepare_module,
     scoped_torch_seed,
@@ -131,7 +132,7 @@ def restore_optimizer(opt: torch.optim.Optimizer, tensors: Mapping[str, torch.Te
 
 
 @METHODS.register("fedavg_simclr", aliases=("dec_ssl", "fedsimclr", "f-simclr"))
-class FedAvgSimCLR:
+class FedAvgSimCLR(MethodBase):
     """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR, FLESD's FedAvg."""
 
     name: ClassVar[str] = "fedavg_simclr"
@@ -141,9 +142,8 @@ class FedAvgSimCLR:
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
 
-    def __init__(self, cfg: FedAvgSimCLRConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: FedAvgSimCLRConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._net: SimCLRNet | None = None
         self._device: torch.device | None = None
 
@@ -236,9 +236,8 @@ class FedAvgSimCLR:
         model = weighted_average([p.tensors for p in payloads], weights)
         return ServerState(model={**server.model, **model}, extra=server.extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
         enc = net.encoder.eval()
-        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+        return self.export(enc)

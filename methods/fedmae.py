@@ -35,13 +35,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     augment,
     from_mapping,
     scoped_torch_seed,
@@ -110,7 +111,7 @@ def param_groups(net: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 
 @METHODS.register("fedmae", aliases=("fed_mae",))
-class FedMAE:
+class FedMAE(MethodBase):
     """FedMAE (arXiv 2303.11339; §3.1 one-block MAE, §3.3 asynchronous training, §5.5 cascade, §5.7 averaging)."""
 
     name: ClassVar[str] = "fedmae"
@@ -128,9 +129,8 @@ class FedMAE:
     export_params: ClassVar[tuple[str, ...]] = ("cascade_depth", "cascade_pretrained", "cascade_source",
                                                 "cascade_shared", "cascade_init")
 
-    def __init__(self, cfg: FedMAEConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: FedMAEConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         spec_cls = BACKBONES.get(backbone.name)
         if not hasattr(spec_cls, "build_mae"):
             raise ValueError(f"FedMAE needs a ViT backbone (vit_micro, vit_tiny_p4, vit_base_p4, vit_base_p16), "
@@ -245,13 +245,11 @@ class FedMAE:
         return cascade_tensors(self.cascade_sources(server), fresh, self.depth, shared=self.cfg.cascade_shared,
                                prefix=PREFIX)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         tensors = self.cascaded_tensors(server)
         with scoped_torch_seed(0, Stream.INIT, 0):  # structure only; every tensor is overwritten
             mae = self.build(self.depth)
             enc = self.spec.build(self.depth)
         load_tensors(mae, tensors, PREFIX)
         load_tensors(enc, tensors, PREFIX)
-        return Encoder(module=enc.eval(), feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(enc), input_size=self.spec.img_size, mean=(), std=(),
-                       extras={"mae": mae.eval()})
+        return self.export(enc.eval(), extras={"mae": mae.eval()})

@@ -24,13 +24,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     build_backbone,
     scoped_torch_seed,
     two_views,
@@ -88,7 +89,7 @@ BYOL_SMOKE = {"method": {"proj_hidden": 32, "proj_out": 16, "pred_hidden": 32}}
 
 
 @METHODS.register("fedu")
-class FedU:
+class FedU(MethodBase):
     """FedU (Zhuang et al., ICCV 2021): BYOL clients, online encoder + predictor aggregated, DAPU (fedu.md §2)."""
 
     name: ClassVar[str] = "fedu"
@@ -99,9 +100,8 @@ class FedU:
     payload_down: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")
     smoke_settings: ClassVar[dict] = BYOL_SMOKE
 
-    def __init__(self, cfg: FedUConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: FedUConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._net: BYOLNet | None = None
         self._device: torch.device | None = None
 
@@ -216,13 +216,12 @@ class FedU:
         model = weighted_average([p.tensors for p in payloads], weights)
         return ServerState(model={**server.model, **model}, extra=server.extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         """The global online backbone f_θg, projector removed (fedu.md §2.6)."""
         backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         load_tensors(backbone, select(server.model, f"{ONLINE}backbone.", strip=True))
         backbone.eval()
-        return Encoder(module=backbone, feat_dim=feat_dim, backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(backbone), input_size=0, mean=(), std=())
+        return self.export(backbone, feat_dim)
 
 
 def is_nan(t: torch.Tensor | None) -> bool:

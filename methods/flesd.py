@@ -29,13 +29,14 @@ from benchmark.api import (
     ComponentSpec,
     Diverged,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     autocast,
     build_backbone,
     normalize,
@@ -160,7 +161,7 @@ def esd_batch(student: nn.Module, momentum: nn.Module, queue: AnchorQueue, v1: t
 
 
 @METHODS.register("flesd")
-class FLESD:
+class FLESD(MethodBase):
     """FLESD (Shi et al., arXiv 2109.14611 v1; Alg. 1, Eq. 3-10): local SimCLR + server similarity distillation."""
 
     name: ClassVar[str] = "flesd"
@@ -174,9 +175,8 @@ class FLESD:
         "method": {"local_batch_size": 32, "distill_batch_size": 16, "queue_size": 32, "distill_epochs": 1},
     }
 
-    def __init__(self, cfg: FLESDConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: FLESDConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._nets: dict[str, FLESDNet] = {}
         self._device: torch.device | None = None
 
@@ -338,9 +338,8 @@ class FLESD:
         return tensors_of(student), {"esd_steps": float(steps), "esd_kl": kl_sum / max(steps, 1),
                                      "esd_kl_last_epoch": sum(kl_last_epoch) / max(len(kl_last_epoch), 1)}
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
         enc = net.backbone.eval()  # the head is discarded at evaluation [C]
-        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+        return self.export(enc)

@@ -28,13 +28,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     augment,
     autocast,
     build_backbone,
@@ -157,7 +158,7 @@ class OrchestraNet(nn.Module):
 
 
 @METHODS.register("orchestra")
-class Orchestra:
+class Orchestra(MethodBase):
     """Orchestra (Lubana et al., ICML 2022; §3, Alg. 1-2, App. C.2): clustering-based FSSL, stateless clients."""
 
     name: ClassVar[str] = "orchestra"
@@ -169,9 +170,8 @@ class Orchestra:
     payload_down: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "global_centroids")
     smoke_settings: ClassVar[dict] = {"method": {"global_steps": 50, "num_global_clusters": 8, "batch_size": 64}}
 
-    def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
         self._net: OrchestraNet | None = None
         self._device: torch.device | None = None
 
@@ -331,12 +331,11 @@ class Orchestra:
             extra["global_centroids"] = c.to("cpu")
         return ServerState(model=model, extra=extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
         enc = net.online.backbone.eval()  # evaluation uses online.backbone only [C]
-        return Encoder(module=enc, feat_dim=int(enc.feat_dim), backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(enc), input_size=0, mean=(), std=())
+        return self.export(enc)
 
 
 def _clone_modules(*modules: nn.Module) -> list[nn.Module]:

@@ -7,13 +7,23 @@ here.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 from benchmark.conformance import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
 
-__all__ = ["SMOKE_OVERRIDES", "assert_same_numbers", "run_straight_and_resumed", "smoke_cell",
+__all__ = ["digits_inputs", "SMOKE_OVERRIDES", "assert_same_numbers", "run_straight_and_resumed", "smoke_cell",
            "smoke_method_settings"]
+
+
+@functools.lru_cache(maxsize=1)
+def digits_inputs() -> Any:
+    """The ``InputSpec`` of the digits default (16x16, its own statistics), for tests that build a method by hand."""
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.runner import input_spec
+
+    return input_spec(load_dataset_splits("digits", {}))
 
 
 def run_straight_and_resumed(cell: Any, root: Path, *, stop_after_round: int = 1) -> tuple[Any, Any]:

@@ -59,8 +59,8 @@ class HiddenStateToy(toy.ToyPlugin):
 
     name = "_hidden_state_toy"
 
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
+    def __init__(self, cfg, backbone, inputs):
+        super().__init__(cfg, backbone, inputs)
         self.calls = 0
 
     def server_aggregate(self, server, ups, ctx, public):
@@ -88,9 +88,9 @@ class BlindToy(toy.ToyPlugin):
 
     name = "_blind_toy"
 
-    def encoder(self, server):
+    def encoder(self, server, clients=None):
         zero = type(server)(model={k: torch.zeros_like(v) for k, v in server.model.items()}, extra=server.extra)
-        return super().encoder(zero)
+        return super().encoder(zero, clients)
 
 
 FAST = {"max_steps": 2}  # two local steps per round are enough to show each failure

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from benchmark.data.datasets import load_dataset_splits
-from benchmark.runner import build_method, build_partition, client_datasets
+from benchmark.runner import build_method, build_partition, client_datasets, input_spec
 from benchmark.simulate import SimSettings, client_context, server_context
 from tests.helpers import smoke_cell
 
@@ -38,7 +38,7 @@ def make_kit(name: str, *, clients: int = 8, rounds: int = 4, method_params: dic
     cell = smoke_cell(name, clients=clients, rounds=rounds, method_params=method_params, **extra)
     ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
     part = build_partition(cell, ds.train.labels)
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     data = client_datasets(method, ds, part)
     s = SimSettings(seed=cell.seed, num_rounds=rounds, local_epochs=1, per_round=clients,
                     device=torch.device("cpu"), num_classes=ds.num_classes)

@@ -14,7 +14,7 @@ from benchmark.runner import cell_paths, run_cell
 from methods._shared.feature_align import largest_cluster
 from methods._shared.modules import select
 from methods.featarc import FeatARC, FeatARCConfig, preset
-from tests.helpers import smoke_cell
+from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import make_kit
 
 
@@ -61,7 +61,7 @@ def test_bytes_resnet18_oracle() -> None:
     """§8 worked example: (P + S) b = 46,823,168 B; C = 2 → down 93,646,336 B, up 46,823,176 B."""
     from benchmark.simulate import SimSettings, payload_nbytes, server_context, tensors_nbytes
 
-    m = FeatARC(FeatARCConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}))
+    m = FeatARC(FeatARCConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}), digits_inputs())
     s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
     down = m.broadcast(m.init_server(server_context(s, 0, None)), server_context(s, 1, None))
     assert payload_nbytes(down) == 93_646_336
@@ -146,8 +146,8 @@ def test_dimension_guard() -> None:
     """§9.6: a projector output size different from the backbone feature size raises."""
     spec = ComponentSpec("resnet_micro", "1", {"width": 4})
     with pytest.raises(ValueError, match="dimensions must match"):
-        FeatARC(FeatARCConfig(proj_out=7), spec)
-    FeatARC(FeatARCConfig(proj_out=7, align_local="projector", align_target="projector"), spec)
+        FeatARC(FeatARCConfig(proj_out=7), spec, digits_inputs())
+    FeatARC(FeatARCConfig(proj_out=7, align_local="projector", align_target="projector"), spec, digits_inputs())
 
 
 def test_aggregation_members_empty_and_order() -> None:

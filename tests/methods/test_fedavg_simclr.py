@@ -16,7 +16,7 @@ from methods._shared.losses import crossview_1dir, ntxent_2b
 from methods._shared.modules import bn_tensor_names, tensors_of
 from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, SimCLRNet, round_lr
 from methods._shared.heads import mlp_head
-from tests.helpers import smoke_cell
+from tests.helpers import digits_inputs, smoke_cell
 
 
 def ntxent_loop(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
@@ -122,19 +122,19 @@ def test_communication_formula_cifar_stem() -> None:  # §8 worked example, §9.
 def test_bytes_in_record_match_payload_formula(tmp_path: Path) -> None:
     cell = smoke_cell("fedavg_simclr", clients=2, rounds=2, tasks=[])
     record = run_cell(cell, tmp_path, device="cpu")
-    m = FedAvgSimCLR(FedAvgSimCLRConfig(), cell.backbone)
+    m = FedAvgSimCLR(FedAvgSimCLRConfig(), cell.backbone, digits_inputs())
     per_model = sum(t.numel() * t.element_size() for t in tensors_of(m.build()).values())
     assert record.comm.bytes_up == record.comm.bytes_down == 2 * 2 * per_model
 
 
 def test_bn_local_keeps_client_bn(tmp_path: Path) -> None:  # §9.4
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_method, build_partition, client_datasets
+    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
     from benchmark.simulate import SimSettings, client_context, server_context
 
     cell = smoke_cell("fedavg_simclr", method_params={"bn": "local"})
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     clients = client_datasets(method, ds, build_partition(cell, ds.train.labels))
     s = SimSettings(seed=0, num_rounds=2, local_epochs=1, per_round=2, device=torch.device("cpu"))
     server = method.init_server(server_context(s, 0, None))
@@ -161,10 +161,10 @@ def test_identical_clients_aggregate_to_each_model() -> None:  # §9.8
 
     cell = smoke_cell("fedavg_simclr")
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_method
+    from benchmark.runner import build_method, input_spec
 
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     view = UnlabeledView(ds.train.images[:32], ds.mean, ds.std)
     s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=2, device=torch.device("cpu"))
     server = method.init_server(server_context(s, 0, None))

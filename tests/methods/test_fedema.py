@@ -57,7 +57,7 @@ def test_autoscaler_first_merge_gives_tau_and_is_frozen(tau: float) -> None:
     assert math.isclose(lam, tau / d, rel_tol=1e-9)
     server = m.server_aggregate(server, {0: up2}, kit.sctx(2), None)
     down3 = m.broadcast(server, kit.sctx(3))
-    fresh = FedEMA(m.cfg, m.backbone)  # a restart from checkpoint: only the persisted state carries λ
+    fresh = FedEMA(m.cfg, m.backbone, m.inputs)  # a restart from checkpoint: only the persisted state carries λ
     up3, st3 = fresh.client_update(down3, st2, kit.clients[0], kit.ctx(3, 0, 0))
     d3 = divergence(down3.tensors, st2.tensors, m.divergence_names())
     assert float(st3.tensors["scaler"]) == lam and d3 != d

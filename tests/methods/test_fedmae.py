@@ -11,6 +11,7 @@ from benchmark.registries import load_builtins
 from benchmark.simulate import SimSettings, client_context, payload_nbytes, server_context
 from methods._shared.cascade import PoolEntry, cascade_tensors, pool_entries, pool_insert, pool_to_extra
 from methods.fedmae import FedMAE, FedMAEConfig
+from tests.helpers import digits_inputs
 
 load_builtins()
 BLOCK = ("norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
@@ -23,7 +24,7 @@ SETTINGS = SimSettings(seed=0, num_rounds=3, local_epochs=1, per_round=1, device
 
 
 def method(backbone: str = "vit_micro", bparams: dict | None = None, **cfg) -> FedMAE:
-    return FedMAE(FedMAEConfig(batch_size=16, **cfg), ComponentSpec(backbone, "1", bparams or {}))
+    return FedMAE(FedMAEConfig(batch_size=16, **cfg), ComponentSpec(backbone, "1", bparams or {}), digits_inputs())
 
 
 def client(k: int, n: int = 32) -> ClientData:
@@ -180,7 +181,7 @@ def test_config_guards() -> None:
     with pytest.raises(ValueError):
         method(bparams={"depth": 2}, cascade_pretrained=3)
     with pytest.raises(ValueError):
-        FedMAE(FedMAEConfig(), ComponentSpec("resnet_micro", "1", {}))
+        FedMAE(FedMAEConfig(), ComponentSpec("resnet_micro", "1", {}), digits_inputs())
 
 
 @pytest.mark.slow

@@ -13,12 +13,12 @@ from benchmark.runner import run_cell
 from benchmark.simulate import payload_nbytes
 from methods._shared.ema import divergence
 from methods.fedu import FedU, FedUConfig
-from tests.helpers import smoke_cell
+from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
 
 
 def r18_fedu() -> FedU:
-    return FedU(FedUConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}))
+    return FedU(FedUConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}), digits_inputs())
 
 
 def test_payload_names_and_resnet18_bytes() -> None:

@@ -17,7 +17,7 @@ from benchmark.simulate import payload_nbytes
 from methods._shared.distill import ensemble_similarities, similarity_matrix
 from methods._shared.losses import crossview_1dir
 from methods.flesd import FLESD, AnchorQueue, FLESDConfig, esd_batch
-from tests.helpers import smoke_cell
+from tests.helpers import digits_inputs, smoke_cell
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 MEAN, STD = (0.5,) * 3, (0.25,) * 3
@@ -38,7 +38,7 @@ def images(n: int, seed: int) -> UnlabeledView:
 def small(**kw) -> FLESD:
     cfg = FLESDConfig(**{"local_batch_size": 16, "distill_batch_size": 8, "queue_size": 16, "distill_epochs": 1,
                          **kw})
-    return FLESD(cfg, MICRO)
+    return FLESD(cfg, MICRO, digits_inputs())
 
 
 def _bn_free() -> nn.Module:
@@ -169,18 +169,18 @@ def test_public_roles_first_shard() -> None:
 
 
 def test_resnet18_bytes_match_spec() -> None:
-    m = FLESD(FLESDConfig(), ComponentSpec("resnet18_cifar", "1", {}))
+    m = FLESD(FLESDConfig(), ComponentSpec("resnet18_cifar", "1", {}), digits_inputs())
     assert payload_nbytes(m.broadcast(m.init_server(ctx(0)), ctx(1))) == 46_027_008
     emb = torch.randn(8333, 128, generator=torch.Generator().manual_seed(0))
     assert payload_nbytes(Payload(m.upload(emb))) == 4_266_496
-    top1 = FLESD(FLESDConfig(upload="similarity", topk_percent=1), m.backbone)
+    top1 = FLESD(FLESDConfig(upload="similarity", topk_percent=1), m.backbone, digits_inputs())
     assert payload_nbytes(Payload(top1.upload(emb))) == 5_533_112
 
 
 @pytest.mark.slow
 def test_resnet18_dense_similarity_bytes() -> None:
     emb = torch.randn(8333, 128, generator=torch.Generator().manual_seed(0))
-    dense = FLESD(FLESDConfig(upload="similarity"), ComponentSpec("resnet18_cifar", "1", {}))
+    dense = FLESD(FLESDConfig(upload="similarity"), ComponentSpec("resnet18_cifar", "1", {}), digits_inputs())
     assert payload_nbytes(Payload(dense.upload(emb))) == 277_755_556
 
 
@@ -201,5 +201,5 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
     assert recs["emb"].comm.bytes_up == 2 * n * 128 * 4
     assert recs["dense"].comm.bytes_up == 2 * n * n * 4
     assert recs["topk"].comm.bytes_up == 2 * n * k * 8 < recs["dense"].comm.bytes_up
-    model = FLESD(FLESDConfig(), cell.backbone).init_server(ctx(0)).model
+    model = FLESD(FLESDConfig(), cell.backbone, digits_inputs()).init_server(ctx(0)).model
     assert recs["dense"].comm.bytes_down == 2 * 4 * sum(v.numel() for v in model.values())

@@ -15,7 +15,7 @@ from benchmark.runner import run_cell
 from benchmark.simulate import payload_nbytes
 from methods._shared.momentum import momentum_update_
 from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
-from tests.helpers import run_straight_and_resumed, smoke_cell
+from tests.helpers import digits_inputs, run_straight_and_resumed, smoke_cell
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 
@@ -37,7 +37,7 @@ def client_data(n: int = 48, seed: int = 0, k: int = 0) -> ClientData:
 def method(**kw) -> Orchestra:
     cfg = OrchestraConfig(**{"batch_size": 16, "memory_size": 32, "num_global_clusters": 6, "global_steps": 5,
                              **kw})
-    return Orchestra(cfg, MICRO)
+    return Orchestra(cfg, MICRO, digits_inputs())
 
 
 def test_ema_parameters_only() -> None:
@@ -121,7 +121,7 @@ def test_training_payloads_and_aggregation() -> None:
                        "local_centroids": up.tensors["local_centroids"]}, num_examples=100),
            1: Payload({**{k: torch.full_like(server.model[k], 5.0) for k in keys},
                        "local_centroids": up.tensors["local_centroids"]}, num_examples=300)}
-    new = Orchestra(OrchestraConfig(num_global_clusters=6, global_steps=0), MICRO).server_aggregate(
+    new = Orchestra(OrchestraConfig(num_global_clusters=6, global_steps=0), MICRO, digits_inputs()).server_aggregate(
         server, ups, ctx(2), None)
     assert all(torch.allclose(new.model[k], torch.full_like(new.model[k], 4.0)) for k in keys)
     assert torch.equal(new.extra["global_centroids"], server.extra["global_centroids"])  # not averaged
@@ -138,7 +138,7 @@ def test_resnet18_bytes_match_spec() -> None:
     """orchestra.md §8 worked example (ResNet-18, CIFAR stem)."""
     r18 = ComponentSpec("resnet18_cifar", "1", {})
     for (ng, nl), down_b in (((32, 8), 93_720_080), ((256, 16), 94_178_832)):
-        m = Orchestra(OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18)
+        m = Orchestra(OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18, digits_inputs())
         server = m.init_server(ctx(0))
         assert payload_nbytes(m.broadcast(server, ctx(1))) == 46_823_168
         down = m.broadcast(server, ctx(2))
@@ -166,7 +166,7 @@ def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
     cell = smoke_cell("orchestra", rounds=3, clients=2, tasks=["knn"])
     straight = run_cell(cell, tmp_path / "a", device="cpu")
     assert straight is not None and straight.status == "ok" and straight.rounds_completed == 3
-    m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone)
+    m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone, digits_inputs())
     up, down = _formula(m, 2, 3)
     assert list(straight.comm.per_round_up) == up and list(straight.comm.per_round_down) == down
     _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)  # straight part re-used under a/

@@ -45,14 +45,14 @@ def test_resume_equivalence(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ALL_METHODS)
 def test_payload_names_are_declared(name: str) -> None:
     """Every tensor a method sends matches its declared ``payload_up`` / ``payload_down`` patterns."""
-    from benchmark.runner import build_method, client_datasets, build_partition
+    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.simulate import SimSettings, client_context, server_context
 
     cell = smoke_cell(name)
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
     part = build_partition(cell, ds.train.labels)
-    method = build_method(cell)
+    method = build_method(cell, input_spec(ds))
     clients = client_datasets(method, ds, part)
     public = None
     if part.public_indices is not None:

@@ -18,13 +18,14 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    arch_fingerprint,
     build_backbone,
     scoped_torch_seed,
     two_views,
@@ -60,7 +61,7 @@ def _load(module: torch.nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
                 target.copy_(tensors[f"encoder.{key}"])
 
 
-class ToyPlugin:
+class ToyPlugin(MethodBase):
     """ToyPlugin (out-of-tree test fixture): FedAvg of a few steps of a contrastive loss on pooled features."""
 
     name: ClassVar[str] = "toy_plugin"
@@ -71,9 +72,8 @@ class ToyPlugin:
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*",)
     smoke_settings: ClassVar[dict] = {}
 
-    def __init__(self, cfg: ToyPluginConfig, backbone: ComponentSpec) -> None:
-        self.cfg = cfg
-        self.backbone = backbone
+    def __init__(self, cfg: ToyPluginConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
 
     def _build(self) -> tuple[torch.nn.Module, int]:
         with scoped_torch_seed(0, Stream.INIT, 0):  # overwritten by _load before use
@@ -121,9 +121,7 @@ class ToyPlugin:
             payloads[0].tensors[key].dtype) for key in payloads[0].tensors}
         return ServerState(model=model, extra=server.extra)
 
-    def encoder(self, server: ServerState) -> Encoder:
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         module, feat_dim = self._build()
         _load(module, server.model)
-        module.eval()
-        return Encoder(module=module, feat_dim=feat_dim, backbone=self.backbone.name,
-                       fingerprint=arch_fingerprint(module), input_size=0, mean=(), std=())
+        return self.export(module.eval(), feat_dim)

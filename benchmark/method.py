@@ -1,0 +1,133 @@
+"""The ``Method`` protocol and the capabilities a method declares (DESIGN §3; docs/architecture.md).
+
+The harness owns this contract, so it lives here and not in ``methods/``: the runner, the simulation, conformance
+and submit are typed against :class:`Method` and never import a plugin package. ``methods/base.py`` and
+``benchmark.api`` re-export it for method authors.
+
+Everything the harness relies on is *declared* on the class, with the defaults of :class:`MethodBase`, instead of
+being probed with ``hasattr``:
+
+==========================  ==========================================================================================
+capability                  meaning (default)
+==========================  ==========================================================================================
+``requires``                ``Requirement`` flags checked at grid expansion: public data, client labels (none)
+``payload_up/down``         fnmatch patterns of the tensors a client may upload / the server may send (none)
+``federation``              ``"federated"``: clients sampled each round; ``"pooled"``: one client holding the union of
+                            the partition (central reference points); ``"isolated"``: nothing is communicated
+``export_params``           config fields read only by :meth:`Method.encoder`; cells that differ only in them share
+                            one pre-training (``()``)
+``encoder_needs_clients``   :meth:`Method.encoder` needs the final client states (local_ssl's per-client encoders);
+                            the runner then keeps them with the pre-trained state (``False``)
+``smoke_settings``          cell fields a tiny CPU run of the method needs (backbone family, public split, head
+                            sizes), used by ``check-method`` and the registry smoke tests (``{}``)
+``frozen_knn_exempt``       why the frozen-feature kNN check does not apply (FedMAE: fine-tuned in its paper), or None
+``reuses``                  names of registered methods whose *code* this one runs; their versions are part of this
+                            method's version in the cell identity (:func:`identity_version`), so an edit that bumps
+                            the reused method's version cannot leave a stale record of this one (``()``)
+==========================  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from benchmark.data.views import UnlabeledView
+    from benchmark.grid import ComponentSpec
+    from benchmark.types import ClientData, ClientState, Encoder, Payload, Requirement, RoundContext, ServerState
+
+Federation = Literal["federated", "pooled", "isolated"]
+FEDERATIONS: tuple[str, ...] = ("federated", "pooled", "isolated")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the method's encoder is fed: image side and the normalisation statistics of the cell's dataset (the
+    exported :class:`~benchmark.types.Encoder` carries them, so tasks evaluate with the encoder's own statistics)."""
+
+    image_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    num_classes: int = 0  # of the dataset; only supervised reference points may use it
+
+
+@runtime_checkable
+class Method(Protocol):
+    """One FSSL algorithm: client and server halves in one object, so that they cannot drift apart."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]  # bump whenever numbers can change; part of the cell id
+    Config: ClassVar[type]
+    requires: ClassVar[frozenset[Requirement]]
+    payload_up: ClassVar[tuple[str, ...]]
+    payload_down: ClassVar[tuple[str, ...]]
+    federation: ClassVar[Federation]
+    export_params: ClassVar[tuple[str, ...]]
+    encoder_needs_clients: ClassVar[bool]
+    smoke_settings: ClassVar[Mapping[str, Any]]
+    frozen_knn_exempt: ClassVar[str | None]
+    reuses: ClassVar[tuple[str, ...]]
+
+    def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None: ...
+    def init_server(self, ctx: RoundContext) -> ServerState: ...
+    def init_client(self, client_id: int, server: ServerState) -> ClientState: ...
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload: ...
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]: ...
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState: ...
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder: ...
+
+
+class MethodBase:
+    """The defaults of every declared capability, and the plumbing every method shares (config, backbone spec,
+    input spec, a complete :class:`~benchmark.types.Encoder`). Subclass it once; never subclass a concrete method —
+    reuse shared pieces (``methods/_shared``) or declare ``reuses``."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    Config: ClassVar[type]
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    payload_up: ClassVar[tuple[str, ...]] = ()
+    payload_down: ClassVar[tuple[str, ...]] = ()
+    federation: ClassVar[Federation] = "federated"
+    export_params: ClassVar[tuple[str, ...]] = ()
+    encoder_needs_clients: ClassVar[bool] = False
+    smoke_settings: ClassVar[Mapping[str, Any]] = {}
+    frozen_knn_exempt: ClassVar[str | None] = None
+    reuses: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        self.cfg = cfg
+        self.backbone = backbone
+        self.inputs = inputs
+
+    def export(self, module: nn.Module, feat_dim: int | None = None, **fields: Any) -> Encoder:
+        """A complete :class:`Encoder` of ``module`` (eval mode): its feature size, the backbone name, the
+        architecture fingerprint and the cell's input statistics; ``fields`` adds members, classifier, extras, …"""
+        from benchmark.backbones import arch_fingerprint
+        from benchmark.types import Encoder
+
+        return Encoder(module=module, feat_dim=int(feat_dim if feat_dim is not None else module.feat_dim),
+                       backbone=self.backbone.name, fingerprint=arch_fingerprint(module),
+                       input_size=self.inputs.image_size, mean=tuple(self.inputs.mean), std=tuple(self.inputs.std),
+                       **fields)
+
+
+def identity_version(cls: type, lookup: Callable[[str], type]) -> str:
+    """The version string a method contributes to the cell identity: its own ``version``, followed by
+    ``+name@version`` for each method whose code it ``reuses`` (recursively, in declaration order).
+
+    A method that reuses nothing keeps its plain version, so declaring this mechanism moved no cell id."""
+    own = str(cls.version)
+    parts = [f"{name}@{identity_version(lookup(name), lookup)}" for name in cls.reuses]
+    return "+".join([own, *parts])
+
+
+__all__ = ["FEDERATIONS", "Federation", "InputSpec", "Method", "MethodBase", "identity_version"]
