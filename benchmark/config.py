@@ -1,4 +1,4 @@
-"""Strict config loading and content identity: ``from_mapping``, ``to_plain``, ``canonical_json``, ``digest``.
+"""Strict config loading: ``from_mapping`` (and ``to_plain``, ``canonical_json``, ``digest`` from records.canonical).
 
 Every component config is a frozen dataclass. ``from_mapping`` rejects unknown keys (naming the nearest field) and
 wrong types before any compute is spent; ``digest`` names things by content (cells, cards, partitions).
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
-import json
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from benchmark.records.canonical import canonical_json, digest, to_plain
 
 C = TypeVar("C")
 
@@ -102,29 +102,9 @@ def from_mapping(cls: type[C], raw: Mapping[str, Any] | None) -> C:
         raise ConfigError(f"{cls.__name__}: {exc}") from None
 
 
-def to_plain(obj: Any) -> Any:
-    """Dataclasses, mappings, tuples and numpy scalars → JSON-ready plain values (dict, list, str, int, float)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_plain(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
-        return obj.item()
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    raise TypeError(f"cannot serialise {type(obj).__name__} {obj!r}")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(to_plain(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def digest(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
-
-
 def config_dict(cfg: Any) -> dict[str, Any]:
     """The fully resolved config (defaults filled in) as a plain dict."""
     return to_plain(cfg)
+
+
+__all__ = ["C", "ConfigError", "canonical_json", "config_dict", "digest", "from_mapping", "to_plain"]

@@ -110,9 +110,9 @@ def _task_file(paths: CellPaths, spec: Any, card_id: str) -> Path:
 
 
 def _scores_to_json(s: TaskScores) -> str:
-    from benchmark.records.schema import _plain
+    from benchmark.records.canonical import pretty_json
 
-    return json.dumps(_plain(s), sort_keys=True, indent=2, allow_nan=False) + "\n"
+    return pretty_json(s)
 
 
 def _scores_from_json(text: str) -> TaskScores:

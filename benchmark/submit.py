@@ -50,8 +50,11 @@ from typing import Any
 
 from benchmark.grid import pretrain_key_for
 from benchmark.records.identity import cell_id_of
-from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, _plain, from_json
+from benchmark.records.canonical import to_plain
+from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, from_json
 from benchmark.records.store import iter_record_files
+from benchmark.records.tracks import Track, TrackError, load_tracks
+from benchmark.records.tracks import find_track as find_track_in
 
 BUNDLE_VERSION = 1
 VERIFIED_RUNNER = "fssl-bench"
@@ -66,76 +69,14 @@ class SubmitError(ValueError):
 # ------------------------------------------------------------------------------------------------ tracks
 
 
-@dataclass(frozen=True)
-class TrackSpec:
-    """The parts of a leaderboard track submit needs (read from leaderboard/tracks.yaml, or a file of that shape)."""
-
-    id: str
-    dataset: str
-    task: str
-    card: str | None = None
-    card_id: str | None = None
-    federation: Mapping[str, Any] = field(default_factory=dict)
-    backbone: str | None = None
-    min_seeds: int = 3
-
-    def mismatch(self, record: ResultRecord) -> str | None:
-        cell = dict(record.cell)
-        if record.dataset != self.dataset:
-            return f"dataset {record.dataset!r} is not the track's {self.dataset!r}"
-        fl = dict(cell.get("fl") or {})
-        for key, want in self.federation.items():
-            if fl.get(key) != want:
-                return f"fl.{key}={fl.get(key)!r} is not the track's {want!r}"
-        backbone = (cell.get("backbone") or {}).get("name")
-        if self.backbone is not None and backbone != self.backbone:
-            return f"backbone {backbone!r} is not the track's {self.backbone!r}"
-        return None
+DEFAULT_TRACKS = REPO / "leaderboard" / "tracks.yaml"  # data; the Track type is benchmark.records.tracks
 
 
-def load_track_specs(path: Path | None = None) -> list[TrackSpec]:
-    """Tracks from ``path`` (or leaderboard/tracks.yaml); read defensively: only the fields submit needs."""
-    import yaml
-
-    if path is None:
-        try:
-            from leaderboard.tracks import DEFAULT_TRACKS
-        except ImportError:
-            DEFAULT_TRACKS = REPO / "leaderboard" / "tracks.yaml"
-        path = Path(DEFAULT_TRACKS)
-    path = Path(path)
-    if not path.exists():
-        raise SubmitError(f"tracks file {path} does not exist (pass --tracks FILE)")
+def find_track(track_id: str, path: Path | None = None) -> Track:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise SubmitError(f"tracks file {path} is not valid YAML: {exc}") from None
-    items = raw.get("tracks") if isinstance(raw, Mapping) else None
-    if not isinstance(items, list):
-        raise SubmitError(f"{path}: expected a mapping with a 'tracks' list")
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping) or not all(isinstance(item.get(k), str) for k in ("id", "dataset", "task")):
-            raise SubmitError(f"{path}: tracks[{i}] needs string id, dataset and task")
-        min_seeds = item.get("min_seeds", 3)
-        if not isinstance(min_seeds, int) or isinstance(min_seeds, bool) or min_seeds < 1:
-            raise SubmitError(f"{path}: tracks[{i}].min_seeds must be a positive integer")
-        out.append(TrackSpec(id=item["id"], dataset=item["dataset"], task=item["task"], card=item.get("card"),
-                             card_id=item.get("card_id"), federation=dict(item.get("federation") or {}),
-                             backbone=item.get("backbone"), min_seeds=min_seeds))
-    return out
-
-
-def find_track(track_id: str, path: Path | None = None) -> TrackSpec:
-    tracks = load_track_specs(path)
-    for t in tracks:
-        if t.id == track_id:
-            return t
-    import difflib
-
-    hint = difflib.get_close_matches(track_id, [t.id for t in tracks], n=1)
-    raise SubmitError(f"unknown track {track_id!r}." + (f" Did you mean {hint[0]!r}?" if hint else "")
-                      + f" Known: {', '.join(t.id for t in tracks)}")
+        return find_track_in(load_tracks(Path(path) if path is not None else DEFAULT_TRACKS), track_id)
+    except TrackError as exc:
+        raise SubmitError(f"{exc}" + (" (pass --tracks FILE)" if "does not exist" in str(exc) else "")) from None
 
 
 # ------------------------------------------------------------------------------------------------ the report
@@ -163,7 +104,7 @@ class RecordCheck:
 
 @dataclass
 class SubmitReport:
-    track: TrackSpec | None
+    track: Track | None
     checks: list[RecordCheck]
     group_problems: list[tuple[str, str]] = field(default_factory=list)
     bundle: Path | None = None
@@ -204,7 +145,7 @@ def _sha256(data: bytes) -> str:
 
 
 def _scores_plain(s: TaskScores) -> dict[str, Any]:
-    return json.loads(json.dumps(_plain(s), sort_keys=True, allow_nan=False))
+    return to_plain(s)
 
 
 def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
@@ -352,7 +293,7 @@ class PartitionOracle:
     @staticmethod
     def key(cell: Mapping[str, Any]) -> str:
         """What fixes a partition: dataset, partitioner, partition seed, client count and public split."""
-        from benchmark.records.identity import canonical_json
+        from benchmark.records.canonical import canonical_json
 
         body = {k: cell.get(k) for k in ("dataset", "partition", "partition_seed", "public")}
         body["num_clients"] = (cell.get("fl") or {}).get("num_clients")
@@ -425,17 +366,14 @@ def known_partition_digests(against: Sequence[Path], manifests: Path | None) -> 
     return dict(known)
 
 
-def check_track(record: ResultRecord, track: TrackSpec, check: RecordCheck) -> None:
-    why = track.mismatch(record)
+def check_track(record: ResultRecord, track: Track, check: RecordCheck) -> None:
+    why = track.admits(record)  # the site build's membership rule, the same function
     if why:
         check.fail("track", why)
         return
     if record.status != "ok":
         return  # a diverged record has no scores; it is shown as diverged, not dropped
     scores = [s for s in record.scores if s.task == track.task]
-    if not scores:
-        check.fail("track", f"no score for the track's task {track.task!r}")
-        return
     expected = _current_cards(record)
     for s in scores:
         if track.card is not None and s.card.name != track.card:
@@ -465,9 +403,9 @@ def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:
         return None
 
 
-def check_seeds(records: Iterable[ResultRecord], track: TrackSpec) -> list[tuple[str, str]]:
+def check_seeds(records: Iterable[ResultRecord], track: Track) -> list[tuple[str, str]]:
     """Every configuration (the cell without its seed) must come with ``track.min_seeds`` distinct seeds."""
-    from benchmark.records.identity import canonical_json
+    from benchmark.records.canonical import canonical_json
 
     groups: dict[str, set[int]] = defaultdict(set)
     labels: dict[str, str] = {}
@@ -640,5 +578,5 @@ def verify_bundle(bundle: Path) -> list[str]:
         return problems
 
 
-__all__ = ["SubmitError", "SubmitReport", "TrackSpec", "find_track", "load_track_specs", "submit", "verify_bundle",
+__all__ = ["SubmitError", "SubmitReport", "Track", "find_track", "submit", "verify_bundle",
            "write_bundle"]

@@ -19,7 +19,9 @@ from urllib.parse import quote, urlparse
 import jinja2
 
 from benchmark.records.reference import ReferenceValue
-from benchmark.records.schema import ResultRecord, _plain
+from benchmark.deviations import deviations as parse_deviations_of
+from benchmark.records.canonical import to_plain
+from benchmark.records.schema import ResultRecord
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
 from leaderboard.margins import margin_rows
 
@@ -209,25 +211,9 @@ def _method_sources(repo: Path) -> dict[str, Path]:
 
 
 def deviations(path: Path, repo: Path) -> list[dict[str, str]]:
-    """Every ``# DEVIATION`` comment in a source file, with the comment lines that continue it."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    out = []
-    for i, line in enumerate(lines):
-        idx = line.find("# DEVIATION")
-        if idx < 0:
-            continue
-        text = [line[idx + 2:].strip()]
-        for nxt in lines[i + 1:]:
-            s = nxt.strip()
-            if s.startswith("#") and "DEVIATION" not in s:
-                text.append(s.lstrip("#").strip())
-            else:
-                break
-        out.append({"where": f"{path.relative_to(repo)}:{i + 1}", "text": " ".join(text)})
-    return out
+    """Every ``# DEVIATION`` comment of a method's source (benchmark.deviations), located relative to the repo."""
+    rel = path.relative_to(repo)
+    return [{"where": f"{rel}:{d.line}", "text": d.text} for d in parse_deviations_of(path)]
 
 
 def _readme_row(repo: Path, name: str) -> list[tuple[str, str]]:
@@ -269,7 +255,7 @@ def method_pages(model: SiteModel, track_files: dict[str, str]) -> list[dict[str
         configs: Counter[tuple[str, str]] = Counter()
         for r in recs:
             params = (r.cell.get("method") or {}).get("params", {})
-            configs[(r.method_version, json.dumps(_plain(params), indent=2, sort_keys=True))] += 1
+            configs[(r.method_version, json.dumps(to_plain(params), indent=2, sort_keys=True))] += 1
         results = []
         for tt in model.tracks:
             for row in track_rows_for(tt, name):
@@ -391,8 +377,8 @@ def render_site(model: SiteModel, out: Path) -> Path:
             root="../", r=r, verified=r.env.runner == VERIFIED_RUNNER, method_file=method_file(r.method),
             bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down), peak_mem=fmt_bytes(r.compute.peak_mem_bytes),
             wandb_url=wandb_url(r), partition_stats=stats_items, path=str(path),
-            cell_json=json.dumps(_plain(r.cell), indent=2, sort_keys=True, ensure_ascii=False),
-            env_json=json.dumps(_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False), **common),
+            cell_json=json.dumps(to_plain(r.cell), indent=2, sort_keys=True, ensure_ascii=False),
+            env_json=json.dumps(to_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False), **common),
             encoding="utf-8")
 
     (out / "skipped.html").write_text(env.get_template("skipped.html").render(

@@ -1,77 +1,18 @@
-"""Track definitions are data (``tracks.yaml``); this module holds the ``Track`` dataclass and its strict loader."""
+"""Track definitions are data (``tracks.yaml``, next to this file). The ``Track`` type, its strict loader and its
+``admits(record)`` rule live in ``benchmark.records.tracks``, which ``benchmark submit`` uses too."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
-import yaml
+from benchmark.records.tracks import Track, TrackError, eval_split_of, find_track, parse_tracks
+from benchmark.records.tracks import load_tracks as _load_tracks
 
 DEFAULT_TRACKS = Path(__file__).with_name("tracks.yaml")
 
 
-class TrackError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, kw_only=True)
-class Track:
-    id: str  # slug, used in file names
-    title: str
-    dataset: str  # ResultRecord.dataset
-    task: str  # TaskScores.task (the task's registry name)
-    card: str | None = None  # ProtocolCard.name, e.g. "knn@v1"
-    card_id: str | None = None  # pin one card_id when a card name has several settings
-    federation: Mapping[str, Any] = field(default_factory=dict)  # subset of cell["fl"]
-    backbone: str | None = None  # cell["backbone"]["name"], when the track is about one backbone
-    min_seeds: int = 3
-    description: str = ""
-    # a method whose runs every row is also compared with, seed by seed (leaderboard.margins), e.g. no_pretrain
-    baseline: str | None = None
-
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):
-            raise TrackError(f"track id {self.id!r} must be a lower-case slug")
-        if self.min_seeds < 1:
-            raise TrackError(f"track {self.id}: min_seeds must be >= 1")
-
-    @property
-    def task_family(self) -> str:
-        """The card family used to match paper-reported numbers (``linear@v1`` → ``linear``)."""
-        return re.split(r"[/@]", self.card, maxsplit=1)[0] if self.card else self.task
-
-    def matches_cell(self, dataset: str, fl: Mapping[str, Any], backbone: str | None) -> bool:
-        if dataset != self.dataset:
-            return False
-        if self.backbone is not None and backbone != self.backbone:
-            return False
-        return all(fl.get(k) == v for k, v in self.federation.items())
-
-
-def parse_tracks(raw: Any, where: str = "<memory>") -> list[Track]:
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("tracks"), list):
-        raise TrackError(f"{where}: expected a mapping with a 'tracks' list")
-    known = {f.name for f in fields(Track)}
-    out: list[Track] = []
-    for i, item in enumerate(raw["tracks"]):
-        if not isinstance(item, Mapping):
-            raise TrackError(f"{where}: tracks[{i}] must be a mapping")
-        unknown = set(item) - known
-        if unknown:
-            raise TrackError(f"{where}: tracks[{i}] has unknown keys {sorted(unknown)}; known: {sorted(known)}")
-        try:
-            out.append(Track(**{**item, "federation": dict(item.get("federation") or {})}))
-        except TypeError as exc:
-            raise TrackError(f"{where}: tracks[{i}]: {exc}") from None
-    ids = [t.id for t in out]
-    if len(set(ids)) != len(ids):
-        raise TrackError(f"{where}: duplicate track ids")
-    return out
-
-
 def load_tracks(path: Path | None = None) -> list[Track]:
-    path = Path(path) if path is not None else DEFAULT_TRACKS
-    return parse_tracks(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+    return _load_tracks(Path(path) if path is not None else DEFAULT_TRACKS)
+
+
+__all__ = ["DEFAULT_TRACKS", "Track", "TrackError", "eval_split_of", "find_track", "load_tracks", "parse_tracks"]

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+from benchmark.records.canonical import short_digest
 
 
 def cell_id_of(cell: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(dict(cell)).encode("utf-8")).hexdigest()[:16]
+    return short_digest(dict(cell))
 
 
 def pretrain_key_of(cell: Mapping[str, Any], export_params: tuple[str, ...] | frozenset[str] = ()) -> str:
@@ -24,4 +20,4 @@ def pretrain_key_of(cell: Mapping[str, Any], export_params: tuple[str, ...] | fr
         method = dict(body["method"])
         method["params"] = {k: v for k, v in dict(method.get("params", {})).items() if k not in export_params}
         body["method"] = method
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return short_digest(body)

@@ -8,33 +8,18 @@ raise :class:`RecordError`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.records.canonical import pretty_json, short_digest
+from benchmark.records.errors import RecordError
+from benchmark.records.migrate import migrate
+
 SCHEMA_VERSION = 1
 SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test")
-
-
-class RecordError(ValueError):
-    """A record file is malformed, truncated, or of an incompatible schema."""
-
-
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +34,7 @@ class ProtocolCard:
 
     @property
     def card_id(self) -> str:
-        body = {"task": self.task, "version": self.version, "settings": _plain(self.settings)}
-        return hashlib.sha256(_canonical(body).encode()).hexdigest()[:16]
+        return short_digest({"task": self.task, "version": self.version, "settings": self.settings})
 
     @property
     def selection(self) -> str:
@@ -167,7 +151,7 @@ class ResultRecord:
 
 
 def to_json(record: ResultRecord) -> str:
-    return json.dumps(_plain(record), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return pretty_json(record)
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:
@@ -184,11 +168,9 @@ def _build(cls: type, raw: Any, where: str) -> Any:
 
 
 def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
-    from benchmark.records.migrate import migrate
-
     if not isinstance(raw, Mapping):
         raise RecordError(f"a record must be a JSON object, got {type(raw).__name__}")
-    raw = migrate(dict(raw))
+    raw = migrate(dict(raw), SCHEMA_VERSION)
     data = dict(raw)
     try:
         data["scores"] = tuple(

@@ -13,12 +13,11 @@ field the card does not have raises, so a config cannot smuggle unreviewed field
 values that differ from the JSON (e.g. a 1-epoch smoke probe) keeps the card's name but gets another ``card_id``,
 and the leaderboard never puts the two in one column.
 
-Torch-free: only ``json``/``hashlib`` and the records schema.
+Torch-free: only ``json`` and the records schema and canonical JSON.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -27,7 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from benchmark.records.schema import SELECTION_RULES, ProtocolCard, _canonical, _plain
+from benchmark.records.canonical import short_digest, to_plain
+from benchmark.records.schema import SELECTION_RULES, ProtocolCard
 
 CARDS_DIR = Path(__file__).resolve().parent
 IDENTITY_EXCLUDED = ("name", "description", "references")  # §1: not part of the digest
@@ -90,8 +90,7 @@ def _check_value(value: Any, where: str) -> None:
 
 def card_digest(raw: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of the card without name, description and references, 16 hex (§1)."""
-    body = {k: _plain(v) for k, v in raw.items() if k not in IDENTITY_EXCLUDED}
-    return hashlib.sha256(_canonical(body).encode()).hexdigest()[:16]
+    return short_digest({k: v for k, v in raw.items() if k not in IDENTITY_EXCLUDED})
 
 
 def file_name(name: str) -> str:
@@ -135,7 +134,7 @@ class CardSpec:
         if missing:
             raise CardError(f"card {self.name!r} has no fields {missing}; add them to {file_name(self.name)} "
                             "(a reviewed change) instead of passing them from a config")
-        settings = {**self.settings, **_plain(overrides)}
+        settings = {**self.settings, **to_plain(overrides)}
         _check_value(settings, f"{self.name}.settings")
         return CardSpec(self.name, self.description, self.references, self.task, self.version, settings)
 

@@ -104,8 +104,8 @@ def test_deviation_comments_are_collected(tmp_path: Path) -> None:
     src.parent.mkdir()
     src.write_text("x = 1\ny = 2  # DEVIATION: the paper does A;\n# we do B because C.\nz = 3\n# DEVIATION: other\n")
     got = deviations(src, tmp_path)
-    assert got == [{"where": "methods/m.py:2", "text": "DEVIATION: the paper does A; we do B because C."},
-                   {"where": "methods/m.py:5", "text": "DEVIATION: other"}]
+    assert got == [{"where": "methods/m.py:2", "text": "the paper does A; we do B because C."},
+                   {"where": "methods/m.py:5", "text": "other"}]
 
 
 def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:  # noqa: ANN001
