@@ -23,17 +23,16 @@ from benchmark.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torc
 from benchmark.types import (
     ClientData,
     ClientState,
+    Diverged,
     Encoder,
     Payload,
     Requirement,
     RoundContext,
     ServerState,
+    TaskContext,
+    TaskNotApplicable,
     TensorDict,
 )
-
-
-class Diverged(FloatingPointError):
-    """A loss became non-finite; the runner ends the cell with status ``diverged`` (a result, not a crash)."""
 
 
 __all__ = [
@@ -66,6 +65,8 @@ __all__ = [
     "RoundContext",
     "ServerState",
     "Stream",
+    "TaskContext",
+    "TaskNotApplicable",
     "TaskScores",
     "TensorDict",
     "UnlabeledView",

@@ -6,7 +6,6 @@ that checkpoints convert to Detectron2 with a pure key mapping. ``width`` scales
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,6 +14,7 @@ from torch import nn
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from benchmark.registries import BACKBONES
+from benchmark.types import arch_fingerprint  # noqa: F401  (re-exported: part of the backbone API)
 
 
 class ResNet(nn.Module):
@@ -130,11 +130,4 @@ def build_backbone(name: str, params: dict | None = None) -> tuple[nn.Module, in
     return module, int(getattr(module, "feat_dim", getattr(spec, "feat_dim", 0)))
 
 
-def arch_fingerprint(module: nn.Module) -> str:
-    """Digest of module types, parameter/buffer names and shapes: equal fingerprints ⇔ same architecture."""
-    h = hashlib.sha256()
-    for name, mod in module.named_modules():
-        h.update(f"{name}:{type(mod).__name__};".encode())
-    for name, t in module.state_dict().items():
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
-    return h.hexdigest()[:16]
+

@@ -7,18 +7,14 @@ with code 2 and one line naming the problem, before anything is written.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_BAD_INPUT = 2
+from benchmark.errors import UsageError
 
-
-class BadInput(ValueError):
-    pass
+EXIT_BAD_INPUT = 2  # bad input (UsageError and the config / registry / partition errors): one line, nothing written
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,186 +91,90 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_cells(grid_arg: str, only: str | None, seeds: str | None = None) -> tuple[Any, list[Any]]:
-    from benchmark.grid import expand_grid, load_grid, parse_only, with_seeds
+    from benchmark.run_grid import load_cells
 
-    grid = load_grid(grid_arg)
-    if seeds is not None:
-        grid = with_seeds(grid, parse_seeds(seeds))
-    cells = expand_grid(grid, only=parse_only(only))
-    return grid, cells
+    return load_cells(grid_arg, only=only, seeds=parse_seeds(seeds) if seeds is not None else None)
 
 
 def parse_seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
+        raise UsageError(f"--seeds must be comma-separated integers, got {text!r}") from None
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise BadInput(f"--seeds must list distinct non-negative integers, got {text!r}")
+        raise UsageError(f"--seeds must list distinct non-negative integers, got {text!r}")
     return seeds
 
 
-def preflight(cells: Sequence[Any], data_root: str | None) -> list[str]:
-    """Check data availability and partition constraints before anything is written.
+def _options(args: argparse.Namespace) -> Any:
+    from benchmark.options import RunOptions
 
-    Returns the list of missing datasets (each with how to get it); raises ``BadInput`` for impossible partitions.
-    """
-    from benchmark.config import from_mapping
-    from benchmark.data.datasets import default_data_root, load_dataset_splits
-    from benchmark.registries import DATASETS, TASKS
-    from benchmark.runner import build_partition
-
-    root = Path(data_root) if data_root else default_data_root()
-    missing: dict[str, str] = {}
-    checked: set[tuple[str, str]] = set()
-    for cell in cells:
-        for spec in cell.tasks:  # data a task reads besides the cell's own (transfer targets, COCO)
-            task_cls = TASKS.get(spec.name)
-            needs = getattr(task_cls, "required_datasets", None)
-            for name in needs(from_mapping(task_cls.Config, dict(spec.params))) if needs else ():
-                extra = from_mapping(DATASETS.get(name), {})
-                if not extra.available(root):
-                    missing[name] = extra.how_to_get(root)
-        ds_cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
-        if not ds_cfg.available(root):
-            missing[cell.dataset.name] = ds_cfg.how_to_get(root)
-            continue
-        key = (json.dumps(cell.dataset.params, sort_keys=True) + cell.dataset.name,
-               json.dumps([cell.partition.name, cell.partition.params, cell.fl.num_clients, cell.partition_seed,
-                           cell.public and cell.public.name, cell.public and cell.public.params], sort_keys=True))
-        if key in checked:
-            continue
-        checked.add(key)
-        ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params), data_root)
-        try:
-            build_partition(cell, ds.train.labels)
-        except ValueError as exc:
-            raise BadInput(f"{cell.partition.label()} with {cell.fl.num_clients} clients on {cell.dataset.name}: "
-                           f"{exc}") from None
-    return [missing[k] for k in sorted(missing)]
+    return RunOptions(device=args.device, wandb=not args.no_wandb, data_root=args.data_root)
 
 
-def _task_data_needs() -> Any:
-    """``tasks/data_needs.py`` loaded by path: importing it through the ``tasks`` package would import every task,
-    and torch with them."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "tasks" / "data_needs.py"
-    spec = importlib.util.spec_from_file_location("_fssl_task_data_needs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def fast_missing_datasets(grid: Any, data_root: str | None) -> list[str]:
-    """The datasets a grid's cells and tasks name that are absent, found without importing torch or any method, so
-    that a run on a machine without the data stops at once (the full preflight then checks partitions)."""
-    import benchmark.data.datasets  # noqa: F401  (registers the dataset classes; torch-free at import)
-    import benchmark.data.hub_datasets  # noqa: F401
-    from benchmark.config import from_mapping
-    from benchmark.data.datasets import default_data_root
-    from benchmark.registries import DATASETS
-
-    values = [grid.base.get("dataset"), *grid.axes.get("dataset", [])]
-    for axis in grid.axes.values():
-        values += [v["with"].get("dataset") for v in axis if isinstance(v, dict) and isinstance(v.get("with"), dict)]
-    needs = _task_data_needs()
-    values += [name for task, params in needs.task_specs([dict(grid.base), dict(grid.axes)])
-               for name in needs.extra_datasets(task, params)]
-    root = Path(data_root) if data_root else default_data_root()
-    missing: dict[str, str] = {}
-    for value in values:
-        if value is None:
-            continue
-        comp = {"name": value} if isinstance(value, str) else dict(value)
-        name = comp.pop("name", None)
-        comp.pop("with", None)
-        if not isinstance(name, str) or name not in DATASETS:
-            continue  # unknown names are reported by the full expansion
-        cfg = from_mapping(DATASETS.get(name), comp)
-        if not cfg.available(root):
-            missing[DATASETS.canonical(name)] = cfg.how_to_get(root)
-    return [missing[k] for k in sorted(missing)]
+def _launcher_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The chosen launcher's typed config from its command-line options (validated by ``build_launcher``)."""
+    if args.launcher == "ray":
+        return {"address": args.ray_address, "cpus_per_cell": args.cpus_per_cell, "gpus_per_cell": args.gpus_per_cell}
+    if args.launcher in ("slurm", "submitit"):
+        gpus = args.gpus_per_cell
+        return {"folder": args.slurm_folder, "cluster": args.slurm_cluster, "partition": args.slurm_partition,
+                "timeout_min": args.slurm_time, "gpus_per_node": int(gpus) if gpus >= 1 else 0,
+                "cpus_per_task": max(1, int(args.cpus_per_cell)), "array_parallelism": args.slurm_parallelism}
+    return {}
 
 
-def _report_missing(grid_name: str, missing: list[str]) -> int:
-    print(f"error: {len(missing)} dataset(s) missing for grid {grid_name!r}:", file=sys.stderr)
-    for line in missing:
-        print(f"  - {line}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from benchmark.grid import load_grid
-
-    if not args.dry_run:
-        missing = fast_missing_datasets(load_grid(args.grid), args.data_root)
-        if missing:
-            return _report_missing(load_grid(args.grid).name, missing)
-
-    from tqdm import tqdm
-
-    from benchmark.runner import cell_paths
+def _dry_run(args: argparse.Namespace) -> int:
+    from benchmark.rundir import RunDir
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds)
-    root = Path(args.root)
-    if args.dry_run:
-        for cell in cells:
-            paths = cell_paths(cell, root)
-            state = "done" if paths.record.exists() else ("failed" if paths.error.exists() else "pending")
-            print(f"{cell.cell_id}  {state:8s}  {cell.label()}  tasks={','.join(t.name for t in cell.tasks)}")
-        print(f"{len(cells)} cells in grid {grid.name!r} (all validated)")
-        return 0
-    missing = preflight(cells, args.data_root)
-    if missing:
-        return _report_missing(grid.name, missing)
-    todo = []
-    skipped = 0
     for cell in cells:
-        paths = cell_paths(cell, root)
-        if paths.record.exists():
-            skipped += 1
-        elif paths.error.exists() and not args.retry_failed:
-            skipped += 1
-        else:
-            todo.append(cell)
-    if args.retry_failed:
-        for cell in todo:
-            cell_paths(cell, root).error.unlink(missing_ok=True)
-    print(f"grid {grid.name!r}: {len(cells)} cells, {skipped} already finished or failed, {len(todo)} to run "
-          f"(root {root})")
-    launcher = _launcher(args)
-    counts: Counter[str] = Counter()
-    bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not todo)
-    for outcome in launcher.launch(todo, root, grid=grid.name):
-        counts[outcome.status] += 1
-        bar.update(1)
-        if outcome.status == "failed":
-            tqdm.write(f"  failed {outcome.cell_id}: {outcome.error}")
-        elif outcome.status == "diverged":
-            tqdm.write(f"  diverged {outcome.cell_id}: {outcome.error}")
-    bar.close()
-    print(f"done: {counts['done']}  diverged: {counts['diverged']}  failed: {counts['failed']}  "
-          f"skipped: {skipped + counts['skipped']}")
-    if args.site:
-        try:
-            from leaderboard.build import build_site
-
-            index = build_site([root], Path(args.site))
-            print(f"leaderboard: {index}")
-        except ImportError as exc:  # the leaderboard is optional for a run
-            print(f"leaderboard not built: {exc}", file=sys.stderr)
+        state = RunDir.of(cell, args.root).status(cell.fl.rounds).state
+        print(f"{cell.cell_id}  {state:8s}  {cell.label()}  tasks={','.join(t.name for t in cell.tasks)}")
+    print(f"{len(cells)} cells in grid {grid.name!r} (all validated)")
     return 0
 
 
-def _launcher(args: argparse.Namespace) -> Any:
-    from benchmark.registries import LAUNCHERS
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _dry_run(args)
+    from tqdm import tqdm
 
-    wandb = not args.no_wandb
-    if args.launcher == "local":
-        return LAUNCHERS.get("local")(device=args.device, wandb=wandb, data_root=args.data_root)
-    cls = LAUNCHERS.get(args.launcher)
-    return cls.from_args(args)
+    from benchmark.run_grid import run_grid
+
+    bar: Any = None
+
+    def on_plan(plan: Any) -> None:
+        nonlocal bar
+        print(f"grid {plan.grid.name!r}: {len(plan.cells)} cells, {plan.skipped} already finished or failed, "
+              f"{len(plan.todo)} to run (root {args.root})")
+        bar = tqdm(total=len(plan.todo), desc="cells", unit="cell", disable=not plan.todo)
+
+    def progress(cell: Any, outcome: Any) -> None:
+        bar.update(1)
+        if outcome.status in ("failed", "diverged"):
+            tqdm.write(f"  {outcome.status} {outcome.cell_id}: {outcome.error}")
+
+    summary = run_grid(args.grid, root=args.root, options=_options(args), launcher=args.launcher,
+                       launcher_config=_launcher_config(args), only=args.only,
+                       seeds=parse_seeds(args.seeds) if args.seeds is not None else None,
+                       retry_failed=args.retry_failed, progress=progress, on_plan=on_plan)
+    if bar is not None:
+        bar.close()
+    print(f"done: {summary.count('done')}  diverged: {summary.count('diverged')}  failed: {summary.count('failed')}  "
+          f"skipped: {summary.count('skipped')}")
+    if args.site:
+        _build_site(Path(args.root), Path(args.site))
+    return 0
+
+
+def _build_site(root: Path, out: Path) -> None:
+    try:
+        from benchmark.registries import plugin_point
+
+        print(f"leaderboard: {plugin_point('site_builder')([root], out)}")
+    except ImportError as exc:  # the leaderboard is optional for a run
+        print(f"leaderboard not built: {exc}", file=sys.stderr)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -309,17 +209,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from benchmark.rundir import describe_files, find_cell_dirs
+
     root = Path(args.root)
-    hits = [p for p in root.glob(f"*/{args.cell_id}*") if p.is_dir() and not p.parent.name.startswith("_")]
+    hits = find_cell_dirs(root, args.cell_id)
     if not hits:
-        raise BadInput(f"no cell {args.cell_id!r} under {root}")
+        raise UsageError(f"no cell {args.cell_id!r} under {root}")
     for cell_dir in hits:
         print(f"# {cell_dir}")
-        for name in ("cell.json", "record.json", "error.json"):
-            path = cell_dir / name
-            if path.exists():
-                print(f"## {name}")
-                print(path.read_text())
+        for name, path in describe_files(cell_dir):
+            print(f"## {name}")
+            print(path.read_text())
     return 0
 
 
@@ -341,7 +241,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     else:
         source = Path(args.source)
         if not source.exists():
-            raise BadInput(f"{source} does not exist")
+            raise UsageError(f"{source} does not exist")
         copied, skipped = collect(source, Path(args.results))
     for path in copied:
         print(f"collected {path}")
@@ -372,7 +272,7 @@ def cmd_new_method(args: argparse.Namespace) -> int:
     try:
         written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force)
     except ScaffoldError as exc:
-        raise BadInput(str(exc)) from None
+        raise UsageError(str(exc)) from None
     for path in written:
         print(f"wrote {path}")
     print(next_steps(args.name))
@@ -395,7 +295,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                         tracks_file=Path(args.tracks) if args.tracks else None, against=args.against,
                         reevaluate=args.reevaluate, data_root=args.data_root)
     except SubmitError as exc:
-        raise BadInput(str(exc)) from None
+        raise UsageError(str(exc)) from None
     print(report.format())
     return 0 if report.ok else 1
 
@@ -413,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (BadInput, ConfigError, RegistryError, PartitionError) as exc:
+    except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.grid import Cell, resolve_cell
+from benchmark.method import FEDERATIONS
 from benchmark.registries import METHODS, load_builtins
 
 # per-method settings that make a smoke cell valid (backbone family, public data), for methods that cannot declare
@@ -218,10 +219,12 @@ def _checkpoint_digests(work_dir: Path, round_: int) -> tuple[str, dict[int, str
     """Server and client-state digests of a simulation's round checkpoint (client states read from disk)."""
     import torch
 
-    from benchmark.simulate import Checkpointer, ClientStateStore
+    from benchmark.rundir import PretrainDir
+    from benchmark.simulate import ClientStateStore
 
-    ckpt = torch.load(Checkpointer(Path(work_dir) / "ckpt").path(round_), map_location="cpu", weights_only=False)
-    store = ClientStateStore(Path(work_dir) / "states", mem_budget=0)
+    pdir = PretrainDir(Path(work_dir))
+    ckpt = torch.load(pdir.checkpoint(round_), map_location="cpu", weights_only=False)
+    store = ClientStateStore(pdir.states, mem_budget=0)
     store.restore(ckpt["clients"])
     clients = {int(k): _client_digest(store.get(int(k))) for k in ckpt["clients"]}
     return _digest(dict(ckpt["model"])) + _digest(dict(ckpt["extra"])), clients
@@ -234,44 +237,21 @@ def _client_digest(state: Any) -> str:
 # ------------------------------------------------------------------------------------------------ the check
 
 
-@dataclass(frozen=True)
-class _Setup:
-    cell: Cell
-    ds: Any
-    clients: list[Any]
-    public: Any
-    settings: Any
-
-
-def _setup(name: str, rounds: int, clients: int, participation: float, method_params: dict | None) -> _Setup:
-    import torch
-
-    from benchmark.data.datasets import load_dataset_splits
-    from benchmark.data.views import UnlabeledView
-    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
-    from benchmark.simulate import SimSettings
+def _setup(name: str, rounds: int, clients: int, participation: float, method_params: dict | None) -> Any:
+    """The smoke cell's prepared stage (``benchmark.stages.prepare``): data, partition, clients, settings."""
+    from benchmark.stages import prepare
 
     cell = smoke_cell(name, rounds=rounds, clients=clients, participation=participation, tasks=["knn"],
                       method_params=method_params)
-    ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
-    part = build_partition(cell, ds.train.labels)
-    method = build_method(cell, input_spec(ds))
-    data = client_datasets(method, ds, part)
-    public = None
-    if part.public_indices is not None:
-        public = UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
-    per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
-    settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=per_round, device=torch.device("cpu"), num_classes=ds.num_classes)
-    return _Setup(cell, ds, data, public, settings)
+    return prepare(cell)
 
 
-def _simulate(setup: _Setup, work_dir: Path, *, stop_after: int | None = None) -> _Run:
-    from benchmark.runner import build_method, input_spec
+def _simulate(setup: Any, work_dir: Path, *, stop_after: int | None = None) -> _Run:
     from benchmark.simulate import simulate
+    from benchmark.stages import build_method
 
     traffic = _Traffic()
-    method = build_method(setup.cell, input_spec(setup.ds))  # always a fresh instance: state hidden in the object shows up as a diff
+    method = build_method(setup.cell, setup.inputs)  # a fresh instance: state hidden in the object shows as a diff
     result = simulate(_Recorder(method, traffic), setup.clients, setup.settings, work_dir, public=setup.public,
                       stop_after=stop_after, state_mem_budget=0)
     states = {k: result.store.get(k) for k in range(len(setup.clients)) if k in result.store}
@@ -279,19 +259,17 @@ def _simulate(setup: _Setup, work_dir: Path, *, stop_after: int | None = None) -
                 {k: _client_digest(s) for k, s in states.items()}, traffic, result.server, states, method)
 
 
-def _knn(setup: _Setup, method: Any, server: Any, clients: Mapping[int, Any]) -> float:
+def _knn(setup: Any, method: Any, server: Any, clients: Mapping[int, Any]) -> float:
+    """kNN top-1 of the method's exported encoder on the cell's data (the registered ``knn`` task, default card)."""
     import torch
 
-    from benchmark.config import from_mapping
-    from benchmark.registries import TASKS
-    from tasks.base import TaskContext
+    from benchmark.stages import build_task, export_encoder
+    from benchmark.types import TaskContext
 
-    encoder = method.encoder(server, clients if method.encoder_needs_clients else None)
-    ds = setup.ds
-    cls = TASKS.get("knn")
-    task = cls(from_mapping(cls.Config, {}))
+    encoder = export_encoder(method, server, clients)
+    task = build_task(setup.cell.tasks[0])
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = TaskContext(dataset=ds, data_root=Path("."), out_dir=Path(tmp), device=torch.device("cpu"),
+        ctx = TaskContext(dataset=setup.dataset, data_root=Path("."), out_dir=Path(tmp), device=torch.device("cpu"),
                           seed=setup.cell.seed, feature_cache={})
         return task.run(encoder, ctx).main
 
@@ -326,6 +304,19 @@ REQUIRED_ATTRS = ("name", "version", "Config", "requires", "payload_up", "payloa
 HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_aggregate", "encoder")
 
 
+@dataclass
+class _Runs:
+    """The two simulations every check reads: ``a`` straight through, ``r1`` stopped after round 1 (its state then is
+    compared with a's round-1 checkpoint: determinism) and ``r`` resumed from it by a fresh instance (resume)."""
+
+    runs: dict[str, _Run] = field(default_factory=dict)
+    crash: dict[str, str] = field(default_factory=dict)
+    a_round1: tuple[str, dict[int, str]] | None = None
+
+    def err(self, *keys: str) -> str | None:
+        return next((self.crash[k] for k in keys if k in self.crash), None)
+
+
 def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation: float = 0.67,
                  method_params: dict | None = None, knn: bool = True, work_dir: Path | None = None) -> ConformanceReport:
     """Run every conformance check on method ``name`` and return the report (never raises for a broken method)."""
@@ -334,8 +325,21 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
     measurements: dict[str, float] = {}
     canonical = METHODS.canonical(name)
     cls = METHODS.get(canonical)
+    setup = _check_interface(cls, canonical, results, rounds, clients, participation, method_params)
+    if setup is None:
+        return ConformanceReport(canonical, tuple(results))
+    runs = _run_simulations(setup, work_dir, measurements)
+    _check_finite_losses(runs, results)
+    _check_declared_payloads(cls, runs, results)
+    _check_determinism(runs, results)
+    _check_resume(runs, results)
+    _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
+    return ConformanceReport(canonical, tuple(results), measurements)
 
-    setup: _Setup | None = None
+
+def _check_interface(cls: Any, canonical: str, results: list[CheckResult], rounds: int, clients: int,
+                     participation: float, method_params: dict | None) -> Any:
+    setup = None
     with _timed(results, "interface") as note:
         missing = [a for a in REQUIRED_ATTRS if not hasattr(cls, a)] + [h for h in HOOKS if not callable(
             getattr(cls, h, None))]
@@ -348,35 +352,36 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
         for attr in ("payload_up", "payload_down"):
             if not isinstance(getattr(cls, attr), tuple) or not all(isinstance(p, str) for p in getattr(cls, attr)):
                 raise _Fail(f"{attr} must be a tuple of fnmatch patterns")
+        if cls.federation not in FEDERATIONS:
+            raise _Fail(f"federation must be one of {list(FEDERATIONS)}, got {cls.federation!r}")
         setup = _setup(canonical, rounds, clients, participation, method_params)
         note(f"{len(setup.clients)} clients, {rounds} rounds, backbone {setup.cell.backbone.label()}")
-    if setup is None:
-        return ConformanceReport(canonical, tuple(results))
+    return setup
 
-    runs: dict[str, _Run] = {}
-    crash: dict[str, str] = {}
-    a_round1: tuple[str, dict[int, str]] | None = None
+
+def _run_simulations(setup: Any, work_dir: Path | None, measurements: dict[str, float]) -> _Runs:
+    out = _Runs()
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)
-        # Two simulations serve every check: "a" straight through; "r" stopped after round 1 (its state then is
-        # compared with a's round-1 checkpoint: determinism), then resumed by a fresh instance (resume).
         for key, kwargs in (("a", {}), ("r1", {"stop_after": 1}), ("r", {})):
             t0 = time.perf_counter()
             try:
-                runs[key] = _simulate(setup, root / key[0], **kwargs)
+                out.runs[key] = _simulate(setup, root / key[0], **kwargs)
                 if key == "a":
-                    a_round1 = _checkpoint_digests(root / "a", 1)
+                    out.a_round1 = _checkpoint_digests(root / "a", 1)
             except Exception as exc:  # noqa: BLE001 - reported by the checks below
-                crash[key] = f"{type(exc).__name__}: {exc}"
+                out.crash[key] = f"{type(exc).__name__}: {exc}"
                 if key == "r1":
                     break
             measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
+    return out
 
-    a = runs.get("a")
+
+def _check_finite_losses(runs: _Runs, results: list[CheckResult]) -> None:
+    a = runs.runs.get("a")
     with _timed(results, "finite_losses") as note:
-        if "a" in crash:
-            raise _Fail(f"the run raised {crash['a']}")
-        assert a is not None
+        if a is None:
+            raise _Fail(f"the run raised {runs.err('a')}")
         bad = [(r, k, m, v) for r, k, m, v in a.traffic.losses if not math.isfinite(v)]
         if bad:
             r, k, m, v = bad[0]
@@ -386,6 +391,9 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
         else:
             note(f"{len(a.traffic.losses)} loss values, all finite")
 
+
+def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) -> None:
+    a = runs.runs.get("a")
     with _timed(results, "declared_payloads") as note:
         if a is None:
             raise _Fail("no completed run to inspect")
@@ -403,26 +411,30 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
             raise _Fail("; ".join(problems))
         note(f"{len(a.traffic.down_names)} down / {len(a.traffic.up_names)} up tensor names, all declared")
 
+
+def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
+    a, r1 = runs.runs.get("a"), runs.runs.get("r1")
     with _timed(results, "determinism") as note:
-        r1 = runs.get("r1")
-        if a is None or r1 is None or a_round1 is None:
-            raise _Fail(f"a run raised {crash.get('a') or crash.get('r1')}")
+        if a is None or r1 is None or runs.a_round1 is None:
+            raise _Fail(f"a run raised {runs.err('a', 'r1')}")
         first = {k: v for k, v in a.traffic.digests.items() if k[0] == 1}
         diff = _diff(first, r1.traffic.digests)
         if diff:
             raise _Fail(f"same seed, different payloads: first at {_where(diff[0])} ({len(diff)} payloads differ)")
-        if a_round1[0] != r1.server_digest:
+        if runs.a_round1[0] != r1.server_digest:
             raise _Fail("same seed, different server state after round 1")
-        cdiff = _diff(a_round1[1], r1.client_digests)
+        cdiff = _diff(runs.a_round1[1], r1.client_digests)
         if cdiff:
             raise _Fail(f"same seed, different client state of client(s) {cdiff} after round 1")
         note(f"two fresh instances: {len(r1.traffic.digests)} round-1 payloads, the server state and "
              f"{len(r1.client_digests)} client states identical")
 
+
+def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
+    a, res = runs.runs.get("a"), runs.runs.get("r")
     with _timed(results, "resume") as note:
-        res = runs.get("r")
         if a is None or res is None:
-            raise _Fail(f"the interrupted run raised {crash.get('r') or crash.get('r1') or crash.get('a')}")
+            raise _Fail(f"the interrupted run raised {runs.err('r', 'r1', 'a')}")
         diff = _diff({k: v for k, v in a.traffic.digests.items() if k[0] > 1}, res.traffic.digests)
         if diff:
             raise _Fail(f"resumed run differs from the straight run: first at {_where(diff[0])} (state hidden in "
@@ -435,31 +447,33 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
         note(f"stopped after round 1, resumed by a fresh instance from disk; server and "
              f"{len(res.client_digests)} client states equal the straight run")
 
+
+def _check_knn(cls: Any, canonical: str, setup: Any, runs: _Runs, knn: bool, rounds: int,
+               results: list[CheckResult], measurements: dict[str, float]) -> None:
     exempt = cls.frozen_knn_exempt
     if not knn or canonical == REFERENCE_METHOD or exempt:
         results.append(CheckResult("knn_above_no_pretrain", "skip",
                                    "this is the reference" if canonical == REFERENCE_METHOD and knn else
                                    f"declared by the method: {exempt}" if exempt and knn else "disabled"))
-    else:
-        with _timed(results, "knn_above_no_pretrain") as note:
-            if a is None:
-                raise _Fail("no completed run to evaluate")
-            mine = _knn(setup, a.method, a.server, a.clients)
-            ref = _reference_knn(setup)
-            measurements.update(knn_top1=mine, knn_no_pretrain=ref)
-            if not mine > ref:
-                raise _Fail(f"kNN top-1 {mine:.2f} is not above no_pretrain's {ref:.2f} after {rounds} rounds")
-            note(f"kNN top-1 {mine:.2f} > no_pretrain {ref:.2f}")
-    return ConformanceReport(canonical, tuple(results), measurements)
+        return
+    a = runs.runs.get("a")
+    with _timed(results, "knn_above_no_pretrain") as note:
+        if a is None:
+            raise _Fail("no completed run to evaluate")
+        mine = _knn(setup, a.method, a.server, a.clients)
+        ref = _reference_knn(setup)
+        measurements.update(knn_top1=mine, knn_no_pretrain=ref)
+        if not mine > ref:
+            raise _Fail(f"kNN top-1 {mine:.2f} is not above no_pretrain's {ref:.2f} after {rounds} rounds")
+        note(f"kNN top-1 {mine:.2f} > no_pretrain {ref:.2f}")
 
 
-def _reference_knn(setup: _Setup) -> float:
+def _reference_knn(setup: Any) -> float:
     """kNN of the seeded random init of the same backbone (``no_pretrain``) on the same cell."""
-    from benchmark.runner import input_spec
     from benchmark.simulate import server_context
 
     ref_cls = METHODS.get(REFERENCE_METHOD)
-    method = ref_cls(ref_cls.Config(), setup.cell.backbone, input_spec(setup.ds))  # same backbone spec, default (empty) config
+    method = ref_cls(ref_cls.Config(), setup.cell.backbone, setup.inputs)  # same backbone spec, default (empty) config
     server = method.init_server(server_context(setup.settings, 0, None))
     return _knn(setup, method, server, {})
 

@@ -111,8 +111,7 @@ class MethodBase:
     def export(self, module: nn.Module, feat_dim: int | None = None, **fields: Any) -> Encoder:
         """A complete :class:`Encoder` of ``module`` (eval mode): its feature size, the backbone name, the
         architecture fingerprint and the cell's input statistics; ``fields`` adds members, classifier, extras, …"""
-        from benchmark.backbones import arch_fingerprint
-        from benchmark.types import Encoder
+        from benchmark.types import Encoder, arch_fingerprint
 
         return Encoder(module=module, feat_dim=int(feat_dim if feat_dim is not None else module.feat_dim),
                        backbone=self.backbone.name, fingerprint=arch_fingerprint(module),

@@ -12,7 +12,6 @@ import gc
 import json
 import math
 import os
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.data.views import UnlabeledView
+from benchmark.method import Method
+from benchmark.rundir import PretrainDir
 from benchmark.seeding import Stream, np_rng, torch_gen
 from benchmark.types import ClientData, ClientState, Payload, RoundContext, ServerState
 
@@ -55,7 +57,7 @@ def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def _atomic_torch_save(obj: Any, path: Path) -> None:
+def atomic_torch_save(obj: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(obj, tmp)
@@ -98,7 +100,7 @@ class ClientStateStore:
         name = None
         if tensors:
             name = f"{k}-r{round_}.pt"
-            _atomic_torch_save(tensors, self.folder / name)
+            atomic_torch_save(tensors, self.folder / name)
         self._entries[k] = {"file": name, "last_round": state.last_round}
         self._remember(k, state)
 
@@ -146,25 +148,25 @@ class CommCounter:
 
 
 class Checkpointer:
-    """Round checkpoints ``round_00003.pt`` (server state, comm, client-state manifest); the last two are kept."""
+    """Round checkpoints (server state, comm, client-state manifest) in a pre-training folder's checkpoint folder,
+    named by ``PretrainDir``; the last two are kept."""
 
-    PATTERN = re.compile(r"round_(\d{5,})\.pt$")
-
-    def __init__(self, folder: Path, every: int = 1, keep: int = 2) -> None:
-        self.folder = Path(folder)
+    def __init__(self, pdir: PretrainDir, every: int = 1, keep: int = 2) -> None:
+        if not isinstance(pdir, PretrainDir):
+            raise TypeError(f"Checkpointer takes the PretrainDir whose checkpoints it keeps, got {pdir!r}")
+        self.pdir = pdir
+        self.folder = pdir.ckpt
         self.every = max(1, every)
         self.keep = keep
 
     def rounds(self) -> list[int]:
-        if not self.folder.exists():
-            return []
-        return sorted(int(m.group(1)) for p in self.folder.iterdir() if (m := self.PATTERN.search(p.name)))
+        return self.pdir.checkpoint_rounds()
 
     def path(self, round_: int) -> Path:
-        return self.folder / f"round_{round_:05d}.pt"
+        return self.pdir.checkpoint(round_)
 
     def save(self, round_: int, payload: dict[str, Any]) -> None:
-        _atomic_torch_save(payload, self.path(round_))
+        atomic_torch_save(payload, self.path(round_))
         for old in self.rounds()[: -self.keep]:
             self.path(old).unlink(missing_ok=True)
 
@@ -229,12 +231,12 @@ def server_context(s: SimSettings, round_: int, public: Any) -> RoundContext:
 
 
 def simulate(
-    method: Any,
+    method: Method,
     clients: Sequence[ClientData],
     settings: SimSettings,
     work_dir: Path,
     *,
-    public: Any = None,
+    public: UnlabeledView | None = None,
     on_round: Callable[[int, dict[str, float]], None] | None = None,
     stop_after: int | None = None,
     state_mem_budget: int = 256 * 2**20,  # P4: 100 stateful clients within 1.5x the peak RAM of 10
@@ -253,11 +255,12 @@ def simulate(
         gc.unfreeze()
 
 
-def _simulate(method: Any, clients: Sequence[ClientData], settings: SimSettings, work_dir: Path, *, public: Any,
+def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettings, work_dir: Path, *, public: Any,
               on_round: Callable[[int, dict[str, float]], None] | None, stop_after: int | None,
               state_mem_budget: int) -> SimulationResult:
-    ckpt = Checkpointer(Path(work_dir) / "ckpt", every=settings.checkpoint_every)
-    store = ClientStateStore(Path(work_dir) / "states", mem_budget=state_mem_budget)
+    pdir = PretrainDir(Path(work_dir))
+    ckpt = Checkpointer(pdir, every=settings.checkpoint_every)
+    store = ClientStateStore(pdir.states, mem_budget=state_mem_budget)
     comm = CommCounter()
     history: list[dict[str, float]] = []
     client_steps = 0
@@ -324,6 +327,6 @@ def _simulate(method: Any, clients: Sequence[ClientData], settings: SimSettings,
 
 
 def write_json(path: Path, obj: Any) -> None:
-    from benchmark.records.store import atomic_write_text
+    from benchmark.records.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

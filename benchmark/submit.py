@@ -54,9 +54,11 @@ from benchmark.records.canonical import to_plain
 from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, from_json
 from benchmark.records.store import iter_record_files
 from benchmark.records.tracks import Track, TrackError, load_tracks
+from benchmark.rundir import RunDir
 from benchmark.records.tracks import find_track as find_track_in
 
 BUNDLE_VERSION = 1
+BUNDLE_RECORDS = "records"  # the bundle's run root: records/<method>/<cell_id>/ as in a run root
 VERIFIED_RUNNER = "fssl-bench"
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MANIFESTS = REPO / "results" / "manifests"
@@ -182,24 +184,23 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
             check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
 
 
-def _run_dirs(path: Path, record: ResultRecord) -> tuple[Path, Path] | None:
-    """(cell_dir, run_root) when ``path`` sits in a run root as ``<root>/<method>/<cell_id>/record.json``."""
-    cell_dir = path.parent
-    if path.name != "record.json" or cell_dir.name != record.cell_id:
-        return None
-    return cell_dir, cell_dir.parent.parent
-
-
 def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, reevaluate: bool = False) -> None:
-    dirs = _run_dirs(path, record)
-    if dirs is None or not (dirs[0] / "scores").is_dir():
+    rd = RunDir.from_record_file(path, record)
+    if rd is None or not rd.score_files():
         if record.env.runner == VERIFIED_RUNNER:
             check.fail("integrity", "the record claims env.runner 'fssl-bench' but has no runner sidecars "
-                                    "(submit <run root>/<method>/<cell_id>/record.json, not a copy)")
+                                    "(submit the record in its run root, not a copy)")
         return
-    cell_dir, root = dirs
+    _check_sidecars(rd, record, check)
+    _check_final_state(rd, record, check, reevaluate)
+    if check.ok:
+        check.sealed = True
+
+
+def _check_sidecars(rd: RunDir, record: ResultRecord, check: RecordCheck) -> None:
+    """The record's scores and partition digest equal what the runner wrote beside it as each task finished."""
     sidecars: dict[tuple[str, str], dict[str, Any]] = {}
-    for side in sorted((cell_dir / "scores").glob("*.json")):
+    for side in rd.score_files():
         try:
             raw = json.loads(side.read_text(encoding="utf-8"))
             sidecars[(raw["task"], TaskScores(**{**raw, "card": _card(raw["card"])}).card.card_id)] = raw
@@ -207,43 +208,42 @@ def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, ree
             check.fail("integrity", f"unreadable scores sidecar {side.name}: {exc}")
     for s in record.scores:
         side = sidecars.pop((s.task, s.card.card_id), None)
+        side_name = rd.relative(rd.score_path(s.task, s.card.card_id))
         if side is None:
-            check.fail("integrity", f"score {s.task}/{s.card.card_id} has no sidecar scores/{s.task}-"
-                                    f"{s.card.card_id}.json (the card or the scores were edited)")
+            check.fail("integrity", f"score {s.task}/{s.card.card_id} has no sidecar {side_name} (the card or the "
+                                    "scores were edited)")
             continue
         mine = _scores_plain(s)
         for key in ("values", "main_metric", "higher_is_better", "card"):
             if mine.get(key) != side.get(key):
-                check.fail("integrity", f"{s.task} {key} in record.json {mine.get(key)!r} differ from the runner's "
-                                        f"scores/{s.task}-{s.card.card_id}.json {side.get(key)!r} (edited after "
-                                        "it was written)")
+                check.fail("integrity", f"{s.task} {key} in the record {mine.get(key)!r} differ from the runner's "
+                                        f"{side_name} {side.get(key)!r} (edited after it was written)")
     if record.status == "ok" and sidecars:
         check.fail("integrity", f"the runner wrote scores the record lacks: {sorted(k[0] for k in sidecars)}")
-    part = cell_dir / "partition.json"
-    if part.exists():
+    if rd.partition_file.exists():
         try:
-            pdig = json.loads(part.read_text(encoding="utf-8")).get("digest")
+            pdig = rd.read_partition().get("digest")
         except json.JSONDecodeError:
             pdig = None
         if pdig != record.partition_digest:
             check.fail("integrity", f"partition_digest {record.partition_digest[:12]}… differs from the runner's "
-                                    f"partition.json ({str(pdig)[:12]}…)")
-    final = root / "_pretrain" / record.pretrain_key / "final.pt"
-    if final.exists() and record.final_state_digest:
-        import torch
+                                    f"{rd.relative(rd.partition_file)} ({str(pdig)[:12]}…)")
 
+
+def _check_final_state(rd: RunDir, record: ResultRecord, check: RecordCheck, reevaluate: bool) -> None:
+    """The saved pre-trained state hashes to the record's final-state digest; ``reevaluate``: re-run the tasks."""
+    final = rd.pretrain.final
+    if final.exists() and record.final_state_digest:
+        from benchmark.pretrained import Pretrained
         from benchmark.simulate import state_digest
 
-        blob = torch.load(final, map_location="cpu", weights_only=False)
-        if state_digest(dict(blob.get("model") or {})) != record.final_state_digest:
-            check.fail("integrity", "final_state_digest does not match the final checkpoint "
-                                    f"{final.relative_to(root)}")
+        pre = Pretrained.load(final)
+        if state_digest(dict(pre.server.model)) != record.final_state_digest:
+            check.fail("integrity", f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}")
         elif reevaluate:
-            _reevaluate(record, blob, check)
+            _reevaluate(record, pre, check)
     elif reevaluate:
-        check.fail("integrity", "--reevaluate needs the final checkpoint _pretrain/<pretrain_key>/final.pt")
-    if check.ok:
-        check.sealed = True
+        check.fail("integrity", f"--reevaluate needs the saved pre-trained state {rd.relative(final)}")
 
 
 def _card(raw: Mapping[str, Any]) -> Any:
@@ -252,29 +252,21 @@ def _card(raw: Mapping[str, Any]) -> Any:
     return ProtocolCard(**raw)
 
 
-def _reevaluate(record: ResultRecord, blob: Mapping[str, Any], check: RecordCheck) -> None:
-    """Rebuild the encoder from the final checkpoint and re-run the record's tasks; scores must match exactly."""
-
+def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck) -> None:
+    """Rebuild the encoder from the saved pre-trained state and re-run the record's tasks (the same stages as the
+    runner, in a scratch run directory); the scores must match exactly (CPU is bitwise deterministic)."""
     import torch
 
-    from benchmark.data.datasets import load_dataset_splits
     from benchmark.grid import Cell
-    from benchmark.runner import CellPaths, build_method, build_partition, input_spec, run_tasks
-    from benchmark.types import ClientState, ServerState
+    from benchmark.stages import build_method, build_partition, evaluate, export_encoder, input_spec, load_data
 
     cell = Cell.from_dict(record.cell)
-    ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
-    method = build_method(cell, input_spec(ds))
-    server = ServerState(model=blob["model"], extra=blob.get("extra", {}))
-    states = None
-    if method.encoder_needs_clients:
-        states = {int(k): ClientState(tensors=v) for k, v in blob.get("client_tensors", {}).items()}
-    encoder = method.encoder(server, states)
+    ds = load_data(cell)
+    encoder = export_encoder(build_method(cell, input_spec(ds)), pre.server, pre.client_states())
     with tempfile.TemporaryDirectory() as tmp:
-        paths = CellPaths(Path(tmp) / "cell", Path(tmp) / "pre")
         part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
-        scores = run_tasks(cell, encoder, ds, paths, torch.device("cpu"), None, part)
-    again = {(s.task, s.card.card_id): dict(s.values) for s in scores}
+        ev = evaluate(cell, encoder, ds, part, RunDir.of(cell, tmp), device=torch.device("cpu"))
+    again = {(s.task, s.card.card_id): dict(s.values) for s in ev.scores}
     for s in record.scores:
         if again.get((s.task, s.card.card_id)) != dict(s.values):
             check.fail("integrity", f"re-evaluating {s.task} from the final checkpoint gives "
@@ -303,10 +295,10 @@ class PartitionOracle:
         key = self.key(cell)
         if key not in self._cache:
             from benchmark.config import from_mapping
-            from benchmark.data.datasets import default_data_root, load_dataset_splits
+            from benchmark.data.datasets import default_data_root
             from benchmark.grid import Cell
             from benchmark.registries import DATASETS, load_builtins
-            from benchmark.runner import build_partition
+            from benchmark.stages import build_partition, load_data
 
             load_builtins()
             c = Cell.from_dict(cell)
@@ -315,8 +307,7 @@ class PartitionOracle:
             if not cfg.available(root):
                 self._cache[key] = None
             else:
-                ds = load_dataset_splits(c.dataset.name, dict(c.dataset.params), self.data_root)
-                self._cache[key] = build_partition(c, ds.train.labels).digest()
+                self._cache[key] = build_partition(c, load_data(c, self.data_root).train.labels).digest()
         return self._cache[key], key
 
     def check(self, record: ResultRecord, check: RecordCheck) -> None:
@@ -481,16 +472,12 @@ def submit(
 def _bundle_files(check: RecordCheck) -> list[tuple[Path, str]]:
     """(source file, path inside the bundle) for one record: the record and the runner's sidecars."""
     assert check.record is not None
-    base = f"records/{check.record.method}/{check.record.cell_id}"
-    files = [(check.path, f"{base}/record.json")]
-    dirs = _run_dirs(check.path, check.record)
-    if dirs is not None:
-        cell_dir = dirs[0]
-        for name in ("cell.json", "partition.json"):
-            if (cell_dir / name).exists():
-                files.append((cell_dir / name, f"{base}/{name}"))
-        for side in sorted((cell_dir / "scores").glob("*.json")):
-            files.append((side, f"{base}/scores/{side.name}"))
+    r = check.record
+    inside = RunDir(Path(BUNDLE_RECORDS), r.method, r.cell_id, r.pretrain_key)  # a bundle is laid out as a run root
+    files = [(check.path, str(inside.record_path))]
+    rd = RunDir.from_record_file(check.path, r)
+    if rd is not None:
+        files += [(side, str(inside.cell_dir / side.relative_to(rd.cell_dir))) for side in rd.sidecar_files()]
     return files
 
 
@@ -507,7 +494,8 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
         entries = []
         for c in report.checks:
             assert c.record is not None
-            for src, rel in _bundle_files(c):
+            bundled = _bundle_files(c)
+            for src, rel in bundled:
                 data = src.read_bytes()
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
@@ -516,8 +504,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
             entries.append({
                 "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "seed": r.seed,
                 "dataset": r.dataset, "partition_label": r.partition_label, "partition_digest": r.partition_digest,
-                "path": f"records/{r.method}/{r.cell_id}/record.json",
-                "sha256": files[f"records/{r.method}/{r.cell_id}/record.json"],
+                "path": bundled[0][1], "sha256": files[bundled[0][1]],
                 "provenance": {"runner": r.env.runner, "git_sha": r.env.git_sha, "git_dirty": r.env.git_dirty,
                                "sealed": c.sealed, "reevaluated": c.reevaluated, "verified": c.verified},
             })

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from benchmark.data.datasets import DatasetSplits
+    from benchmark.data.partition import Partition
     from benchmark.data.views import UnlabeledView
 
 TensorDict = Mapping[str, torch.Tensor]
@@ -81,6 +84,18 @@ class RoundContext:
 MEMBER_RULES = ("mean", "max_over_models_test")
 
 
+def arch_fingerprint(module: nn.Module) -> str:
+    """Digest of module types, parameter/buffer names and shapes: equal fingerprints ⇔ same architecture."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, mod in module.named_modules():
+        h.update(f"{name}:{type(mod).__name__};".encode())
+    for name, t in module.state_dict().items():
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+    return h.hexdigest()[:16]
+
+
 @dataclass(frozen=True, eq=False)
 class Encoder:
     """What tasks evaluate: an image batch (float, normalised) → pooled features of size ``feat_dim``."""
@@ -117,3 +132,26 @@ class Encoder:
             raise ValueError("member_weights needs one weight per member")
         if any(not 0 <= i < len(self.client_models) for i in self.client_index):
             raise ValueError("client_index must index client_models")
+
+
+class Diverged(FloatingPointError):
+    """A loss became non-finite; the runner ends the cell with status ``diverged`` (a result, not a crash)."""
+
+
+class TaskNotApplicable(RuntimeError):
+    """The encoder lacks what the task needs (e.g. no end-to-end classifier); the task is left out of the record."""
+
+
+@dataclass(frozen=True, eq=False)
+class TaskContext:
+    """What a task may use besides the encoder (DESIGN §3). The harness builds it; tasks never see the method."""
+
+    dataset: DatasetSplits  # the cell's dataset (train split = the union the clients drew from)
+    data_root: Path
+    out_dir: Path  # the task's own folder inside the cell directory
+    device: torch.device
+    seed: int  # the cell's seed; tasks derive their own streams from it (Stream.TASK)
+    feature_cache: dict[Any, Any]  # shared by the cell's tasks: features are extracted once per encoder
+    # The cell's train partition (clients' train indices), for personalised cards; None outside a cell.
+    partition: Partition | None = None
+    partition_seed: int = 0

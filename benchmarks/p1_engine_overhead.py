@@ -47,22 +47,12 @@ CELL = {
 
 
 def setup(rounds: int):
-    import torch
-
-    from benchmark.data.datasets import load_dataset_splits
+    """The cell's prepared stage, exactly as the runner builds it (benchmark.stages.prepare, on the CPU)."""
     from benchmark.grid import resolve_cell
-    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
-    from benchmark.simulate import SimSettings
+    from benchmark.stages import prepare
 
-    cell = resolve_cell({**CELL, "fl": {**CELL["fl"], "rounds": rounds}})
-    ds = load_dataset_splits(cell.dataset.name, dict(cell.dataset.params))
-    part = build_partition(cell, ds.train.labels)
-    method = build_method(cell, input_spec(ds))
-    clients = client_datasets(method, ds, part)
-    settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=cell.fl.clients_per_round, device=torch.device("cpu"), amp=False,
-                           num_classes=ds.num_classes)
-    return cell, method, clients, settings
+    prep = prepare(resolve_cell({**CELL, "fl": {**CELL["fl"], "rounds": rounds}}))
+    return prep.cell, prep.method, prep.clients, prep.settings
 
 
 def engine_run(method, clients, settings, loops: list[Span] | None = None) -> Span:

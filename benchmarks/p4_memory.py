@@ -26,7 +26,8 @@ CHILD = r"""
 import json, resource, sys, torch
 from pathlib import Path
 from benchmark.grid import resolve_cell
-from benchmark.runner import cell_paths, run_cell
+from benchmark.rundir import RunDir
+from benchmark.runner import run_cell
 from benchmark.simulate import Checkpointer
 k, part, rounds, heads, root = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 torch.set_num_threads(1)
@@ -36,9 +37,9 @@ cell = resolve_cell({"dataset": "digits", "backbone": {"name": "resnet_micro", "
                      "partition": "iid", "fl": {"num_clients": k, "participation": part, "rounds": rounds,
                                                 "local_epochs": 1}, "seed": 0, "tasks": []})
 rec = run_cell(cell, Path(root), device="cpu")
-pre = cell_paths(cell, Path(root)).pretrain_dir
-manifest = Checkpointer(pre / "ckpt").load_latest()["clients"]
-files = [pre / "states" / e["file"] for e in manifest.values() if e.get("file")]
+pre = RunDir.of(cell, Path(root)).pretrain
+manifest = Checkpointer(pre).load_latest()["clients"]
+files = [pre.states / e["file"] for e in manifest.values() if e.get("file")]
 print(json.dumps({"clients": k, "stateful": len(files), "state_mb": max(f.stat().st_size for f in files) / 2**20,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "status": rec.status}))
 """

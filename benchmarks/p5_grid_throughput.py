@@ -39,14 +39,13 @@ axes:
 
 
 def _comparable(cells, root):
-    from benchmark.records.store import read_record
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
     out = {}
     for c in cells:
-        if not cell_paths(c, root).record.exists():
+        if not RunDir.of(c, root).done:
             continue
-        r = read_record(cell_paths(c, root).record)
+        r = RunDir.of(c, root).read_record()
         out[c.cell_id] = (r.final_state_digest, r.comm.bytes_up, r.comm.bytes_down,
                           sorted((s.card.card_id, tuple(sorted(s.values.items()))) for s in r.scores))
     return out
@@ -64,6 +63,7 @@ def main() -> int:
     from benchmark.grid import expand_grid, load_grid, parse_only
     from benchmark.launchers.local import LocalLauncher
     from benchmark.launchers.ray import RayLauncher
+    from benchmark.options import RunOptions
 
     tmp = Path(tempfile.mkdtemp(prefix="p5_"))
     grid_arg = args.grid
@@ -78,7 +78,7 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.1f}")
 
     t0 = time.perf_counter()
-    local = list(LocalLauncher(device="cpu", wandb=False).launch(cells, tmp / "local", grid=grid.name))
+    local = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, tmp / "local", grid=grid.name))
     t_local = time.perf_counter() - t0
 
     import ray
@@ -88,7 +88,8 @@ def main() -> int:
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}})
     t_start = time.perf_counter() - t0
     t1 = time.perf_counter()
-    remote = list(RayLauncher(cpus_per_cell=1, device="cpu", wandb=False).launch(cells, tmp / "ray", grid=grid.name))
+    remote = list(RayLauncher(cpus_per_cell=1, options=RunOptions(device="cpu")).launch(
+        cells, tmp / "ray", grid=grid.name))
     t_ray = time.perf_counter() - t1
     ray.shutdown()
 

@@ -9,8 +9,8 @@ Each task keeps its own ``required_datasets(cfg)`` (the full preflight calls it 
 ``tests/tasks/test_data_needs.py`` checks the two agree on the defaults and on every task spec of every grid, and that
 every task with ``required_datasets`` (and each of its aliases) is declared here, so the two cannot drift apart.
 
-Only the standard library: the fast path loads this file by path, not through the ``tasks`` package (whose
-``__init__`` imports every task and therefore torch).
+Only the standard library (the ``tasks`` package imports nothing on its own), so the fast path imports it through
+the harness's declared plugin point ``benchmark.registries.PLUGIN_POINTS["task_data_needs"]``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ __all__ = ["digits_inputs", "SMOKE_OVERRIDES", "assert_same_numbers", "run_strai
 def digits_inputs() -> Any:
     """The ``InputSpec`` of the digits default (16x16, its own statistics), for tests that build a method by hand."""
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import input_spec
+    from benchmark.stages import input_spec
 
     return input_spec(load_dataset_splits("digits", {}))
 

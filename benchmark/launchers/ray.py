@@ -3,37 +3,25 @@
 Ray core, not Tune (DESIGN §6): the grid is exhaustive and the results tree is ours. Each task is
 ``execute_cell`` with the cell's resources (``num_cpus``/``num_gpus``); Ray retries a task whose worker died
 (``max_retries``: a node lost, the OOM killer) and the retried task resumes from the cell's latest round checkpoint.
-A task that still cannot finish is failed with its reason written to the cell's ``error.json`` (the worker could
+A task that still cannot finish is failed with its reason written to the cell's ``run directory`` (the worker could
 not write it: it was killed), and the grid goes on. ``ray`` is imported lazily (registered as a lazy target).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.launchers.local import CellOutcome, execute_cell, settle_claimed
+from benchmark.launchers.local import CellOutcome, Progress, execute_cell, settle_claimed, write_failure
+from benchmark.options import RunOptions
 
 
-def _write_error(cell: Any, root: Path, reason: str) -> None:
-    from benchmark.records.store import atomic_write_text
-    from benchmark.runner import cell_paths
-
-    paths = cell_paths(cell, root)
-    if paths.record.exists():
-        return
-    atomic_write_text(paths.error, json.dumps({"cell_id": cell.cell_id, "reason": reason, "traceback": "",
-                                               "at": datetime.now(timezone.utc).isoformat()}, indent=2) + "\n")
-
-
-def _run_remote(cell: Any, root: str, kwargs: dict[str, Any]) -> CellOutcome:
+def _run_remote(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
     """The body of the Ray task (module-level, so it pickles by reference)."""
-    return execute_cell(cell, Path(root), owner=None, **kwargs)
+    return execute_cell(cell, Path(root), options, grid=grid, owner=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,16 +31,9 @@ class RayLauncher:
     gpus_per_cell: float = 0.0
     max_retries: int = 2  # re-runs of a task whose worker died; each retry resumes from the latest checkpoint
     num_cpus: int | None = None  # size of a local cluster (None: all cores)
-    device: str = "auto"
-    wandb: bool = True
-    data_root: str | None = None
+    options: RunOptions = field(default_factory=RunOptions)
     claim_poll_s: float = 2.0
     shutdown: bool = True  # shut down a cluster this launcher started, when the grid ends
-
-    @classmethod
-    def from_args(cls, args: Any) -> RayLauncher:
-        return cls(address=args.ray_address, cpus_per_cell=args.cpus_per_cell, gpus_per_cell=args.gpus_per_cell,
-                   device=args.device, wandb=not args.no_wandb, data_root=args.data_root)
 
     def _init(self) -> bool:
         """Connect (or start a local cluster); True if this call started Ray."""
@@ -72,12 +53,11 @@ class RayLauncher:
         return True
 
     def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
-               progress: Callable[[object, CellOutcome], None] | None = None) -> Iterator[CellOutcome]:
+               progress: Progress | None = None) -> Iterator[CellOutcome]:
         import ray
 
         root = Path(root).resolve()
         started = self._init()
-        kwargs = {"device": self.device, "wandb": self.wandb, "data_root": self.data_root, "grid": grid}
         task = ray.remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
                           max_retries=self.max_retries, retry_exceptions=False)(_run_remote)
         by_id = {c.cell_id: c for c in cells}
@@ -88,7 +68,7 @@ class RayLauncher:
             return outcome
 
         def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
-            refs = {task.remote(c, str(root), kwargs): c for c in batch}
+            refs = {task.remote(c, str(root), self.options, grid): c for c in batch}
             pending = list(refs)
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
@@ -98,7 +78,7 @@ class RayLauncher:
                         yield ray.get(ref)
                     except ray.exceptions.RayError as exc:  # the worker died max_retries + 1 times
                         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
-                        _write_error(cell, root, reason)
+                        write_failure(cell, root, reason)
                         yield CellOutcome(cell.cell_id, "failed", error=reason)
 
         def run_one(cell: Any) -> CellOutcome:

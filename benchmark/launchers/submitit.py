@@ -13,17 +13,16 @@ run the same code path without SLURM; tests use both. ``submitit`` is imported l
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import submitit
 
-from benchmark.launchers.local import CellOutcome, execute_cell, settle_claimed
+from benchmark.launchers.local import CellOutcome, Progress, execute_cell, settle_claimed, write_failure
+from benchmark.options import RunOptions
 
 
 def job_owner() -> str | None:
@@ -37,19 +36,16 @@ def job_owner() -> str | None:
 class CellJob(submitit.helpers.Checkpointable):
     """The picklable array task: run (or resume) one cell; on timeout/preemption, requeue itself."""
 
-    def __init__(self, root: str, *, device: str = "auto", wandb: bool = False, data_root: str | None = None,
-                 grid: str | None = None) -> None:
+    def __init__(self, root: str, options: RunOptions, *, grid: str | None = None) -> None:
         self.root = str(root)
-        self.device = device
-        self.wandb = wandb
-        self.data_root = data_root
+        self.options = options
         self.grid = grid
         self.attempt = 0  # how many times this job was requeued (for logs; numbers never depend on it)
 
     def __call__(self, cell: Any) -> CellOutcome:
         print(f"cell {cell.cell_id} attempt {self.attempt} ({cell.label()})", flush=True)
-        return execute_cell(cell, Path(self.root), device=self.device, wandb=self.wandb, data_root=self.data_root,
-                            grid=self.grid, owner=job_owner(), on_round=self.on_round)
+        return execute_cell(cell, Path(self.root), self.options, grid=self.grid, owner=job_owner(),
+                            on_round=self.on_round)
 
     def on_round(self, round_: int, metrics: Mapping[str, float]) -> None:
         """Called after each pre-training round (the round checkpoint is on disk by then)."""
@@ -60,17 +56,6 @@ class CellJob(submitit.helpers.Checkpointable):
         self.attempt += 1
         print(f"checkpoint: requeueing cell {cell.cell_id} (attempt {self.attempt})", flush=True)
         return submitit.helpers.DelayedSubmission(self, cell)
-
-
-def _write_error(cell: Any, root: Path, reason: str) -> None:
-    from benchmark.records.store import atomic_write_text
-    from benchmark.runner import cell_paths
-
-    paths = cell_paths(cell, root)
-    if paths.record.exists():
-        return
-    atomic_write_text(paths.error, json.dumps({"cell_id": cell.cell_id, "reason": reason, "traceback": "",
-                                               "at": datetime.now(timezone.utc).isoformat()}, indent=2) + "\n")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,19 +70,9 @@ class SubmititLauncher:
     array_parallelism: int = 32  # at most this many cells at once (SLURM: %N in the array; local: our window)
     max_num_timeout: int = 3  # requeues after a timeout (preemptions are not counted)
     slurm_additional: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"account": "...", "qos": "..."}
-    device: str = "auto"
-    wandb: bool = True
-    data_root: str | None = None
+    options: RunOptions = field(default_factory=RunOptions)
     poll_s: float = 2.0
     job_class: type = CellJob  # tests substitute a subclass (e.g. one that waits for the timeout signal)
-
-    @classmethod
-    def from_args(cls, args: Any) -> SubmititLauncher:
-        gpus = args.gpus_per_cell
-        return cls(folder=args.slurm_folder, cluster=args.slurm_cluster, partition=args.slurm_partition,
-                   timeout_min=args.slurm_time, gpus_per_node=int(gpus) if gpus >= 1 else 0,
-                   cpus_per_task=max(1, int(args.cpus_per_cell)), array_parallelism=args.slurm_parallelism,
-                   device=args.device, wandb=not args.no_wandb, data_root=args.data_root)
 
     def executor(self, root: Path) -> submitit.AutoExecutor:
         folder = Path(self.folder) if self.folder else Path(root) / "_submitit"
@@ -118,10 +93,10 @@ class SubmititLauncher:
         return ex
 
     def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
-               progress: Callable[[object, CellOutcome], None] | None = None) -> Iterator[CellOutcome]:
+               progress: Progress | None = None) -> Iterator[CellOutcome]:
         root = Path(root).resolve()
         ex = self.executor(root)
-        job = self.job_class(str(root), device=self.device, wandb=self.wandb, data_root=self.data_root, grid=grid)
+        job = self.job_class(str(root), self.options, grid=grid)
         by_id = {c.cell_id: c for c in cells}
 
         def emit(outcome: CellOutcome) -> CellOutcome:
@@ -135,7 +110,7 @@ class SubmititLauncher:
             except Exception as exc:  # timed out too many times, cancelled, node failure, pickling...
                 reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
                 reason += f" (submitit job {j.job_id}; logs in {j.paths.folder})"
-                _write_error(cell, root, reason)
+                write_failure(cell, root, reason)
                 return CellOutcome(cell.cell_id, "failed", error=reason)
 
         def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:

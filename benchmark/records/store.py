@@ -3,48 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmark.records.schema import RecordError, ResultRecord, from_json, to_json
+from benchmark.records.files import RecordExists, atomic_write_text, read_record, write_record
+from benchmark.records.schema import RecordError, ResultRecord, to_json
+from benchmark.rundir import is_run_record
 
 RESULTS_SUBDIR = Path("records") / "v1"
-
-
-class RecordExists(FileExistsError):
-    pass
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_record(path: Path, record: ResultRecord) -> None:
-    if path.exists():
-        raise RecordExists(f"{path} exists; results are immutable")
-    atomic_write_text(path, to_json(record))
-
-
-def read_record(path: Path) -> ResultRecord:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"cannot read {path}: {exc}") from None
-    return from_json(text)
 
 
 @dataclass(frozen=True)
@@ -59,7 +26,7 @@ def iter_record_files(root: Path) -> Iterator[Path]:
         yield root
         return
     for path in sorted(root.rglob("*.json")):
-        if path.name == "record.json" or path.parent.parent.name == "v1" or _looks_like_record_path(path):
+        if is_run_record(path) or path.parent.parent.name == "v1" or _looks_like_record_path(path):
             yield path
 
 
@@ -115,3 +82,7 @@ def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
         atomic_write_text(target, text)
         copied.append(target)
     return copied, skipped
+
+
+__all__ = ["RESULTS_SUBDIR", "RecordExists", "Skipped", "atomic_write_text", "collect", "iter_record_files",
+           "load_records", "read_record", "results_path", "verify_record", "write_record"]

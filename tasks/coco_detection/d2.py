@@ -172,10 +172,9 @@ def _register(name: str, json_file: Path, image_root: Path) -> str:
     return name
 
 
-def register_data(cfg: Any, ctx: Any) -> tuple[str, str, int, dict[str, Any]]:
-    """(train name, test name, number of classes, provenance) for the configured dataset."""
-    from tasks.coco_detection.task import default_coco_root
-
+def register_data(cfg: Any, ctx: Any, coco_root: Path) -> tuple[str, str, int, dict[str, Any]]:
+    """(train name, test name, number of classes, provenance) for the configured dataset (COCO 2017 under
+    ``coco_root``, or the embedded shapes)."""
     if cfg.dataset == "shapes_coco":
         from benchmark.api import SHAPES_CATEGORIES as CATEGORIES, shapes_coco
 
@@ -185,7 +184,7 @@ def register_data(cfg: Any, ctx: Any) -> tuple[str, str, int, dict[str, Any]]:
         return (_register(f"{tag}_train", files.train_json, files.train_images),
                 _register(f"{tag}_val", files.val_json, files.val_images), len(CATEGORIES),
                 {"dataset": "shapes_coco", "digest": files.digest})
-    root = default_coco_root(cfg, ctx.data_root)
+    root = Path(coco_root)
     need = {"train_json": root / "annotations" / "instances_train2017.json", "train_images": root / "train2017",
             "val_json": root / "annotations" / "instances_val2017.json", "val_images": root / "val2017"}
     missing = [str(p) for p in need.values() if not p.exists()]
@@ -213,7 +212,7 @@ def loaded_backbone_keys(model: torch.nn.Module, weights: Mapping[str, np.ndarra
 
 
 def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str, np.ndarray], encoder: Encoder,
-                       ctx: Any, settings_for: Callable[[int], dict[str, Any]]) -> DetectionResult:
+                       ctx: Any, settings_for: Callable[[int], dict[str, Any]], coco_root: Path) -> DetectionResult:
     import detectron2
 
     device = "cuda" if ctx.device.type == "cuda" else "cpu"
@@ -223,7 +222,7 @@ def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str
         raise ValueError("a re-initialised stem must be trained: FREEZE_AT must be 0 (evaluation.md §4.2)")
     out = Path(ctx.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train, test, num_classes, data = register_data(cfg, ctx)
+    train, test, num_classes, data = register_data(cfg, ctx, coco_root)
     pkl = write_detectron2_pickle(weights, out / "encoder_d2.pkl")
     d2cfg = build_config(settings, layout, encoder, weights=str(pkl), train=train, test=test,
                          num_classes=num_classes, output_dir=out / "detectron2", device=device, seed=cfg.seed)

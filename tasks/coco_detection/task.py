@@ -174,7 +174,8 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
             raise TaskNotApplicable(f"detection needs a ResNet encoder ({encoder.backbone}): {exc}") from None
         weights = to_detectron2(state, self.cfg.stem_policy)
         result = d2.train_and_evaluate(self.cfg, layout, weights, encoder, ctx,
-                                       settings_for=lambda gpus: resolve_settings(self.cfg, layout["stem"], gpus))
+                                       settings_for=lambda gpus: resolve_settings(self.cfg, layout["stem"], gpus),
+                                       coco_root=default_coco_root(self.cfg, ctx.data_root))
         card = self.card(layout["stem"], result.framework)
         values = {f"{kind}_{m}": float(v) for kind in ("bbox", "segm") for m, v in result.metrics[kind].items()
                   if m in ("AP", "AP50", "AP75")}

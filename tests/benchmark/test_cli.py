@@ -127,8 +127,8 @@ def test_missing_task_data_is_reported_before_anything_runs(tmp_path: Path, caps
 def test_missing_data_check_needs_no_torch(tmp_path: Path) -> None:
     """`run` on a machine without the data stops before importing torch (which is what makes it fast), naming the
     datasets tasks read (COCO for the main grid's detection cells) along with the cells' own."""
-    code = ("import sys; from benchmark.cli import fast_missing_datasets; from benchmark.grid import load_grid; "
-            "m = fast_missing_datasets(load_grid('main'), sys.argv[1]); "
+    code = ("import sys; from benchmark.preflight import missing_datasets_fast; from benchmark.grid import load_grid; "
+            "m = missing_datasets_fast(load_grid('main'), sys.argv[1]); "
             "assert m and 'torch' not in sys.modules, (m, 'torch' in sys.modules); print(len(m)); "
             "print(any('COCO 2017' in line for line in m))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)

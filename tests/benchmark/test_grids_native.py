@@ -300,7 +300,7 @@ SYNTHETIC = {"cifar10": (50000, 10), "cifar100": (50000, 100), "tiny_imagenet": 
 @pytest.mark.parametrize("name", NATIVE + ["main"])
 def test_partitions_are_feasible_on_the_real_label_shapes(name: str) -> None:
     """What preflight would check with the data: every partition builds on balanced labels of the real size."""
-    from benchmark.runner import build_partition
+    from benchmark.stages import build_partition
 
     seen = set()
     for c in cells_of(name):

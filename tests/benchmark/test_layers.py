@@ -1,24 +1,57 @@
-"""Import rules of DESIGN §4.2, checked on the source (AST): methods/ and tasks/ reach the harness only through
-``benchmark.api``; benchmark/records/ and leaderboard/ never import torch or wandb; only tracking imports wandb."""
+"""Import rules of DESIGN §4.2 and docs/architecture.md, checked on the source (AST), imports inside functions
+included (``if TYPE_CHECKING:`` blocks, which never run, are not imports):
+
+- methods/ and tasks/ reach the harness only through ``benchmark.api``;
+- benchmark/ never imports the plugin packages (tasks/, methods/) or the site (leaderboard/): it reaches them only
+  through the plugin points declared in ``benchmark/registries.py``;
+- benchmark/records/ and leaderboard/ never import torch or wandb; only tracking and collect import wandb;
+- no import cycle exists among the project's modules.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("benchmark", "methods", "tasks", "leaderboard")
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for b in node.body for n in ast.walk(b)}
+    return skip
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imports(path: Path) -> list[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved), wherever the statement is."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            out += [base] + [f"{base}.{a.name}" for a in node.names]
     return out
 
 
@@ -26,12 +59,111 @@ def files(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
 
+def project_graph() -> dict[str, set[str]]:
+    """module → the project modules it imports (a ``from pkg import name`` of a submodule counts as that module)."""
+    paths = {module_name(p): p for pkg in PACKAGES for p in files(pkg)}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in paths.items():
+        for target in imports(path):
+            hit = resolve(target)
+            if hit is not None and hit != mod and not mod.startswith(f"{hit}."):  # a package's own __init__
+                graph[mod].add(hit)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(project_graph())
+    assert not found, "import cycles (module-level or inside functions): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
+    """The checker itself: a function-level import closing a loop is a cycle; a TYPE_CHECKING import is not."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
+    skip = _type_checking_nodes(tree)
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in skip for a in n.names]
+    assert names == ["y"]
+
+
+@pytest.mark.parametrize("path", files("benchmark"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_harness_never_imports_plugins_or_the_site(path: Path) -> None:
+    bad = sorted({m for m in imports(path) if m.split(".")[0] in {"tasks", "methods", "leaderboard"}})
+    assert not bad, (f"{path.relative_to(ROOT)} imports {bad}: declare a plugin point in benchmark/registries.py "
+                     "(PLUGIN_POINTS) or move the shared type into benchmark/")
+
+
+DOTTED_PLUGIN = re.compile(r"^(tasks|methods|leaderboard)(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
+
+
+def _strings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_plugin_modules_are_named_only_at_the_declared_plugin_points() -> None:
+    """Loading a plugin module by name (importlib) is an import the AST rule cannot see: only registries.py may."""
+    allowed = ROOT / "benchmark" / "registries.py"
+    bad = {str(p.relative_to(ROOT)): hits for p in files("benchmark") if p != allowed
+           for hits in [[s for s in _strings(p) if DOTTED_PLUGIN.match(s)]] if hits}
+    assert not bad, f"plugin modules named outside benchmark/registries.py: {bad}"
+    from benchmark.registries import PLUGIN_POINTS, plugin_point
+
+    for name in PLUGIN_POINTS:
+        assert plugin_point(name) is not None
+
+
 @pytest.mark.parametrize("path", files("methods") + files("tasks"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_methods_and_tasks_import_only_the_api(path: Path) -> None:
-    allowed = {"benchmark.api"}
+    allowed = {"benchmark.api", "benchmark.api.*"}
     if path.parent.name == "cards":  # cards are read by the torch-free leaderboard: the torch-free records schema
-        allowed.add("benchmark.records.schema")
-    bad = [m for m in imports(path) if m.startswith("benchmark") and m not in allowed]
+        allowed |= {"benchmark.records.schema", "benchmark.records.canonical"}
+    bad = sorted({m for m in imports(path) if m.startswith("benchmark")
+                  and m not in allowed and m.rpartition(".")[0] not in allowed})
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}; use benchmark.api"
 
 
@@ -45,6 +177,20 @@ def test_cards_are_torch_free() -> None:
 def test_records_and_leaderboard_are_torch_free(path: Path) -> None:
     bad = [m for m in imports(path) if m.split(".")[0] in {"torch", "wandb", "torchvision", "timm"}]
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_status_collect_and_the_run_plan_import_without_torch() -> None:
+    """What ``status``, ``collect``, the leaderboard and the fast missing-data check load stays torch-free at import
+    (torch costs seconds; a machine without the data must hear so at once)."""
+    import subprocess
+    import sys
+
+    mods = ("benchmark.rundir", "benchmark.options", "benchmark.errors", "benchmark.method", "benchmark.deviations",
+            "benchmark.run_grid", "benchmark.preflight", "benchmark.records.store", "benchmark.records.tracks",
+            "benchmark.cli")
+    code = f"import sys\nfor m in {mods!r}: __import__(m)\nassert 'torch' not in sys.modules, 'torch imported'"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
 
 
 def test_only_tracking_and_collect_import_wandb() -> None:

@@ -61,3 +61,19 @@ def test_project_registries_are_populated() -> None:
     assert METHODS.canonical("random_init") == "no_pretrain"
     assert {"digits", "cifar10", "cifar100"} <= set(DATASETS.names())
     assert {"resnet18_cifar", "resnet18", "resnet50", "resnet_micro"} <= set(BACKBONES.names())
+
+
+def test_a_registry_with_a_base_refuses_other_classes() -> None:
+    """The METHODS registry only takes MethodBase subclasses: the harness reads their declared capabilities."""
+    from benchmark.method import MethodBase
+    from benchmark.registries import METHODS
+    from benchmark.registry import Registry, RegistryError
+
+    reg: Registry = Registry("method", base=MethodBase)
+    with pytest.raises(RegistryError, match="must subclass benchmark.method.MethodBase"):
+        reg.register("plain")(type("Plain", (), {}))
+    reg.register("ok")(type("Ok", (MethodBase,), {}))
+    reg.register("lazy", target="collections:OrderedDict")
+    with pytest.raises(RegistryError, match="must subclass"):
+        reg.get("lazy")  # a lazy target (or an entry point) is checked when it is first loaded
+    assert METHODS.base is MethodBase

@@ -25,8 +25,8 @@ def test_a_diverging_task_is_recorded_and_the_cell_keeps_its_other_scores(tmp_pa
     (label, reason), = rec.task_failures.items()
     assert label.startswith("knn-") and "non-finite" in reason
     # resuming (record removed, scores/ kept) neither retries the failed task nor loses its reason
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
-    cell_paths(cell, tmp_path).record.unlink()
+    RunDir.of(cell, tmp_path).record_path.unlink()
     again = run_cell(cell, tmp_path)
     assert calls == [1] and again.task_failures == rec.task_failures

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmark.options import RunOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,9 +49,9 @@ def comparable(record: Any) -> dict[str, Any]:
 
 def records_of(cells: Any, root: Path) -> dict[str, dict[str, Any]]:
     from benchmark.records.store import read_record
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
-    return {c.cell_id: comparable(read_record(cell_paths(c, root).record)) for c in cells}
+    return {c.cell_id: comparable(read_record(RunDir.of(c, root).record_path)) for c in cells}
 
 
 def cli_env() -> dict[str, str]:
@@ -98,6 +99,6 @@ def tiny_reference(tiny_grid: tuple[Path, list[Any]], tmp_path_factory: pytest.T
 
     path, cells = tiny_grid
     root = tmp_path_factory.mktemp("reference")
-    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch(cells, root, grid="tiny_launch"))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, root, grid="tiny_launch"))
     assert [o.status for o in outcomes] == ["done"] * len(cells), outcomes
     return records_of(cells, root)

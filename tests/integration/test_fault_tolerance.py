@@ -22,12 +22,11 @@ def _run_args(grid: Path, root: Path) -> list[str]:
 
 
 def _events(cells: list[Any], root: Path) -> dict[str, list[dict[str, Any]]]:
-    from benchmark.launchers.local import ATTEMPTS_LOG
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
     out = {}
     for c in cells:
-        log = cell_paths(c, root).cell_dir / ATTEMPTS_LOG
+        log = RunDir.of(c, root).attempts_path
         out[c.cell_id] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return out
 
@@ -39,14 +38,16 @@ def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(tiny_g
     delay = random.Random().uniform(0.0, 6.0)
     proc = run_cli(*_run_args(grid, root))
     deadline = time.monotonic() + 600
-    while not list(root.glob("_pretrain/*/ckpt/round_*.pt")):  # at least one round checkpoint on disk
+    from benchmark.rundir import RunDir
+
+    while not any(RunDir.of(c, root).pretrain.checkpoint_rounds() for c in cells):  # a round checkpoint on disk
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = sum(1 for c in cells if (root / c.method.name / c.cell_id / "record.json").exists())
+    before = sum(1 for c in cells if RunDir.of(c, root).done)
     print(f"killed {delay:.2f}s after the first checkpoint; {before}/{len(cells)} records then")
     rerun = run_cli(*_run_args(grid, root))
     out, _ = rerun.communicate(timeout=900)

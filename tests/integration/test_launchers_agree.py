@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import records_of
+from benchmark.options import RunOptions
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def test_ray_local_cluster_matches_local_run(tiny_grid: Any, tiny_reference: Any
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     _, cells = tiny_grid
-    launcher = RayLauncher(num_cpus=2, cpus_per_cell=1, device="cpu", wandb=False)
+    launcher = RayLauncher(num_cpus=2, cpus_per_cell=1, options=RunOptions(device="cpu"))
     seen = []
     outcomes = list(launcher.launch(cells, tmp_path, grid="tiny_launch", progress=lambda c, o: seen.append(o)))
     _all_done(outcomes, cells)
@@ -40,7 +41,7 @@ def test_submitit_executors_match_local_run(cluster: str, tiny_grid: Any, tiny_r
 
     _, cells = tiny_grid
     launcher = SubmititLauncher(cluster=cluster, folder=str(tmp_path / "submitit"), timeout_min=10,
-                                array_parallelism=2, device="cpu", wandb=False, poll_s=0.5)
+                                array_parallelism=2, options=RunOptions(device="cpu"), poll_s=0.5)
     outcomes = list(launcher.launch(cells, tmp_path / "runs", grid="tiny_launch"))
     _all_done(outcomes, cells)
     assert records_of(cells, tmp_path / "runs") == tiny_reference

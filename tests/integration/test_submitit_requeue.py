@@ -17,19 +17,19 @@ submitit = pytest.importorskip("submitit")
 from benchmark.launchers.submitit import CellJob, SubmititLauncher  # noqa: E402
 from tests.integration.conftest import REPO  # noqa: E402
 from tests.integration.requeue_job import TimesOutAfterRoundOne  # noqa: E402
+from benchmark.options import RunOptions  # noqa: E402
 
 
 def test_timed_out_job_is_requeued_and_resumes_from_its_checkpoint(tiny_grid: Any, tiny_reference: Any,
                                                                   tmp_path: Path, monkeypatch) -> None:
-    from benchmark.launchers.local import ATTEMPTS_LOG
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
     _, cells = tiny_grid
     cell = cells[0]
     root = tmp_path / "runs"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     launcher = SubmititLauncher(cluster="local", folder=str(tmp_path / "submitit"), timeout_min=5,
-                                max_num_timeout=2, device="cpu", wandb=False, poll_s=0.5,
+                                max_num_timeout=2, options=RunOptions(device="cpu"), poll_s=0.5,
                                 job_class=TimesOutAfterRoundOne)
     [outcome] = list(launcher.launch([cell], root, grid="tiny_launch"))
     logs = "\n".join(p.read_text() for p in sorted((tmp_path / "submitit").rglob("*.out")))
@@ -37,7 +37,7 @@ def test_timed_out_job_is_requeued_and_resumes_from_its_checkpoint(tiny_grid: An
     assert outcome.status == "done", (outcome, logs)
     assert "this job is timed-out" in logs and "Requeued job" in logs and "(1 remaining timeouts)" in logs, logs
     assert "attempt 1" in logs
-    events = [json.loads(x) for x in (cell_paths(cell, root).cell_dir / ATTEMPTS_LOG).read_text().splitlines()]
+    events = [json.loads(x) for x in RunDir.of(cell, root).attempts_path.read_text().splitlines()]
     starts = [e for e in events if e["event"] == "start"]
     rounds = [(e["pid"], e["round"]) for e in events if e["event"] == "round"]
     assert len(starts) == 2 and starts[0]["pid"] != starts[1]["pid"]  # two attempts, two processes
@@ -50,7 +50,7 @@ def test_timed_out_job_is_requeued_and_resumes_from_its_checkpoint(tiny_grid: An
 
 def test_checkpoint_resubmits_the_same_cell(tiny_grid: Any) -> None:
     _, cells = tiny_grid
-    job = CellJob("/nonexistent", device="cpu")
+    job = CellJob("/nonexistent", RunOptions(device="cpu"))
     delayed = job.checkpoint(cells[0])
     assert isinstance(delayed, submitit.helpers.DelayedSubmission)
     assert delayed.function is job and delayed.args == (cells[0],) and job.attempt == 1

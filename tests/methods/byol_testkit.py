@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from benchmark.data.datasets import load_dataset_splits
-from benchmark.runner import build_method, build_partition, client_datasets, input_spec
+from benchmark.stages import build_method, build_partition, client_datasets, input_spec
 from benchmark.simulate import SimSettings, client_context, server_context
 from tests.helpers import smoke_cell
 

@@ -10,7 +10,8 @@ import torch
 
 from benchmark.api import ComponentSpec, Payload
 from benchmark.config import ConfigError
-from benchmark.runner import cell_paths, run_cell
+from benchmark.rundir import RunDir
+from benchmark.runner import run_cell
 from methods._shared.feature_align import largest_cluster
 from methods._shared.modules import select
 from methods.featarc import FeatARC, FeatARCConfig, preset
@@ -19,7 +20,7 @@ from tests.methods.byol_testkit import make_kit
 
 
 def final_of(cell, root: Path) -> dict:
-    return torch.load(cell_paths(cell, root).pretrain_dir / "final.pt", weights_only=False)
+    return torch.load(RunDir.of(cell, root).pretrain.final, weights_only=False)
 
 
 @pytest.fixture(scope="module")

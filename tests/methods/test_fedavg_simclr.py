@@ -129,7 +129,7 @@ def test_bytes_in_record_match_payload_formula(tmp_path: Path) -> None:
 
 def test_bn_local_keeps_client_bn(tmp_path: Path) -> None:  # §9.4
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
+    from benchmark.stages import build_method, build_partition, client_datasets, input_spec
     from benchmark.simulate import SimSettings, client_context, server_context
 
     cell = smoke_cell("fedavg_simclr", method_params={"bn": "local"})
@@ -161,7 +161,7 @@ def test_identical_clients_aggregate_to_each_model() -> None:  # §9.8
 
     cell = smoke_cell("fedavg_simclr")
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_method, input_spec
+    from benchmark.stages import build_method, input_spec
 
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
     method = build_method(cell, input_spec(ds))

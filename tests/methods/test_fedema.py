@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from benchmark.api import Payload
-from benchmark.runner import cell_paths
+from benchmark.rundir import PretrainDir, RunDir
 from benchmark.simulate import Checkpointer, state_digest
 from methods._shared.ema import divergence
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
@@ -173,12 +173,12 @@ def test_first_participation_copies_global() -> None:
     assert st.tensors["target.backbone.conv1.weight"].data_ptr() != st.tensors["online.backbone.conv1.weight"].data_ptr()
 
 
-def client_state_digests(pretrain_dir: Path) -> dict[str, str]:
-    latest = Checkpointer(pretrain_dir / "ckpt").load_latest()
+def client_state_digests(pretrain_dir: PretrainDir) -> dict[str, str]:
+    latest = Checkpointer(pretrain_dir).load_latest()
     out = {}
     for k, entry in latest["clients"].items():
         if entry["file"]:
-            tensors = torch.load(pretrain_dir / "states" / entry["file"], weights_only=True)
+            tensors = torch.load(pretrain_dir.states / entry["file"], weights_only=True)
             out[k] = f"{entry['last_round']}:{state_digest({n: v.reshape(-1) for n, v in tensors.items()})}"
     return out
 
@@ -190,8 +190,8 @@ def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
     cell = smoke_cell("fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"])
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert_same_numbers(resumed, straight)
-    a = client_state_digests(cell_paths(cell, tmp_path / "a").pretrain_dir)
-    b = client_state_digests(cell_paths(cell, tmp_path / "b").pretrain_dir)
+    a = client_state_digests(RunDir.of(cell, tmp_path / "a").pretrain)
+    b = client_state_digests(RunDir.of(cell, tmp_path / "b").pretrain)
     assert a == b and len(a) >= 3  # clients skipped in some rounds are still there
     rounds = {int(v.split(":")[0]) for v in a.values()}
     assert len(rounds) > 1  # some states date from earlier rounds (survived rounds without the client)

@@ -152,7 +152,7 @@ def test_grid_refuses_flesd_without_public() -> None:
 
 def test_public_roles_first_shard() -> None:
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_partition
+    from benchmark.stages import build_partition
 
     cell = smoke_cell("flesd", clients=5, public={"name": "first_shard"}, partition={"name": "flesd_minshare",
                                                                                      "alpha": 1.0})
@@ -194,7 +194,7 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
         recs[name] = run_cell(cell, tmp_path / name, device="cpu")
         assert recs[name].status == "ok" and recs[name].uses_public_data
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.runner import build_partition
+    from benchmark.stages import build_partition
 
     n = len(build_partition(cell, load_dataset_splits("digits", {}).train.labels).public_indices)
     k = int(10.0 * n // 100)

@@ -45,7 +45,7 @@ def test_resume_equivalence(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ALL_METHODS)
 def test_payload_names_are_declared(name: str) -> None:
     """Every tensor a method sends matches its declared ``payload_up`` / ``payload_down`` patterns."""
-    from benchmark.runner import build_method, build_partition, client_datasets, input_spec
+    from benchmark.stages import build_method, build_partition, client_datasets, input_spec
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.simulate import SimSettings, client_context, server_context
 

@@ -18,6 +18,7 @@ from benchmark.api import Encoder, Stream, TASKS, arch_fingerprint, build_backbo
 from benchmark.launchers.local import LocalLauncher
 from tasks.coco_detection.task import CocoDetectionConfig, resolve_settings
 from tests.helpers import smoke_cell
+from benchmark.options import RunOptions
 
 DETECTION = {"name": "coco_detection", "dataset": "shapes_coco"}
 
@@ -30,7 +31,7 @@ def _encoder(name: str = "resnet_micro", **params) -> Encoder:
 
 
 def test_registration_is_lazy_and_imports_no_detectron2():
-    code = ("import sys; import tasks; from benchmark.registries import TASKS; "
+    code = ("import sys; import tasks.builtin; from benchmark.registries import TASKS; "
             "assert 'coco_detection' in TASKS.names(); assert 'detectron2' not in sys.modules; "
             "cls = TASKS.get('coco_detection'); assert 'detectron2' not in sys.modules; print(cls.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
@@ -66,7 +67,7 @@ def test_cards_name_the_stem_and_change_with_the_config():
 def test_without_detectron2_the_cell_fails_with_the_hint_and_the_grid_goes_on(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "detectron2", None)  # `import detectron2` now raises ImportError
     cells = [smoke_cell("fedavg_simclr", tasks=[DETECTION]), smoke_cell("fedavg_simclr", tasks=["knn"])]
-    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch(cells, tmp_path))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, tmp_path))
     assert [o.status for o in outcomes] == ["failed", "done"]
     assert "pip install" in outcomes[0].error and "detectron2" in outcomes[0].error.lower()
     assert "\n" not in outcomes[0].error.split(": ", 1)[1]  # one line

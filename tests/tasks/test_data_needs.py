@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-import tasks  # noqa: F401  (registers every task)
+import tasks.builtin  # noqa: F401  (registers every task)
 from benchmark.api import from_mapping
 from benchmark.grid import GRIDS_DIR, load_grid
 from benchmark.registries import TASKS
@@ -63,3 +63,14 @@ def test_task_specs_finds_nested_task_lists() -> None:
             {"method": [{"name": "m", "with": {"tasks": [{"name": "detection", "dataset": "coco2017"}]}}]}]
     assert list(data_needs.task_specs(tree)) == [("knn", {}), ("transfer", {"target": "stl10"}),
                                                  ("detection", {"dataset": "coco2017"})]
+
+
+def test_the_declaration_imports_without_torch() -> None:
+    """``run`` reads it before anything imports torch: the ``tasks`` package must not pull the tasks in."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys; import tasks.data_needs; assert 'torch' not in sys.modules, sorted(sys.modules)[:5]"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert out.returncode == 0, out.stderr

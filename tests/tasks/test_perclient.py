@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from benchmark.api import Encoder
-from benchmark.runner import cell_paths, run_cell
+from benchmark.rundir import RunDir
+from benchmark.runner import run_cell
 from tasks.perclient import client_models, weighted_mean_and_min
 from tests.helpers import smoke_cell
 
@@ -48,8 +49,8 @@ def test_perclient_in_cells_follows_assignments_and_label_matched_tests(tmp_path
     part = {"name": "dirichlet", "alpha": 0.5}
     rec = run_cell(smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part), tmp_path)
     s = next(s for s in rec.scores if s.task == "perclient")
-    fin = torch.load(cell_paths(smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part),
-                                tmp_path).pretrain_dir / "final.pt", weights_only=False)
+    fin = torch.load(RunDir.of(smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part),
+                               tmp_path).pretrain.final, weights_only=False)
     assert s.extra["client_model"] == fin["extra"]["assign"].tolist()
     per = [a for a in s.extra["per_client"] if a is not None]
     sizes = [n for a, n in zip(s.extra["per_client"], s.extra["train_sizes"]) if a is not None]

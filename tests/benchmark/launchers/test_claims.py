@@ -132,25 +132,26 @@ def test_racing_runners_break_a_stale_claim_exactly_once(tmp_path: Path) -> None
 
 
 def test_execute_cell_skips_a_cell_claimed_by_a_live_runner(tmp_path: Path) -> None:
-    from benchmark.launchers.local import CLAIM_FILE, execute_cell
-    from benchmark.runner import cell_paths
+    from benchmark.launchers.local import execute_cell
+    from benchmark.options import RunOptions
+    from benchmark.rundir import RunDir
     from tests.helpers import smoke_cell
 
     cell = smoke_cell()
-    paths = cell_paths(cell, tmp_path)
-    _fake_claim(paths.cell_dir / CLAIM_FILE, pid=os.getppid())
-    outcome = execute_cell(cell, tmp_path, device="cpu")
+    rd = RunDir.of(cell, tmp_path)
+    _fake_claim(rd.claim_path, pid=os.getppid())
+    outcome = execute_cell(cell, tmp_path, RunOptions(device="cpu"))
     assert outcome.status == "claimed" and "claimed by" in outcome.error
-    assert not (paths.cell_dir / "cell.json").exists()  # nothing was run
-    from benchmark.status import cell_state
-
-    assert cell_state(cell, tmp_path)[0] == "running"
+    assert not rd.cell_file.exists()  # nothing was run
+    assert rd.status().state == "running"
 
 
 def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
     import benchmark.runner as runner
-    from benchmark.launchers.local import CLAIM_FILE, PRETRAIN_LOCK, LocalLauncher
-    from benchmark.runner import cell_paths
+    from benchmark.launchers.local import LocalLauncher
+    from benchmark.options import RunOptions
+    from benchmark.rundir import RunDir
+    from benchmark.stages import Evaluation
     from benchmark.status import grid_status
     from tests.helpers import smoke_cell
 
@@ -165,14 +166,14 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
         return real(cell, *args, **kwargs)
 
     monkeypatch.setattr(runner, "_run", fake_run)
-    monkeypatch.setattr(runner, "run_tasks", lambda *a, **k: [])  # pre-training only: fast
-    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch([oom, boom, ok], tmp_path))
+    monkeypatch.setattr(runner, "evaluate", lambda *a, **k: Evaluation())  # pre-training only: fast
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch([oom, boom, ok], tmp_path))
     assert [o.status for o in outcomes] == ["failed", "failed", "done"]
     assert "MemoryError" in outcomes[0].error and "boom" in outcomes[1].error
     for cell, word in ((oom, "MemoryError: CUDA out of memory"), (boom, "RuntimeError: boom")):
-        paths = cell_paths(cell, tmp_path)
-        assert word in json.loads(paths.error.read_text())["reason"]
-        assert not (paths.cell_dir / CLAIM_FILE).exists() and not (paths.pretrain_dir / PRETRAIN_LOCK).exists()
+        rd = RunDir.of(cell, tmp_path)
+        assert word in json.loads(rd.error_path.read_text())["reason"] and word in rd.error_reason()
+        assert not rd.claim_path.exists() and not rd.pretrain.lock.exists()
     text = grid_status([oom, boom, ok], tmp_path)
     assert "reason: MemoryError: CUDA out of memory (simulated)" in text and "reason: RuntimeError: boom" in text
     assert "done: 1" in text and "failed: 2" in text
@@ -180,22 +181,24 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
 
 def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
     import benchmark.runner as runner
+    import benchmark.stages as stages
     from benchmark.api import Diverged
     from benchmark.launchers.local import LocalLauncher
+    from benchmark.options import RunOptions
     from benchmark.status import grid_status
     from tests.helpers import smoke_cell
 
     nan, ok = smoke_cell(seed=3), smoke_cell(seed=4)
-    real = runner.simulate
+    real = stages.simulate
 
     def fake_simulate(method, clients, settings, work_dir, **kw):
         if settings.seed == nan.seed:
             raise Diverged("client 1: loss is nan at round 1")
         return real(method, clients, settings, work_dir, **kw)
 
-    monkeypatch.setattr(runner, "simulate", fake_simulate)
-    monkeypatch.setattr(runner, "run_tasks", lambda *a, **k: [])
-    outcomes = list(LocalLauncher(device="cpu", wandb=False).launch([nan, ok], tmp_path))
+    monkeypatch.setattr(stages, "simulate", fake_simulate)
+    monkeypatch.setattr(runner, "evaluate", lambda *a, **k: stages.Evaluation())
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch([nan, ok], tmp_path))
     assert [o.status for o in outcomes] == ["diverged", "done"]
     assert "loss is nan" in outcomes[0].error
     text = grid_status([nan, ok], tmp_path)
@@ -206,7 +209,7 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     import benchmark.runner as runner
     from benchmark.cli import main
     from benchmark.grid import expand_grid, load_grid
-    from benchmark.runner import cell_paths
+    from benchmark.rundir import RunDir
 
     grid = tmp_path / "one.yaml"
     grid.write_text("name: one\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
@@ -223,11 +226,11 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     assert "reason: MemoryError: simulated OOM" in capsys.readouterr().out
     monkeypatch.setattr(runner, "_run", real)
     assert main(args) == 0  # without --retry-failed the failed cell stays failed
-    assert "0 to run" in capsys.readouterr().out and cell_paths(cell, root).error.exists()
+    rd = RunDir.of(cell, root)
+    assert "0 to run" in capsys.readouterr().out and rd.failed
     assert main([*args, "--retry-failed"]) == 0
     assert "done: 1" in capsys.readouterr().out
-    paths = cell_paths(cell, root)
-    assert paths.record.exists() and not paths.error.exists() and not (paths.cell_dir / "claim.json").exists()
+    assert rd.done and not rd.error_path.exists() and not rd.claim_path.exists()
 
 
 def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: Path, monkeypatch) -> None:
@@ -235,6 +238,7 @@ def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: P
 
     import benchmark.runner as runner
     from benchmark.launchers.local import execute_cell
+    from benchmark.options import RunOptions
     from tests.helpers import smoke_cell
 
     seen = []
@@ -247,7 +251,7 @@ def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: P
     monkeypatch.setenv("FSSL_CELL_THREADS", "1")
     torch.set_num_threads(2)
     try:
-        assert execute_cell(smoke_cell(seed=5), tmp_path, device="cpu").status == "interrupted"
+        assert execute_cell(smoke_cell(seed=5), tmp_path, RunOptions(device="cpu")).status == "interrupted"
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
@@ -255,22 +259,23 @@ def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: P
 
 def test_pretraining_lock_is_released_once_final_pt_exists_before_the_tasks(tmp_path: Path, monkeypatch) -> None:
     """Sibling cells share one pre-training; they must not wait for this cell's tasks: the launcher's pre-training
-    lock is gone as soon as ``final.pt`` is written, while the cell's own claim is held until its record exists."""
+    lock is gone as soon as the pre-trained state is saved, while the cell's own claim is held until its record
+    exists."""
     import tasks.knn as knn
-    from benchmark.launchers.local import CLAIM_FILE, PRETRAIN_LOCK, execute_cell
-    from benchmark.runner import cell_paths
+    from benchmark.launchers.local import execute_cell
+    from benchmark.options import RunOptions
+    from benchmark.rundir import RunDir
     from tests.helpers import smoke_cell
 
     cell = smoke_cell(seed=11, tasks=["knn"])
-    paths = cell_paths(cell, tmp_path)
+    rd = RunDir.of(cell, tmp_path)
     seen = []
     real_run = knn.KNN.run
 
     def spy(self, encoder, ctx):
-        seen.append(((paths.pretrain_dir / "final.pt").exists(), (paths.pretrain_dir / PRETRAIN_LOCK).exists(),
-                     (paths.cell_dir / CLAIM_FILE).exists()))
+        seen.append((rd.pretrain.pretrained, rd.pretrain.lock.exists(), rd.claim_path.exists()))
         return real_run(self, encoder, ctx)
 
     monkeypatch.setattr(knn.KNN, "run", spy)
-    assert execute_cell(cell, tmp_path, device="cpu").status == "done"
+    assert execute_cell(cell, tmp_path, RunOptions(device="cpu")).status == "done"
     assert seen == [(True, False, True)]

@@ -1,0 +1,105 @@
+"""Checks before any cell runs: is every dataset there, and can every partition be drawn?
+
+``missing_datasets_fast`` reads only the grid and the torch-free data declarations (it answers in well under a
+second on a machine without the data); ``preflight`` checks the expanded cells fully (task datasets, partition
+constraints such as a minimum client size). Both raise or return before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import UsageError
+
+
+def _data_root(data_root: str | Path | None) -> Path:
+    from benchmark.data.datasets import default_data_root
+
+    return Path(data_root) if data_root else default_data_root()
+
+
+def _grid_dataset_values(grid: Any) -> list[Any]:
+    """Every dataset a grid names: in its base, on its dataset axis, in any axis value's ``with``, and the datasets
+    its tasks read (the declared, torch-free task data needs)."""
+    from benchmark.registries import plugin_point
+
+    values = [grid.base.get("dataset"), *grid.axes.get("dataset", [])]
+    for axis in grid.axes.values():
+        values += [v["with"].get("dataset") for v in axis if isinstance(v, dict) and isinstance(v.get("with"), dict)]
+    needs = plugin_point("task_data_needs")
+    values += [name for task, params in needs.task_specs([dict(grid.base), dict(grid.axes)])
+               for name in needs.extra_datasets(task, params)]
+    return [v for v in values if v is not None]
+
+
+def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
+    """The datasets a grid's cells and tasks name that are absent, found without importing torch or any method, so
+    that a run on a machine without the data stops at once (the full preflight then checks partitions)."""
+    import benchmark.data.datasets  # noqa: F401  (registers the dataset classes; torch-free at import)
+    import benchmark.data.hub_datasets  # noqa: F401
+    from benchmark.config import from_mapping
+    from benchmark.registries import DATASETS
+
+    root = _data_root(data_root)
+    missing: dict[str, str] = {}
+    for value in _grid_dataset_values(grid):
+        comp = {"name": value} if isinstance(value, str) else dict(value)
+        name = comp.pop("name", None)
+        comp.pop("with", None)
+        if not isinstance(name, str) or name not in DATASETS:
+            continue  # unknown names are reported by the full expansion
+        cfg = from_mapping(DATASETS.get(name), comp)
+        if not cfg.available(root):
+            missing[DATASETS.canonical(name)] = cfg.how_to_get(root)
+    return [missing[k] for k in sorted(missing)]
+
+
+def _task_datasets_missing(cell: Any, root: Path, missing: dict[str, str]) -> None:
+    from benchmark.config import from_mapping
+    from benchmark.registries import DATASETS, TASKS
+
+    for spec in cell.tasks:  # data a task reads besides the cell's own (transfer targets, COCO)
+        task_cls = TASKS.get(spec.name)
+        needs = getattr(task_cls, "required_datasets", None)
+        for name in needs(from_mapping(task_cls.Config, dict(spec.params))) if needs else ():
+            extra = from_mapping(DATASETS.get(name), {})
+            if not extra.available(root):
+                missing[name] = extra.how_to_get(root)
+
+
+def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
+    """Check data availability and partition constraints before anything is written.
+
+    Returns the list of missing datasets (each with how to get it); raises ``UsageError`` for impossible partitions.
+    """
+    from benchmark.config import from_mapping
+    from benchmark.registries import DATASETS
+    from benchmark.stages import build_partition, load_data
+
+    root = _data_root(data_root)
+    missing: dict[str, str] = {}
+    checked: set[str] = set()
+    for cell in cells:
+        _task_datasets_missing(cell, root, missing)
+        ds_cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
+        if not ds_cfg.available(root):
+            missing[cell.dataset.name] = ds_cfg.how_to_get(root)
+            continue
+        key = json.dumps([cell.dataset.name, cell.dataset.params, cell.partition.name, cell.partition.params,
+                          cell.fl.num_clients, cell.partition_seed, cell.public and cell.public.name,
+                          cell.public and cell.public.params], sort_keys=True)
+        if key in checked:
+            continue
+        checked.add(key)
+        try:
+            build_partition(cell, load_data(cell, data_root).train.labels)
+        except ValueError as exc:
+            raise UsageError(f"{cell.partition.label()} with {cell.fl.num_clients} clients on {cell.dataset.name}: "
+                             f"{exc}") from None
+    return [missing[k] for k in sorted(missing)]
+
+
+__all__ = ["missing_datasets_fast", "preflight"]

@@ -1,0 +1,125 @@
+"""``run_grid``: the programmatic entry point (as lm-eval's ``simple_evaluate``); ``python -m benchmark run`` calls it.
+
+    from benchmark.options import RunOptions
+    from benchmark.run_grid import run_grid
+    summary = run_grid("quickstart", root="runs", options=RunOptions(device="cpu"))
+    summary.failed          # the cells that raised, each with its reason
+
+Steps: load and expand the grid (strict validation), check the data (fast, then full: partitions can be drawn),
+leave out cells already finished (or failed, unless ``retry_failed``), build the launcher from typed options, run
+the rest, and return what happened to each cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import MissingData, UsageError
+from benchmark.launchers.local import CellOutcome, Progress
+from benchmark.options import RunOptions
+from benchmark.rundir import RunDir
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    grid: str
+    root: Path
+    cells: int  # in the grid (after --only / --seeds)
+    skipped: int  # finished before (or failed before, without retry_failed): not run again
+    outcomes: tuple[CellOutcome, ...] = ()  # one per cell run (or attempted) now
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes) + (self.skipped if status == "skipped" else 0)
+
+    @property
+    def failed(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def diverged(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o.status == "diverged"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The cells of a grid split into those to run now and those left alone."""
+
+    grid: Any
+    cells: list[Any]
+    todo: list[Any] = field(default_factory=list)
+    skipped: int = 0
+
+
+def load_cells(grid: Any, *, only: Mapping[str, str] | str | None = None,
+               seeds: Sequence[int] | None = None) -> tuple[Any, list[Any]]:
+    """The grid (a ``GridSpec``, a name or a path) and its expanded, validated cells."""
+    from benchmark.grid import GridSpec, expand_grid, load_grid, parse_only, with_seeds
+
+    spec = grid if isinstance(grid, GridSpec) else load_grid(grid)
+    if seeds is not None:
+        spec = with_seeds(spec, list(seeds))
+    return spec, expand_grid(spec, only=parse_only(only) if isinstance(only, str) or only is None else only)
+
+
+def plan_run(grid: Any, *, root: Path | str, options: RunOptions, only: Mapping[str, str] | str | None = None,
+             seeds: Sequence[int] | None = None, retry_failed: bool = False) -> Plan:
+    """Validate everything a run needs and decide which cells run; raises ``UsageError`` / ``MissingData``."""
+    from benchmark.grid import GridSpec, load_grid
+    from benchmark.preflight import missing_datasets_fast, preflight
+
+    spec = grid if isinstance(grid, GridSpec) else load_grid(grid)
+    missing = missing_datasets_fast(spec, options.data_root)  # before torch is imported
+    if missing:
+        raise MissingData(spec.name, missing)
+    spec, cells = load_cells(spec, only=only, seeds=seeds)
+    missing = preflight(cells, options.data_root)
+    if missing:
+        raise MissingData(spec.name, missing)
+    todo, skipped = [], 0
+    for cell in cells:
+        rd = RunDir.of(cell, root)
+        if rd.done or (rd.failed and not retry_failed):
+            skipped += 1
+            continue
+        if retry_failed:
+            rd.clear_error()
+        todo.append(cell)
+    return Plan(spec, cells, todo, skipped)
+
+
+def build_launcher(name: str, options: RunOptions, config: Mapping[str, Any] | None = None) -> Any:
+    """A registered launcher built from its typed config (unknown or mistyped keys raise ``ConfigError``)."""
+    from benchmark.config import from_mapping
+    from benchmark.registries import LAUNCHERS, load_builtins
+
+    load_builtins()
+    return from_mapping(LAUNCHERS.get(name), {**dict(config or {}), "options": options})
+
+
+def run_grid(grid: Any, *, root: Path | str = "runs", options: RunOptions | None = None,
+             launcher: str | Any = "local", launcher_config: Mapping[str, Any] | None = None,
+             only: Mapping[str, str] | str | None = None, seeds: Sequence[int] | None = None,
+             retry_failed: bool = False, progress: Progress | None = None,
+             on_plan: Callable[[Plan], None] | None = None) -> RunSummary:
+    """Run (or resume) every cell of ``grid`` under ``root`` and return what happened to each.
+
+    ``launcher`` is a registered name ("local", "ray", "slurm") built from ``launcher_config`` and ``options``, or a
+    launcher object. ``progress(cell, outcome)`` is called as each cell ends; ``on_plan(plan)`` once before the first.
+    """
+    options = options or RunOptions()
+    root = Path(root)
+    plan = plan_run(grid, root=root, options=options, only=only, seeds=seeds, retry_failed=retry_failed)
+    if on_plan is not None:
+        on_plan(plan)
+    if isinstance(launcher, str):
+        launcher = build_launcher(launcher, options, launcher_config)
+    elif launcher_config:
+        raise UsageError("launcher_config goes with a launcher name, not a launcher object")
+    outcomes = tuple(launcher.launch(plan.todo, root, grid=plan.grid.name, progress=progress))
+    return RunSummary(plan.grid.name, root, len(plan.cells), plan.skipped, outcomes)
+
+
+__all__ = ["Plan", "RunSummary", "build_launcher", "load_cells", "plan_run", "run_grid"]
