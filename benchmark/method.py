@@ -119,13 +119,17 @@ class MethodBase:
                        **fields)
 
 
-def identity_version(cls: type, lookup: Callable[[str], type]) -> str:
+def identity_version(cls: type, lookup: Callable[[str], type], _chain: tuple[str, ...] = ()) -> str:
     """The version string a method contributes to the cell identity: its own ``version``, followed by
     ``+name@version`` for each method whose code it ``reuses`` (recursively, in declaration order).
 
-    A method that reuses nothing keeps its plain version, so declaring this mechanism moved no cell id."""
+    A method that reuses nothing keeps its plain version, so declaring this mechanism moved no cell id. A method
+    that reuses itself, directly or through others, has no version: ValueError naming the cycle."""
+    chain = (*_chain, cls.name)
+    if cls.name in _chain:
+        raise ValueError(f"method {cls.name!r} reuses itself: {' -> '.join(chain)}")
     own = str(cls.version)
-    parts = [f"{name}@{identity_version(lookup(name), lookup)}" for name in cls.reuses]
+    parts = [f"{name}@{identity_version(lookup(name), lookup, chain)}" for name in cls.reuses]
     return "+".join([own, *parts])
 
 

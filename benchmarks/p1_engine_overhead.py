@@ -7,9 +7,9 @@ The cell is the quickstart's FedAvg-SimCLR (digits 16x16, resnet_micro width 8, 
 payload copies (``load_tensors``/``tensors_of``), ``ClientStateStore``, FedAvg aggregation and a checkpoint
 ``torch.save`` every round, into a fresh run directory.
 
-The bare side is the limit: one ``SimCLRNet`` built the same way, and for each client the same batches
-(``batch_indices`` on the same (seed, CLIENT, r, k) generator), the same ``two_views`` calls, NT-Xent, a fresh Adam
-and the same optimizer steps, nothing else (no weight copies between clients, no averaging, no checkpoints). Its
+The bare side is the limit: one SimCLR network (``method.build()``) built the same way, and for each client the same
+batches (``batch_indices`` on the same (seed, CLIENT, r, k) generator), the same ``two_views`` calls, NT-Xent, a fresh
+Adam and the same optimizer steps, nothing else (no weight copies between clients, no averaging, no checkpoints). Its
 first client's first-round loss is checked to equal the engine's bitwise, so both do the same work.
 
 Repetitions of the two variants are interleaved (engine, bare, engine, bare, ...) so both see the same machine load;
@@ -57,7 +57,7 @@ def setup(rounds: int):
 
 def engine_run(method, clients, settings, loops: list[Span] | None = None) -> Span:
     """One engine run; with ``loops``, also the CPU time of each client's local loop (``run_local_epochs``)."""
-    import methods.fedavg_simclr as mod
+    import methods._shared.simclr as mod  # FedAvg-SimCLR's local update runs its loop from here
     from benchmark.simulate import simulate
 
     orig = mod.run_local_epochs

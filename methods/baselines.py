@@ -1,6 +1,7 @@
 """Reference points of the Dec-SSL paper (fedavg_simclr.md §3): central_ssl, local_ssl, dec_sl, no_pretrain.
 
-They reuse FedAvg-SimCLR's model and local loop, and differ only in what is federated:
+central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local update (methods/_shared/simclr.py)
+and differ only in what is federated:
 
 - ``central_ssl``: SimCLR on the union of all client data (the engine pools the partition into one client,
   ``federation = "pooled"``); one optimizer for the whole run (``optimizer_state: keep``).
@@ -39,39 +40,118 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
+    prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, select, tensors_of
-from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, make_optimizer, round_lr
+from methods._shared.aggregate import average_uploads
+from methods._shared.local_train import IndexView, run_local_epochs
+from methods._shared.modules import bn_tensor_names, load_tensors, select, tensors_of
+from methods._shared.nets import BackboneHead, WorkingNets
+from methods._shared.optim import make_optimizer, scheduled_lr
+from methods._shared.simclr import (
+    SimCLRConfig,
+    encoder_of,
+    local_start,
+    local_update,
+    simclr_net,
+    upload_weighting,
+    without,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
-class CentralSSLConfig(FedAvgSimCLRConfig):
+class CentralSSLConfig(SimCLRConfig):
     # fedavg_simclr.md §3: one optimizer over the whole run (the round milestones become epoch milestones).
     optimizer_state: Literal["reset", "keep"] = "keep"
 
 
 @METHODS.register("central_ssl", aliases=("central_simclr", "centralized"))
-class CentralSSL(FedAvgSimCLR):
+class CentralSSL(MethodBase):
     """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the federated cells."""
 
     name: ClassVar[str] = "central_ssl"
     version: ClassVar[str] = "1"
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    cfg: CentralSSLConfig
+
+    # The engine pools the partition into one client that takes part in every round; its hooks are FedAvg-SimCLR's
+    # (the average of one upload is that upload), so the pooled run is SimCLR with the same budget and schedule.
+    def __init__(self, cfg: CentralSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    def build(self) -> BackboneHead:
+        return simclr_net(self.backbone, self.cfg)
+
+    def bn_names(self) -> set[str]:
+        return bn_tensor_names(self.nets.structure())
+
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=tensors_of(net))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        if self.cfg.bn == "local":
+            bn = self.bn_names()
+            return ClientState(tensors={k: v.clone() for k, v in server.model.items() if k in bn})
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        if self.cfg.bn == "local":
+            return Payload(without(server.model, self.bn_names()))
+        return Payload(dict(server.model))
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
+        return local_update(net, local_start(down, state, self.cfg), self.cfg, state, data, ctx)
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        if not ups:
+            return server
+        model = average_uploads(ups, upload_weighting(self.cfg))
+        return ServerState(model={**server.model, **model}, extra=server.extra)
+
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+        return self.export(encoder_of(self.build(), server.model))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalSSLConfig(SimCLRConfig):
+    """FedAvg-SimCLR's fields (fedavg_simclr.md §4); ``weighting`` has nothing to weigh."""
 
 
 @METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))
-class LocalSSL(FedAvgSimCLR):
+class LocalSSL(MethodBase):
     """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are evaluated."""
 
     name: ClassVar[str] = "local_ssl"
     version: ClassVar[str] = "1"
+    Config: ClassVar[type] = LocalSSLConfig
     federation: ClassVar[Federation] = "isolated"
     encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
+    cfg: LocalSSLConfig
+
+    def __init__(self, cfg: LocalSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    def build(self) -> BackboneHead:
+        return simclr_net(self.backbone, self.cfg)
+
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=tensors_of(net))
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState(tensors={k: v.clone() for k, v in server.model.items()})
@@ -83,7 +163,8 @@ class LocalSSL(FedAvgSimCLR):
         return {k: v for k, v in state.tensors.items() if not k.startswith("opt.")}
 
     def client_update(self, down, state, data, ctx):
-        up, new_state = super().client_update(down, state, data, ctx)
+        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
+        up, new_state = local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
         keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
         return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(keep, ctx.round)
 
@@ -91,14 +172,8 @@ class LocalSSL(FedAvgSimCLR):
         return server
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
-        members = []
-        for k in sorted(clients or {}):
-            net = self.build()
-            load_tensors(net, clients[k].tensors)
-            members.append(net.encoder.eval())
-        net = self.build()
-        load_tensors(net, server.model)
-        return self.export(net.encoder.eval(), members=tuple(members))
+        members = tuple(encoder_of(self.build(), clients[k].tensors) for k in sorted(clients or {}))
+        return self.export(encoder_of(self.build(), server.model), members=members)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,16 +192,6 @@ class DecSLConfig:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
-class Classifier(nn.Module):
-    def __init__(self, encoder: nn.Module, feat_dim: int, num_classes: int) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.classifier = nn.Linear(feat_dim, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.encoder(x))
-
-
 @METHODS.register("dec_sl", aliases=("fedavg_supervised", "fedavg_sup"))
 class DecSL(MethodBase):
     """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone under a probe."""
@@ -140,19 +205,12 @@ class DecSL(MethodBase):
 
     def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
-        self._net: Classifier | None = None
-        self._key: tuple | None = None
+        self.nets = WorkingNets(self.build)
 
-    def build(self, num_classes: int) -> Classifier:
+    def build(self, num_classes: int) -> BackboneHead:
+        """Backbone (``encoder``) + Linear(d, C) (``classifier``)."""
         encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
-        return Classifier(encoder, feat_dim, num_classes)
-
-    def _work(self, num_classes: int, device: torch.device) -> Classifier:
-        if self._net is None or self._key != (num_classes, device):
-            with scoped_torch_seed(0, Stream.INIT, 0):
-                self._net = self.build(num_classes).to(device)
-            self._key = (num_classes, device)
-        return self._net
+        return BackboneHead(encoder, nn.Linear(feat_dim, num_classes), ("encoder", "classifier"))
 
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
@@ -169,11 +227,10 @@ class DecSL(MethodBase):
         cfg = self.cfg
         if data.labels is None:
             raise ValueError("dec_sl needs client labels (Requirement.LABELS)")
-        net = self._work(ctx.num_classes, ctx.device)
+        net = self.nets.get(ctx.device, key=(ctx.num_classes,))
         load_tensors(net, down.tensors)
         net.train()
-        lr = round_lr(cfg.lr, ctx.round, ctx.num_rounds, cfg.lr_milestones, cfg.lr_gamma) \
-            if cfg.lr_schedule == "step_rounds" else cfg.lr
+        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
         opt = make_optimizer(cfg, list(net.parameters()), lr)  # type: ignore[arg-type]
         aug = cfg.augment if cfg.sl_augment == "simclr" else AugmentConfig(jitter_p=0.0, gray_p=0.0)
         view = data.train
@@ -185,19 +242,15 @@ class DecSL(MethodBase):
             return F.cross_entropy(net(x), labels[batch_idx])
 
         # the shared loop batches row indices, so each batch's labels are looked up by the same rows
-        stats = run_local_epochs(_IndexView(len(view), view.mean, view.std), step, opt, ctx,
+        stats = run_local_epochs(IndexView(len(view), view.mean, view.std), step, opt, ctx,
                                  batch_size=cfg.batch_size, epochs=ctx.local_epochs, nan_policy=cfg.nan_policy)
         return (Payload(tensors_of(net), num_examples=data.num_examples, metrics={**stats.as_dict(), "lr": lr}),
                 ClientState(last_round=ctx.round))
 
     def server_aggregate(self, server, ups, ctx, public):
-        from methods._shared.aggregate import aggregation_weights, weighted_average
-
         if not ups:
             return server
-        payloads = [ups[k] for k in sorted(ups)]
-        weights = aggregation_weights([p.num_examples for p in payloads], self.cfg.weighting)
-        return ServerState(model=weighted_average([p.tensors for p in payloads], weights), extra=server.extra)
+        return ServerState(model=average_uploads(ups, self.cfg.weighting), extra=server.extra)
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         num_classes = int(server.model["classifier.weight"].shape[0])
@@ -205,23 +258,6 @@ class DecSL(MethodBase):
         load_tensors(net, server.model)
         net.eval()
         return self.export(net.encoder, classifier=net)
-
-
-class _IndexView:
-    """A view whose "images" are row indices, so the shared local loop can batch labelled rows."""
-
-    def __init__(self, n: int, mean, std) -> None:
-        self.n, self.mean, self.std = n, mean, std
-        self.images = torch.arange(n)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def to(self, device):
-        return self
-
-    def batch_indices(self, batch_size, generator, *, drop_last=None, shuffle=True):
-        return UnlabeledView.batch_indices(self, batch_size, generator, drop_last=drop_last, shuffle=shuffle)
 
 
 @dataclass(frozen=True, kw_only=True)

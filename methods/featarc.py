@@ -7,7 +7,8 @@ model, picks the best (argmin of the mean −cos), trains SimCLR from that clust
 cluster model's features, and the server averages uploads within each cluster. The evaluated encoder is the
 cluster with the largest training mass (§3), chosen from assignments and sizes only, never from test scores.
 
-Reuses FedAvg-SimCLR's model, loss, optimizer and lr schedule (methods/fedavg_simclr.py).
+Composes the SimCLR network, contrastive loss, optimizer and lr schedule that FedAvg-SimCLR also uses
+(methods/_shared/simclr.py, methods/_shared/optim.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from benchmark.api import (
     ComponentSpec,
     Encoder,
     InputSpec,
+    MethodBase,
     Payload,
     RoundContext,
     ServerState,
@@ -43,11 +45,12 @@ from methods._shared.feature_align import (
     largest_cluster,
     pick_cluster,
 )
-from methods._shared.local_train import run_local_epochs
+from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.losses import CONTRASTIVE_LOSSES
-from methods._shared.modules import load_tensors, select, tensors_of
-from methods.baselines import _IndexView
-from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, SimCLRNet, make_optimizer, round_lr
+from methods._shared.modules import bn_tensor_names, load_tensors, select, tensors_of
+from methods._shared.nets import BackboneHead, WorkingNets
+from methods._shared.optim import make_optimizer, scheduled_lr
+from methods._shared.simclr import SimCLRConfig, encoder_of, simclr_net
 
 LOCAL = "local."
 CLUSTER_SEED_PATH = 0xC1A5  # (seed, INIT, "cluster", j) for cluster j >= 1 (featarc.md §2.1 step 1)
@@ -55,7 +58,7 @@ FEATURE_BATCH = 512  # images per no-grad forward of the assignment step (a memo
 
 
 @dataclass(frozen=True, kw_only=True)
-class FeatARCConfig(FedAvgSimCLRConfig):
+class FeatARCConfig(SimCLRConfig):
     """featarc.md §4; SimCLR / optimisation fields are FedAvg-SimCLR's (fedavg_simclr.md §4)."""
 
     num_clusters: int = 2  # C, paper C.1/C.3, --num_clusters 2
@@ -95,7 +98,7 @@ def onehot(j: int, c: int) -> torch.Tensor:
 
 
 @METHODS.register("featarc")
-class FeatARC(FedAvgSimCLR):
+class FeatARC(MethodBase):
     """FeatARC (Dec-SSL, ICLR 2023): C cluster models, alignment-based assignment, SimCLR + λ·L_align."""
 
     name: ClassVar[str] = "featarc"
@@ -109,6 +112,7 @@ class FeatARC(FedAvgSimCLR):
 
     def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
         _, feat_dim = build_backbone(backbone.name, dict(backbone.params))
         proj_out = cfg.proj_out or feat_dim
         dims = {"projector": proj_out, "backbone": feat_dim}
@@ -117,6 +121,12 @@ class FeatARC(FedAvgSimCLR):
                              f"{cfg.align_target} ({dims[cfg.align_target]}-d): dimensions must match")
 
     # ---- plumbing ---------------------------------------------------------------------------------------------
+    def build(self) -> BackboneHead:
+        return simclr_net(self.backbone, self.cfg)
+
+    def bn_names(self) -> set[str]:
+        return bn_tensor_names(self.nets.structure())
+
     @staticmethod
     def prefix(j: int) -> str:
         return f"cluster{j}."
@@ -140,7 +150,7 @@ class FeatARC(FedAvgSimCLR):
         return {**{k: v for k, v in model.items() if k not in bn}, **{k: local[k] for k in bn}}
 
     @torch.no_grad()
-    def features(self, net: SimCLRNet, tensors: Mapping[str, torch.Tensor], images: torch.Tensor,
+    def features(self, net: BackboneHead, tensors: Mapping[str, torch.Tensor], images: torch.Tensor,
                  view: UnlabeledView, *, projector: bool = False) -> torch.Tensor:
         """Normalised eval-mode features of clean images (evaluation transform, no augmentation, §7.9)."""
         load_tensors(net, tensors)
@@ -170,7 +180,7 @@ class FeatARC(FedAvgSimCLR):
             return Payload({k: v for k, v in server.model.items() if k.split(".", 1)[1] not in bn})
         return Payload(dict(server.model))
 
-    def assign(self, down: Payload, local: Mapping[str, torch.Tensor], view: UnlabeledView, net: SimCLRNet,
+    def assign(self, down: Payload, local: Mapping[str, torch.Tensor], view: UnlabeledView, net: BackboneHead,
                device: torch.device) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
         """Algorithm 1 lines 8–14: (I, A, cluster features Zg_j) on the client's clean training images."""
         images = view.to(device).images
@@ -186,7 +196,7 @@ class FeatARC(FedAvgSimCLR):
         cfg = self.cfg
         C = cfg.num_clusters
         k = int(ctx.client_id if ctx.client_id is not None else data.client_id)
-        net = self.net(ctx.device)
+        net = self.nets.get(ctx.device)
         view = data.train
         # §2.1 step 2: an unseen client's local model is the initial cluster (k mod C), regenerated from its seed
         local = select(state.tensors, LOCAL, strip=True) if state.tensors else self.init_cluster(ctx.seed, k % C)
@@ -198,8 +208,7 @@ class FeatARC(FedAvgSimCLR):
             targets = self.features(net, model, view.to(ctx.device).images, view, projector=True)
         load_tensors(net, model)
         net.train()
-        lr = round_lr(cfg.lr, ctx.round, ctx.num_rounds, cfg.lr_milestones, cfg.lr_gamma) \
-            if cfg.lr_schedule == "step_rounds" else cfg.lr
+        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
         opt = make_optimizer(cfg, [p for p in net.parameters() if p.requires_grad], lr)
         loss_fn = CONTRASTIVE_LOSSES[cfg.loss_form]
         images = view.to(ctx.device).images
@@ -222,7 +231,7 @@ class FeatARC(FedAvgSimCLR):
                 a2 = local_out(hc, net.projector(hc))
             return loss + cfg.reg_scale * alignment_loss(a1, a2, targets[idx.to(targets.device)])
 
-        stats = run_local_epochs(_IndexView(len(view), view.mean, view.std), step, opt, ctx,
+        stats = run_local_epochs(IndexView(len(view), view.mean, view.std), step, opt, ctx,
                                  batch_size=cfg.batch_size, epochs=ctx.local_epochs, nan_policy=cfg.nan_policy)
         out = tensors_of(net)
         weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples
@@ -277,9 +286,7 @@ class FeatARC(FedAvgSimCLR):
         return largest_cluster(server.extra["assign"].tolist(), server.extra["n"].tolist(), self.cfg.num_clusters)
 
     def cluster_encoder(self, server: ServerState, j: int) -> torch.nn.Module:
-        net = self.build()
-        load_tensors(net, self.cluster_tensors(server.model, j))
-        return net.encoder.eval()
+        return encoder_of(self.build(), self.cluster_tensors(server.model, j))
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         reported = self.reported_cluster(server)

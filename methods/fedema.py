@@ -1,7 +1,7 @@
 """FedEMA (Zhuang et al., "Divergence-aware Federated Self-Supervised Learning", ICLR 2022, arXiv 2204.04385;
 official code EasyFL ``applications/fedssl``). Spec: shared/specs/fedema.md.
 
-Same BYOL networks, local training, payloads and aggregation as FedU (methods/fedu.py, which this class extends);
+Same BYOL networks, local training, payloads and aggregation as FedU (both compose methods/_shared/fedbyol.py);
 only the merge of the received global model differs: the client's online encoder and predictor become an EMA of
 its previous local networks and the new global ones, θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k · d, μ_max),
 d = D(θ_g, θ_k) over the backbone's non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
@@ -10,19 +10,53 @@ d = D(θ_g, θ_k) over the backbone's non-shortcut convs and λ_k = τ / d fixed
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 
-from benchmark.api import METHODS, ClientState, Payload, RoundContext
+from benchmark.api import (
+    METHODS,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Encoder,
+    InputSpec,
+    MethodBase,
+    Payload,
+    Requirement,
+    RoundContext,
+    ServerState,
+    Stream,
+    UnlabeledView,
+    scoped_torch_seed,
+)
+from methods._shared.aggregate import average_uploads
+from methods._shared.byol import BYOLNet
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
-from methods._shared.modules import select
-from methods.fedu import ONLINE, PREDICTOR, TARGET, FedU, FedUConfig, MergeResult
+from methods._shared.fedbyol import (
+    BYOL_SMOKE,
+    ONLINE,
+    PREDICTOR,
+    TARGET,
+    BYOLConfig,
+    MergeResult,
+    byol_net,
+    divergence_names,
+    first_merge,
+    local_divergence,
+    local_update,
+    online_backbone,
+    param_names,
+    shared,
+)
+from methods._shared.modules import select, tensors_of
+from methods._shared.nets import WorkingNets
 
 
 @dataclass(frozen=True, kw_only=True)
-class FedEMAConfig(FedUConfig):
+class FedEMAConfig(BYOLConfig):
     """fedema.md §3; BYOL and optimisation fields are FedU's (fedu.md §3)."""
 
     autoscaler: bool = True  # --auto_scaler y
@@ -46,15 +80,45 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
 
 
 @METHODS.register("fedema")
-class FedEMA(FedU):
+class FedEMA(MethodBase):
     """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (fedema.md §2.4)."""
 
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "1"
     Config: ClassVar[type] = FedEMAConfig
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    payload_up: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")
+    payload_down: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")
+    smoke_settings: ClassVar[dict] = BYOL_SMOKE
     cfg: FedEMAConfig
 
+    def __init__(self, cfg: FedEMAConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    # ---- model plumbing -------------------------------------------------------------------------------------
+    def build(self) -> BYOLNet:
+        return byol_net(self.backbone, self.cfg)
+
+    def divergence_names(self) -> list[str]:
+        """D's tensor set, as FedU's (fedema.md §2.4 step 3, fedu.md §2.4)."""
+        return divergence_names(self.nets.structure())
+
+    # ---- hooks: FedU's (fedema.md §2.2, §2.5, §2.6), but for the merge ----------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=shared(tensors_of(net)))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload(shared(server.model))
+
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
+        """fedema.md §2.4 steps 1–6: first participation (or a stale client under ``reset``) copies the global
+        model; later ones take θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k d, μ_max)."""
         cfg = self.cfg
         glob = {k: v.clone() for k, v in down.tensors.items()}
         scaler_t = state.tensors.get("scaler")
@@ -62,16 +126,17 @@ class FedEMA(FedU):
         stale = state.last_round is not None and state.last_round < ctx.round - 1
         if state.last_round is None or (cfg.stale_policy == "reset" and stale):  # steps 1–2
             extra = {} if scaler_t is None else {"scaler": scaler_t.clone()}
-            return MergeResult({**glob, **self.as_target(glob)}, extra, {}, True)
-        d = self.local_divergence(down, state)  # step 3
+            return first_merge(glob, extra)
+        d = local_divergence(cfg, down, state, self.divergence_names())  # step 3
         scaler, mu = decay_rate(d, stored, cfg)  # steps 4–5
         local = state.tensors
         # step 6: EMA of parameters; online BN buffers from the global model
-        online_params = self.param_names(ONLINE)
+        net = self.nets.structure()
+        online_params = param_names(net, ONLINE)
         online = {k: v.clone() for k, v in select(glob, ONLINE).items()}
         online.update(ema_update(local, glob, mu, keys=sorted(online_params)))
         if cfg.predictor_update == "ema":
-            pred_params = self.param_names(PREDICTOR)
+            pred_params = param_names(net, PREDICTOR)
             buffers_from = local if mu > 0.5 else glob
             pred = {k: v.clone() for k, v in select(buffers_from, PREDICTOR).items()}
             pred.update(ema_update(local, glob, mu, keys=sorted(pred_params)))
@@ -85,3 +150,19 @@ class FedEMA(FedU):
         if not math.isnan(scaler):
             metrics["scaler"] = scaler
         return MergeResult(start, extra, metrics, False)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        merged = self.merge(down, state, ctx)
+        return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
+
+    def server_aggregate(
+        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+    ) -> ServerState:
+        if not ups:
+            return server
+        return ServerState(model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra)
+
+    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+        return self.export(*online_backbone(self.backbone, server.model))

@@ -52,6 +52,7 @@ from methods._shared.cascade import cascade_tensors, pool_entries, pool_insert, 
 from methods._shared.local_train import run_local_epochs
 from methods._shared.mae import keep_count, mae_loss, random_patch_permutation
 from methods._shared.modules import load_tensors, select, tensors_of
+from methods._shared.nets import WorkingNets
 
 PREFIX = "mae."
 
@@ -142,21 +143,12 @@ class FedMAE(MethodBase):
             raise ValueError(f"cascade_pretrained {self.pretrained} exceeds the cascade depth {self.depth}")
         if cfg.cascade_source == "latest_uploads" and self.pretrained > cfg.pool_size:
             raise ValueError(f"cascade_pretrained {self.pretrained} exceeds pool_size {cfg.pool_size}")
-        self._net: nn.Module | None = None
-        self._device: torch.device | None = None
+        self.nets = WorkingNets(self.build)  # the client's one-block MAE
 
     # ---- model plumbing -------------------------------------------------------------------------------------
     def build(self, depth: int = 1) -> nn.Module:
         """The masked auto-encoder at the backbone's size (``depth=1``: the client's one-block MAE)."""
         return self.spec.build_mae(depth, norm_pix_loss=self.cfg.norm_pix_loss)
-
-    def net(self, device: torch.device) -> nn.Module:
-        """One working module per instance, reloaded from tensors at every use (it carries no state)."""
-        if self._net is None or self._device != device:
-            with scoped_torch_seed(0, Stream.INIT, 0):
-                self._net = self.build().to(device)
-            self._device = device
-        return self._net
 
     def initial_tensors(self, seed: int) -> dict[str, torch.Tensor]:
         """θ_0: the seeded initialisation, identical on the server and every client (§2.3, `none` down-link)."""
@@ -188,7 +180,7 @@ class FedMAE(MethodBase):
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
         cfg = self.cfg
-        net = self.net(ctx.device)
+        net = self.nets.get(ctx.device)
         load_tensors(net, self.start_tensors(down, state, ctx), PREFIX)
         net.train()
         # A new AdamW at every local training call (FedMAR-DecMAR); optimizer state is not persisted (§2.2).

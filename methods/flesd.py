@@ -43,6 +43,7 @@ from benchmark.api import (
     scoped_torch_seed,
     two_views,
 )
+from methods._shared.contrastive import contrastive_step
 from methods._shared.distill import (
     densify_topk,
     distill_targets,
@@ -56,9 +57,9 @@ from methods._shared.distill import (
 )
 from methods._shared.heads import mlp_head
 from methods._shared.local_train import run_local_epochs
-from methods._shared.losses import CONTRASTIVE_LOSSES
 from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
+from methods._shared.nets import BackboneHead, WorkingNets
 
 # §2.9 CIFAR training views: RRC(scale (0.2, 1)), ColorJitter(0.8, 0.8, 0.8, 0.2) p 0.8, grayscale 0.2, flip, no blur.
 AUGMENT_FLESD = AugmentConfig(crop_scale=(0.2, 1.0), jitter=(0.8, 0.8, 0.8, 0.2), jitter_p=0.8, gray_p=0.2,
@@ -108,18 +109,6 @@ class FLESDConfig:
             raise ValueError("key_momentum must be in [0, 1]")
         if self.local_batch_size < 2 or self.distill_batch_size < 1:
             raise ValueError("batch sizes too small")
-
-
-class FLESDNet(nn.Module):
-    """Backbone f + projection head (Linear(d, d) → ReLU → Linear(d, 128), with biases; §2.2)."""
-
-    def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.head = head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
 
 
 @dataclass
@@ -177,25 +166,15 @@ class FLESD(MethodBase):
 
     def __init__(self, cfg: FLESDConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
-        self._nets: dict[str, FLESDNet] = {}
-        self._device: torch.device | None = None
+        self.nets = WorkingNets(self.build)  # roles "model" (client, student) and "momentum" (ESD key encoder)
 
     # ---- model plumbing -------------------------------------------------------------------------------------
-    def build(self) -> FLESDNet:
+    def build(self) -> BackboneHead:
+        """Backbone f + projection head (Linear(d, d) → ReLU → Linear(d, 128), with biases; §2.2)."""
         backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         hidden = self.cfg.head_hidden or feat_dim
         head = mlp_head(feat_dim, hidden, self.cfg.head_dim, bn_hidden=False)  # no BN in the head [C]
-        return FLESDNet(backbone, head)
-
-    def net(self, device: torch.device, role: str = "model") -> FLESDNet:
-        """Working modules (``model``, ``momentum``) per instance, reloaded from tensors at every use."""
-        if self._device != device:
-            self._nets = {}
-            self._device = device
-        if role not in self._nets:
-            with scoped_torch_seed(0, Stream.INIT, 0):
-                self._nets[role] = self.build().to(device)
-        return self._nets[role]
+        return BackboneHead(backbone, head, ("backbone", "head"))
 
     # ---- hooks ------------------------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
@@ -250,18 +229,14 @@ class FLESD(MethodBase):
         cfg = self.cfg
         if ctx.public is None:
             raise ValueError("FLESD needs the public view on the client (ctx.public)")
-        net = self.net(ctx.device)
+        net = self.nets.get(ctx.device)
         load_tensors(net, down.tensors)
         net.train()
         opt = torch.optim.Adam(net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay)
         scaler = torch.amp.GradScaler("cuda") if ctx.amp and ctx.device.type == "cuda" else None
-        loss_fn = CONTRASTIVE_LOSSES[cfg.local_loss]
         view = data.train
-
-        def step(batch: torch.Tensor) -> torch.Tensor:
-            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
-            z1, z2 = net(torch.cat([v1, v2])).chunk(2)
-            return loss_fn(z1, z2, cfg.local_tau)
+        # §2.6: SimCLR from w (two views, one forward of both, the configured contrastive loss at τ)
+        step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
 
         # the official loader keeps the last partial batch (no drop_last) [C]
         stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.local_batch_size, epochs=ctx.local_epochs,
@@ -292,8 +267,8 @@ class FLESD(MethodBase):
         device = ctx.device
         planned = esd_schedule(len(public), cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs,
                                cfg.skip_fill)
-        student = self.net(device, "model")
-        momentum = self.net(device, "momentum")
+        student = self.nets.get(device, "model")
+        momentum = self.nets.get(device, "momentum")
         load_tensors(student, model)
         load_tensors(momentum, model)
         for p in momentum.parameters():

@@ -53,6 +53,7 @@ from methods._shared.heads import mlp_head
 from methods._shared.local_train import run_local_epochs
 from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
+from methods._shared.nets import BackboneHead, WorkingNets
 
 # §2.10 A (view 1, to the target; base of the rotation view): RRC(scale (0.5, 1), bicubic), flip 0.5,
 # ColorJitter(0.4, 0.4, 0.2, 0.1) p 0.8, grayscale 0.2, GaussianBlur(3, σ ∈ [0.1, 2]) p 0.5.
@@ -135,20 +136,13 @@ def rotate_batch(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     return out
 
 
-class Branch(nn.Module):
+def branch(backbone: nn.Module, projector: nn.Module) -> BackboneHead:
     """Backbone f + projector g (online or target)."""
-
-    def __init__(self, backbone: nn.Module, projector: nn.Module) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.projector = projector
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.projector(self.backbone(x))
+    return BackboneHead(backbone, projector, ("backbone", "projector"))
 
 
 class OrchestraNet(nn.Module):
-    def __init__(self, online: Branch, target: Branch, rot_head: nn.Linear) -> None:
+    def __init__(self, online: BackboneHead, target: BackboneHead, rot_head: nn.Linear) -> None:
         super().__init__()
         self.online = online
         self.target = target
@@ -172,8 +166,7 @@ class Orchestra(MethodBase):
 
     def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
-        self._net: OrchestraNet | None = None
-        self._device: torch.device | None = None
+        self.nets = WorkingNets(self.build)
 
     # ---- model plumbing -------------------------------------------------------------------------------------
     def build(self) -> OrchestraNet:
@@ -181,20 +174,12 @@ class Orchestra(MethodBase):
         d = self.cfg.proj_dim or feat_dim
         # §2.2: Linear(d, d, no bias) → BN → ReLU → Linear(d, d, no bias) → BN(affine=False)
         projector = mlp_head(feat_dim, d, d, bias_hidden=False, bias_last=False, bn_last=True, bn_last_affine=False)
-        online = Branch(backbone, projector)
-        target = Branch(*_clone_modules(backbone, projector))
+        online = branch(backbone, projector)
+        target = branch(*_clone_modules(backbone, projector))
         return OrchestraNet(online, target, nn.Linear(d, 4))
 
     def proj_dim(self) -> int:
-        return int(self.net(torch.device("cpu") if self._device is None else self._device).rot_head.in_features)
-
-    def net(self, device: torch.device) -> OrchestraNet:
-        """One working module per instance, reloaded from tensors at every use (it carries no state)."""
-        if self._net is None or self._device != device:
-            with scoped_torch_seed(0, Stream.INIT, 0):
-                self._net = self.build().to(device)
-            self._device = device
-        return self._net
+        return int(self.nets.structure().rot_head.in_features)
 
     # ---- hooks ------------------------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
@@ -238,7 +223,7 @@ class Orchestra(MethodBase):
     def _init_round(self, down: Payload, data: ClientData, ctx: RoundContext) -> Payload:
         """§2.5 step 1: target in train mode on view-1 batches; memory → local centroids; model untouched."""
         cfg = self.cfg
-        net = self.net(ctx.device)
+        net = self.nets.get(ctx.device)
         load_tensors(net.target, down.tensors, prefix="target.")
         before = {k: v.clone() for k, v in net.target.state_dict().items()}
         net.target.train()
@@ -261,7 +246,7 @@ class Orchestra(MethodBase):
         if ctx.round == 1:
             return self._init_round(down, data, ctx), ClientState(last_round=ctx.round)
         cfg = self.cfg
-        net = self.net(ctx.device)
+        net = self.nets.get(ctx.device)
         load_tensors(net, down.tensors)
         net.train()
         centroids = down.tensors["global_centroids"].to(ctx.device).float()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from benchmark.api import Payload
 
 TensorDict = Mapping[str, torch.Tensor]
 
@@ -53,3 +57,11 @@ def aggregation_weights(num_examples: Sequence[int], mode: str, num_batches: Seq
         total = float(sum(num_batches))
         return [b / total for b in num_batches]
     raise ValueError(f"unknown weighting {mode!r}")
+
+
+def average_uploads(ups: Mapping[int, Payload], mode: str) -> dict[str, torch.Tensor]:
+    """FedAvg of the uploads in client-id order, weighted by :func:`aggregation_weights` of their
+    ``num_examples`` under ``mode``: every uploaded tensor (parameters and BN running statistics)."""
+    payloads = [ups[k] for k in sorted(ups)]
+    weights = aggregation_weights([p.num_examples for p in payloads], mode)
+    return weighted_average([p.tensors for p in payloads], weights)

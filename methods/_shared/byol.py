@@ -13,24 +13,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods._shared.heads import mlp_head
+from methods._shared.nets import BackboneHead
+
+ENCODER_NAMES = ("backbone", "projector")
 
 
-class BYOLEncoder(nn.Module):
+def byol_encoder(backbone: nn.Module, projector: nn.Module) -> BackboneHead:
     """f then g: backbone and projector (EasyFL replaces the ResNet ``fc`` with the projector)."""
-
-    def __init__(self, backbone: nn.Module, projector: nn.Module) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.projector = projector
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.projector(self.backbone(x))
+    return BackboneHead(backbone, projector, ENCODER_NAMES)
 
 
 class BYOLNet(nn.Module):
     """Online encoder θ, predictor h and target encoder ξ (same architecture as θ, never receives gradients)."""
 
-    def __init__(self, online: BYOLEncoder, predictor: nn.Module, target: BYOLEncoder) -> None:
+    def __init__(self, online: BackboneHead, predictor: nn.Module, target: BackboneHead) -> None:
         super().__init__()
         self.online = online
         self.predictor = predictor

@@ -72,3 +72,21 @@ def run_local_epochs(
             stats.loss_sum += value
             stats.losses.append(value)
     return stats
+
+
+class IndexView:
+    """A view whose "images" are the row indices 0..n−1, so :func:`run_local_epochs` batches rows: a step that also
+    needs labels or per-row targets looks them up by the same indices (Dec-SL, FeatARC)."""
+
+    def __init__(self, n: int, mean, std) -> None:
+        self.n, self.mean, self.std = n, mean, std
+        self.images = torch.arange(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def to(self, device):
+        return self
+
+    def batch_indices(self, batch_size, generator, *, drop_last=None, shuffle=True):
+        return UnlabeledView.batch_indices(self, batch_size, generator, drop_last=drop_last, shuffle=shuffle)

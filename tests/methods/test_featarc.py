@@ -115,7 +115,7 @@ def test_assignment_is_eval_mode_clean_and_leaves_bn_alone() -> None:
     down = m.broadcast(server, kit.sctx(1))
     before = {k: v.clone() for k, v in down.tensors.items()}
     view = kit.clients[0].train
-    net = m.net(torch.device("cpu"))
+    net = m.nets.get(torch.device("cpu"))
     local = m.init_cluster(0, 0)
     I, scores, feats = m.assign(down, local, view, net, torch.device("cpu"))
     ref = m.build()
@@ -192,7 +192,7 @@ def test_partial_participation_keeps_stale_local_model() -> None:
     assert server.extra["assign_history"][1, 2] == -1
     down3 = m.broadcast(server, kit.sctx(3))
     I, scores, _ = m.assign(down3, select(saved, "local.", strip=True), kit.clients[2].train,
-                            m.net(torch.device("cpu")), torch.device("cpu"))
+                            m.nets.get(torch.device("cpu")), torch.device("cpu"))
     up3, _ = m.client_update(down3, states[2], kit.clients[2], kit.ctx(3, 2, 0))
     assert up3.metrics["cluster"] == I and up3.metrics["align_score0"] == float(scores[0])
 

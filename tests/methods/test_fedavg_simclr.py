@@ -13,9 +13,12 @@ from benchmark.backbones import ResNet18Cifar
 from benchmark.runner import run_cell
 from methods._shared.aggregate import aggregation_weights, weighted_average
 from methods._shared.losses import crossview_1dir, ntxent_2b
-from methods._shared.modules import bn_tensor_names, tensors_of
-from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig, SimCLRNet, round_lr
 from methods._shared.heads import mlp_head
+from methods._shared.modules import bn_tensor_names, tensors_of
+from methods._shared.nets import BackboneHead
+from methods._shared.optim import round_lr
+from methods._shared.simclr import SIMCLR_NAMES
+from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig
 from tests.helpers import digits_inputs, smoke_cell
 
 
@@ -92,7 +95,7 @@ def test_aggregation_properties() -> None:  # §9.3
 
 
 def test_payloads_have_no_num_batches_tracked() -> None:
-    net = SimCLRNet(ResNet18Cifar(width=4).build(), mlp_head(32, 32, 32))
+    net = BackboneHead(ResNet18Cifar(width=4).build(), mlp_head(32, 32, 32), SIMCLR_NAMES)
     assert not any(k.endswith("num_batches_tracked") for k in tensors_of(net))
 
 
@@ -106,7 +109,7 @@ def test_schedule_milestones() -> None:  # §9.5
 
 
 def test_communication_formula_cifar_stem() -> None:  # §8 worked example, §9.9
-    net = SimCLRNet(ResNet18Cifar().build(), mlp_head(512, 512, 512))
+    net = BackboneHead(ResNet18Cifar().build(), mlp_head(512, 512, 512), SIMCLR_NAMES)
     payload = tensors_of(net)
     nbytes = sum(t.numel() * t.element_size() for t in payload.values())
     assert nbytes == 46_823_168
@@ -224,7 +227,7 @@ def test_non_finite_loss_is_a_diverged_record(tmp_path: Path) -> None:
 def test_projector_presets_have_the_papers_shapes(shape: str, layers: list, out_dim: int) -> None:
     """§5: Dec-SSL Linear-BN-ReLU-Linear; Orchestra's f-SimCLR Linear(no bias)-BN-ReLU-Linear-BN(affine=False);
     FLESD's FedAvg Linear-ReLU-Linear(d, 128)."""
-    from methods.fedavg_simclr import simclr_projector
+    from methods._shared.simclr import simclr_projector
 
     head = simclr_projector(FedAvgSimCLRConfig(projector=shape), 512)
     got = []
@@ -239,7 +242,7 @@ def test_projector_presets_have_the_papers_shapes(shape: str, layers: list, out_
 def test_cell_normalisation_reaches_training_and_the_encoder_metadata(tmp_path: Path, monkeypatch) -> None:
     """Dataset param ``normalize: half`` (Orchestra's and FLESD's mean = std = 0.5): the clients' views are
     normalised with 0.5 and the exported encoder carries 0.5, so tasks evaluate with the encoder's own statistics."""
-    import methods.fedavg_simclr as fs
+    import methods._shared.contrastive as fs
 
     seen = []
     real = fs.two_views

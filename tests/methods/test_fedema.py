@@ -79,7 +79,7 @@ def test_merge_arithmetic(tau: float) -> None:
     local, down, up, _ = merge_e0(kit, autoscaler_tau=tau)
     mu = up.metrics["mu"]
     assert abs(mu - tau) < 1e-6
-    params = {k for k, _ in kit.method._cpu_net().named_parameters()}
+    params = {k for k, _ in kit.method.nets.structure().named_parameters()}
     for k, g in down.tensors.items():
         if k in params:
             assert torch.allclose(up.tensors[k], mu * local.tensors[k] + (1 - mu) * g, atol=1e-6), k

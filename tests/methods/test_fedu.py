@@ -131,7 +131,7 @@ def test_target_ema_after_one_step() -> None:
     st, down2 = _trained_state(kit)
     up, st2 = m.client_update(down2, st, kit.clients[0], kit.ctx(2, 0, 1))
     assert up.metrics["steps"] == 1
-    net = m._cpu_net()
+    net = m.nets.structure()
     for name, _ in net.target.named_parameters():
         old, new = st.tensors["target." + name], st2.tensors["online." + name]
         assert torch.allclose(st2.tensors["target." + name], 0.99 * old + 0.01 * new, atol=1e-7, rtol=0), name

@@ -84,7 +84,7 @@ def test_initialisation_round() -> None:
     finally:
         torch.optim.SGD.step = orig  # type: ignore[method-assign]
     assert not sgd_steps
-    work = m.net(torch.device("cpu")).target.state_dict()
+    work = m.nets.get(torch.device("cpu")).target.state_dict()
     for k, v in before.items():  # every model tensor, BN running buffers included, bit-identical
         assert torch.equal(work[k[len("target."):]], v)
     d = m.proj_dim()

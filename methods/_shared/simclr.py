@@ -1,0 +1,131 @@
+"""SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and FeatARC
+(fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the client's local update of FedAvg-SimCLR.
+
+Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import nn
+
+from benchmark.api import (
+    AugmentConfig,
+    ClientData,
+    ClientState,
+    ComponentSpec,
+    Payload,
+    RoundContext,
+    build_backbone,
+)
+from methods._shared.contrastive import contrastive_step
+from methods._shared.heads import mlp_head
+from methods._shared.local_train import run_local_epochs
+from methods._shared.modules import bn_tensor_names, load_tensors, tensors_of
+from methods._shared.nets import BackboneHead
+from methods._shared.optim import make_optimizer, optimizer_tensors, restore_optimizer, scheduled_lr
+
+SIMCLR_NAMES = ("encoder", "projector")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimCLRConfig:
+    """Hyperparameters of fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted)."""
+
+    loss_form: Literal["ntxent_2b", "crossview_1dir"] = "ntxent_2b"  # §2.3
+    tau: float = 0.5  # τ, hard-coded 0.5 in the Dec-SSL code
+    optimizer: Literal["adam", "sgd"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    momentum: float = 0.9  # SGD only (Orchestra f-SimCLR preset)
+    batch_size: int = 256
+    lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"  # ×γ at 30/60/90 % of rounds (§2.4)
+    lr_milestones: tuple[float, ...] = (0.3, 0.6, 0.9)
+    lr_gamma: float = 0.3
+    weighting: Literal["uniform", "num_examples", "num_batches"] = "num_examples"  # §7.2
+    bn: Literal["average", "local"] = "average"  # §7.1
+    optimizer_state: Literal["reset", "keep"] = "reset"  # §4
+    nan_policy: Literal["raise", "skip"] = "raise"  # §7.9
+    proj_hidden: int | None = None  # None: the backbone's feature dimension (512 for ResNet-18)
+    proj_out: int | None = None  # None: the feature dimension ("flesd": 128)
+    # Projector shape (§5 presets): "decssl" Linear-BN-ReLU-Linear (Dec-SSL SimCLR); "orchestra" Linear(no bias)-BN-
+    # ReLU-Linear-BN(affine=False) (Orchestra's f-SimCLR); "flesd" Linear-ReLU-Linear(d, 128) (FLESD's FedAvg).
+    projector: Literal["decssl", "orchestra", "flesd"] = "decssl"
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0 or self.lr <= 0 or self.batch_size < 2:
+            raise ValueError("tau and lr must be > 0 and batch_size >= 2")
+
+
+def simclr_projector(cfg: SimCLRConfig, feat_dim: int) -> nn.Sequential:
+    """The projector of the configured shape (fedavg_simclr.md §5)."""
+    hidden = cfg.proj_hidden or feat_dim
+    if cfg.projector == "orchestra":
+        return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim, bias_hidden=False, bn_last=True,
+                        bn_last_affine=False)
+    if cfg.projector == "flesd":
+        return mlp_head(feat_dim, hidden, cfg.proj_out or 128, bn_hidden=False)
+    return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim)
+
+
+def simclr_net(backbone: ComponentSpec, cfg: SimCLRConfig) -> BackboneHead:
+    """Backbone (``encoder``) then projector, built in that order (the order the seeded initialisation draws in)."""
+    encoder, feat_dim = build_backbone(backbone.name, dict(backbone.params))
+    return BackboneHead(encoder, simclr_projector(cfg, feat_dim), SIMCLR_NAMES)
+
+
+def encoder_of(net: BackboneHead, tensors: Mapping[str, torch.Tensor]) -> nn.Module:
+    """The backbone of ``net`` loaded from ``tensors``, in eval mode (the projector is discarded, §2.6)."""
+    load_tensors(net, tensors)
+    return net.encoder.eval()
+
+
+def upload_weighting(cfg: SimCLRConfig) -> str:
+    """The server's weighting mode: a ``num_batches`` client already reports its batch count as its weight."""
+    return "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
+
+
+def without(tensors: Mapping[str, torch.Tensor], names: set[str]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in tensors.items() if k not in names}
+
+
+def local_start(down: Payload, state: ClientState, cfg: SimCLRConfig) -> dict[str, torch.Tensor]:
+    """The client's starting tensors: the broadcast, with its own BN tensors under ``bn: local`` (§7.1)."""
+    tensors = dict(down.tensors)
+    if cfg.bn == "local":
+        tensors.update({k: v for k, v in state.tensors.items() if not k.startswith("opt.")})
+    return tensors
+
+
+def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRConfig, state: ClientState,
+                 data: ClientData, ctx: RoundContext) -> tuple[Payload, ClientState]:
+    """FedAvg-SimCLR's client step (fedavg_simclr.md §2.1–2.4): E local epochs of SimCLR from ``start`` with a
+    fresh (or, ``optimizer_state: keep``, restored) optimizer at the round's lr; uploads every tensor, keeps the
+    BN tensors (``bn: local``) and the optimizer state (``keep``) on the client."""
+    load_tensors(net, start)
+    net.train()
+    lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
+    opt = make_optimizer(cfg, [p for p in net.parameters() if p.requires_grad], lr)
+    if cfg.optimizer_state == "keep":
+        restore_optimizer(opt, state.tensors, ctx.device)
+        for group in opt.param_groups:
+            group["lr"] = lr
+    view = data.train
+    step = contrastive_step(net, cfg.loss_form, cfg.tau, cfg.augment, view, ctx)
+    stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs,
+                             nan_policy=cfg.nan_policy)
+    out = tensors_of(net)
+    keep: dict[str, torch.Tensor] = {}
+    if cfg.bn == "local":
+        bn = bn_tensor_names(net)
+        keep.update({k: v.clone() for k, v in out.items() if k in bn})
+    if cfg.optimizer_state == "keep":
+        keep.update(optimizer_tensors(opt))
+    weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples
+    metrics = {**stats.as_dict(), "lr": lr}
+    return Payload(out, num_examples=weight, metrics=metrics), ClientState(tensors=keep, last_round=ctx.round)
