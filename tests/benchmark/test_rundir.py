@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -30,9 +31,9 @@ def _path_literals(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             text = node.value
             parts = set(text.replace("\\", "/").split("/"))
-            # a file name with an extension is specific enough to match anywhere in a string; a bare folder name
-            # ("ckpt", "_pretrain") only as a path component
-            files = {n for n in rundir.FILE_NAMES if "." in n and n in text}
+            # a file name with an extension is specific enough to match inside a longer string (a message, an
+            # f-string piece) as a whole word; a bare folder name ("ckpt", "_pretrain") only as a path component
+            files = {n for n in rundir.FILE_NAMES if "." in n and re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w.])", text)}
             if (parts & NAMES) or files:
                 out.append((node.lineno, text))
     return out
@@ -57,9 +58,11 @@ def _allowed(path: Path, text: str) -> bool:
 def test_the_checker_finds_a_spelled_name(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text('"""mentions record.json in a docstring, which is fine."""\n'
-                   'x = root / "record.json"\ny = f"{root}/_pretrain/{key}/final.pt"\nz = "ckpt"\nw = "scores"\n')
+                   'x = root / "record.json"\ny = f"{root}/_pretrain/{key}/final.pt"\nz = "ckpt"\nw = "scores"\n'
+                   'v = "methods/versions.lock.json"\nu = "error: see error.json for the reason"\n')
     found = [t for _, t in _path_literals(src)]
     assert "record.json" in found and any("final.pt" in t for t in found) and "ckpt" in found
+    assert "methods/versions.lock.json" not in found and "error: see error.json for the reason" in found
     assert not any("docstring" in t for t in found)
 
 

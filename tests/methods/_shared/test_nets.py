@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from benchmark.registries import METHODS, load_builtins
-from benchmark.runner import build_method
+from benchmark.stages import build_method
 from methods._shared.modules import tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from tests.helpers import digits_inputs, smoke_cell
