@@ -657,7 +657,15 @@ _TRACK_CSV = ["track", "method", "variant", "method_version", "partition_short",
               "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "cell_ids"]
 
 
+_INTEGERS = ("rank", "noise_group", "n_seeds", "n_diverged", "fl_rounds", "fl_local_epochs", "n", "positive",
+             "rounds", "local_epochs", "ours_seeds")
+
+
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame = frame.copy()
+    for col in _INTEGERS:
+        if col in frame.columns:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
     csv_safe(frame).to_csv(path, index=False, lineterminator="\n")
 
 
