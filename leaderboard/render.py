@@ -155,10 +155,17 @@ def _settings_text(settings: Any) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(dict(settings).items()))
 
 
+def short_source(source: str) -> str:
+    """A paper's short citation: its last parenthesised part ("Lubana et al., ICML 2022"), else the whole title."""
+    m = re.search(r"\(([^()]*(?:et al|,)[^()]*\d{4}[^()]*)\)\s*$", source)
+    return m.group(1) if m else source
+
+
 def _ref_dict(ref: ReferenceValue) -> dict[str, Any]:
     return {**{k: getattr(ref, k) for k in ("source", "table", "file", "row", "column", "method", "card", "card_id",
                                           "selection", "metric", "unit", "mean", "std", "uncertain")},
-            "display": ref.display, "percent": ref.percent, "settings_text": _settings_text(ref.settings)}
+            "display": ref.display, "percent": ref.percent, "settings_text": _settings_text(ref.settings),
+            "cite": short_source(ref.source), "anchor": slug(Path(ref.file).stem) if ref.file else ""}
 
 
 def _num(x: Any, spec: str = ".2f") -> str:
