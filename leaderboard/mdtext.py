@@ -43,4 +43,4 @@ def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> 
     env: dict = {}
     tokens = _MD.parseInline(text, env)
     _fix_links(tokens, blob_base, source_dir)
-    return Markup(_MD.renderer.render(tokens, _MD.options, env))  # noqa: S704 - markdown-it escaped the source
+    return Markup(_MD.renderer.render(tokens, _MD.options, env))

@@ -118,7 +118,7 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
     if not points:
         return None
     plot = Plot(x_label="bytes up + down per client, whole run (log scale)", y_label=y_label)
-    left, top, right, bottom = plot.box
+    left, _, right, _ = plot.box
     positive = [p.x for p in points if p.x > 0]
     zero_col = any(p.x <= 0 for p in points)
     axis_left = left + (64 if zero_col else 0)
@@ -152,7 +152,7 @@ def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
         return None
     plot = Plot(x_label="Dirichlet α, log scale (smaller = more heterogeneous)",
                 y_label=y_label)
-    left, top, right, bottom = plot.box
+    left, _, right, _ = plot.box
     finite = sorted({p.x for p in points if math.isfinite(p.x)})
     iid = any(math.isinf(p.x) for p in points)
     lo = math.log10(finite[0]) if finite else 0.0

@@ -33,7 +33,7 @@ from leaderboard.plots import Point, alpha_plot, comm_plot
 from leaderboard.summary import SummaryTable, best_marks, pairs_frame
 
 HERE = Path(__file__).resolve().parent
-__all__ = ["fmt_alpha", "fmt_bytes", "render_site", "deviations", "safe_url", "wandb_url"]
+__all__ = ["deviations", "fmt_alpha", "fmt_bytes", "render_site", "safe_url", "wandb_url"]
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
@@ -537,9 +537,16 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
     best = [{"text": f"{r['partition_short']}: {_label(r)}", "entry_file": r["entry_file"]}
             for r in rows if r["rank"] == 1 and complete[r["partition_label"]] > 1]
     return {"title": t.title, "file": site.track_files[t.id], "dataset": t.dataset, "task": t.task,
+            "federation_short": _federation_short(t.federation),
             "card": tt.card_name, "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
             "n_methods": len({r["method"] for r in rows}), "n_complete": sum(r["status"] == "complete" for r in rows),
             "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best}
+
+
+def _federation_short(federation: Mapping[str, Any]) -> str:
+    names = {"num_clients": "K", "participation": "p"}
+    return ", ".join(f"{names.get(k, k)}={v:g}" if isinstance(v, float) else f"{names.get(k, k)}={v}"
+                     for k, v in federation.items()) or "any"
 
 
 def _write_entries(site: _Site) -> None:

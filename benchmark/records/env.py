@@ -3,6 +3,7 @@ Never identity."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import socket
 import subprocess
@@ -41,10 +42,8 @@ def machine_model(device: str = "cpu") -> str:
     already imported: this package stays torch-free), else the CPU model. Cheap: one small file read."""
     torch = sys.modules.get("torch")
     if device.startswith("cuda") and torch is not None:
-        try:
+        with contextlib.suppress(Exception):  # provenance must never fail a finished cell
             return str(torch.cuda.get_device_name(device))
-        except Exception:  # noqa: BLE001 - provenance must never fail a finished cell
-            pass
     return _cpu_model()
 
 

@@ -155,5 +155,18 @@ def write_raw(root: Path, name: str, text: str) -> Path:
     return path
 
 
-__all__ = ["KNN_CARD", "LINEAR_CARD", "KNN_VALUES", "LINEAR_VALUES", "MACHINE", "REFERENCE_VALUES", "make_cell",
-           "make_record", "showcase_records", "standard_records", "to_json", "write_records", "write_raw"]
+__all__ = [
+    "KNN_CARD",
+    "KNN_VALUES",
+    "LINEAR_CARD",
+    "LINEAR_VALUES",
+    "MACHINE",
+    "REFERENCE_VALUES",
+    "make_cell",
+    "make_record",
+    "showcase_records",
+    "standard_records",
+    "to_json",
+    "write_raw",
+    "write_records",
+]

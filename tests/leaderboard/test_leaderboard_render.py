@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from html.parser import HTMLParser
 from pathlib import Path
-
-import dataclasses
 
 from benchmark.records.schema import EnvInfo, TrackingRef
 from leaderboard.build import build_site, slug
@@ -23,7 +22,7 @@ class _Dom(HTMLParser):
         self.text: list[str] = []
         self.tags: list[str] = []
 
-    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+    def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
         a = dict(attrs)
         if tag == "script":
@@ -31,7 +30,7 @@ class _Dom(HTMLParser):
         if tag == "a" and a.get("href"):
             self.hrefs.append(a["href"])
 
-    def handle_data(self, data):  # noqa: ANN001
+    def handle_data(self, data):
         self.text.append(data)
 
 
@@ -129,7 +128,7 @@ def test_deviation_comments_are_collected(tmp_path: Path) -> None:
                    {"where": "methods/m.py:5", "text": "DEVIATION: other"}]
 
 
-def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:
     from leaderboard.__main__ import main
     from tests.leaderboard.lb_factory import write_raw
 

@@ -31,7 +31,7 @@ class _Links(HTMLParser):
         self._linked = False
         self._in_a = 0
 
-    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+    def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         for key in ("href", "src"):
             if a.get(key):
@@ -41,14 +41,14 @@ class _Links(HTMLParser):
         if tag == "a":
             self._in_a += 1
 
-    def handle_endtag(self, tag):  # noqa: ANN001
+    def handle_endtag(self, tag):
         if tag == "a":
             self._in_a -= 1
         if tag == "td" and self._cell is not None:
             self.num_cells.append(("".join(self._cell).strip(), self._linked))
             self._cell = None
 
-    def handle_data(self, data):  # noqa: ANN001
+    def handle_data(self, data):
         if self._cell is not None:
             self._cell.append(data)
             if self._in_a and re.search(r"\d", data):
