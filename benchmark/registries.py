@@ -33,7 +33,7 @@ _loaded = False
 # named here, loaded by name, so that benchmark/ never imports them (tests/benchmark/test_layers.py holds it to this).
 PLUGIN_POINTS: dict[str, str] = {
     "task_data_needs": "tasks.data_needs",  # torch-free: datasets a task reads besides its cell's own
-    "site_builder": "leaderboard.build:build_site",  # `run --site DIR` builds the leaderboard after the grid
+    "site_builder": "leaderboard.site:build_site",  # `run --site DIR` builds the leaderboard after the grid
 }
 
 

@@ -3,7 +3,7 @@
     python benchmarks/leaderboard_build.py [--records 1000] [--keep DIR]
 
 Records are written to a temporary results folder (methods × α × seeds × several tracks), then
-``leaderboard.build.build_site`` is timed end to end: loading and validating every JSON, tables, plots and pages.
+``leaderboard.site.build_site`` is timed end to end: loading and validating every JSON, tables, plots and pages.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="lb-bench-"))
     try:
         write_records(tmp / "results", synthetic(args.records))
-        from leaderboard.build import build_site
+        from leaderboard.site import build_site
 
         with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(__file__) as fh:
             load = fh.read().split()[0] if fh.name == "/proc/loadavg" else "?"

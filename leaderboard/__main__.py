@@ -14,12 +14,13 @@ from pathlib import Path
 def _build(args: argparse.Namespace) -> int:
     from leaderboard.build import build_model
     from leaderboard.render import render_site
-    from leaderboard.tracks import load_tracks
+    from leaderboard.tracks import load_site_config, load_tracks
 
     t0 = time.perf_counter()
     results = args.results or [Path("results")]
     model = build_model(results, tracks=load_tracks(args.tracks) if args.tracks else None,
-                        references_dir=args.references)
+                        references_dir=args.references, config=load_site_config(args.tracks),
+                        repo_url=args.repo_url)
     index = render_site(model, args.out)
     for s in model.skipped:
         print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=Path, default=Path("build/site"), help="output folder (default build/site)")
     b.add_argument("--tracks", type=Path, default=None, help="tracks YAML (default leaderboard/tracks.yaml)")
     b.add_argument("--references", type=Path, default=None, help="paper-reported numbers (default results/reference)")
+    b.add_argument("--repo-url", default=None,
+                   help="the repository's web address, e.g. https://github.com/OWNER/REPO: commits and sources become "
+                        "links (default: site.repo_url in the tracks YAML; none when empty)")
     s = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
     s.add_argument("--dir", type=Path, default=Path("build/site"))
     s.add_argument("--port", type=int, default=8000)
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _margins(args: argparse.Namespace) -> int:
-    from leaderboard.margins import margins_from_dirs, markdown, select_best, selection_markdown, to_json
+    from leaderboard.build import margins_from_dirs
+    from leaderboard.margins import markdown, select_best, selection_markdown, to_json
 
     table = margins_from_dirs(args.results or [Path("results")], task=args.task, baseline=args.baseline)
     if table.empty:

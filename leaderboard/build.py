@@ -1,7 +1,7 @@
 """Records → tables: load, select per track, aggregate seeds, rank (DESIGN §1.2). Pure pandas; no HTML here.
 
-``build_site(results_dirs, out_dir)`` is the one-call entry point (used by ``python -m leaderboard build`` and the
-quickstart); it loads, builds the :class:`SiteModel` and hands it to :mod:`leaderboard.render`.
+``build_model(results_dirs)`` loads the records and builds the :class:`SiteModel`; ``leaderboard.site.build_site`` hands
+it to :mod:`leaderboard.render` (the one-call entry point of ``python -m leaderboard build`` and the quickstart).
 """
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,10 @@ from benchmark.records.reference import ReferenceTable, ReferenceValue, load_ref
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped, iter_record_files, read_record
 from leaderboard import stats
+from leaderboard.labels import disambiguate, partition_short, variant_labels
 from leaderboard.margins import paired_margins
-from leaderboard.tracks import Track, load_tracks
+from leaderboard.summary import SummaryTable, build_summary, paper_pairs
+from leaderboard.tracks import SiteConfig, Track, load_site_config, load_tracks
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCES = REPO / "results" / "reference"
@@ -84,43 +89,74 @@ def _verified(record: ResultRecord) -> bool:
 
 RECORD_COLUMNS = [
     "cell_id", "method", "method_version", "dataset", "eval_split", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "config_key", "method_params", "backbone", "backbone_key", "fl_num_clients",
-    "fl_participation", "fl_rounds", "fl_local_epochs",
+    "partition_digest", "partition_params", "partition_short", "config_key", "row_key", "row_config", "method_params",
+    "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
-    "value", "bytes", "wall_time_s", "gpu_hours", "uses_public_data", "verified", "path",
+    "value", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps", "machine", "git_sha",
+    "uses_public_data", "verified", "reference", "path", "record",
 ]
+
+
+def _config_body(cell: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cell.items() if k not in ("seed", "tasks", "partition", "partition_seed")}
+
+
+def _hash(body: Any) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
 
 
 def config_key(cell: Mapping[str, Any]) -> str:
     """What a table row stands for, besides its partition (a key of its own): the resolved cell without its seed,
     tasks and partition. Seeds of one configuration are averaged; two configurations of one method (another
     backbone, other hyperparameters, another federation) are two rows, never pooled as if they were seeds."""
-    body = {k: v for k, v in cell.items() if k not in ("seed", "tasks", "partition", "partition_seed")}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
+    return _hash(_config_body(cell))
 
 
-def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
+def row_config(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """A dataset summary row: the configuration without the federation's size and participation (which each summary
+    column, a track, fixes); rounds and local epochs stay part of the row."""
+    body = _config_body(cell)
+    body["fl"] = {k: v for k, v in dict(body.get("fl") or {}).items() if k not in ("num_clients", "participation")}
+    return body
+
+
+def machine_of(record: ResultRecord) -> str:
+    """The hardware model a record ran on (``env.machine``); older records without it: the device alone."""
+    return record.env.machine or f"{record.env.device} (model not recorded)"
+
+
+def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = ()) -> pd.DataFrame:
     """One row per (record, task score). A diverged record has no scores: it gets one row per task of its cell,
-    with a missing value, so that it is counted (not dropped) on every track it belongs to."""
+    with a missing value, so that it is counted (not dropped) on every track it belongs to. ``reference_points``:
+    methods marked ``reference`` (shown apart, never ranked)."""
     rows: list[dict[str, Any]] = []
+    refs = set(reference_points)
     for path, r in records:
         cell = r.cell if isinstance(r.cell, dict) else dict(r.cell)
         part = cell.get("partition") or {}
         fl = cell.get("fl") or {}
+        body = row_config(cell)
         base = {
             "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "dataset": r.dataset,
             "eval_split": eval_split_of(cell),
             "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
             "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
-            "config_key": config_key(cell),
+            "partition_params": json.dumps(part.get("params") or {}, sort_keys=True, default=str),
+            "partition_short": partition_short(part.get("name"), part.get("params")),
+            "config_key": config_key(cell), "row_key": _hash(body), "row_config": json.dumps(body, sort_keys=True,
+                                                                                           default=str),
             "method_params": json.dumps((cell.get("method") or {}).get("params") or {}, sort_keys=True, default=str),
             "backbone": (cell.get("backbone") or {}).get("name"),
             "backbone_key": json.dumps(cell.get("backbone") or {}, sort_keys=True, default=str),
             "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
             "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
             "status": r.status, "bytes": r.comm.bytes_up + r.comm.bytes_down,
+            "bytes_per_client": _per_client(r.comm.bytes_up + r.comm.bytes_down, fl.get("num_clients")),
             "wall_time_s": r.compute.wall_time_s, "gpu_hours": r.compute.gpu_hours,
-            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r), "path": str(path),
+            "client_steps": r.compute.client_steps, "machine": machine_of(r), "git_sha": r.env.git_sha,
+            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r), "reference": r.method in refs,
+            "path": str(path),
+            "record": r,  # for Track.admits, the one membership rule (never exported: CSVs list their columns)
         }
         if r.scores:
             for s in r.scores:
@@ -132,7 +168,25 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]]) -> pd.DataFrame:
                 rows.append({**base, "task": (t or {}).get("name"), "card_name": None, "card_id": None,
                              "card_summary": None, "selects_on_test": False, "metric": None,
                              "higher_is_better": True, "value": float("nan")})
-    return pd.DataFrame(rows, columns=RECORD_COLUMNS)
+    return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
+
+
+def _per_client(total: int, num_clients: Any) -> float:
+    """Bytes up + down of the whole run divided by the number of clients K: one client's average traffic."""
+    return total / num_clients if isinstance(num_clients, int) and num_clients > 0 else math.nan
+
+
+def _short_partitions(frame: pd.DataFrame) -> pd.DataFrame:
+    """Short partition labels, unique within each dataset (see :func:`leaderboard.labels.disambiguate`)."""
+    if frame.empty:
+        return frame
+    frame = frame.copy()
+    for _, g in frame.groupby("dataset", sort=False):
+        parts = g.drop_duplicates("partition_label")
+        fixed = disambiguate(dict(zip(parts["partition_label"], parts["partition_short"])),
+                             dict(zip(parts["partition_label"], parts["partition_name"].astype(str))))
+        frame.loc[g.index, "partition_short"] = g["partition_label"].map(fixed)
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------------- tracks
@@ -158,10 +212,11 @@ class TrackTable:
 
 
 TABLE_COLUMNS = [
-    "method", "method_version", "variant", "config_key", "partition_label", "partition_digest", "alpha", "status",
-    "n_seeds", "n_diverged",
-    "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank", "noise_group", "bytes", "wall_time_s",
-    "gpu_hours", "uses_public_data", "verified", "cell_ids", "card_id",
+    "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
+    "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
+    "seeds", "values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank", "noise_group", "reference", "bytes",
+    "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
+    "git_shas", "uses_public_data", "verified", "cell_ids", "card_id", "entry_id",
 ]
 
 
@@ -171,19 +226,13 @@ def eval_split_of(cell: Mapping[str, Any]) -> str:
 
 
 def select_track(frame: pd.DataFrame, track: Track) -> pd.DataFrame:
-    """Record rows that belong to ``track``: its dataset, task and federation settings (any card), scored on the
-    test split (records of validation runs choose hyperparameters; they are never leaderboard numbers)."""
+    """Rows of the track's task from the records the track admits (``Track.admits``, the rule ``submit`` applies
+    too: dataset, backbone and federation settings, scored on the test split — validation runs choose
+    hyperparameters and are never leaderboard numbers); any card (the caller sorts cards out)."""
     if frame.empty:
         return frame
-    mask = (frame["dataset"] == track.dataset) & (frame["task"] == track.task) & (frame["eval_split"] == "test")
-    if track.backbone is not None:
-        mask &= frame["backbone"] == track.backbone
-    for key, value in track.federation.items():
-        column = f"fl_{key}"
-        if column not in frame.columns:
-            return frame.iloc[0:0]
-        mask &= frame[column] == value
-    return frame[mask]
+    admitted = frame["record"].map(lambda r: track.admits(r) is None).astype(bool)
+    return frame[admitted & (frame["task"] == track.task)]
 
 
 def check_single_card(rows: pd.DataFrame, where: str) -> str | None:
@@ -201,58 +250,97 @@ def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -
 
     Cells with fewer successful seeds than ``track.min_seeds`` are ``incomplete``: they keep their per-seed values but
     get no mean, no rank and no noise group. Every (method, partition) pair seen on the track that has no record at
-    all is added as ``missing``.
+    all is added as ``missing``. Reference points (``reference``) are aggregated alike and never ranked.
     """
     check_single_card(rows, f"track {track.id}")
-    out: list[dict[str, Any]] = []
     keys = ["method", "method_version", "config_key", "partition_label", "partition_digest"]
-    # a method run in several configurations on this track: each row names its backbone and configuration
-    n_configs = rows.groupby("method")["config_key"].nunique().to_dict()
-    for key, g in rows.groupby(keys, sort=True, dropna=False):
-        ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
-        n_div = int((g["status"] == "diverged").sum())
-        values = [float(v) for v in ok["value"]]
-        complete = len(values) >= track.min_seeds
-        summary = stats.summarize(values) if complete else None
-        card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
-        variant = (f"{g['backbone'].iloc[0]} · {key[2][:6]}" if n_configs.get(key[0], 1) > 1 else "")
-        out.append({
-            **dict(zip(keys, key)), "variant": variant, "alpha": g["alpha"].iloc[0],
-            "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
-            "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
-            "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
-            "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
-            "rank": None, "noise_group": None,
-            "bytes": float(g["bytes"].mean()), "wall_time_s": float(g["wall_time_s"].mean()),
-            "gpu_hours": float(g["gpu_hours"].mean()), "uses_public_data": bool(g["uses_public_data"].any()),
-            "verified": bool(g["verified"].all()), "cell_ids": sorted(g["cell_id"].unique().tolist()),
-            "card_id": card_ids[0] if card_ids else None,
-        })
+    variants = track_variants(rows)
+    out = [_aggregate_one(dict(zip(keys, key)), g, track, variants)
+           for key, g in rows.groupby(keys, sort=True, dropna=False)]
     table = pd.DataFrame(out, columns=TABLE_COLUMNS)
     table = _add_missing(table)
     return rank_table(table, higher_is_better)
 
 
+def track_variants(rows: pd.DataFrame) -> dict[str, str]:
+    """config_key → a readable label of what tells it apart from the same method's other configurations on the
+    track (the backbone's name, ``lr=0.32``); "" for a method run in one configuration."""
+    out: dict[str, str] = {}
+    for _, g in rows.groupby("method", sort=False):
+        configs = g.drop_duplicates("config_key")
+        bodies = {k: json.loads(c) for k, c in zip(configs["config_key"], configs["row_config"])}
+        fl = {k: {"fl": {"num_clients": n, "participation": p}} for k, n, p in
+              zip(configs["config_key"], configs["fl_num_clients"], configs["fl_participation"])}
+        out.update(variant_labels({k: {**bodies[k], **_merge_fl(bodies[k], fl[k])} for k in bodies}))
+    return out
+
+
+def _merge_fl(body: Mapping[str, Any], fl: Mapping[str, Any]) -> dict[str, Any]:
+    return {"fl": {**dict(body.get("fl") or {}), **fl["fl"]}}
+
+
+def entry_id(track_id: str, key: Mapping[str, Any]) -> str:
+    """The file name (without .html) of the page behind one table row: the seeds of one configuration on one
+    partition of one track."""
+    raw = json.dumps([track_id, key["config_key"], key["partition_label"], key["partition_digest"]])
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants: Mapping[str, str]) -> dict[str, Any]:
+    ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
+    n_div = int((g["status"] == "diverged").sum())
+    values = [float(v) for v in ok["value"]]
+    complete = len(values) >= track.min_seeds
+    summary = stats.summarize(values) if complete else None
+    card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
+    first = g.iloc[0]
+    return {
+        **key, "variant": variants.get(key["config_key"], ""), "row_key": first["row_key"],
+        "partition_short": first["partition_short"], "partition_name": first["partition_name"],
+        "partition_params": first["partition_params"], "alpha": first["alpha"],
+        "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
+        "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
+        "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
+        "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
+        # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never ranked
+        "partial_mean": math.fsum(values) / len(values) if values and not complete else math.nan,
+        "rank": None, "noise_group": None, "reference": bool(first["reference"]),
+        "bytes": float(g["bytes"].mean()), "bytes_per_client": float(g["bytes_per_client"].mean()),
+        "wall_time_s": float(g["wall_time_s"].mean()), "gpu_hours": float(g["gpu_hours"].mean()),
+        "fl_rounds": first["fl_rounds"], "fl_local_epochs": first["fl_local_epochs"],
+        "client_steps": float(g["client_steps"].mean()), "machines": sorted(set(g["machine"])),
+        "git_shas": sorted(set(g["git_sha"])),
+        "uses_public_data": bool(g["uses_public_data"].any()),
+        "verified": bool(g["verified"].all()), "cell_ids": sorted(g["cell_id"].unique().tolist()),
+        "card_id": card_ids[0] if card_ids else None, "entry_id": entry_id(track.id, key),
+    }
+
+
 def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
+    """A ``missing`` row for every configuration of a method seen on the track and every partition setting it has no
+    record under, so that a gap is shown rather than dropped."""
     if table.empty:
         return table
-    settings = table[["partition_label", "partition_digest", "alpha"]].drop_duplicates(
-        ["partition_label", "partition_digest"])
-    # A method counts as present in a partition setting when it has a row with that label under any digest: a
+    settings = table[["partition_label", "partition_digest", "alpha", "partition_short", "partition_name",
+                      "partition_params"]].drop_duplicates(["partition_label", "partition_digest"])
+    # A configuration counts as present in a partition setting when it has a row with that label under any digest: a
     # method that carves a public split (FLESD) partitions the rest, so its digest differs without a cell missing.
-    present = set(zip(table["method"], table["partition_label"]))
+    present = set(zip(table["config_key"], table["partition_label"]))
     extra = []
-    for method in sorted(table["method"].unique()):
-        version = table.loc[table["method"] == method, "method_version"].iloc[0]
-        for _, s in settings.iterrows():
-            if (method, s["partition_label"]) not in present:
-                extra.append({c: None for c in TABLE_COLUMNS} | {
-                    "method": method, "method_version": version, "variant": "", "config_key": None,
-                    "partition_label": s["partition_label"],
-                    "partition_digest": s["partition_digest"], "alpha": s["alpha"], "status": "missing",
-                    "n_seeds": 0, "n_diverged": 0, "seeds": [], "values": [], "mean": math.nan, "std": math.nan,
-                    "ci_low": math.nan, "ci_high": math.nan, "bytes": math.nan, "wall_time_s": math.nan,
-                    "gpu_hours": math.nan, "uses_public_data": False, "verified": True, "cell_ids": []})
+    for _, mine in table.drop_duplicates("config_key").sort_values(["method", "config_key"]).iterrows():
+        for _, s in settings.drop_duplicates("partition_label").iterrows():
+            if (mine["config_key"], s["partition_label"]) in present:
+                continue
+            extra.append({c: None for c in TABLE_COLUMNS} | {
+                **{k: mine[k] for k in ("method", "method_version", "variant", "config_key", "row_key", "reference",
+                                        "fl_rounds", "fl_local_epochs")},
+                **{k: s[k] for k in ("partition_label", "partition_digest", "alpha", "partition_short",
+                                     "partition_name", "partition_params")},
+                "status": "missing", "machines": [], "git_shas": [], "n_seeds": 0, "n_diverged": 0, "seeds": [],
+                "values": [], "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                "partial_mean": math.nan, "bytes": math.nan, "bytes_per_client": math.nan, "wall_time_s": math.nan,
+                "gpu_hours": math.nan, "client_steps": math.nan, "uses_public_data": False, "verified": True,
+                "cell_ids": []})
     if extra:
         table = pd.concat([table, pd.DataFrame(extra, columns=TABLE_COLUMNS)], ignore_index=True)
     return table
@@ -260,12 +348,13 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
 
 def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
     """Competition ranks and noise groups among complete cells of one partition (label and digest): a column never
-    mixes partitions. Sorted by partition (IID first, then decreasing α), rank, method."""
+    mixes partitions, and reference points (random init, central training, ...) are never ranked. Sorted by
+    partition (IID first, then decreasing α), rank, method."""
     table = table.copy()
     table["rank"] = pd.Series([None] * len(table), dtype=object)
     table["noise_group"] = pd.Series([None] * len(table), dtype=object)
     for _, g in table.groupby(["partition_label", "partition_digest"], dropna=False):
-        done = g[g["status"] == "complete"]
+        done = g[(g["status"] == "complete") & ~g["reference"].fillna(False).astype(bool)]
         if done.empty:
             continue
         ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
@@ -357,6 +446,10 @@ class SiteModel:
     untracked: list[str]  # cell ids that no track shows
     sources: list[str] = field(default_factory=list)  # the results folders given
     repo: Path = REPO
+    config: SiteConfig = field(default_factory=SiteConfig)
+    summaries: list[SummaryTable] = field(default_factory=list)  # one per dataset with a non-empty track
+    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # track id → ours beside the paper's
+    build: dict[str, str] = field(default_factory=dict)  # date, commit, repo_url (see build_info)
 
     def record(self, cell_id: str) -> ResultRecord | None:
         for _, r in self.records:
@@ -364,12 +457,37 @@ class SiteModel:
                 return r
         return None
 
+    def cell_tracks(self) -> dict[str, list[tuple[TrackTable, str]]]:
+        """cell_id → the tracks showing it, each with the entry (table row) it counts in."""
+        out: dict[str, list[tuple[TrackTable, str]]] = {}
+        for tt in self.tracks:
+            for ids, entry in zip(tt.table["cell_ids"], tt.table["entry_id"]):
+                for c in ids or []:
+                    out.setdefault(c, []).append((tt, entry))
+        return out
+
+
+def build_info(repo: Path, repo_url: str = "") -> dict[str, str]:
+    """When and from which commit the site was built. ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention)
+    pins the date; the commit is the checkout's HEAD, "unknown" outside git."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (datetime.fromtimestamp(int(epoch), tz=timezone.utc) if epoch and epoch.isdigit()
+            else datetime.now(tz=timezone.utc))
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5,
+                             check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return {"date": when.strftime("%Y-%m-%d %H:%M UTC"), "commit": sha or "unknown", "repo_url": repo_url.rstrip("/")}
+
 
 def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] | None = None,
-                references_dir: Path | None = None) -> SiteModel:
+                references_dir: Path | None = None, config: SiteConfig | None = None,
+                repo_url: str | None = None) -> SiteModel:
     results_dirs = list(results_dirs)
+    config = config if config is not None else load_site_config()
     records, skipped = load_all(results_dirs)
-    frame = records_frame(records)
+    frame = records_frame(records, config.reference_points)
     tracks = list(tracks) if tracks is not None else load_tracks()
     ref_tables, ref_errors = load_references(references_dir if references_dir is not None else DEFAULT_REFERENCES)
     refs = [v for t in ref_tables for v in t.values]
@@ -377,17 +495,23 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     shown = set().union(*(t.cell_ids for t in built)) if built else set()
     untracked = sorted({r.cell_id for _, r in records} - shown)
     return SiteModel(records, skipped, frame, built, ref_tables, ref_errors, untracked,
-                     sources=[str(d) for d in results_dirs])
+                     sources=[str(d) for d in results_dirs], config=config,
+                     summaries=build_summaries(frame, built, config), pairs={t.track.id: paper_pairs(t) for t in built},
+                     build=build_info(REPO, repo_url if repo_url is not None else config.repo_url))
 
 
-def build_site(results_dirs: Iterable[Path | str], out_dir: Path | str, *, tracks_path: Path | None = None,
-               references_dir: Path | None = None) -> Path:
-    """Build the static site from every record under ``results_dirs`` into ``out_dir``; returns index.html."""
-    from leaderboard.render import render_site
+def build_summaries(frame: pd.DataFrame, tracks: Sequence[TrackTable], config: SiteConfig) -> list[SummaryTable]:
+    """One summary table per dataset that has a non-empty track, in the order tracks.yaml names the datasets."""
+    row_configs = dict(zip(frame["row_key"], frame["row_config"])) if not frame.empty else {}
+    datasets = list(dict.fromkeys(tt.track.dataset for tt in tracks if not tt.table.empty))
+    return [build_summary(d, [tt for tt in tracks if tt.track.dataset == d], row_configs,
+                          list(config.reference_points)) for d in datasets]
 
-    tracks = load_tracks(tracks_path) if tracks_path is not None else None
-    model = build_model(results_dirs, tracks=tracks, references_dir=references_dir)
-    return render_site(model, Path(out_dir))
+
+def margins_from_dirs(results: Sequence[Any], *, task: str, baseline: str) -> pd.DataFrame:
+    """Per-seed paired margins over ``baseline`` of every record under ``results`` (``leaderboard margins``)."""
+    records, _ = load_all(list(results))
+    return paired_margins(records_frame(records), task=task, baseline=baseline)
 
 
 def slug(text: str) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -185,9 +184,3 @@ def margin_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
                     "other_partition": r["baseline_partition"] == "other"})
     return out
 
-
-def margins_from_dirs(results: Sequence[Any], *, task: str, baseline: str) -> pd.DataFrame:
-    from leaderboard.build import load_all, records_frame
-
-    records, _ = load_all(list(results))
-    return paired_margins(records_frame(records), task=task, baseline=baseline)

@@ -1,8 +1,11 @@
-"""Tables → static HTML, plots and data.json (DESIGN §1.2). Jinja2 with autoescape on for every template; all numbers
-come from :mod:`leaderboard.build`; this module only formats them, draws the plots and writes files.
+"""Tables → static HTML, SVG plots, data.json and CSV files (DESIGN §1.2). Jinja2 with autoescape on for every
+template; all numbers come from :mod:`leaderboard.build` and :mod:`leaderboard.summary`; this module only formats
+them and writes files.
 
-Every record-provided string reaches HTML through autoescaping, never through ``|safe``. Names used in file names go
-through :func:`leaderboard.build.slug`; links taken from records are kept only for http(s).
+Every record-provided string reaches HTML through autoescaping, never through ``|safe`` (the one exception is
+Markdown, rendered by :mod:`leaderboard.mdtext` with raw HTML escaped). Names used in file names go through
+:func:`leaderboard.build.slug`; links taken from records are kept only for http(s). No page shows an absolute local
+path: record files are named relative to the results folder they were found in.
 """
 
 from __future__ import annotations
@@ -12,20 +15,27 @@ import math
 import re
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
 import jinja2
+import pandas as pd
 
 from benchmark.records.reference import ReferenceValue
 from benchmark.deviations import deviations as parse_deviations_of
 from benchmark.records.canonical import to_plain
 from benchmark.records.schema import ResultRecord
+from leaderboard import mdtext
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
+from leaderboard.labels import fmt_alpha, round_stat
 from leaderboard.margins import margin_rows
+from leaderboard.plots import Point, alpha_plot, comm_plot
+from leaderboard.summary import SummaryTable, best_marks, pairs_frame
 
 HERE = Path(__file__).resolve().parent
+__all__ = ["deviations", "fmt_alpha", "fmt_bytes", "render_site", "safe_url", "wandb_url"]
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
@@ -36,14 +46,8 @@ def fmt_bytes(n: float | None) -> str:
         return "—"
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
-def fmt_alpha(a: float | None) -> str:
-    if a is None or (isinstance(a, float) and math.isnan(a)):
-        return "—"
-    return "IID" if math.isinf(a) else f"{a:g}"
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def _finite(x: Any) -> bool:
@@ -54,8 +58,30 @@ def fmt_compute(gpu_hours: float | None, wall_s: float | None) -> tuple[str, str
     if _finite(gpu_hours) and gpu_hours > 0:
         return f"{gpu_hours:.2f} GPU-h", f"{gpu_hours * 3600:.6g}"
     if _finite(wall_s):
+        if wall_s < 3600:
+            return f"{wall_s / 60:.1f} min (CPU wall)", f"{wall_s:.6g}"
         return f"{wall_s / 3600:.2f} h (CPU wall)", f"{wall_s:.6g}"
     return "—", ""
+
+
+def fmt_wall(seconds: float) -> str:
+    if not _finite(seconds):
+        return "—"
+    return f"{seconds:.1f} s" if seconds < 120 else (f"{seconds / 60:.1f} min" if seconds < 7200
+                                                      else f"{seconds / 3600:.2f} h")
+
+
+def fmt_budget(rounds: Any, epochs: Any, steps: Any = None) -> str:
+    """``R=5 × E=2 · 200 steps``: rounds, local epochs per round and optimizer steps summed over clients."""
+    parts = []
+    if _finite(rounds):
+        parts.append(f"R={int(rounds)}")
+    if _finite(epochs):
+        parts.append(f"E={int(epochs)}")
+    text = " × ".join(parts) or "—"
+    if _finite(steps) and steps > 0:
+        text += f" · {steps:,.0f} steps"
+    return text
 
 
 def safe_url(url: Any) -> str | None:
@@ -77,6 +103,13 @@ def wandb_url(record: ResultRecord) -> str | None:
     return None
 
 
+def commit_url(sha: Any, repo_url: str) -> str | None:
+    """A link to a commit when the repository's URL is known (a build option) and the sha looks like one."""
+    if not repo_url or not safe_url(repo_url) or not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+        return None
+    return f"{repo_url}/commit/{sha}"
+
+
 def _valid_alpha(a: Any) -> bool:
     return isinstance(a, (int, float)) and not isinstance(a, bool) and not math.isnan(a)
 
@@ -95,42 +128,86 @@ def method_file(method: str) -> str:
     return f"{slug(method)}.html"
 
 
+def entry_file(entry_id: str) -> str:
+    return f"{slug(entry_id)}.html"
+
+
+def partition_file(dataset: str, label: str) -> str:
+    return f"{slug(f'{dataset}--{label}')}.html"
+
+
+def dataset_file(dataset: str) -> str:
+    return f"{slug(dataset)}.html"
+
+
+def display_path(path: Path | str, sources: Sequence[str]) -> str:
+    """A record file as ``<results folder name>/<path inside it>``: never an absolute local path."""
+    path = Path(path)
+    for src in sources:
+        root = Path(src)
+        try:
+            rel = path.resolve().relative_to(root.resolve())
+        except (ValueError, OSError):
+            continue
+        return str(Path(root.name or "results") / rel)
+    return path.name
+
+
 def _settings_text(settings: Any) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(dict(settings).items()))
+
+
+def short_source(source: str) -> str:
+    """A paper's short citation: its last parenthesised part ("Lubana et al., ICML 2022"), else the whole title."""
+    m = re.search(r"\(([^()]*(?:et al|,)[^()]*\d{4}[^()]*)\)\s*$", source)
+    return m.group(1) if m else source
 
 
 def _ref_dict(ref: ReferenceValue) -> dict[str, Any]:
     return {**{k: getattr(ref, k) for k in ("source", "table", "file", "row", "column", "method", "card", "card_id",
                                           "selection", "metric", "unit", "mean", "std", "uncertain")},
-            "display": ref.display, "percent": ref.percent, "settings_text": _settings_text(ref.settings)}
+            "display": ref.display, "percent": ref.percent, "settings_text": _settings_text(ref.settings),
+            "cite": short_source(ref.source), "anchor": slug(Path(ref.file).stem) if ref.file else ""}
+
+
+def _num(x: Any, spec: str = ".2f") -> str:
+    return format(x, spec) if _finite(x) else ""
 
 
 # ---------------------------------------------------------------------------------------------------- rows
 
 
-def track_rows(tt: TrackTable, seeds_of: dict[str, int]) -> list[dict[str, Any]]:
+def _mean_text(r: Mapping[str, Any]) -> tuple[str, str]:
+    """(value text, CI text) of a track row."""
+    values = r["values"] or []
+    if r["status"] == "complete":
+        std = "" if not _finite(r["std"]) else f" ± {r['std']:.2f}"
+        ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if _finite(r["ci_low"]) else "—"
+        return f"{r['mean']:.2f}{std}", ci
+    if r["status"] == "missing":
+        return "missing", "—"
+    if values:
+        return "incomplete: " + ", ".join(f"{v:.2f}" for v in values), "—"
+    return ("diverged" if r["n_diverged"] else "no score"), "—"
+
+
+def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, Any]]:
     rows = []
     for r in tt.table.to_dict("records"):
-        values = r["values"] or []
-        status = r["status"]
-        if status == "complete":
-            std = "" if not _finite(r["std"]) else f" ± {r['std']:.2f}"
-            mean_text = f"{r['mean']:.2f}{std}"
-            ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if _finite(r["ci_low"]) else "—"
-        elif status == "missing":
-            mean_text, ci = "missing", "—"
-        elif values:
-            mean_text, ci = "incomplete: " + ", ".join(f"{v:.2f}" for v in values), "—"
-        else:
-            mean_text, ci = ("diverged" if r["n_diverged"] else "no score"), "—"
+        mean_text, ci = _mean_text(r)
         compute_text, compute_sort = fmt_compute(r["gpu_hours"], r["wall_time_s"])
-        alpha = r["alpha"]
         rows.append({
-            **r, "mean_text": mean_text, "mean_sort": f"{r['mean']:.10g}" if _finite(r["mean"]) else "",
-            "ci_text": ci, "alpha_text": fmt_alpha(alpha),
-            "alpha_sort": _alpha_sort(alpha),
-            "bytes_text": fmt_bytes(r["bytes"]), "bytes_sort": f"{r['bytes']:.0f}" if _finite(r["bytes"]) else "",
-            "compute_text": compute_text, "compute_sort": compute_sort, "method_file": method_file(r["method"]),
+            **r, "mean_text": mean_text, "mean_sort": _num(r["mean"], ".10g"), "ci_text": ci,
+            "alpha_text": fmt_alpha(r["alpha"]), "alpha_sort": _alpha_sort(r["alpha"]),
+            "partition_file": partition_file(tt.track.dataset, r["partition_label"]),
+            "bytes_text": fmt_bytes(r["bytes_per_client"]), "bytes_sort": _num(r["bytes_per_client"], ".0f"),
+            "compute_text": compute_text, "compute_sort": compute_sort,
+            "machine_text": ", ".join(r["machines"] or []),
+            "budget_text": fmt_budget(r["fl_rounds"], r["fl_local_epochs"]),
+            "steps_text": f"{r['client_steps']:,.0f} client steps" if _finite(r["client_steps"]) and r["client_steps"]
+            else "",
+            "budget_sort": _num(r["client_steps"], ".0f"), "method_file": method_file(r["method"]),
+            "entry_file": entry_file(r["entry_id"]) if r["entry_id"] else None,
             "digest_short": (r["partition_digest"] or "")[:8],
             "cells": sorted(({"file": cell_file(c), "seed": seeds_of.get(c, -1)} for c in r["cell_ids"]),
                             key=lambda c: c["seed"]),
@@ -144,55 +221,111 @@ def _record_rows(frame: Any) -> list[dict[str, Any]]:
              "value": f"{x['value']:.2f}" if _finite(x["value"]) else "—"} for x in frame.to_dict("records")]
 
 
-# ---------------------------------------------------------------------------------------------------- plot
+def _label(r: Mapping[str, Any]) -> str:
+    return f"{r['method']} ({r['variant']})" if r.get("variant") else str(r["method"])
 
 
-def plot_track(tt: TrackTable, path: Path) -> None:
-    """Mean ± std per method against α (log axis; IID drawn at the right edge). Incomplete cells are hollow;
-    paper-reported numbers for the same dataset and task are grey crosses (other protocols unless marked)."""
-    import matplotlib
+def _point(r: Mapping[str, Any], x: float, metric: str | None) -> Point | None:
+    if r["status"] == "complete":
+        y, err, hollow = r["mean"], (r["std"] if _finite(r["std"]) else None), False
+    elif r["status"] == "incomplete" and _finite(r["partial_mean"]):
+        y, err, hollow = r["partial_mean"], None, True
+    else:
+        return None
+    seeds = f"{r['n_seeds']} seed{'s' if r['n_seeds'] != 1 else ''}" + (" (incomplete)" if hollow else "")
+    title = (f"{_label(r)} · {r['partition_short']} · {metric or 'score'} {y:.2f}"
+             + (f" ± {err:.2f}" if err else "") + f" · {fmt_bytes(r['bytes_per_client'])} per client · {seeds}")
+    return Point(series=_label(r), x=x, y=y, title=title, href=f"../entries/{entry_file(r['entry_id'])}",
+                 hollow=hollow, err=err, reference=bool(r["reference"]))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    table = tt.table[tt.table["alpha"].map(_valid_alpha)]
-    refs = [x for x in tt.references if _valid_alpha(x["alpha"])]
-    alphas = [*table["alpha"], *(x["alpha"] for x in refs)]
-    finite = [a for a in alphas if math.isfinite(a)]
-    iid_x = max(finite) * 10 if finite else 10.0
+def track_plots(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    y_label = f"{tt.metric or 'score'}, mean over seeds"
+    comm = [p for r in rows if _finite(r["bytes_per_client"]) and (p := _point(r, r["bytes_per_client"], tt.metric))]
+    het = [p for r in rows if _valid_alpha(r["alpha"]) and (p := _point(r, float(r["alpha"]), tt.metric))]
+    return {"comm": comm_plot(comm, y_label, fmt_bytes), "alpha": alpha_plot(het, y_label)}
 
-    def xpos(a: float) -> float:
-        return iid_x if math.isinf(a) else a
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=100)
-    labels = table["method"].astype(str) + table["variant"].fillna("").map(lambda v: f" ({v})" if v else "")
-    for label, g in table.assign(_label=labels).groupby("_label", sort=True):
-        g = g.assign(_x=g["alpha"].map(xpos)).sort_values("_x")
-        done = g[g["status"] == "complete"]
-        line = ax.errorbar(done["_x"], done["mean"], yerr=done["std"].fillna(0), marker="o", capsize=3,
-                           label=str(label))
-        part = g[(g["status"] == "incomplete") & g["values"].map(bool)]
-        if not part.empty:
-            ax.plot(part["_x"], [sum(v) / len(v) for v in part["values"]], linestyle="none", marker="o",
-                    markerfacecolor="none", color=line[0].get_color())
-    if refs:
-        ax.plot([xpos(x["alpha"]) for x in refs], [x["ref"].percent for x in refs], linestyle="none", marker="x",
-                color="0.55", label="paper-reported (see table)")
-    ax.set_xscale("log")
-    ticks = sorted({xpos(a) for a in alphas})
-    if ticks:
-        ax.set_xticks(ticks)
-        ax.set_xticklabels(["IID" if t == iid_x else f"{t:g}" for t in ticks])
-    ax.set_xlabel("heterogeneity: Dirichlet α (smaller is more heterogeneous)")
-    ax.set_ylabel(f"{tt.metric or 'score'} (mean ± std over seeds)")
-    ax.set_title(tt.track.title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(fig)
+def _margin_view(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    if tt.margins is None:
+        return None
+    by_key = {(r["config_key"], r["partition_label"]): r for r in rows if r["entry_file"]}
+    out = []
+    for view, (_, m) in zip(margin_rows(tt.margins), tt.margins.iterrows()):
+        row = by_key.get((m["config_key"], m["partition_label"]))
+        out.append({**view, "entry_file": row["entry_file"] if row else None,
+                    "partition": row["partition_short"] if row else view["partition"],
+                    "partition_label": m["partition_label"]})
+    return out
+
+
+def _pair_view(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in pairs:
+        ours = p["ours"]
+        view = {"ref": _ref_dict(p["ref"]), "alpha_text": fmt_alpha(p["alpha"]), "why": p["why"], "ours": None,
+                "delta": _signed(p["delta"]), "delta_ci": ""}
+        if ours is not None:
+            mean_text, ci = _mean_text(ours)
+            view["ours"] = {"label": _label(ours), "text": mean_text, "ci": ci,
+                            "entry_file": entry_file(ours["entry_id"]), "status": ours["status"]}
+        if _finite(p["delta_low"]):
+            view["delta_ci"] = f"[{_signed(p['delta_low'])}, {_signed(p['delta_high'])}]"
+        out.append(view)
+    return out
+
+
+def _signed(x: Any) -> str:
+    return f"{x:+.2f}".replace("-", "−") if _finite(x) else ""
+
+
+# ---------------------------------------------------------------------------------------------------- summaries
+
+
+def summary_view(st: SummaryTable) -> dict[str, Any]:
+    """A summary table ready for its template: column groups per track, and per row the formatted cells."""
+    groups: list[dict[str, Any]] = []
+    for i, c in enumerate(st.columns):
+        if not groups or groups[-1]["track_id"] != c.track_id:
+            groups.append({"track_id": c.track_id, "label": c.track_label, "file": f"{c.track_id}.html", "span": 0})
+        groups[-1]["span"] += 1
+    cols = [{"short": c.partition_short, "full": c.partition_label, "track": c.track_label,
+             "file": partition_file(st.dataset, c.partition_label), "higher": c.higher_is_better, "col": i + 3}
+            for i, c in enumerate(st.columns)]
+    rows = []
+    for r in st.rows:
+        backbone = _backbone_of(r)
+        cells = [_summary_cell(cell, col, i in r.several) for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
+        rows.append({"method": r.method, "method_file": method_file(r.method), "reference": r.reference,
+                     "variant": r.variant if r.variant != backbone else "", "backbone": backbone,
+                     "budget": fmt_budget(r.rounds, r.local_epochs), "cells": cells,
+                     "mean_rank": f"{r.mean_rank:.1f}" if r.mean_rank is not None else "—",
+                     "mean_rank_sort": _num(r.mean_rank, ".6g"), "n_ranked": r.n_ranked})
+    return {"dataset": st.dataset, "file": dataset_file(st.dataset), "groups": groups, "columns": cols,
+            "ranked": [r for r in rows if not r["reference"]], "references": [r for r in rows if r["reference"]],
+            "n_columns": len(cols)}
+
+
+def _backbone_of(r: Any) -> str:
+    return r.backbone or ""
+
+
+def _summary_cell(cell: Mapping[str, Any] | None, col: Any, several: bool) -> dict[str, Any]:
+    if cell is None:
+        return {"kind": "none"}
+    best, near = best_marks(cell, col)
+    base = {"entry_file": entry_file(cell["entry_id"]) if cell["entry_id"] else None, "best": best,
+            "near": near and not best, "several": several, "rank": cell["rank"],
+            "track_file": f"{col.track_id}.html",
+            "title": f"{_label(cell)} · {col.track_label} · {cell['partition_label']}"}
+    if cell["status"] == "complete":
+        std = f"±{cell['std']:.2f}" if _finite(cell["std"]) else ""
+        return {**base, "kind": "value", "text": f"{cell['mean']:.2f}", "std": std, "sort": _num(cell["mean"], ".10g")}
+    if cell["status"] == "incomplete" and _finite(cell["partial_mean"]):
+        return {**base, "kind": "partial", "text": f"{cell['partial_mean']:.2f}", "sort": "",
+                "std": f"{cell['n_seeds']}/{col.min_seeds} seeds"}
+    return {**base, "kind": "text", "text": cell["status"] if cell["status"] != "incomplete" else "no score",
+            "sort": ""}
 
 
 # ---------------------------------------------------------------------------------------------------- methods
@@ -243,12 +376,27 @@ def _spec_path(repo: Path, name: str) -> str | None:
     return None
 
 
-def method_pages(model: SiteModel, track_files: dict[str, str]) -> list[dict[str, Any]]:
+def _papers(refs: Sequence[ReferenceValue]) -> list[dict[str, Any]]:
+    """Reference numbers grouped by paper, then by table: each paper is cited once."""
+    by_source: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for v in refs:
+        by_source[v.source][v.table].append(_ref_dict(v))
+    return [{"source": src, "tables": [{"table": t, "entries": e} for t, e in tables.items()],
+             "n": sum(len(e) for e in tables.values())} for src, tables in by_source.items()]
+
+
+def _blob_base(build: Mapping[str, str]) -> str | None:
+    url, sha = build.get("repo_url") or "", build.get("commit") or ""
+    return f"{url}/blob/{sha}" if commit_url(sha, url) else None
+
+
+def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[str, Any]]:
     by_method: dict[str, list[ResultRecord]] = defaultdict(list)
     for _, r in model.records:
         by_method[r.method].append(r)
     sources = _method_sources(model.repo)
     refs = [v for t in model.references for v in t.values]
+    blob = _blob_base(model.build)
     pages = []
     for name in sorted(by_method):
         recs = by_method[name]
@@ -260,15 +408,17 @@ def method_pages(model: SiteModel, track_files: dict[str, str]) -> list[dict[str
         for tt in model.tracks:
             for row in track_rows_for(tt, name):
                 results.append({**row, "track": tt.track.title, "track_file": track_files[tt.track.id]})
-        my_refs = [_ref_dict(v) for v in refs if v.method == name]
+        mine = [v for v in refs if v.method == name]
         src = sources.get(name)
+        readme = [(k, mdtext.inline(v, blob_base=blob, source_dir="methods")) for k, v in _readme_row(model.repo, name)]
         pages.append({
             "name": name, "file": method_file(name), "n_records": len(recs),
-            "versions": sorted({r.method_version for r in recs}),
-            "papers": sorted({v["source"] for v in my_refs}), "spec": _spec_path(model.repo, name),
+            "reference_point": model.config.reference_points.get(name),
+            "versions": sorted({r.method_version for r in recs}), "papers": _papers(mine),
+            "n_references": len(mine), "spec": _spec_path(model.repo, name),
             "source": str(src.relative_to(model.repo)) if src else None,
-            "deviations": deviations(src, model.repo) if src else [],
-            "readme": _readme_row(model.repo, name), "references": my_refs, "results": results,
+            "source_url": f"{blob}/{src.relative_to(model.repo)}" if src and blob else None,
+            "deviations": deviations(src, model.repo) if src else [], "readme": readme, "results": results,
             "configs": [{"version": v, "json": j, "n": n} for (v, j), n in configs.most_common()],
         })
     return pages
@@ -278,9 +428,10 @@ def track_rows_for(tt: TrackTable, method: str) -> list[dict[str, Any]]:
     out = []
     for r in track_rows(tt, {}):
         if r["method"] == method:
-            out.append({"partition": r["partition_label"], "value": r["mean_text"], "status": r["status"],
-                        "seeds": f"{r['n_seeds']}/{tt.track.min_seeds}",
-                        "rank": r["rank"] if r["rank"] is not None else "—"})
+            out.append({"partition": r["partition_short"], "partition_full": r["partition_label"],
+                        "variant": r["variant"], "value": r["mean_text"], "status": r["status"],
+                        "seeds": f"{r['n_seeds']}/{tt.track.min_seeds}", "entry_file": r["entry_file"],
+                        "sort": r["mean_sort"], "rank": r["rank"] if r["rank"] is not None else "—"})
     return out
 
 
@@ -288,14 +439,10 @@ def track_rows_for(tt: TrackTable, method: str) -> list[dict[str, Any]]:
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return str(obj)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["bytes"] = fmt_bytes
+    return env
 
 
 def _clean(obj: Any) -> Any:
@@ -310,97 +457,276 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+class _Site:
+    """One build: the output folder, the template environment and what every page shares."""
+
+    def __init__(self, model: SiteModel, out: Path) -> None:
+        self.model, self.out, self.env = model, out, environment()
+        self.sources = list(model.sources)
+        self.track_files = {tt.track.id: f"{tt.track.id}.html" for tt in model.tracks}
+        self.seeds_of = {r.cell_id: r.seed for _, r in model.records}
+        self.rows = {tt.track.id: track_rows(tt, self.seeds_of) for tt in model.tracks}
+        build = dict(model.build)
+        build.setdefault("date", "")
+        build.setdefault("commit", "unknown")
+        build.setdefault("repo_url", "")
+        self.summarized = {s.dataset for s in model.summaries}
+        self.common = {"n_skipped": len(model.skipped) + len(model.reference_errors),
+                       "build": {**build, "commit_url": commit_url(build["commit"], build["repo_url"])},
+                       "datasets": [{"name": s.dataset, "file": dataset_file(s.dataset)} for s in model.summaries]}
+
+    def page(self, rel: str, template: str, **ctx: Any) -> None:
+        root = "../" * rel.count("/")
+        text = self.env.get_template(template).render(root=root, **self.common, **ctx)
+        (self.out / rel).write_text(text, encoding="utf-8")
+
+
 def render_site(model: SiteModel, out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("tracks", "methods", "cells", "plots"):
+    for sub in ("tracks", "methods", "cells", "entries", "datasets", "partitions", "csv", "plots"):
         if (out / sub).exists():
             shutil.rmtree(out / sub)
-        (out / sub).mkdir()
+        if sub != "plots":
+            (out / sub).mkdir()
     shutil.copytree(HERE / "static", out / "static", dirs_exist_ok=True)
-    env = environment()
-    common = {"n_skipped": len(model.skipped) + len(model.reference_errors)}
-    seeds_of = {r.cell_id: r.seed for _, r in model.records}
-    track_files = {tt.track.id: f"{tt.track.id}.html" for tt in model.tracks}
-
-    summaries, data_tracks = [], []
-    for tt in model.tracks:
-        rows = track_rows(tt, seeds_of)
-        t = tt.track
-        federation = ", ".join(f"{k}={v}" for k, v in t.federation.items()) or "any"
-        plot_file = f"{t.id}.svg"
-        if rows:
-            plot_track(tt, out / "plots" / plot_file)
-        refs = [{**x, "ref": _ref_dict(x["ref"]), "alpha_text": fmt_alpha(x["alpha"])} for x in tt.references]
-        (out / "tracks" / track_files[t.id]).write_text(env.get_template("track.html").render(
-            root="../", t=t, rows=rows, card_name=tt.card_name, card_id=tt.card_id, card_summary=tt.card_summary,
-            metric=tt.metric, higher=tt.higher_is_better, federation=federation, plot_file=plot_file,
-            references=refs, test_selected=_record_rows(tt.selects_on_test),
-            margins=margin_rows(tt.margins) if tt.margins is not None else None,
-            excluded=_record_rows(tt.excluded_cards), **common), encoding="utf-8")
-        best = []
-        complete_per_group: dict[tuple, int] = defaultdict(int)
-        for r in rows:
-            if r["status"] == "complete":
-                complete_per_group[(r["partition_label"], r["partition_digest"])] += 1
-        for r in rows:  # a method alone in its partition (FLESD's public carve-out) is not "best" of anything
-            if r["rank"] == 1 and complete_per_group[(r["partition_label"], r["partition_digest"])] > 1:
-                best.append(f"{fmt_alpha(r['alpha'])}: {r['method']}" + (f" ({r['variant']})" if r["variant"] else ""))
-        summaries.append({
-            "title": t.title, "file": track_files[t.id], "dataset": t.dataset, "task": t.task, "card": tt.card_name,
-            "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
-            "n_methods": len({r["method"] for r in rows}),
-            "n_complete": sum(r["status"] == "complete" for r in rows),
-            "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best,
-        })
-        data_tracks.append({
-            "id": t.id, "title": t.title, "dataset": t.dataset, "task": t.task, "card": tt.card_name,
-            "card_id": tt.card_id, "metric": tt.metric, "higher_is_better": tt.higher_is_better,
-            "min_seeds": t.min_seeds,
-            "rows": [{k: r[k] for k in ("method", "method_version", "variant", "config_key", "partition_label",
-                                        "partition_digest", "alpha",
-                                        "status", "n_seeds", "n_diverged", "seeds", "values", "mean", "std",
-                                        "ci_low", "ci_high", "rank", "noise_group", "bytes", "wall_time_s",
-                                        "gpu_hours", "uses_public_data", "verified", "cell_ids")} for r in rows],
-            "references": [{**x["ref"], "comparable": x["comparable"], "would_rank": x["would_rank"]} for x in refs],
-        })
-
-    methods = method_pages(model, track_files)
+    site = _Site(model, out)
+    summaries = [_write_track(site, tt) for tt in model.tracks]
+    views = [summary_view(st) for st in model.summaries]
+    for view in views:
+        site.page(f"datasets/{view['file']}", "summary.html", s=view,
+                  reference_points=model.config.reference_points)
+    _write_entries(site)
+    _write_cells(site)
+    _write_partitions(site)
+    methods = method_pages(model, site.track_files)
     for m in methods:
-        (out / "methods" / m["file"]).write_text(
-            env.get_template("method.html").render(root="../", m=m, **common), encoding="utf-8")
+        site.page(f"methods/{m['file']}", "method.html", m=m)
+    _write_misc(site, summaries, methods, views)
+    _write_data(site)
+    return out / "index.html"
 
-    cell_tpl = env.get_template("cell.html")
-    for path, r in model.records:
-        stats_items = [(k, v) for k, v in sorted(dict(r.partition_stats).items())]
-        (out / "cells" / cell_file(r.cell_id)).write_text(cell_tpl.render(
-            root="../", r=r, verified=r.env.runner == VERIFIED_RUNNER, method_file=method_file(r.method),
-            bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down), peak_mem=fmt_bytes(r.compute.peak_mem_bytes),
-            wandb_url=wandb_url(r), partition_stats=stats_items, path=str(path),
-            cell_json=json.dumps(to_plain(r.cell), indent=2, sort_keys=True, ensure_ascii=False),
-            env_json=json.dumps(to_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False), **common),
-            encoding="utf-8")
 
-    (out / "skipped.html").write_text(env.get_template("skipped.html").render(
-        root="", skipped=model.skipped, reference_errors=model.reference_errors, **common), encoding="utf-8")
+def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
+    t, rows = tt.track, site.rows[tt.track.id]
+    federation = ", ".join(f"{k}={v}" for k, v in t.federation.items()) or "any"
+    refs = [{**x, "ref": _ref_dict(x["ref"]), "alpha_text": fmt_alpha(x["alpha"])} for x in tt.references]
+    site.page(f"tracks/{site.track_files[t.id]}", "track.html", t=t, rows=[r for r in rows if not r["reference"]],
+              ref_rows=[r for r in rows if r["reference"]], card_name=tt.card_name, card_id=tt.card_id,
+              card_summary=tt.card_summary, metric=tt.metric, higher=tt.higher_is_better, federation=federation,
+              plots=track_plots(tt, rows) if rows else None, references=refs,
+              pairs=_pair_view(site.model.pairs.get(t.id, [])), test_selected=_record_rows(tt.selects_on_test),
+              margins=_margin_view(tt, rows), excluded=_record_rows(tt.excluded_cards),
+              reference_points=site.model.config.reference_points,
+              dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None)
+    complete = Counter(r["partition_label"] for r in rows if r["rank"] is not None)
+    best = [{"text": f"{r['partition_short']}: {_label(r)}", "entry_file": r["entry_file"]}
+            for r in rows if r["rank"] == 1 and complete[r["partition_label"]] > 1]
+    return {"title": t.title, "file": site.track_files[t.id], "dataset": t.dataset, "task": t.task,
+            "federation_short": _federation_short(t.federation),
+            "card": tt.card_name, "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
+            "n_methods": len({r["method"] for r in rows}), "n_complete": sum(r["status"] == "complete" for r in rows),
+            "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best}
+
+
+def _federation_short(federation: Mapping[str, Any]) -> str:
+    names = {"num_clients": "K", "participation": "p"}
+    return ", ".join(f"{names.get(k, k)}={v:g}" if isinstance(v, float) else f"{names.get(k, k)}={v}"
+                     for k, v in federation.items()) or "any"
+
+
+def _write_entries(site: _Site) -> None:
+    by_id = {r.cell_id: (p, r) for p, r in site.model.records}
+    for tt in site.model.tracks:
+        for row in site.rows[tt.track.id]:
+            if not row["entry_file"] or not row["cell_ids"]:
+                continue
+            seeds = []
+            for c in sorted(row["cell_ids"], key=lambda c: site.seeds_of.get(c, -1)):
+                _, rec = by_id[c]
+                score = rec.score(tt.track.task)
+                seeds.append({"seed": rec.seed, "file": cell_file(c), "cell_id": c, "status": rec.status,
+                              "value": f"{score.main:.2f}" if score else "—",
+                              "bytes": fmt_bytes(_per_client(rec)), "wall": fmt_wall(rec.compute.wall_time_s),
+                              "machine": rec.env.machine or f"{rec.env.device} (model not recorded)",
+                              "commit": rec.env.git_sha, "commit_url": commit_url(rec.env.git_sha,
+                                                                                  site.common["build"]["repo_url"]),
+                              "verified": rec.env.runner == VERIFIED_RUNNER, "runner": rec.env.runner})
+            site.page(f"entries/{row['entry_file']}", "entry.html", t=tt.track, r=row, seeds=seeds,
+                      metric=tt.metric, card_name=tt.card_name)
+
+
+def _per_client(rec: ResultRecord) -> float:
+    from leaderboard.build import _per_client as per_client
+
+    return per_client(rec.comm.bytes_up + rec.comm.bytes_down, (rec.cell.get("fl") or {}).get("num_clients"))
+
+
+def _write_cells(site: _Site) -> None:
+    tracks_of = site.model.cell_tracks()
+    repo_url = site.common["build"]["repo_url"]
+    for path, r in site.model.records:
+        stem = slug(r.cell_id)
+        shutil.copyfile(path, site.out / "cells" / f"{stem}.json")
+        cell_json = json.dumps(to_plain(r.cell), indent=2, sort_keys=True, ensure_ascii=False)
+        (site.out / "cells" / f"{stem}.cell.json").write_text(cell_json + "\n", encoding="utf-8")
+        part = (r.cell.get("partition") or {}) if isinstance(r.cell, Mapping) else {}
+        on = [{"title": tt.track.title, "file": site.track_files[tt.track.id], "entry_file": entry_file(e)}
+              for tt, e in tracks_of.get(r.cell_id, [])]
+        site.page(f"cells/{stem}.html", "cell.html", r=r, verified=r.env.runner == VERIFIED_RUNNER,
+                  method_file=method_file(r.method), bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down),
+                  bytes_client=fmt_bytes(_per_client(r)), peak_mem=fmt_bytes(r.compute.peak_mem_bytes),
+                  wandb_url=wandb_url(r), partition_stats=[(k, round_stat(v)) for k, v in
+                                                           sorted(dict(r.partition_stats).items())],
+                  partition_file=partition_file(r.dataset, r.partition_label), partition_name=part.get("name"),
+                  path=display_path(path, site.sources), raw_file=f"{stem}.json", config_file=f"{stem}.cell.json",
+                  cell_json=cell_json, tracks=on, commit_url=commit_url(r.env.git_sha, repo_url),
+                  machine=r.env.machine or f"{r.env.device} (model not recorded)",
+                  env_json=json.dumps(to_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _write_partitions(site: _Site) -> None:
+    groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
+    for _, r in site.model.records:
+        groups[(r.dataset, r.partition_label)].append(r)
+    shorts = dict(zip(zip(site.model.frame["dataset"], site.model.frame["partition_label"]),
+                      site.model.frame["partition_short"])) if not site.model.frame.empty else {}
+    for (dataset, label), recs in sorted(groups.items()):
+        part = dict(recs[0].cell.get("partition") or {})
+        digests: dict[str, list[ResultRecord]] = defaultdict(list)
+        for r in recs:
+            digests[r.partition_digest].append(r)
+        views = [{"digest": d, "n": len(rs), "methods": sorted({r.method for r in rs}),
+                  "stats": [(k, round_stat(v)) for k, v in sorted(dict(rs[0].partition_stats).items())]}
+                 for d, rs in sorted(digests.items(), key=lambda kv: -len(kv[1]))]
+        site.page(f"partitions/{partition_file(dataset, label)}", "partition.html", dataset=dataset, label=label,
+                  short=shorts.get((dataset, label), label), name=part.get("name"),
+                  params=json.dumps(to_plain(part.get("params") or {}), indent=2, sort_keys=True, ensure_ascii=False),
+                  alpha_text=fmt_alpha(_alpha_of(part)), digests=views,
+                  partition_seed=recs[0].cell.get("partition_seed"),
+                  num_clients=sorted({(r.cell.get("fl") or {}).get("num_clients") for r in recs}, key=str))
+
+
+def _alpha_of(part: Mapping[str, Any]) -> float | None:
+    from leaderboard.build import alpha_of
+
+    return alpha_of(part.get("name"), part.get("params"))
+
+
+def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict[str, Any]],
+                views: list[dict[str, Any]]) -> None:
+    model = site.model
+    skipped = [{"path": display_path(s.path, site.sources), "reason": s.reason} for s in model.skipped]
+    ref_errors = [(display_path(p, site.sources), why) for p, why in model.reference_errors]
+    site.page("skipped.html", "skipped.html", skipped=skipped, reference_errors=ref_errors)
     ref_tables = [{"source": t.source, "table": t.table, "file": t.path.name, "spec": t.spec, "notes": t.notes,
                    "anchor": slug(t.path.stem), "entries": [_ref_dict(v) for v in t.values]} for t in model.references]
-    (out / "references.html").write_text(env.get_template("references.html").render(
-        root="", tables=ref_tables, **common), encoding="utf-8")
-
+    site.page("references.html", "references.html", tables=ref_tables)
     by_id = {r.cell_id: r for _, r in model.records}
     untracked = [{"cell_id": c, "file": cell_file(c), "method": by_id[c].method, "dataset": by_id[c].dataset,
                   "partition": by_id[c].partition_label, "seed": by_id[c].seed,
                   "tasks": ", ".join(s.task for s in by_id[c].scores)} for c in model.untracked]
-    sources = sorted({str(p) for p in getattr(model, "sources", [])}) or ["the given folders"]
-    index = out / "index.html"
-    index.write_text(env.get_template("index.html").render(
-        root="", tracks=summaries, methods=methods, untracked=untracked, n_records=len(model.records),
-        sources=sources, **common), encoding="utf-8")
-    data = {"tracks": data_tracks,
-            "skipped": [{"path": str(s.path), "reason": s.reason} for s in model.skipped],
-            "reference_errors": [{"path": str(p), "reason": why} for p, why in model.reference_errors],
+    sources = sorted({Path(p).name or str(p) for p in model.sources}) or ["the given folders"]
+    site.page("index.html", "index.html", tracks=summaries, methods=methods, untracked=untracked,
+              n_records=len(model.records), sources=sources, summaries=views,
+              reference_points=model.config.reference_points)
+
+
+# ---------------------------------------------------------------------------------------------------- data
+
+
+_CSV_RISKY = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells a spreadsheet would run as a formula (``=HYPERLINK(...)`` in a method name) get a leading
+    apostrophe; numbers are left alone. Lists and dicts are written as JSON."""
+    def fix(v: Any) -> Any:
+        if isinstance(v, (list, tuple, dict)):
+            v = json.dumps(_clean(v), sort_keys=True, default=str)
+        if isinstance(v, str) and v.startswith(_CSV_RISKY):
+            return "'" + v
+        return v
+
+    return frame.apply(lambda col: col.map(fix)) if not frame.empty else frame
+
+
+_TRACK_CSV = ["track", "method", "variant", "method_version", "partition_short", "partition_label", "alpha",
+              "partition_digest", "status", "n_seeds", "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank",
+              "noise_group", "reference", "fl_rounds", "fl_local_epochs", "client_steps", "bytes_per_client",
+              "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "cell_ids"]
+
+
+_INTEGERS = ("rank", "noise_group", "n_seeds", "n_diverged", "fl_rounds", "fl_local_epochs", "n", "positive",
+             "rounds", "local_epochs", "ours_seeds")
+
+
+def _write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame = frame.copy()
+    for col in _INTEGERS:
+        if col in frame.columns:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
+    csv_safe(frame).to_csv(path, index=False, lineterminator="\n")
+
+
+def _track_frames(model: SiteModel) -> tuple[pd.DataFrame, pd.DataFrame]:
+    tracks, margins = [], []
+    for tt in model.tracks:
+        tracks.append(tt.table.assign(track=tt.track.id).reindex(columns=_TRACK_CSV))
+        if tt.margins is not None:
+            margins.append(tt.margins.assign(track=tt.track.id, baseline=tt.track.baseline))
+    cat = (lambda fs: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame())
+    return cat(tracks), cat(margins)
+
+
+def _summary_frame(model: SiteModel) -> pd.DataFrame:
+    rows = []
+    for st in model.summaries:
+        for r in st.rows:
+            for c, cell in zip(st.columns, r.cells):
+                if cell is None:
+                    continue
+                rows.append({"dataset": st.dataset, "track": c.track_id, "partition": c.partition_short,
+                             "partition_label": c.partition_label, "method": r.method, "variant": r.variant,
+                             "reference": r.reference, "rounds": r.rounds, "local_epochs": r.local_epochs,
+                             "status": cell["status"], "n_seeds": cell["n_seeds"], "mean": cell["mean"],
+                             "std": cell["std"], "ci_low": cell["ci_low"], "ci_high": cell["ci_high"],
+                             "rank": cell["rank"], "noise_group": cell["noise_group"]})
+    return pd.DataFrame(rows)
+
+
+def _write_data(site: _Site) -> None:
+    model, out = site.model, site.out
+    tracks, margins = _track_frames(model)
+    _write_csv(out / "csv" / "tracks.csv", tracks)
+    _write_csv(out / "csv" / "margins.csv", margins)
+    _write_csv(out / "csv" / "summaries.csv", _summary_frame(model))
+    pairs = [pairs_frame(p).assign(track=tid) for tid, p in model.pairs.items() if p]
+    _write_csv(out / "csv" / "paper-pairs.csv", pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame())
+    for tt in model.tracks:
+        _write_csv(out / "csv" / f"{tt.track.id}.csv", tracks[tracks["track"] == tt.track.id]
+                   if not tracks.empty else tracks)
+    data = {"build": site.common["build"], "tracks": [_track_data(tt, site.rows[tt.track.id]) for tt in model.tracks],
+            "summaries": _summary_frame(model).to_dict("records"),
+            "skipped": [{"path": display_path(s.path, site.sources), "reason": s.reason} for s in model.skipped],
+            "reference_errors": [{"path": display_path(p, site.sources), "reason": why}
+                                 for p, why in model.reference_errors],
             "untracked": model.untracked}
-    (out / "data.json").write_text(json.dumps(_clean(data), indent=1, sort_keys=True, default=_json_default,
+    (out / "data.json").write_text(json.dumps(_clean(data), indent=1, sort_keys=True, default=str,
                                               allow_nan=False) + "\n", encoding="utf-8")
-    return index
+
+
+_ROW_KEYS = ("method", "method_version", "variant", "config_key", "partition_label", "partition_short",
+             "partition_digest", "alpha", "status", "n_seeds", "n_diverged", "seeds", "values", "mean", "std", "ci_low",
+             "ci_high", "rank", "noise_group", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours",
+             "fl_rounds", "fl_local_epochs", "client_steps", "machines", "uses_public_data", "verified", "cell_ids",
+             "entry_id")
+
+
+def _track_data(tt: TrackTable, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    t = tt.track
+    return {"id": t.id, "title": t.title, "label": t.short, "dataset": t.dataset, "task": t.task,
+            "card": tt.card_name, "card_id": tt.card_id, "metric": tt.metric, "higher_is_better": tt.higher_is_better,
+            "min_seeds": t.min_seeds, "rows": [{k: r[k] for k in _ROW_KEYS} for r in rows],
+            "references": [{**_ref_dict(x["ref"]), "comparable": x["comparable"], "would_rank": x["would_rank"]}
+                           for x in tt.references]}

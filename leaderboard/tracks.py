@@ -1,9 +1,15 @@
-"""Track definitions are data (``tracks.yaml``, next to this file). The ``Track`` type, its strict loader and its
-``admits(record)`` rule live in ``benchmark.records.tracks``, which ``benchmark submit`` uses too."""
+"""Track definitions and site settings are data (``tracks.yaml``, next to this file). The ``Track`` type, its strict
+loader and its ``admits(record)`` rule live in ``benchmark.records.tracks``, which ``benchmark submit`` uses too; the
+site-wide settings (``SiteConfig``) are the leaderboard's own."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from benchmark.records.tracks import Track, TrackError, eval_split_of, find_track, parse_tracks
 from benchmark.records.tracks import load_tracks as _load_tracks
@@ -15,4 +21,42 @@ def load_tracks(path: Path | None = None) -> list[Track]:
     return _load_tracks(Path(path) if path is not None else DEFAULT_TRACKS)
 
 
-__all__ = ["DEFAULT_TRACKS", "Track", "TrackError", "eval_split_of", "find_track", "load_tracks", "parse_tracks"]
+@dataclass(frozen=True, kw_only=True)
+class SiteConfig:
+    """Site-wide settings, from the ``site:`` mapping of tracks.yaml (data, like the tracks).
+
+    ``reference_points``: methods shown as labelled rows apart from the ranking (random init, central training,
+    ...), each with a one-line description. ``repo_url``: the repository's web address; when set, commits and
+    sources become links (``python -m leaderboard build --repo-url`` overrides it)."""
+
+    reference_points: Mapping[str, str] = field(default_factory=dict)
+    repo_url: str = ""
+
+    def is_reference(self, method: str) -> bool:
+        return method in self.reference_points
+
+
+def parse_site_config(raw: Any, where: str = "<memory>") -> SiteConfig:
+    site = (raw or {}).get("site") if isinstance(raw, Mapping) else None
+    if site is None:
+        return SiteConfig()
+    if not isinstance(site, Mapping):
+        raise TrackError(f"{where}: 'site' must be a mapping")
+    known = {f.name for f in fields(SiteConfig)}
+    unknown = set(site) - known
+    if unknown:
+        raise TrackError(f"{where}: site has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    points = site.get("reference_points") or {}
+    if not isinstance(points, Mapping) or not all(isinstance(k, str) for k in points):
+        raise TrackError(f"{where}: site.reference_points must map method names to descriptions")
+    return SiteConfig(reference_points={k: str(v or "") for k, v in points.items()},
+                      repo_url=str(site.get("repo_url") or ""))
+
+
+def load_site_config(path: Path | None = None) -> SiteConfig:
+    path = Path(path) if path is not None else DEFAULT_TRACKS
+    return parse_site_config(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+
+
+__all__ = ["DEFAULT_TRACKS", "SiteConfig", "Track", "TrackError", "eval_split_of", "find_track", "load_site_config",
+           "load_tracks", "parse_site_config", "parse_tracks"]

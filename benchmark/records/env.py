@@ -1,7 +1,9 @@
-"""``collect_env()``: provenance for records (git commit and dirty flag, versions, device). Never identity."""
+"""``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its hardware model).
+Never identity."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import socket
 import subprocess
@@ -21,6 +23,28 @@ def _git(*args: str) -> str | None:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+            return value.strip()
+    return platform.processor()
+
+
+def machine_model(device: str = "cpu") -> str:
+    """The hardware a number came from: the CUDA device's name when the cell ran on a GPU (read only if torch is
+    already imported: this package stays torch-free), else the CPU model. Cheap: one small file read."""
+    torch = sys.modules.get("torch")
+    if device.startswith("cuda") and torch is not None:
+        with contextlib.suppress(Exception):  # provenance must never fail a finished cell
+            return str(torch.cuda.get_device_name(device))
+    return _cpu_model()
 
 
 def collect_env(device: str = "cpu") -> EnvInfo:
@@ -50,4 +74,5 @@ def collect_env(device: str = "cpu") -> EnvInfo:
         packages=versions,
         hostname=socket.gethostname(),
         threads=threads,
+        machine=machine_model(device),
     )

@@ -99,6 +99,9 @@ class EnvInfo:
     # CPU intra-op threads the cell ran with (torch.get_num_threads()); 0 = not recorded. On CPU, the thread count
     # changes the order of floating-point reductions, hence the numbers: it is provenance a reader needs.
     threads: int = 0
+    # the hardware model the numbers came from: the CUDA device's name on a GPU, else the CPU's /proc/cpuinfo
+    # "model name"; "" = not recorded (records written before the field existed)
+    machine: str = ""
     runner: str = "fssl-bench"  # records from other runners are shown as unverified
 
 

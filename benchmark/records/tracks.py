@@ -41,12 +41,18 @@ class Track:
     description: str = ""
     # a method whose runs every row is also compared with, seed by seed (leaderboard.margins), e.g. no_pretrain
     baseline: str | None = None
+    label: str = ""  # short name of the track's columns in its dataset's summary table, e.g. "kNN"
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):
             raise TrackError(f"track id {self.id!r} must be a lower-case slug")
         if self.min_seeds < 1:
             raise TrackError(f"track {self.id}: min_seeds must be >= 1")
+
+    @property
+    def short(self) -> str:
+        """The column-group label of the dataset summary: ``label``, else the task's registry name."""
+        return self.label or self.task
 
     @property
     def task_family(self) -> str:

@@ -111,3 +111,33 @@ def test_task_failures_default_empty_and_round_trip() -> None:
     raw = json.loads(to_json(record()))
     del raw["task_failures"]
     assert from_json(json.dumps(raw)).task_failures == {}
+
+
+def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -> None:
+    """The hardware model behind a number (CPU model, or the CUDA device's name) is provenance the leaderboard shows
+    beside compute; records written before the field existed load with "" (not recorded)."""
+    import sys
+    import types
+
+    from benchmark.records import env as env_mod
+
+    monkeypatch.setattr(env_mod, "_cpu_model", lambda: "Test CPU 3000")
+    assert env_mod.collect_env().machine == "Test CPU 3000"
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_name=lambda dev: f"Fake GPU on {dev}"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert env_mod.machine_model("cuda:0") == "Fake GPU on cuda:0"
+    assert env_mod.machine_model("cpu") == "Test CPU 3000"
+    raw = json.loads(to_json(record(env=EnvInfo(machine="Test CPU 3000"))))
+    assert from_json(json.dumps(raw)).env.machine == "Test CPU 3000"
+    del raw["env"]["machine"]
+    assert from_json(json.dumps(raw)).env.machine == ""
+
+
+def test_cpu_model_is_read_from_proc_cpuinfo() -> None:
+    from benchmark.records.env import _cpu_model
+
+    if not Path("/proc/cpuinfo").exists():
+        pytest.skip("no /proc/cpuinfo on this platform")
+    lines = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")]
+    if lines:
+        assert _cpu_model() == lines[0].split(":", 1)[1].strip()

@@ -50,11 +50,11 @@ KNN_VALUES: dict[tuple[str, float | None], list[float]] = {
 
 def make_cell(method: str = "fedavg_simclr", *, alpha: float | None = None, seed: int = 0, dataset: str = "cifar10",
               num_clients: int = 100, participation: float = 0.1, rounds: int = 100,
-              method_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              method_params: Mapping[str, Any] | None = None, backbone: str = "resnet18_cifar") -> dict[str, Any]:
     partition = ({"name": "iid", "params": {}, "version": "1"} if alpha is None else
                  {"name": "niid_bench_labeldir", "params": {"alpha": alpha, "min_size": 10}, "version": "1"})
     return {
-        "backbone": {"name": "resnet18_cifar", "params": {}, "version": "1"},
+        "backbone": {"name": backbone, "params": {}, "version": "1"},
         "dataset": {"name": dataset, "params": {}, "version": "1"},
         "fl": {"local_epochs": 5, "num_clients": num_clients, "participation": participation, "rounds": rounds},
         "method": {"name": method, "params": dict(method_params or {"lr": 0.001, "tau": 0.5}), "version": "1"},
@@ -70,7 +70,8 @@ def _digest(*parts: Any) -> str:
 def make_record(method: str = "fedavg_simclr", *, alpha: float | None = None, seed: int = 0, value: float = 70.0,
                 dataset: str = "cifar10", card: ProtocolCard = KNN_CARD, task: str = "knn", status: str = "ok",
                 runner: str = "fssl-bench", bytes_up: int = 4_000_000, tracking: TrackingRef | None = None,
-                extra_scores: Iterable[TaskScores] = (), **cell_kw: Any) -> ResultRecord:
+                extra_scores: Iterable[TaskScores] = (), machine: str = "", client_steps: int = 0,
+                **cell_kw: Any) -> ResultRecord:
     cell = make_cell(method, alpha=alpha, seed=seed, dataset=dataset, **cell_kw)
     label = "iid" if alpha is None else f"niid_bench_labeldir(alpha={alpha},min_size=10)"
     scores = () if status != "ok" else (
@@ -84,8 +85,9 @@ def make_record(method: str = "fedavg_simclr", *, alpha: float | None = None, se
                          "label_entropy_mean": 3.3},
         backbone_fingerprint="fp0", status=status, rounds_completed=cell["fl"]["rounds"], scores=scores,
         comm=CommStats(bytes_up=bytes_up, bytes_down=bytes_up),
-        compute=ComputeStats(wall_time_s=3600.0, gpu_hours=1.0, peak_mem_bytes=1 << 30),
-        final_state_digest=_digest(cell_id_of(cell)), env=EnvInfo(git_sha="abc123", python="3.11", runner=runner),
+        compute=ComputeStats(wall_time_s=3600.0, gpu_hours=1.0, peak_mem_bytes=1 << 30, client_steps=client_steps),
+        final_state_digest=_digest(cell_id_of(cell)),
+        env=EnvInfo(git_sha="abc123", python="3.11", runner=runner, machine=machine),
         tracking=tracking, reason=None if status == "ok" else "loss is NaN at round 7",
         created_at="2025-01-01T00:00:00+00:00",
     )
@@ -97,6 +99,42 @@ def standard_records() -> list[ResultRecord]:
     for (method, alpha), values in KNN_VALUES.items():
         for seed, value in enumerate(values):
             out.append(make_record(method, alpha=alpha, seed=seed, value=value))
+    return out
+
+
+# Reference points (random init on two backbones, central and local training): golden kNN values per alpha.
+REFERENCE_VALUES: dict[tuple[str, str, float | None], list[float]] = {
+    ("no_pretrain", "resnet18_cifar", None): [80.0, 80.0, 80.0],  # above every method: must still not be ranked
+    ("no_pretrain", "resnet18_cifar", 0.1): [80.0, 80.0, 80.0],
+    ("no_pretrain", "vit_tiny", None): [30.0, 31.0, 32.0],
+    ("central_ssl", "resnet18_cifar", None): [85.0, 85.5, 86.0],
+    ("local_ssl", "resnet18_cifar", 0.1): [40.0, 41.0, 42.0],
+}
+# linear-probe golden values (a second task, so the summary table has two column groups)
+LINEAR_VALUES: dict[tuple[str, float | None], list[float]] = {
+    ("fedavg_simclr", None): [60.0, 61.0, 62.0],
+    ("orchestra", None): [66.0, 66.5, 67.0],
+    ("fedavg_simclr", 0.1): [55.0, 56.0, 57.0],
+}
+MACHINE = "Test CPU @ 2.00GHz"
+
+
+def showcase_records() -> list[ResultRecord]:
+    """A realistic record set for the site as a whole: the standard kNN records plus a linear probe score on some of
+    them, reference points (one of them on two backbones, one that communicates nothing) and the hardware model."""
+    out = []
+    for (method, alpha), values in KNN_VALUES.items():
+        for seed, value in enumerate(values):
+            lin = LINEAR_VALUES.get((method, alpha))
+            extra = () if lin is None else (TaskScores(task="linear_probe", card=LINEAR_CARD, main_metric="top1",
+                                                       higher_is_better=True, values={"top1": lin[seed]}),)
+            out.append(make_record(method, alpha=alpha, seed=seed, value=value, extra_scores=extra, machine=MACHINE,
+                                   client_steps=5000))
+    for (method, backbone, alpha), values in REFERENCE_VALUES.items():
+        comm = 0 if method in ("no_pretrain", "local_ssl") else 4_000_000
+        for seed, value in enumerate(values):
+            out.append(make_record(method, alpha=alpha, seed=seed, value=value, backbone=backbone, bytes_up=comm,
+                                   machine=MACHINE, method_params={}))
     return out
 
 
@@ -117,5 +155,18 @@ def write_raw(root: Path, name: str, text: str) -> Path:
     return path
 
 
-__all__ = ["KNN_CARD", "LINEAR_CARD", "KNN_VALUES", "make_cell", "make_record", "standard_records", "to_json",
-           "write_records", "write_raw"]
+__all__ = [
+    "KNN_CARD",
+    "KNN_VALUES",
+    "LINEAR_CARD",
+    "LINEAR_VALUES",
+    "MACHINE",
+    "REFERENCE_VALUES",
+    "make_cell",
+    "make_record",
+    "showcase_records",
+    "standard_records",
+    "to_json",
+    "write_raw",
+    "write_records",
+]

@@ -1,4 +1,10 @@
-"""The leaderboard in a real headless browser (Debian's chromium via selenium; DESIGN §7 "Browser test")."""
+"""The leaderboard in a real headless browser (Debian's chromium via selenium; DESIGN §7 "Browser test").
+
+Screenshots of the index, a summary table, a track, a method and a cell page at 1400 and 400 px are saved as test
+artefacts. On every one of them: nothing scrolls sideways at the document level (wide tables scroll in their own
+box), every number in a summary or track table is a link to a page of the site, nothing is requested outside the
+local server and nothing 404s (favicon included).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,19 @@ import json
 import shutil
 import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from benchmark.records.schema import TrackingRef
 from leaderboard.__main__ import make_server
-from leaderboard.build import build_site
-from tests.leaderboard.lb_factory import KNN_VALUES, make_record, standard_records, write_raw, write_records
+from leaderboard.build import REPO
+from leaderboard.site import build_site
+from tests.leaderboard.lb_factory import KNN_VALUES, make_record, showcase_records, write_raw, write_records
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+WIDTHS = (1400, 400)
 
 pytestmark = pytest.mark.browser
 
@@ -30,15 +39,21 @@ def _driver(profile: Path):
     opts.binary_location = str(CHROMIUM)
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                 "--window-size=1400,1000"):
+                 "--window-size=1400,1000", "--hide-scrollbars"):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
 
 
+def _serve(out: Path):
+    server = make_server(out, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 @pytest.fixture()
 def site(tmp_path: Path):
-    records = standard_records() + [
+    records = showcase_records() + [
         make_record("<script>alert(1)</script>", alpha=0.1, seed=0, value=50.0),
         make_record("fedema", alpha=1.0, seed=0, value=99.0, runner="someone-else"),
         make_record("fedema", alpha=1.0, seed=1, value=98.0, tracking=TrackingRef(url="javascript:alert(2)", run_id="x")),
@@ -47,17 +62,86 @@ def site(tmp_path: Path):
     write_raw(tmp_path / "results", "truncated.json", '{"schema_version": 1, "cell_id": "ab')
     out = tmp_path / "site"
     build_site([tmp_path / "results"], out)
-    server = make_server(out, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server, base = _serve(out)
     try:
-        yield out, f"http://127.0.0.1:{server.server_address[1]}"
+        yield out, base
     finally:
         server.shutdown()
         server.server_close()
 
 
-def test_site_in_headless_chromium(site, tmp_path: Path, artifacts_dir: Path) -> None:
+def _resize(driver, width: int) -> None:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+
+
+def _check_page(driver, base: str, out: Path, path: str, width: int, artifacts: Path) -> None:
+    """No sideways scroll of the document; every number of a summary/track table inside a link to a site page."""
+    from selenium.webdriver.common.by import By
+
+    _resize(driver, width)
+    driver.get(f"{base}/{path}")
+    scroll, client = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert scroll <= client, f"{path} at {width} px scrolls sideways ({scroll} > {client})"
+    for table_id in ("summary-table", "track-table"):
+        for td in driver.find_elements(By.CSS_SELECTOR, f"#{table_id} td.num"):
+            text = td.text.strip()
+            if not any(ch.isdigit() for ch in text):
+                continue
+            links = td.find_elements(By.TAG_NAME, "a")
+            assert links, f"{path}: number {text!r} is not a link"
+            for a in links:
+                url = urlparse(a.get_attribute("href"))
+                assert f"{url.scheme}://{url.netloc}" == base, (path, text, url)
+                assert (out / url.path.lstrip("/")).is_file(), (path, text, url.path)
+    height = min(driver.execute_script("return document.documentElement.scrollHeight"), 8000)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    name = path.replace("/", "_").removesuffix(".html")
+    driver.save_screenshot(str(artifacts / f"leaderboard_{name}_{width}.png"))
+
+
+def _network(driver) -> tuple[list[str], list[tuple[str, int]]]:
+    urls, statuses = [], []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+        elif msg.get("method") == "Network.responseReceived":
+            statuses.append((msg["params"]["response"]["url"], int(msg["params"]["response"]["status"])))
+    return urls, statuses
+
+
+def test_pages_at_two_widths_link_every_number_and_never_scroll_sideways(site, tmp_path: Path,
+                                                                         artifacts_dir: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    out, base = site
+    cell = next(r for r in showcase_records() if r.method == "orchestra").cell_id
+    pages = ["index.html", "datasets/cifar10.html", "tracks/cifar10-knn.html", "methods/orchestra.html",
+             f"cells/{cell}.html"]
+    driver = _driver(tmp_path / "profile")
+    try:
+        for width in WIDTHS:
+            for path in pages:
+                _check_page(driver, base, out, path, width, artifacts_dir)
+        _resize(driver, 1400)
+        driver.get(f"{base}/datasets/cifar10.html")
+        summary = driver.find_element(By.ID, "summary-table")
+        assert summary.find_elements(By.CSS_SELECTOR, "tbody td.num a")  # a non-empty summary table
+        assert "75.50" in summary.text and "Reference points, not ranked" in summary.text
+        urls, statuses = _network(driver)
+        network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
+        assert network and all(u.startswith(base + "/") for u in network), network
+        assert any(u.endswith("/static/favicon.svg") for u in network)
+        assert not [s for s in statuses if s[1] >= 400], [s for s in statuses if s[1] >= 400]
+    finally:
+        driver.quit()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_dir: Path) -> None:
     from selenium.webdriver.common.by import By
 
     out, base = site
@@ -70,67 +154,92 @@ def test_site_in_headless_chromium(site, tmp_path: Path, artifacts_dir: Path) ->
 
         driver.get(f"{base}/tracks/cifar10-knn.html")
         table = driver.find_element(By.ID, "track-table")
-        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr:not(.group-head)")
         data = json.loads((out / "data.json").read_text())
         track = next(t for t in data["tracks"] if t["id"] == "cifar10-knn")
         assert len(rows) == len(track["rows"])
         text = table.text
-        for method in ("fedavg_simclr", "orchestra", "fedu"):
+        for method in ("fedavg_simclr", "orchestra", "fedu", "no_pretrain", "central_ssl"):
             assert method in text
         assert "75.50 ± 0.50" in text  # orchestra IID, golden mean ± std
         assert "62.00 ± 2.00" in text  # fedavg_simclr α=0.1
         assert "incomplete: 61.00, 62.00" in text  # fedu α=0.1 has two of three seeds
         assert "missing" in text  # the injected method has only α=0.1: its other partitions are missing
         assert "unverified" in text
+        # reference points sit in their own block and have no rank
+        refs = table.find_element(By.CSS_SELECTOR, "tbody.refs")
+        assert "no_pretrain" in refs.text and "vit_tiny" in refs.text  # two backbones, named
+        assert all(r.find_elements(By.TAG_NAME, "td")[5].text == "—"
+                   for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)"))
 
         # the script-named method renders as text, and no script ran
         assert "<script>alert(1)</script>" in text
         assert not driver.find_elements(By.XPATH, "//tbody//script")
         assert driver.execute_script("return window.__pwned === undefined")
 
-        # the plot is present and loaded
-        img = driver.find_element(By.ID, "alpha-plot")
-        assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
+        # the plots are inline SVG whose points carry a hover title and a link
+        for plot_id in ("comm-plot", "alpha-plot"):
+            svg = driver.find_element(By.ID, plot_id)
+            titles = svg.find_elements(By.TAG_NAME, "title")
+            assert titles and any("orchestra" in t.get_attribute("textContent") for t in titles)
 
-        # sorting: click the "seeds" header, then the mean header twice; the order changes and is sorted
+        # sorting the mean column: best first (higher is better), then reversed; reference points stay apart
         def column(idx: int) -> list[str]:
+            body = table.find_elements(By.TAG_NAME, "tbody")[0]
             return [r.find_elements(By.TAG_NAME, "td")[idx].get_attribute("data-sort") or ""
-                    for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+                    for r in body.find_elements(By.TAG_NAME, "tr")]
 
-        def methods() -> list[str]:
-            return [r.find_elements(By.TAG_NAME, "td")[0].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
-
-        before = methods()
-        header = table.find_elements(By.CSS_SELECTOR, "thead th")[3]
+        header = table.find_elements(By.CSS_SELECTOR, "thead th")[2]
         header.click()
-        asc = [float(v) for v in column(3) if v]
-        assert asc == sorted(asc) and methods() != before
-        header.click()
-        desc = [float(v) for v in column(3) if v]
-        assert desc == sorted(desc, reverse=True)
+        desc = [float(v) for v in column(2) if v]
+        assert desc == sorted(desc, reverse=True) and desc[0] == 75.5
         assert header.get_attribute("aria-sort") == "descending"
+        header.click()
+        asc = [float(v) for v in column(2) if v]
+        assert asc == sorted(asc)
+        assert "Reference points" in table.find_element(By.CSS_SELECTOR, "tbody.refs tr").text
         driver.save_screenshot(str(artifacts_dir / "leaderboard_track.png"))
 
         # cell page: the javascript: link from the record is not a link
-        cell = next(r for r in track["rows"] if r["method"] == "fedema")["cell_ids"]
-        for cell_id in cell:
+        cells = next(r for r in track["rows"] if r["method"] == "fedema")["cell_ids"]
+        for cell_id in cells:
             driver.get(f"{base}/cells/{cell_id}.html")
             assert not [a for a in driver.find_elements(By.TAG_NAME, "a")
                         if (a.get_attribute("href") or "").startswith("javascript")]
         driver.get(f"{base}/skipped.html")
         assert "truncated.json" in driver.find_element(By.ID, "skipped-table").text
 
-        # nothing left the local server
-        urls = []
-        for entry in driver.get_log("performance"):
-            msg = json.loads(entry["message"])["message"]
-            if msg.get("method") == "Network.requestWillBeSent":
-                urls.append(msg["params"]["request"]["url"])
+        urls, _ = _network(driver)
         network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
         assert network and all(u.startswith(base + "/") for u in network), network
-        assert any(u.endswith("/plots/cifar10-knn.svg") for u in network)
     finally:
         driver.quit()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_site_built_from_the_repository_results(tmp_path: Path, artifacts_dir: Path) -> None:
+    """What CI publishes: the site built from results/. When results/records holds records, its summary tables are
+    non-empty in the browser; the index always renders and scrolls only vertically."""
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "site"
+    build_site([REPO / "results"], out)
+    server, base = _serve(out)
+    driver = _driver(tmp_path / "profile")
+    try:
+        for width in WIDTHS:
+            _check_page(driver, base, out, "index.html", width, tmp_path)
+        records = REPO / "results" / "records"
+        if records.exists() and any(records.rglob("*.json")):
+            links = driver.find_elements(By.CSS_SELECTOR, "#summaries a")
+            assert links, "results/records holds records but the index lists no summary table"
+            for href in [a.get_attribute("href") for a in links]:
+                driver.get(href)
+                assert driver.find_elements(By.CSS_SELECTOR, "#summary-table tbody td.num a")
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
 
 

@@ -14,12 +14,12 @@ from benchmark.records.schema import TaskScores
 from leaderboard.build import (
     CardMixError,
     build_model,
-    build_site,
     build_track,
     check_single_card,
     load_all,
     records_frame,
 )
+from leaderboard.site import build_site
 from leaderboard.tracks import Track, TrackError, load_tracks, parse_tracks
 from tests.leaderboard.lb_factory import (
     DECSSL_PROBE_CARD,

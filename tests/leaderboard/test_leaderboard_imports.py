@@ -48,7 +48,7 @@ sys.path.insert(0, {str(REPO)!r})
 from tests.leaderboard.lb_factory import standard_records, write_records
 from pathlib import Path
 write_records(Path({str(tmp_path / 'res')!r}), standard_records())
-from leaderboard.build import build_site
+from leaderboard.site import build_site
 build_site([{str(tmp_path / 'res')!r}], {str(tmp_path / 'site')!r})
 import benchmark.records, benchmark.records.store, benchmark.records.reference, benchmark.records.migrate
 bad = sorted(m for m in sys.modules if m.split(".")[0] in {sorted(FORBIDDEN)!r})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from html.parser import HTMLParser
 from pathlib import Path
 
-from benchmark.records.schema import TrackingRef
-from leaderboard.build import build_site, slug
+from benchmark.records.schema import EnvInfo, TrackingRef
+from leaderboard.build import slug
+from leaderboard.site import build_site
 from leaderboard.render import safe_url
 from tests.leaderboard.lb_factory import make_record, standard_records, write_records
 
@@ -21,7 +23,7 @@ class _Dom(HTMLParser):
         self.text: list[str] = []
         self.tags: list[str] = []
 
-    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+    def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
         a = dict(attrs)
         if tag == "script":
@@ -29,7 +31,7 @@ class _Dom(HTMLParser):
         if tag == "a" and a.get("href"):
             self.hrefs.append(a["href"])
 
-    def handle_data(self, data):  # noqa: ANN001
+    def handle_data(self, data):
         self.text.append(data)
 
 
@@ -39,35 +41,47 @@ def _dom(path: Path) -> _Dom:
     return d
 
 
-def _build(tmp_path: Path) -> Path:
+def _evil_records() -> list:
     evil_cell = {"lr": EVIL, "note": "<img src=x onerror=alert(3)>"}
-    records = standard_records() + [
-        make_record(EVIL, alpha=0.1, seed=0, value=50.0, method_params=evil_cell,
-                    tracking=TrackingRef(url="javascript:alert(2)", run_id=EVIL)),
+    evil_label = dataclasses.replace(make_record("orchestra", alpha=0.5, seed=0, value=70.0), partition_label=EVIL)
+    return standard_records() + [
+        make_record(EVIL, alpha=0.1, seed=s, value=50.0 + s, method_params=evil_cell, machine=EVIL,
+                    tracking=TrackingRef(url="javascript:alert(2)", run_id=EVIL)) for s in range(3)
+    ] + [
         make_record("fedu", alpha=0.5, seed=0, value=1.0, tracking=TrackingRef(entity="me", project="p", run_id="r1",
                                                                              mode="online")),
+        # a second configuration of fedu whose label (its varying parameter) is markup
+        make_record("fedu", alpha=0.1, seed=0, value=2.0, method_params={"lr": EVIL, "tau": 0.5}),
+        dataclasses.replace(make_record("orchestra", alpha=0.5, seed=1, value=71.0),
+                            env=EnvInfo(git_sha=EVIL, machine=EVIL, hostname=EVIL)),
+        evil_label,
     ]
-    write_records(tmp_path / "res", records)
-    build_site([tmp_path / "res"], tmp_path / "site")
+
+
+def _build(tmp_path: Path, repo_url: str | None = None) -> Path:
+    write_records(tmp_path / "res", _evil_records())
+    build_site([tmp_path / "res"], tmp_path / "site", repo_url=repo_url)
     return tmp_path / "site"
 
 
 def test_record_fields_render_as_text(tmp_path: Path) -> None:
-    site = _build(tmp_path)
-    pages = [site / "index.html", site / "tracks" / "cifar10-knn.html", *sorted((site / "cells").glob("*.html")),
-             *sorted((site / "methods").glob("*.html"))]
-    assert len(pages) > 20
-    seen = 0
+    site = _build(tmp_path, repo_url="javascript:alert(4)")
+    pages = sorted(site.rglob("*.html"))
+    kinds = {p.parent.name for p in pages}
+    assert {"tracks", "cells", "methods", "entries", "datasets", "partitions"} <= kinds and len(pages) > 40
+    seen: dict[str, int] = {}
     for page in pages:
         dom = _dom(page)
         # the only script element on any page is our own sort.js, loaded by src
         assert [s.get("src", "").endswith("static/sort.js") for s in dom.scripts] == [True], page
-        assert "img" not in dom.tags or page.parent.name not in ("cells", "methods"), page
+        assert "img" not in dom.tags, page  # plots are inline SVG; an injected <img onerror> must stay text
         assert not [h for h in dom.hrefs if h.strip().lower().startswith("javascript")], page
-        seen += "".join(dom.text).count(EVIL)
-    assert seen >= 4  # the method name appears as text on the overview, track, cell and method pages
+        seen[page.parent.name] = seen.get(page.parent.name, 0) + "".join(dom.text).count(EVIL)
+    # the markup appears as text on every kind of page: method name, variant label, machine, partition label
+    assert all(seen.get(k, 0) >= 1 for k in ("tracks", "cells", "methods", "entries", "datasets", "partitions")), seen
     raw = (site / "tracks" / "cifar10-knn.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in raw and EVIL not in raw
+
 
 
 def test_method_file_names_are_slugs_and_wandb_links_are_safe(tmp_path: Path) -> None:
@@ -88,13 +102,20 @@ def test_safe_url() -> None:
     assert safe_url(None) is None
 
 
-def test_plot_and_static_assets_are_local(tmp_path: Path) -> None:
+def test_plots_and_static_assets_are_local(tmp_path: Path) -> None:
     site = _build(tmp_path)
-    svg = (site / "plots" / "cifar10-knn.svg").read_text()
-    assert svg.lstrip().startswith("<?xml") and "<script" not in svg
-    for page in (site / "index.html", site / "tracks" / "cifar10-knn.html"):
+    text = (site / "tracks" / "cifar10-knn.html").read_text()
+    # both plots are inline SVG: every point has a hover title and links to the page behind it
+    for plot_id in ("comm-plot", "alpha-plot"):
+        start = text.index(f'<svg id="{plot_id}"')
+        svg = text[start:text.index("</svg>", start)]
+        assert "<script" not in svg and svg.count("<title>") >= 9 and 'href="../entries/' in svg
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; · Dir(0.1)" in text  # the evil method's point title, escaped
+    for page in [site / "index.html", *site.rglob("tracks/*.html"), *site.rglob("datasets/*.html")]:
         text = page.read_text()
-        assert "http://" not in text and "https://" not in text and "//cdn" not in text
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text, page
+    css = (site / "static" / "style.css").read_text()
+    assert "@import" not in css and "url(" not in css
 
 
 def test_deviation_comments_are_collected(tmp_path: Path) -> None:
@@ -108,7 +129,7 @@ def test_deviation_comments_are_collected(tmp_path: Path) -> None:
                    {"where": "methods/m.py:5", "text": "other"}]
 
 
-def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:
     from leaderboard.__main__ import main
     from tests.leaderboard.lb_factory import write_raw
 

@@ -1,0 +1,174 @@
+"""Hand-written SVG scatter plots (no plotting library, nothing external): a track's score against communication
+and against heterogeneity. This module only maps numbers to pixel geometry; ``templates/macros.html`` draws it,
+with a ``<title>`` on every point (shown on hover) and a link to the page behind it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# colour-blind-friendly first (Okabe-Ito), then more distinct hues; shapes cycle after the colours
+COLOURS = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000", "#8c564b", "#7f7f7f",
+           "#bcbd22")
+SHAPES = ("circle", "square", "diamond", "triangle")
+W, H = 600, 320
+LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 48
+
+
+@dataclass
+class Point:
+    series: str  # legend label (method and its configuration)
+    x: float  # data units (bytes, α); inf = IID on the α plot
+    y: float
+    title: str  # hover text
+    href: str | None = None
+    hollow: bool = False  # incomplete: fewer seeds than the track requires
+    err: float | None = None  # ± (the std over seeds)
+    reference: bool = False  # a reference point (random init, central, ...): dashed line, never ranked
+
+
+@dataclass
+class Plot:
+    x_label: str
+    y_label: str
+    xticks: list[dict[str, Any]] = field(default_factory=list)
+    yticks: list[dict[str, Any]] = field(default_factory=list)
+    series: list[dict[str, Any]] = field(default_factory=list)
+    width: int = W
+    height: int = H
+    box: tuple[float, float, float, float] = (LEFT, TOP, W - RIGHT, H - BOTTOM)
+    breaks: list[float] = field(default_factory=list)  # x pixel positions of an axis break (the "none" column)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values (steps of 1, 2, 2.5 or 5 × 10^k) covering [lo, hi].
+
+    >>> nice_ticks(41.0, 89.0)
+    [40.0, 50.0, 60.0, 70.0, 80.0, 90.0]
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        lo, hi = lo - 1, hi + 1
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    out, v = [], start
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 10))
+        v += step
+    if out[-1] < hi:
+        out.append(round(out[-1] + step, 10))
+    return out
+
+
+def _marker(shape: str, cx: float, cy: float, r: float = 4.5) -> str:
+    if shape == "square":
+        return f"M{cx - r:.1f},{cy - r:.1f}h{2 * r:.1f}v{2 * r:.1f}h{-2 * r:.1f}z"
+    if shape == "diamond":
+        return f"M{cx:.1f},{cy - r * 1.3:.1f}l{r * 1.3:.1f},{r * 1.3:.1f}l{-r * 1.3:.1f},{r * 1.3:.1f}" \
+               f"l{-r * 1.3:.1f},{-r * 1.3:.1f}z"
+    if shape == "triangle":
+        return f"M{cx:.1f},{cy - r * 1.2:.1f}l{r * 1.2:.1f},{r * 2:.1f}h{-r * 2.4:.1f}z"
+    return f"M{cx - r:.1f},{cy:.1f}a{r:.1f},{r:.1f} 0 1,0 {2 * r:.1f},0a{r:.1f},{r:.1f} 0 1,0 {-2 * r:.1f},0z"
+
+
+def _y_scale(points: Sequence[Point], box: tuple[float, float, float, float]) -> tuple[Callable, list[float]]:
+    lows = [p.y - (p.err or 0) for p in points]
+    highs = [p.y + (p.err or 0) for p in points]
+    ticks = nice_ticks(min(lows), max(highs))
+    lo, hi = ticks[0], ticks[-1]
+    top, bottom = box[1], box[3]
+    return (lambda v: bottom - (v - lo) / (hi - lo) * (bottom - top)), ticks
+
+
+def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Callable[[float], float],
+            connect: bool) -> list[dict[str, Any]]:
+    names = list(dict.fromkeys(p.series for p in points))
+    out = []
+    for i, name in enumerate(names):
+        mine = sorted((p for p in points if p.series == name), key=lambda p: xpos(p.x))
+        colour, shape = COLOURS[i % len(COLOURS)], SHAPES[(i // len(COLOURS)) % len(SHAPES)]
+        marks = []
+        for p in mine:
+            cx, cy = xpos(p.x), ypos(p.y)
+            err = None if not p.err else (ypos(p.y + p.err), ypos(p.y - p.err))
+            marks.append({"d": _marker(shape, cx, cy), "cx": round(cx, 1), "err": err, "title": p.title,
+                          "href": p.href, "hollow": p.hollow})
+        solid = [p for p in mine if not p.hollow]
+        path = " ".join(f"{'M' if j == 0 else 'L'}{xpos(p.x):.1f},{ypos(p.y):.1f}" for j, p in enumerate(solid))
+        out.append({"name": name, "colour": colour, "shape": shape, "swatch": _marker(shape, 6, 6, 4),
+                    "marks": marks, "path": path if connect and len(solid) > 1 else "",
+                    "dashed": any(p.reference for p in mine)})
+    return out
+
+
+def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> list[tuple[float, str]]:
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [(10.0 ** k, fmt(10.0 ** k)) for k in range(a, b + 1)]
+
+
+def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float], str]) -> Plot | None:
+    """Score against bytes per client on a log axis; runs that communicate nothing (local training, random init)
+    sit in a separate "none" column left of the axis break."""
+    if not points:
+        return None
+    plot = Plot(x_label="bytes up + down per client, whole run (log scale)", y_label=y_label)
+    left, _, right, _ = plot.box
+    positive = [p.x for p in points if p.x > 0]
+    zero_col = any(p.x <= 0 for p in points)
+    axis_left = left + (64 if zero_col else 0)
+    if positive:
+        ticks = _log_ticks(min(positive), max(positive), fmt_bytes)
+        lo, hi = math.log10(ticks[0][0]), math.log10(ticks[-1][0])
+        hi = hi if hi > lo else lo + 1
+    else:
+        ticks, lo, hi = [], 0.0, 1.0
+
+    def xpos(x: float) -> float:
+        if x <= 0:
+            return left + 26
+        return axis_left + 10 + (math.log10(x) - lo) / (hi - lo) * (right - axis_left - 20)
+
+    ypos, yticks = _y_scale(points, plot.box)
+    plot.xticks = [{"x": round(xpos(v), 1), "label": text} for v, text in ticks]
+    if zero_col:
+        plot.xticks.insert(0, {"x": left + 26, "label": "none"})
+        plot.breaks = [axis_left - 6]
+    plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
+    plot.series = _series(points, xpos, ypos, connect=False)
+    return plot
+
+
+def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
+    """Score against the Dirichlet α on a log axis, IID at the right edge; each configuration's complete cells
+    joined by a line."""
+    points = [p for p in points if isinstance(p.x, float) and not math.isnan(p.x) and p.x > 0]
+    if not points:
+        return None
+    plot = Plot(x_label="Dirichlet α, log scale (smaller = more heterogeneous)",
+                y_label=y_label)
+    left, _, right, _ = plot.box
+    finite = sorted({p.x for p in points if math.isfinite(p.x)})
+    iid = any(math.isinf(p.x) for p in points)
+    lo = math.log10(finite[0]) if finite else 0.0
+    hi = math.log10(finite[-1]) if finite else 0.0
+    iid_log = hi + 1 if finite else 0.0
+    span_hi = iid_log if iid else hi
+    span = span_hi - lo if span_hi > lo else 1.0
+
+    def xpos(x: float) -> float:
+        v = iid_log if math.isinf(x) else math.log10(x)
+        return left + 24 + (v - lo) / span * (right - left - 48)
+
+    ypos, yticks = _y_scale(points, plot.box)
+    plot.xticks = [{"x": round(xpos(a), 1), "label": f"{a:g}"} for a in finite]
+    if iid:
+        plot.xticks.append({"x": round(xpos(math.inf), 1), "label": "IID"})
+    plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
+    plot.series = _series(points, xpos, ypos, connect=True)
+    return plot
