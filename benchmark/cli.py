@@ -31,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
     run.add_argument("--launcher", default="local", help="local | ray | slurm")
+    run.add_argument("--workers", type=int, default=0,
+                     help="local launcher: cells in this many worker processes (default 0: one per core; each cell "
+                          "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
+                          "after another in this process)")
     run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
     run.add_argument("--site", default=None, help="build the leaderboard site here when the grid ends")
     run.add_argument("--ray-address", default=None)
@@ -121,7 +125,7 @@ def _launcher_config(args: argparse.Namespace) -> dict[str, Any]:
         return {"folder": args.slurm_folder, "cluster": args.slurm_cluster, "partition": args.slurm_partition,
                 "timeout_min": args.slurm_time, "gpus_per_node": int(gpus) if gpus >= 1 else 0,
                 "cpus_per_task": max(1, int(args.cpus_per_cell)), "array_parallelism": args.slurm_parallelism}
-    return {}
+    return {"workers": args.workers}
 
 
 def _dry_run(args: argparse.Namespace) -> int:

@@ -78,7 +78,7 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.1f}")
 
     t0 = time.perf_counter()
-    local = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, tmp / "local", grid=grid.name))
+    local = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(cells, tmp / "local", grid=grid.name))
     t_local = time.perf_counter() - t0
 
     import ray

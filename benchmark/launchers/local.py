@@ -1,4 +1,10 @@
-"""The local launcher: cells run one after another in this process; a failing cell never stops the grid.
+"""The local launcher: cells run in worker processes on this machine (one per core by default, each cell on one CPU
+thread), or one after another in this process (``workers=1``); a failing cell never stops the grid.
+
+Every cell's numbers depend only on the cell: a worker pins the cell's intra-op threads exactly as the in-process
+path does (``RunOptions.cell_threads``), so a grid run with four workers writes the same records as a sequential run
+(tests/integration/test_launchers_agree.py). Workers are separate processes (spawned, not forked, so no thread or
+CUDA state is inherited); cells sharing one pre-training wait for each other through the pre-training lock.
 
 ``execute_cell`` is the unit every launcher runs (in this process, in a Ray worker, in a SLURM array task). It
 claims the cell (``benchmark.locks``) so that two runners on the same run root never work on one cell at the same
@@ -9,6 +15,7 @@ concurrently. A cell claimed by a live runner comes back as ``claimed``; launche
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,35 +141,75 @@ def write_failure(cell: Any, root: Path, reason: str) -> None:
         rd.write_error(reason, tb="")
 
 
+def default_workers() -> int:
+    """One worker per core this process may use (each cell runs on one intra-op thread)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_in_worker(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
+    """The body of a worker task (module-level, so it pickles by reference)."""
+    return execute_cell(cell, Path(root), options, grid=grid)
+
+
 @LAUNCHERS.register("local")
 @dataclass(frozen=True, kw_only=True)
 class LocalLauncher:
-    """Cells one after another in this process (one CPU thread each by default, see ``RunOptions.threads``)."""
+    """Cells in worker processes on this machine (``workers``: 0 = one per core), or in this process (1)."""
 
     options: RunOptions = field(default_factory=RunOptions)
+    workers: int = 0  # 0: one per core (default_workers); 1: one after another in this process
     wait_claimed: bool = True  # come back to cells another runner holds, so `run` ends with the grid complete
     claim_poll_s: float = 2.0
 
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ValueError(f"workers must be >= 0 (0: one per core), got {self.workers}")
+
     def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
                progress: Progress | None = None) -> Iterator[CellOutcome]:
-        def run(cell: Any) -> CellOutcome:
-            return execute_cell(cell, root, self.options, grid=grid)
+        workers = min(self.workers or default_workers(), max(len(cells), 1))
+        by_id = {c.cell_id: c for c in cells}
 
-        def emit(cell: Any, outcome: CellOutcome) -> CellOutcome:
+        def emit(outcome: CellOutcome) -> CellOutcome:
             if progress is not None:
-                progress(cell, outcome)
+                progress(by_id[outcome.cell_id], outcome)
             return outcome
 
+        def run_here(cell: Any) -> CellOutcome:
+            return execute_cell(cell, root, self.options, grid=grid)
+
+        first = self._in_pool(cells, root, grid, workers) if workers > 1 else map(run_here, cells)
         claimed = []
-        for cell in cells:
-            outcome = run(cell)
+        for outcome in first:
             if outcome.status == "claimed" and self.wait_claimed:
-                claimed.append(cell)
-                continue
-            yield emit(cell, outcome)
-        by_id = {c.cell_id: c for c in claimed}
-        for outcome in settle_claimed(claimed, root, run, poll_s=self.claim_poll_s):
-            yield emit(by_id[outcome.cell_id], outcome)
+                claimed.append(by_id[outcome.cell_id])
+            else:
+                yield emit(outcome)
+        for outcome in settle_claimed(claimed, root, run_here, poll_s=self.claim_poll_s):
+            yield emit(outcome)
+
+    def _in_pool(self, cells: Sequence[Any], root: Path, grid: str | None, workers: int) -> Iterator[CellOutcome]:
+        """Each cell in a worker process, outcomes as cells finish; a worker that dies fails only its cell."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_run_in_worker, cell, str(root), self.options, grid): cell for cell in cells}
+            try:
+                for future in as_completed(futures):
+                    cell = futures[future]
+                    try:
+                        yield future.result()
+                    except Exception as exc:  # noqa: BLE001 - the worker died (OOM killer, a crash outside the cell)
+                        reason = f"worker failed: {type(exc).__name__}: {exc}"
+                        write_failure(cell, root, reason)
+                        yield CellOutcome(cell.cell_id, "failed", error=reason)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
 
 
 __all__ = ["CellOutcome", "LocalLauncher", "Progress", "execute_cell", "settle_claimed", "write_failure"]

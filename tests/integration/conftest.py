@@ -99,6 +99,6 @@ def tiny_reference(tiny_grid: tuple[Path, list[Any]], tmp_path_factory: pytest.T
 
     path, cells = tiny_grid
     root = tmp_path_factory.mktemp("reference")
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, root, grid="tiny_launch"))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(cells, root, grid="tiny_launch"))
     assert [o.status for o in outcomes] == ["done"] * len(cells), outcomes
     return records_of(cells, root)

@@ -19,6 +19,20 @@ def _all_done(outcomes: list[Any], cells: list[Any]) -> None:
     assert {o.status for o in outcomes} == {"done"}, [(o.cell_id, o.status, o.error) for o in outcomes]
 
 
+def test_local_worker_processes_match_the_sequential_run(tiny_grid: Any, tiny_reference: Any,
+                                                        tmp_path: Path) -> None:
+    """The default local launcher runs cells in worker processes (one per core): the same records, bit for bit."""
+    from benchmark.launchers.local import LocalLauncher
+
+    _, cells = tiny_grid
+    seen = []
+    launcher = LocalLauncher(options=RunOptions(device="cpu"), workers=2)
+    outcomes = list(launcher.launch(cells, tmp_path, grid="tiny_launch", progress=lambda c, o: seen.append(o)))
+    _all_done(outcomes, cells)
+    assert seen == outcomes
+    assert records_of(cells, tmp_path) == tiny_reference
+
+
 def test_ray_local_cluster_matches_local_run(tiny_grid: Any, tiny_reference: Any, tmp_path: Path) -> None:
     pytest.importorskip("ray")
     from benchmark.launchers.ray import RayLauncher

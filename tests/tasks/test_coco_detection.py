@@ -67,7 +67,7 @@ def test_cards_name_the_stem_and_change_with_the_config():
 def test_without_detectron2_the_cell_fails_with_the_hint_and_the_grid_goes_on(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "detectron2", None)  # `import detectron2` now raises ImportError
     cells = [smoke_cell("fedavg_simclr", tasks=[DETECTION]), smoke_cell("fedavg_simclr", tasks=["knn"])]
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch(cells, tmp_path))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(cells, tmp_path))
     assert [o.status for o in outcomes] == ["failed", "done"]
     assert "pip install" in outcomes[0].error and "detectron2" in outcomes[0].error.lower()
     assert "\n" not in outcomes[0].error.split(": ", 1)[1]  # one line

@@ -167,7 +167,7 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
 
     monkeypatch.setattr(runner, "_run", fake_run)
     monkeypatch.setattr(runner, "evaluate", lambda *a, **k: Evaluation())  # pre-training only: fast
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch([oom, boom, ok], tmp_path))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([oom, boom, ok], tmp_path))
     assert [o.status for o in outcomes] == ["failed", "failed", "done"]
     assert "MemoryError" in outcomes[0].error and "boom" in outcomes[1].error
     for cell, word in ((oom, "MemoryError: CUDA out of memory"), (boom, "RuntimeError: boom")):
@@ -198,7 +198,7 @@ def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, mo
 
     monkeypatch.setattr(stages, "simulate", fake_simulate)
     monkeypatch.setattr(runner, "evaluate", lambda *a, **k: stages.Evaluation())
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu")).launch([nan, ok], tmp_path))
+    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([nan, ok], tmp_path))
     assert [o.status for o in outcomes] == ["diverged", "done"]
     assert "loss is nan" in outcomes[0].error
     text = grid_status([nan, ok], tmp_path)
@@ -217,7 +217,7 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
                     "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr], seed: [0]}\n")
     [cell] = expand_grid(load_grid(str(grid)))
     root = tmp_path / "runs"
-    args = ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu"]
+    args = ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu", "--workers", "1"]
     real = runner._run
     monkeypatch.setattr(runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM")))
     assert main(args) == 0
