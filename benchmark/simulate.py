@@ -12,9 +12,10 @@ import gc
 import json
 import math
 import os
+import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,45 +65,132 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+class ClientManifest(Mapping[str, Mapping[str, Any]]):
+    """The client-state index a checkpoint holds: for each client sampled so far, the round its state file was
+    written (-1: an empty state, no file) and its ``last_round`` (-1: None), as three int64 arrays (24 bytes a
+    client; never-sampled clients take nothing). Reads as the mapping ``{str(k): {"file", "last_round"}}``."""
+
+    __slots__ = ("file_round", "ids", "last_round")
+
+    def __init__(self, ids: np.ndarray, file_round: np.ndarray, last_round: np.ndarray) -> None:
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.file_round = np.asarray(file_round, dtype=np.int64)
+        self.last_round = np.asarray(last_round, dtype=np.int64)
+
+    def __getstate__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.ids, self.file_round, self.last_round
+
+    def __setstate__(self, state: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.ids, self.file_round, self.last_round = state
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(k) for k in self.ids.tolist())
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        i = int(np.searchsorted(self.ids, int(key)))
+        if i >= self.ids.size or self.ids[i] != int(key):
+            raise KeyError(key)
+        fr, lr = int(self.file_round[i]), int(self.last_round[i])
+        return {"file": state_file(int(key), fr) if fr >= 0 else None, "last_round": lr if lr >= 0 else None}
+
+    def files(self) -> set[str]:
+        keep = self.file_round >= 0
+        return {state_file(k, r) for k, r in zip(self.ids[keep].tolist(), self.file_round[keep].tolist())}
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Mapping[str, Any]]) -> ClientManifest:
+        """From either form (checkpoints written before the arrays held ``{str(k): {"file", "last_round"}}``)."""
+        if isinstance(manifest, ClientManifest):
+            return manifest
+        rows = sorted((int(k), _file_round(int(k), v.get("file")), v.get("last_round")) for k, v in manifest.items())
+        return cls(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+                   np.array([-1 if r[2] is None else int(r[2]) for r in rows], dtype=np.int64))
+
+
+def state_file(k: int, round_: int) -> str:
+    return f"{k}-r{round_}.pt"
+
+
+def _file_round(k: int, name: str | None) -> int:
+    if not name:
+        return -1
+    m = re.fullmatch(rf"{k}-r(\d+)\.pt", name)
+    if m is None:
+        raise ValueError(f"client {k}: unexpected state file name {name!r}")
+    return int(m.group(1))
+
+
+UNSEEN = -2  # a registered client never sampled (its index slot holds nothing else)
+
+
 class ClientStateStore:
     """Per-client state between rounds: kept on the CPU, an LRU of at most ``mem_budget`` bytes in memory, and
     every non-empty state written once to ``folder`` (``<k>-r<round>.pt``) so that checkpoints reference files
-    instead of copying states, and evicted states are read back on demand."""
+    instead of copying states, and evicted states are read back on demand.
+
+    Registered clients cost nothing until sampled: the index is two int64 slots per client id seen (file round,
+    last round), empty states are not cached, and a state file replaced by a newer one is deleted as soon as no kept
+    checkpoint refers to it (``collect``: work in proportion to the files replaced, not a scan of the folder)."""
 
     def __init__(self, folder: Path, mem_budget: int = 512 * 2**20) -> None:
         self.folder = Path(folder)
         self.mem_budget = mem_budget
         self._cache: OrderedDict[int, ClientState] = OrderedDict()
         self._cache_bytes = 0
-        self._entries: dict[int, dict[str, Any]] = {}  # k -> {"file": name | None, "last_round": r}
+        self._file_round = np.full(0, UNSEEN, dtype=np.int64)  # UNSEEN, -1 (empty state) or the file's round
+        self._last_round = np.full(0, -1, dtype=np.int64)  # -1: None
+        self._replaced: list[tuple[int, str]] = []  # (round it was replaced in, file) awaiting deletion
+        self._sweep = True  # first collect (and after restore): one scan removes what an interrupted run left
         self.peak_cache_bytes = 0
 
     def __contains__(self, k: int) -> bool:
-        return k in self._entries
+        return 0 <= k < self._file_round.size and self._file_round[k] != UNSEEN
+
+    @property
+    def cached_clients(self) -> int:
+        """How many states are held in memory (empty states never are)."""
+        return len(self._cache)
 
     def get(self, k: int) -> ClientState | None:
         if k in self._cache:
             self._cache.move_to_end(k)
             return self._cache[k]
-        entry = self._entries.get(k)
-        if entry is None:
+        if k not in self:
             return None
-        if entry["file"] is None:
-            return ClientState(tensors={}, last_round=entry["last_round"])
-        tensors = torch.load(self.folder / entry["file"], map_location="cpu", weights_only=True)
-        state = ClientState(tensors=tensors, last_round=entry["last_round"])
+        fr, lr = int(self._file_round[k]), int(self._last_round[k])
+        last_round = lr if lr >= 0 else None
+        if fr < 0:
+            return ClientState(tensors={}, last_round=last_round)
+        tensors = torch.load(self.folder / state_file(k, fr), map_location="cpu", weights_only=True)
+        state = ClientState(tensors=tensors, last_round=last_round)
         self._remember(k, state)
         return state
 
     def put(self, k: int, state: ClientState, round_: int) -> None:
         tensors = {name: t.detach().to("cpu") for name, t in state.tensors.items()}
         state = ClientState(tensors=tensors, last_round=state.last_round)
-        name = None
+        self._grow(k + 1)
+        old = int(self._file_round[k])
+        if old >= 0 and old != round_:
+            self._replaced.append((round_, state_file(k, old)))
         if tensors:
-            name = f"{k}-r{round_}.pt"
-            atomic_torch_save(tensors, self.folder / name)
-        self._entries[k] = {"file": name, "last_round": state.last_round}
-        self._remember(k, state)
+            atomic_torch_save(tensors, self.folder / state_file(k, round_))
+        self._file_round[k] = round_ if tensors else -1
+        self._last_round[k] = -1 if state.last_round is None else int(state.last_round)
+        if tensors:
+            self._remember(k, state)
+        elif k in self._cache:
+            self._cache_bytes -= tensors_nbytes(self._cache.pop(k).tensors)
+
+    def _grow(self, size: int) -> None:
+        if size <= self._file_round.size:
+            return
+        cap = max(size, 2 * self._file_round.size, 64)
+        self._file_round = np.concatenate([self._file_round, np.full(cap - self._file_round.size, UNSEEN, np.int64)])
+        self._last_round = np.concatenate([self._last_round, np.full(cap - self._last_round.size, -1, np.int64)])
 
     def _remember(self, k: int, state: ClientState) -> None:
         if k in self._cache:
@@ -115,19 +203,48 @@ class ClientStateStore:
             self._cache_bytes -= tensors_nbytes(old.tensors)
         self.peak_cache_bytes = max(self.peak_cache_bytes, self._cache_bytes)
 
-    def manifest(self) -> dict[str, dict[str, Any]]:
-        return {str(k): dict(v) for k, v in sorted(self._entries.items())}
+    def manifest(self) -> ClientManifest:
+        ids = np.flatnonzero(self._file_round != UNSEEN)
+        return ClientManifest(ids, self._file_round[ids], self._last_round[ids])
 
     def restore(self, manifest: Mapping[str, Mapping[str, Any]]) -> None:
-        self._entries = {int(k): dict(v) for k, v in manifest.items()}
+        m = ClientManifest.of(manifest)
+        size = int(m.ids.max()) + 1 if len(m) else 0
+        self._file_round = np.full(size, UNSEEN, dtype=np.int64)
+        self._last_round = np.full(size, -1, dtype=np.int64)
+        self._file_round[m.ids] = m.file_round
+        self._last_round[m.ids] = m.last_round
         self._cache.clear()
         self._cache_bytes = 0
+        self._replaced.clear()
+        self._sweep = True
+
+    def collect(self, kept_rounds: Sequence[int], manifests: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+        """Delete the replaced state files that no kept checkpoint refers to. A file written in round a and
+        replaced in round b is referred to by the checkpoints of rounds a..b-1 only; every kept checkpoint is at
+        round >= min(kept_rounds), and later ones at rounds >= b, so it goes once min(kept_rounds) >= b. After a
+        restore the first call scans the folder once (``gc``) for files of the interrupted round."""
+        if self._sweep:
+            self.gc(manifests())
+            self._sweep = False
+        oldest = min(kept_rounds, default=None)
+        if oldest is None:
+            return
+        keep = []
+        for b, name in self._replaced:
+            if b <= oldest:
+                (self.folder / name).unlink(missing_ok=True)
+            else:
+                keep.append((b, name))
+        self._replaced = keep
 
     def gc(self, keep: Sequence[Mapping[str, Mapping[str, Any]]]) -> None:
-        """Delete state files referenced neither now nor by the manifests in ``keep``."""
+        """Delete state files referenced neither now nor by the manifests in ``keep`` (a scan of the folder)."""
         if not self.folder.exists():
             return
-        live = {e["file"] for m in (*keep, self.manifest()) for e in m.values() if e.get("file")}
+        live = set(self.manifest().files())
+        for m in keep:
+            live |= ClientManifest.of(m).files()
         for path in self.folder.glob("*.pt"):
             if path.name not in live:
                 path.unlink(missing_ok=True)
@@ -318,7 +435,7 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
                 "comm_up": comm.per_round_up, "comm_down": comm.per_round_down, "history": history,
                 "client_steps": client_steps, "clients": store.manifest(),
             })
-            store.gc(ckpt.manifests())
+            store.collect(ckpt.rounds(), ckpt.manifests)
         if on_round is not None:
             on_round(r, metrics)
         if stop_after is not None and r >= stop_after:

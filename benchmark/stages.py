@@ -29,7 +29,7 @@ import torch
 from benchmark.config import from_mapping
 from benchmark.data.datasets import DatasetSplits, default_data_root, load_dataset_splits
 from benchmark.data.partition import Partition, partition_stats
-from benchmark.data.views import UnlabeledView
+from benchmark.data.views import ClientViews, UnlabeledView
 from benchmark.grid import Cell, ComponentSpec
 from benchmark.method import InputSpec, Method
 from benchmark.pretrained import Pretrained
@@ -96,19 +96,15 @@ def build_method(cell: Cell | ComponentSpec, inputs: InputSpec, backbone: Compon
     return cls(from_mapping(cls.Config, dict(spec.params)), backbone, inputs)
 
 
-def client_datasets(method: Method, ds: DatasetSplits, part: Partition) -> list[ClientData]:
-    """Unlabeled views of each client's shard; ``pooled`` methods get one client holding the union."""
+def client_datasets(method: Method, ds: DatasetSplits, part: Partition) -> ClientViews:
+    """Unlabeled views of each client's shard, built on access (``ClientViews``: only the partition's index is
+    held, so registered clients cost nothing until sampled); ``pooled`` methods get one client holding the union."""
     labelled = Requirement.LABELS in method.requires
     shards = list(part.client_indices)
     if method.federation == "pooled":
         shards = [np.sort(np.concatenate(shards))]
-    out = []
-    for k, idx in enumerate(shards):
-        sel = torch.as_tensor(idx, dtype=torch.long)
-        view = UnlabeledView(ds.train.images[sel], ds.mean, ds.std)
-        labels = torch.as_tensor(ds.train.labels[idx]) if labelled else None
-        out.append(ClientData(k, len(idx), view, labels, ds.num_classes if labelled else 0))
-    return out
+    return ClientViews(ds.train.images, shards, ds.mean, ds.std, ds.train.labels if labelled else None,
+                       ds.num_classes if labelled else 0)
 
 
 def public_view(ds: DatasetSplits, part: Partition) -> UnlabeledView | None:

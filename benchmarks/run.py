@@ -1,11 +1,15 @@
-"""The performance suite (issue 10): P1-P5, each a ratio measured side by side in one run, with its target.
+"""The performance suite (issues 10, 23): P1-P8, each a ratio measured side by side in one run, with its target.
 
-    python benchmarks/run.py [--only P1,P2,P3,P4,P5] [--quick] [--threads 1] [--markdown] [--json out.json]
+    python benchmarks/run.py [--only P1,...,P8] [--quick] [--threads 1] [--markdown] [--json out.json]
+                             [--flower-python PATH]
 
 P1 engine vs bare training loop, P2 batched vs PIL augmentation, P3 cached vs re-embedding evaluation (each in this
 process, variants interleaved, CPU-time ratios: see benchmarks/_timing.py), P4 peak RSS of FedEMA with 100 vs 10
 clients (benchmarks/p4_memory.py, one subprocess per setting), P5 cells/hour of the smoke grid, local launcher vs Ray
-with 2 workers (benchmarks/p5_grid_throughput.py). Prints the machine first (CPU model, cores, torch version and
+with 2 workers (benchmarks/p5_grid_throughput.py), P6 the same cell through Flower's simulation engine, ours and a
+bare loop in fresh processes (benchmarks/p6_flower.py; Flower from the ``bench`` extra, its interpreter given by
+``--flower-python``), P7 10,000 vs 100 registered clients (benchmarks/p7_registered.py), P8 1,000 sampled clients
+of 10 images, engine vs bare loop (benchmarks/p8_client_overhead.py). Prints the machine first (CPU model, cores, torch version and
 threads, load average), then one line per benchmark: the ratio, its target and whether it is met. ``--markdown``
 also prints the README table. A benchmark that cannot run here (say Ray missing) is reported as such; the others go on.
 """
@@ -121,7 +125,50 @@ def p5(quick: bool, log) -> dict:
             "raw": {"local": local, "ray_grid": ray_grid, "ray_with_startup": ray_all, "same_records": same}}
 
 
-BENCHES = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5}
+def p6(quick: bool, log, flower_python: str | None = None) -> dict:
+    from p6_flower import measure
+
+    r = measure(flower_python, reps=1 if quick else 2, rounds=3 if quick else 4, log=log)
+    a, b = r["shapes"]
+    value = f"Flower/ours {a['steady_flower_ours']:.2f}x, {b['steady_flower_ours']:.2f}x per round"
+
+    def shape(s: dict) -> str:
+        return (f"{s['shape']}: steady round Flower/ours {s['steady_flower_ours']:.2f}x, ours/bare "
+                f"{s['steady_ours_bare']:.3f}x; end to end Flower {s['flower_wall']:.1f} s vs ours {s['ours_wall']:.1f} s "
+                f"vs bare {s['bare_wall']:.1f} s wall ({s['e2e_flower_ours']:.2f}x; CPU {s['cpu_flower_ours']:.2f}x); "
+                f"peak RSS (tree) {s['flower_peak_rss_mb']:.0f} vs {s['ours_peak_rss_mb']:.0f} vs "
+                f"{s['bare_peak_rss_mb']:.0f} MB; same first-round losses {s['same_first_losses']}")
+
+    return {"name": "P6 Flower side by side", "value": value, "target": "> 1x (steady and end to end)",
+            "met": r["met"], "detail": f"FedAvg-SimCLR quickstart cell, {r['versions']}, {r['rounds']} rounds, "
+            f"{r['reps']} rep(s) each in a fresh process, 1 torch thread; " + "; ".join(shape(s) for s in r["shapes"]),
+            "raw": r}
+
+
+def p7(quick: bool, log) -> dict:
+    from p7_registered import TARGET, measure
+
+    r = measure(reps=1 if quick else 2, rounds=5 if quick else 8, log=log)
+    rows = "; ".join(f"{x['method']} {x['per_round']} sampled: RSS {x['rss_ratio']:.3f}x, round {x['round_ratio']:.3f}x"
+                     for x in r["results"])
+    parts = ", ".join(f"{p['name']} {p['s']:.2f} s" for p in r["partitioners"] if "tries" in p)
+    return {"name": "P7 registered clients", "value": f"<= {r['worst']:.3f}x (10,000 vs 100)",
+            "target": f"<= {TARGET}x", "met": r["met"],
+            "detail": f"peak RSS and steady round, 10,000 vs 100 registered (digits tiled to 100k, 10 images a client): "
+            f"{rows}; partitioners at K = 10,000 on 100k labels: {parts}", "raw": r}
+
+
+def p8(quick: bool, log) -> dict:
+    from p8_client_overhead import TARGET, measure
+
+    r = measure(reps=2 if quick else 3, log=log)
+    return {"name": "P8 per-client overhead", "value": f"{r['ratio']:.3f}x bare", "target": f">= {TARGET}x",
+            "met": r["met"], "detail": f"{r['setting']}; {r['engine_ms_per_client']:.2f} vs {r['bare_ms_per_client']:.2f}"
+            f" ms CPU a client; best-of {r['ratio_best']:.3f}, wall {r['ratio_wall']:.3f}; same first loss "
+            f"{r['same_first_loss']}", "raw": r}
+
+
+BENCHES = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "P7": p7, "P8": p8}
 
 
 def main() -> int:
@@ -132,6 +179,8 @@ def main() -> int:
                     help="torch intra-op threads for P1-P3 (1: CPU-time ratios free of OpenMP spinning)")
     ap.add_argument("--markdown", action="store_true", help="also print the README table")
     ap.add_argument("--json", default=None, help="write every figure to this file")
+    ap.add_argument("--flower-python", default=None,
+                    help="P6: interpreter with flwr[simulation] installed (default: this one, or $FSSL_BENCH_PYTHON)")
     args = ap.parse_args()
     import torch
 
@@ -139,7 +188,7 @@ def main() -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']} ({info['threads']} thread(s) for "
-          f"P1-P3), Python {info['python']}, load average {info['load_avg_start']} at start", flush=True)
+          f"P1-P3, P6-P8), Python {info['python']}, load average {info['load_avg_start']} at start", flush=True)
 
     def log(msg: str, **_: object) -> None:
         print(msg, flush=True)
@@ -148,7 +197,7 @@ def main() -> int:
     for key in [k.strip().upper() for k in args.only.split(",") if k.strip()]:
         t0 = time.perf_counter()
         try:
-            res = BENCHES[key](args.quick, log)
+            res = (p6(args.quick, log, args.flower_python) if key == "P6" else BENCHES[key](args.quick, log))
         except Exception as exc:  # noqa: BLE001 - a benchmark that cannot run here is reported, the others go on
             res = {"name": key, "value": "not run", "target": "", "met": False, "detail": f"{type(exc).__name__}: {exc}"}
         res["seconds"] = round(time.perf_counter() - t0, 1)

@@ -42,6 +42,7 @@ from benchmark.api import (
 )
 from methods._shared.aggregate import weighted_average
 from methods._shared.modules import load_tensors, select, tensors_of
+from methods._shared.nets import WorkingNets
 
 PREFIX = "encoder."
 BN_BUFFERS = ("running_mean", "running_var")
@@ -80,6 +81,7 @@ class NoPretrainBN(MethodBase):
 
     def __init__(self, cfg: NoPretrainBNConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(lambda: self._build()[0])  # the client's working module, reloaded at every use
 
     def _build(self) -> tuple[nn.Module, int]:
         return build_backbone(self.backbone.name, dict(self.backbone.params))
@@ -99,10 +101,8 @@ class NoPretrainBN(MethodBase):
                       ctx: RoundContext) -> tuple[Payload, ClientState]:
         if ctx.round != 1 or not down.tensors:
             return Payload({}, num_examples=data.num_examples), ClientState(last_round=ctx.round)
-        with scoped_torch_seed(0, Stream.INIT, 0):  # structure only: every tensor is overwritten
-            encoder, _ = self._build()
+        encoder = self.nets.get(ctx.device)
         load_tensors(encoder, select(down.tensors, PREFIX, strip=True))
-        encoder = encoder.to(ctx.device)
         calibrate_bn(encoder, data.train, ctx.device)
         names = set(bn_buffer_names(encoder, PREFIX))
         up = {k: v for k, v in tensors_of(encoder, PREFIX).items() if k in names}

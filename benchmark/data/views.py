@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
 
+import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from benchmark.types import ClientData
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,3 +79,38 @@ def normalize(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, .
     m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
     s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
     return (x - m) / s
+
+
+class ClientViews(Sequence["ClientData"]):
+    """The clients' data, built when asked for: ``views[k]`` gathers client k's images (and labels, for methods
+    that declare them) from the shared training tensor on each access. Only the index arrays are kept, so
+    registered clients cost nothing until sampled; each access returns equal data (a fresh copy)."""
+
+    def __init__(self, images: torch.Tensor, shards: Sequence[np.ndarray], mean: tuple[float, ...],
+                 std: tuple[float, ...], labels: np.ndarray | None = None, num_classes: int = 0) -> None:
+        self.images = images
+        self.shards = tuple(shards)
+        self.mean = tuple(mean)
+        self.std = tuple(std)
+        self.labels = labels
+        self.num_classes = num_classes
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    @overload
+    def __getitem__(self, k: int) -> ClientData: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[ClientData]: ...
+
+    def __getitem__(self, k: int | slice) -> ClientData | list[ClientData]:
+        from benchmark.types import ClientData
+
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self))[k]]
+        k = range(len(self))[k]  # bounds and negative indices as for a list
+        idx = self.shards[k]
+        view = UnlabeledView(self.images[torch.as_tensor(idx, dtype=torch.long)], self.mean, self.std)
+        labels = torch.as_tensor(self.labels[idx]) if self.labels is not None else None
+        return ClientData(k, len(idx), view, labels, self.num_classes)

@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from benchmark.api import Encoder, Stream, TASKS, arch_fingerprint, build_backbone, from_mapping, scoped_torch_seed
+from benchmark.api import Encoder, Stream, TASKS, arch_fingerprint, build_backbone, scoped_torch_seed
 from benchmark.launchers.local import LocalLauncher
 from tasks.coco_detection.task import CocoDetectionConfig, resolve_settings
 from tests.helpers import smoke_cell
