@@ -14,7 +14,8 @@ from benchmark.data.partitioners.matched import label_matched_test
 from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
 from benchmark.data.synthetic import shapes_coco
 from benchmark.data.views import UnlabeledView, normalize
-from benchmark.device import DeviceConfig, autocast, prepare_module
+from benchmark.device import DeviceConfig, prepare_module
+from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
 from benchmark.grid import Cell, ComponentSpec, FLConfig
 from benchmark.method import Federation, InputSpec, Method, MethodBase
 from benchmark.records.schema import ProtocolCard, TaskScores
@@ -72,7 +73,13 @@ __all__ = [
     "UnlabeledView",
     "arch_fingerprint",
     "augment",
-    "autocast",
+    "FP32",
+    "PRECISIONS",
+    "LossScaler",
+    "Precision",
+    "fp32_math",
+    "full_precision",
+    "no_autocast",
     "build_backbone",
     "canonical_json",
     "default_data_root",

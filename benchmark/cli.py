@@ -91,7 +91,19 @@ def _parser() -> argparse.ArgumentParser:
     sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
     sbm.add_argument("--reevaluate", action="store_true", help="re-run the tasks from the final checkpoints")
     sbm.add_argument("--data-root", default=None)
+    _add_doctor(sub)
     return p
+
+
+def _add_doctor(sub: Any) -> None:
+    doc = sub.add_parser("doctor", help="pre-train each method a few rounds in fp32 and in reduced precision on this "
+                                        "device and compare the losses (verify the GPU path before a long run)")
+    doc.add_argument("--methods", default=None, help="comma-separated method names (default: every method)")
+    doc.add_argument("--rounds", type=int, default=3, help="rounds per method (default 3)")
+    doc.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    doc.add_argument("--precision", default=None, choices=["bf16", "fp16"],
+                     help="the precision compared with fp32 (default: bf16 where supported, else fp16)")
+    doc.add_argument("--tolerance", type=float, default=0.10, help="allowed |loss ratio - 1| (default 0.10)")
 
 
 def _load_cells(grid_arg: str, only: str | None, seeds: str | None = None) -> tuple[Any, list[Any]]:
@@ -304,9 +316,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from benchmark.doctor import doctor, render
+    from benchmark.registries import METHODS, load_builtins
+
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
+    load_builtins()
+    methods = [METHODS.canonical(m.strip()) for m in args.methods.split(",")] if args.methods else None
+    other, rows = doctor(methods, rounds=args.rounds, device=args.device, precision=args.precision)
+    print(render(other, rows, args.tolerance))
+    return 0 if all(r.ok(args.tolerance) for r in rows) else 1
+
+
 COMMANDS = {"run": cmd_run, "list": cmd_list, "plan": cmd_plan, "show": cmd_show, "status": cmd_status,
             "collect": cmd_collect, "prefetch": cmd_prefetch, "new-method": cmd_new_method,
-            "check-method": cmd_check_method, "submit": cmd_submit}
+            "check-method": cmd_check_method, "submit": cmd_submit, "doctor": cmd_doctor}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

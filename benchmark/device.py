@@ -1,8 +1,8 @@
-"""Device policy behind one switch: CUDA when present, with AMP and channels-last; plain fp32 on the CPU."""
+"""Device policy behind one switch: CUDA when present, with channels-last; the CPU otherwise. Precision is not a
+device choice but a cell field (``benchmark.precision``): the same cell computes in the same dtype on every device."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from dataclasses import dataclass
 
@@ -12,16 +12,12 @@ import torch
 @dataclass(frozen=True, kw_only=True)
 class DeviceConfig:
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
-    amp: bool = True  # mixed precision, only ever on CUDA
     channels_last: bool = True  # only ever on CUDA
 
     def resolve(self) -> torch.device:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
-
-    def use_amp(self) -> bool:
-        return self.amp and self.resolve().type == "cuda"
 
     def use_channels_last(self) -> bool:
         return self.channels_last and self.resolve().type == "cuda"
@@ -41,9 +37,3 @@ def prepare_module(module: torch.nn.Module, device: torch.device, *, channels_la
     if channels_last and device.type == "cuda":
         module = module.to(memory_format=torch.channels_last)
     return module
-
-
-def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
-    if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    return contextlib.nullcontext()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
+from benchmark.precision import FP32, Precision
 
 if TYPE_CHECKING:
     from benchmark.data.datasets import DatasetSplits
@@ -76,12 +77,14 @@ class RoundContext:
     generator: torch.Generator  # the same stream, for shuffling, augmentation and masking
     local_epochs: int = 1
     public: UnlabeledView | None = None  # the server-side public split, when the cell has one
-    amp: bool = False  # mixed precision (CUDA only; see benchmark.device)
+    precision: Precision = FP32  # the cell's training precision: autocast dtype and loss scaler (benchmark.precision)
     channels_last: bool = False  # NHWC conv weights (CUDA only; benchmark.device.prepare_module applies it)
     num_classes: int = 0  # of the dataset; only supervised reference points may use it
+    num_clients: int = 0  # K, the registered clients of the cell (0 where unknown, e.g. a hand-built context)
 
 
-MEMBER_RULES = ("mean", "max_over_models_test")
+MEMBER_RULES = ("mean", "designated", "max_over_models_test")
+SELECTS_ON_TEST = ("max_over_models_test",)  # member rules whose value is chosen by test scores
 
 
 def arch_fingerprint(module: nn.Module) -> str:
@@ -114,9 +117,12 @@ class Encoder:
     # Further exported models by role, e.g. {"mae": masked auto-encoder} for the reconstruction task (FedMAE).
     extras: Mapping[str, nn.Module] = field(default_factory=dict)
     # How several members' scores become one number. "mean" (default): the mean is the value, the minimum is also
-    # reported, the maximum never. "max_over_models_test": the maximum over members, a reproduction mode that
-    # selects on the test set (FeatARC's official code); the runner marks such scores' cards accordingly.
+    # reported, the maximum never. "designated": the value is member ``designated_member``'s score, chosen on the
+    # training side (FeatARC's largest cluster); every member's score and their (weighted) mean are logged beside it.
+    # "max_over_models_test": the maximum over members, a reproduction mode that selects on the test set (FeatARC's
+    # official code); the runner marks such scores' cards accordingly.
     member_rule: str = "mean"
+    designated_member: int = 0
     # Optional training-side weights of the members (FeatARC: cluster masses); a weighted mean is then also reported.
     member_weights: tuple[float, ...] = ()
     # The model associated with each client, for personalised cards (evaluation.md §3.7): client k is evaluated with
@@ -128,6 +134,8 @@ class Encoder:
     def __post_init__(self) -> None:
         if self.member_rule not in MEMBER_RULES:
             raise ValueError(f"member_rule must be one of {MEMBER_RULES}, got {self.member_rule!r}")
+        if self.member_rule == "designated" and not 0 <= self.designated_member < max(len(self.members), 1):
+            raise ValueError("designated_member must index members")
         if self.member_weights and len(self.member_weights) != len(self.members):
             raise ValueError("member_weights needs one weight per member")
         if any(not 0 <= i < len(self.client_models) for i in self.client_index):

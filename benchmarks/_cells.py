@@ -63,7 +63,7 @@ def cell_setup(num_clients: int, per_round: int, rounds: int, *, images: int = 0
     m = build_method(cell, input_spec(ds))
     clients = client_datasets(m, ds, part)
     settings = SimSettings(seed=cell.seed, num_rounds=rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=cell.fl.clients_per_round, device=torch.device("cpu"), amp=False,
+                           per_round=cell.fl.clients_per_round, device=torch.device("cpu"),
                            num_classes=ds.num_classes)
     return cell, m, clients, settings
 

@@ -1,45 +1,37 @@
-"""The CUDA fast path (mixed precision, channels-last) sits behind one switch, DeviceConfig; checked here on the CPU."""
+"""The CUDA fast path (channels-last) sits behind one switch, DeviceConfig; checked here on the CPU."""
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 from torch import nn
 
 from benchmark import device as device_mod
-from benchmark.device import DeviceConfig, autocast, prepare_module
+from benchmark.device import DeviceConfig, prepare_module
 
 
 def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
 
-def test_cpu_resolves_amp_and_channels_last_off(monkeypatch):
+def test_cpu_resolves_channels_last_off(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = DeviceConfig()
-    assert cfg.resolve() == torch.device("cpu")
-    assert not cfg.use_amp() and not cfg.use_channels_last()
-    explicit = DeviceConfig(device="cpu", amp=True, channels_last=True)
-    assert not explicit.use_amp() and not explicit.use_channels_last()
+    assert cfg.resolve() == torch.device("cpu") and not cfg.use_channels_last()
+    assert not DeviceConfig(device="cpu", channels_last=True).use_channels_last()
 
 
-def test_fake_cuda_resolves_them_on_and_each_flag_switches_off(monkeypatch):
+def test_fake_cuda_resolves_channels_last_on_and_the_flag_switches_it_off(monkeypatch):
     _fake_cuda(monkeypatch)
-    cfg = DeviceConfig()
-    assert cfg.resolve() == torch.device("cuda")
-    assert cfg.use_amp() and cfg.use_channels_last()
-    assert not DeviceConfig(amp=False).use_amp() and DeviceConfig(amp=False).use_channels_last()
-    assert not DeviceConfig(channels_last=False).use_channels_last() and DeviceConfig(channels_last=False).use_amp()
-    assert DeviceConfig(device="cpu").resolve().type == "cpu" and not DeviceConfig(device="cpu").use_amp()
+    assert DeviceConfig().resolve() == torch.device("cuda") and DeviceConfig().use_channels_last()
+    assert not DeviceConfig(channels_last=False).use_channels_last()
+    assert DeviceConfig(device="cpu").resolve().type == "cpu"
 
 
-def test_autocast_is_a_nullcontext_on_cpu():
-    assert isinstance(autocast(torch.device("cpu"), True), contextlib.nullcontext)
-    assert isinstance(autocast(torch.device("cuda"), False), contextlib.nullcontext)
-    with autocast(torch.device("cpu"), True):
-        y = nn.Linear(4, 4)(torch.ones(2, 4))
-    assert y.dtype == torch.float32
+def test_precision_is_a_cell_field_not_a_device_switch():
+    """No device turns mixed precision on by itself (the old default: fp16 autocast without a scaler on CUDA)."""
+    import dataclasses
+
+    assert "amp" not in {f.name for f in dataclasses.fields(DeviceConfig)}
 
 
 def test_prepare_module_channels_last_only_on_cuda(monkeypatch):
@@ -65,7 +57,7 @@ def test_runner_passes_the_switch_into_round_contexts(monkeypatch):
     """SimSettings.channels_last reaches every client and server context (what methods read)."""
     from benchmark.simulate import SimSettings, client_context, server_context
 
-    s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1, device=torch.device("cpu"), amp=True,
+    s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1, device=torch.device("cpu"),
                     channels_last=True)
     assert client_context(s, 1, 0, None).channels_last and server_context(s, 1, None).channels_last
     assert not client_context(SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1,
