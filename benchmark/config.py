@@ -95,11 +95,28 @@ def from_mapping(cls: type[C], raw: Mapping[str, Any] | None) -> C:
             + (f"; did you mean {hint[0]!r}?" if hint else f"; fields: {', '.join(sorted(fields)) or '(none)'}")
         )
     hints = get_type_hints(cls)
-    kwargs = {k: _coerce(cls.__name__, k, hints.get(k, Any), v) for k, v in raw.items()}
+    kwargs = {k: _coerce(cls.__name__, k, hints.get(k, Any), _over_default(fields[k], v)) for k, v in raw.items()}
     try:
         return cls(**kwargs)
     except TypeError as exc:  # missing required fields
         raise ConfigError(f"{cls.__name__}: {exc}") from None
+
+
+def _over_default(f: dataclasses.Field, value: Any) -> Any:
+    """A mapping given for a nested config overrides the *field's default* key by key, never the nested class's own
+    defaults: ``augment: {flip_p: 0}`` keeps FedU's EasyFL jitter (0.8) instead of falling back to AugmentConfig's 0.4.
+    Everywhere a nested config is read from a mapping (grids, method_common, ``with:``, CLI) the merge is the same."""
+    if not isinstance(value, Mapping):
+        return value
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return value
+    if not dataclasses.is_dataclass(default):
+        return value
+    return {**to_plain(default), **value}
 
 
 def config_dict(cfg: Any) -> dict[str, Any]:

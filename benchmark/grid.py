@@ -30,11 +30,13 @@ import yaml
 
 from benchmark.config import ConfigError, config_dict, from_mapping
 from benchmark.method import identity_version
+from benchmark.precision import PRECISIONS
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, PUBLIC_SPLITS, TASKS, load_builtins
 
 GRIDS_DIR = Path(__file__).parent / "grids"
-CELL_FIELDS = ("dataset", "backbone", "method", "partition", "partition_seed", "public", "fl", "seed", "tasks")
+CELL_FIELDS = ("dataset", "backbone", "method", "partition", "partition_seed", "public", "fl", "seed", "tasks",
+               "precision")
 GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget"}
 
 
@@ -92,6 +94,7 @@ class Cell:
     fl: FLConfig
     seed: int
     tasks: tuple[ComponentSpec, ...]
+    precision: str = "fp32"  # training precision of the pre-training (benchmark.precision); tasks evaluate in fp32
 
     def to_dict(self) -> dict[str, Any]:
         return config_dict(self)
@@ -106,7 +109,8 @@ class Cell:
 
     def label(self) -> str:
         return (f"{self.method.name} | {self.dataset.name} | {self.partition.label()} | "
-                f"K={self.fl.num_clients} p={self.fl.participation} | seed={self.seed}")
+                f"K={self.fl.num_clients} p={self.fl.participation} | seed={self.seed}"
+                + ("" if self.precision == "fp32" else f" | {self.precision}"))
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Cell:
@@ -117,7 +121,7 @@ class Cell:
             dataset=comp(raw["dataset"]), backbone=comp(raw["backbone"]), method=comp(raw["method"]),
             partition=comp(raw["partition"]), partition_seed=int(raw["partition_seed"]),
             public=comp(raw.get("public")), fl=from_mapping(FLConfig, raw["fl"]), seed=int(raw["seed"]),
-            tasks=tuple(comp(t) for t in raw["tasks"]),
+            tasks=tuple(comp(t) for t in raw["tasks"]), precision=str(raw.get("precision", "fp32")),
         )
 
 
@@ -264,9 +268,21 @@ def resolve_cell(values: Mapping[str, Any], method_common: Mapping[str, Any] | N
         fl=fl,
         seed=int(values.get("seed", 0)),
         tasks=tuple(_resolve(TASKS, t, "task") for t in tasks_raw),
+        precision=_precision(values.get("precision", "fp32"), method.name),
     )
     check_requirements(cell)
     return cell
+
+
+def _precision(value: Any, method: str) -> str:
+    if value not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    supported = METHODS.get(method).precisions
+    if value not in supported:
+        raise ConfigError(f"method {method!r} trains in {', '.join(supported)} only (its `precisions`), but the cell "
+                          f"asks for {value}: set `precision: fp32` for it, or take its steps through ctx.precision "
+                          "and declare the precision")
+    return str(value)
 
 
 def check_requirements(cell: Cell) -> None:

@@ -21,6 +21,7 @@ capability                  meaning (default)
 ``smoke_settings``          cell fields a tiny CPU run of the method needs (backbone family, public split, head
                             sizes), used by ``check-method`` and the registry smoke tests (``{}``)
 ``frozen_knn_exempt``       why the frozen-feature kNN check does not apply (FedMAE: fine-tuned in its paper), or None
+``precisions``              the cell precisions the method supports (``benchmark.precision``; default fp32 only)
 ``reuses``                  names of registered methods whose *code* this one runs; their versions are part of this
                             method's version in the cell identity (:func:`identity_version`), so an edit that bumps
                             the reused method's version cannot leave a stale record of this one (``()``)
@@ -29,7 +30,7 @@ capability                  meaning (default)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -71,6 +72,7 @@ class Method(Protocol):
     smoke_settings: ClassVar[Mapping[str, Any]]
     frozen_knn_exempt: ClassVar[str | None]
     reuses: ClassVar[tuple[str, ...]]
+    precisions: ClassVar[tuple[str, ...]]
 
     def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None: ...
     def init_server(self, ctx: RoundContext) -> ServerState: ...
@@ -102,6 +104,14 @@ class MethodBase:
     smoke_settings: ClassVar[Mapping[str, Any]] = {}
     frozen_knn_exempt: ClassVar[str | None] = None
     reuses: ClassVar[tuple[str, ...]] = ()
+    # the precisions whose training steps the method takes through ctx.precision (autocast + LossScaler); a method
+    # that never heard of them trains in fp32 only, and the grid refuses a bf16/fp16 cell of it at expansion
+    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
+
+    @classmethod
+    def check_data(cls, cfg: Any, *, client_sizes: Sequence[int], public_size: int | None) -> None:
+        """Reject a configuration the cell's data makes impossible, before any cell runs (``run`` checks every cell
+        at the door, ``prepare`` again): raise ValueError with the reason. The default accepts everything."""
 
     def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None:
         self.cfg = cfg

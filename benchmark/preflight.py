@@ -81,7 +81,7 @@ def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
 
     root = _data_root(data_root)
     missing: dict[str, str] = {}
-    checked: set[str] = set()
+    checked: dict[str, Any] = {}
     for cell in cells:
         _task_datasets_missing(cell, root, missing)
         ds_cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
@@ -91,15 +91,42 @@ def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
         key = json.dumps([cell.dataset.name, cell.dataset.params, cell.partition.name, cell.partition.params,
                           cell.fl.num_clients, cell.partition_seed, cell.public and cell.public.name,
                           cell.public and cell.public.params], sort_keys=True)
-        if key in checked:
-            continue
-        checked.add(key)
-        try:
-            build_partition(cell, load_data(cell, data_root).train.labels)
-        except ValueError as exc:
-            raise UsageError(f"{cell.partition.label()} with {cell.fl.num_clients} clients on {cell.dataset.name}: "
-                             f"{exc}") from None
+        if key not in checked:
+            try:
+                checked[key] = build_partition(cell, load_data(cell, data_root).train.labels)
+            except ValueError as exc:
+                raise UsageError(f"{cell.partition.label()} with {cell.fl.num_clients} clients on "
+                                 f"{cell.dataset.name}: {exc}") from None
+        check_method_data(cell, checked[key])
     return [missing[k] for k in sorted(missing)]
 
 
-__all__ = ["missing_datasets_fast", "preflight"]
+def check_method_data(cell: Any, part: Any) -> None:
+    """The method's own check of what the cell's data allows (``MethodBase.check_data``), as a UsageError."""
+    from benchmark.config import from_mapping
+    from benchmark.registries import METHODS
+
+    cls = METHODS.get(cell.method.name)
+    public = None if part.public_indices is None else int(len(part.public_indices))
+    try:
+        cls.check_data(from_mapping(cls.Config, dict(cell.method.params)),
+                       client_sizes=[int(s) for s in part.sizes()], public_size=public)
+    except ValueError as exc:
+        raise UsageError(f"{cell.method.name} on {cell.dataset.name} ({cell.partition.label()}): {exc}") from None
+
+
+def check_precision(cells: Sequence[Any], device: str | None) -> None:
+    """A bf16 cell on a CUDA device without bf16 support stops at the door (it would run emulated or fail)."""
+    wanted = sorted({c.precision for c in cells})
+    if "bf16" not in wanted:
+        return
+    import torch
+
+    name = device or "auto"
+    on_cuda = name.startswith("cuda") or (name == "auto" and torch.cuda.is_available())
+    if on_cuda and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise UsageError(f"the grid trains in bf16 but {torch.cuda.get_device_name()} does not support it: run the "
+                         "cells in fp16 (with a gradient scaler) or fp32 by setting `precision:` in a copy of the grid")
+
+
+__all__ = ["check_method_data", "check_precision", "missing_datasets_fast", "preflight"]

@@ -68,7 +68,7 @@ def plan_run(grid: Any, *, root: Path | str, options: RunOptions, only: Mapping[
              seeds: Sequence[int] | None = None, retry_failed: bool = False) -> Plan:
     """Validate everything a run needs and decide which cells run; raises ``UsageError`` / ``MissingData``."""
     from benchmark.grid import GridSpec, load_grid
-    from benchmark.preflight import missing_datasets_fast, preflight
+    from benchmark.preflight import check_precision, missing_datasets_fast, preflight
 
     spec = grid if isinstance(grid, GridSpec) else load_grid(grid)
     missing = missing_datasets_fast(spec, options.data_root)  # before torch is imported
@@ -78,6 +78,7 @@ def plan_run(grid: Any, *, root: Path | str, options: RunOptions, only: Mapping[
     missing = preflight(cells, options.data_root)
     if missing:
         raise MissingData(spec.name, missing)
+    check_precision(cells, options.device)
     todo, skipped = [], 0
     for cell in cells:
         rd = RunDir.of(cell, root)

@@ -65,7 +65,7 @@ def _run(cell: Cell, rd: RunDir, dev_cfg: DeviceConfig, tracker: Tracker, data_r
          on_pretrained: Callable[[], None] | None) -> ResultRecord | None:
     t_start = time.perf_counter()
     dev = dev_cfg.resolve()
-    prep = prepare(cell, device=dev, amp=dev_cfg.use_amp(), channels_last=dev_cfg.use_channels_last(),
+    prep = prepare(cell, device=dev, channels_last=dev_cfg.use_channels_last(),
                    data_root=data_root)
     part = prep.partition
     rd.write_partition(prep.partition_digest, part.spec, part.meta, prep.partition_stats)

@@ -25,6 +25,7 @@ import torch
 
 from benchmark.data.views import UnlabeledView
 from benchmark.method import Method
+from benchmark.precision import FP32, Precision, guard_fp16_steps
 from benchmark.rundir import PretrainDir
 from benchmark.seeding import Stream, np_rng, torch_gen
 from benchmark.types import ClientData, ClientState, Payload, RoundContext, ServerState
@@ -323,18 +324,19 @@ class SimSettings:
     local_epochs: int
     per_round: int
     device: torch.device
-    amp: bool = False
+    precision: Precision = FP32
     channels_last: bool = False
     checkpoint_every: int = 1
     num_classes: int = 0
+    num_clients: int = 0  # K registered clients, passed to the methods in every context
 
 
 def client_context(s: SimSettings, round_: int, k: int, public: Any) -> RoundContext:
     return RoundContext(
         round=round_, num_rounds=s.num_rounds, client_id=k, device=s.device, seed=s.seed,
         rng=np_rng(s.seed, Stream.CLIENT, round_, k), generator=torch_gen(s.seed, Stream.CLIENT, round_, k),
-        local_epochs=s.local_epochs, public=public, amp=s.amp, channels_last=s.channels_last,
-        num_classes=s.num_classes,
+        local_epochs=s.local_epochs, public=public, precision=s.precision, channels_last=s.channels_last,
+        num_classes=s.num_classes, num_clients=s.num_clients,
     )
 
 
@@ -342,8 +344,8 @@ def server_context(s: SimSettings, round_: int, public: Any) -> RoundContext:
     return RoundContext(
         round=round_, num_rounds=s.num_rounds, client_id=None, device=s.device, seed=s.seed,
         rng=np_rng(s.seed, Stream.SERVER, round_), generator=torch_gen(s.seed, Stream.SERVER, round_),
-        local_epochs=s.local_epochs, public=public, amp=s.amp, channels_last=s.channels_last,
-        num_classes=s.num_classes,
+        local_epochs=s.local_epochs, public=public, precision=s.precision, channels_last=s.channels_last,
+        num_classes=s.num_classes, num_clients=s.num_clients,
     )
 
 
@@ -366,8 +368,9 @@ def simulate(
     such stall per call."""
     gc.freeze()
     try:
-        return _simulate(method, clients, settings, work_dir, public=public, on_round=on_round,
-                         stop_after=stop_after, state_mem_budget=state_mem_budget)
+        with guard_fp16_steps(settings.precision):  # fp16: every optimizer step goes through the loss scaler
+            return _simulate(method, clients, settings, work_dir, public=public, on_round=on_round,
+                             stop_after=stop_after, state_mem_budget=state_mem_budget)
     finally:
         gc.unfreeze()
 

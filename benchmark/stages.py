@@ -29,6 +29,7 @@ import torch
 from benchmark.config import from_mapping
 from benchmark.data.datasets import DatasetSplits, default_data_root, load_dataset_splits
 from benchmark.data.partition import Partition, partition_stats
+from benchmark.precision import Precision
 from benchmark.data.views import ClientViews, UnlabeledView
 from benchmark.grid import Cell, ComponentSpec
 from benchmark.method import InputSpec, Method
@@ -45,6 +46,7 @@ from benchmark.types import (
     Encoder,
     Requirement,
     ServerState,
+    SELECTS_ON_TEST,
     TaskContext,
     TaskNotApplicable,
 )
@@ -113,21 +115,26 @@ def public_view(ds: DatasetSplits, part: Partition) -> UnlabeledView | None:
     return UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
 
 
-def prepare(cell: Cell, *, device: torch.device | None = None, amp: bool = False, channels_last: bool = False,
+def prepare(cell: Cell, *, device: torch.device | None = None, channels_last: bool = False,
             data_root: str | Path | None = None) -> Prepared:
     """Stage 1: dataset, partition (digest and statistics), a fresh method, client views, public split, settings."""
     load_builtins()
     device = device or torch.device("cpu")
     ds = load_data(cell, data_root)
     part = build_partition(cell, ds.train.labels)
+    method_cls = METHODS.get(cell.method.name)
+    method_cls.check_data(from_mapping(method_cls.Config, dict(cell.method.params)),
+                          client_sizes=[int(s) for s in part.sizes()],
+                          public_size=None if part.public_indices is None else int(len(part.public_indices)))
     inputs = input_spec(ds)
     method = build_method(cell, inputs)
     per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
+    clients = client_datasets(method, ds, part)
     settings = SimSettings(seed=cell.seed, num_rounds=cell.fl.rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=per_round, device=device, amp=amp, channels_last=channels_last,
-                           num_classes=ds.num_classes)
+                           per_round=per_round, device=device, precision=Precision(cell.precision),
+                           channels_last=channels_last, num_classes=ds.num_classes, num_clients=len(clients))
     return Prepared(cell, ds, part, part.digest(), partition_stats(part, ds.train.labels, ds.num_classes), inputs,
-                    method, client_datasets(method, ds, part), public_view(ds, part), settings)
+                    method, clients, public_view(ds, part), settings)
 
 
 # ------------------------------------------------------------------------------------------------ pre-train
@@ -221,7 +228,7 @@ def apply_member_rule(s: TaskScores, encoder: Encoder) -> TaskScores:
     """A score taken as the maximum over exported members selects on the test set: its card says so, so that the
     leaderboard keeps it out of main columns (featarc.md §3, evaluation.md §6)."""
     rule = encoder.member_rule
-    if rule == "mean" or len(encoder.members) < 2:
+    if rule not in SELECTS_ON_TEST or len(encoder.members) < 2:
         return s
     card = dataclasses.replace(s.card, settings={**s.card.settings, "selection": rule, "member_rule": rule},
                                summary=f"{s.card.summary} (max over models, selects on test)".strip())

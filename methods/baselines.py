@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     AugmentConfig,
     ClientData,
@@ -45,12 +46,13 @@ from benchmark.api import (
 )
 from methods._shared.aggregate import average_uploads
 from methods._shared.local_train import IndexView, run_local_epochs
-from methods._shared.modules import bn_tensor_names, load_tensors, select, tensors_of
+from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
     SimCLRConfig,
     encoder_of,
+    local_bn_names,
     local_start,
     local_update,
     simclr_net,
@@ -70,7 +72,8 @@ class CentralSSL(MethodBase):
     """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the federated cells."""
 
     name: ClassVar[str] = "central_ssl"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
@@ -87,7 +90,7 @@ class CentralSSL(MethodBase):
         return simclr_net(self.backbone, self.cfg)
 
     def bn_names(self) -> set[str]:
-        return bn_tensor_names(self.nets.structure())
+        return local_bn_names(self.nets.structure(), self.cfg)
 
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
@@ -133,7 +136,8 @@ class LocalSSL(MethodBase):
     """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are evaluated."""
 
     name: ClassVar[str] = "local_ssl"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = LocalSSLConfig
     federation: ClassVar[Federation] = "isolated"
     encoder_needs_clients: ClassVar[bool] = True
@@ -180,7 +184,7 @@ class LocalSSL(MethodBase):
 class DecSLConfig:
     optimizer: Literal["adam", "sgd"] = "adam"
     lr: float = 1e-3
-    weight_decay: float = 0.0  # Dec-SL code: Adam 1e-3 without weight decay
+    weight_decay: float = 1e-6  # Dec-SL code (update.py): Adam 1e-3, weight decay 1e-6, as its SSL clients
     momentum: float = 0.9
     batch_size: int = 256
     lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"  # §7.6: same schedule as fedavg_simclr
@@ -197,7 +201,8 @@ class DecSL(MethodBase):
     """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone under a probe."""
 
     name: ClassVar[str] = "dec_sl"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = DecSLConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
@@ -230,7 +235,7 @@ class DecSL(MethodBase):
         net = self.nets.get(ctx.device, key=(ctx.num_classes,))
         load_tensors(net, down.tensors)
         net.train()
-        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
+        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
         opt = make_optimizer(cfg, list(net.parameters()), lr)  # type: ignore[arg-type]
         aug = cfg.augment if cfg.sl_augment == "simclr" else AugmentConfig(jitter_p=0.0, gray_p=0.0)
         view = data.train
@@ -271,6 +276,7 @@ class NoPretrain(MethodBase):
 
     name: ClassVar[str] = "no_pretrain"
     version: ClassVar[str] = "1"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = NoPretrainConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ()

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     ClientData,
     ClientState,
@@ -75,6 +76,7 @@ class NoPretrainBN(MethodBase):
 
     name: ClassVar[str] = "no_pretrain_bn"
     version: ClassVar[str] = "1"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = NoPretrainBNConfig
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*running_mean", "encoder.*running_var")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*",)

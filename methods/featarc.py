@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     ClientData,
     ClientState,
@@ -47,10 +48,10 @@ from methods._shared.feature_align import (
 )
 from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.losses import CONTRASTIVE_LOSSES
-from methods._shared.modules import bn_tensor_names, load_tensors, select, tensors_of
+from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
-from methods._shared.simclr import SimCLRConfig, encoder_of, simclr_net
+from methods._shared.simclr import SimCLRConfig, encoder_of, local_bn_names, simclr_net
 
 LOCAL = "local."
 CLUSTER_SEED_PATH = 0xC1A5  # (seed, INIT, "cluster", j) for cluster j >= 1 (featarc.md §2.1 step 1)
@@ -85,7 +86,8 @@ PRESETS: dict[str, dict] = {
     "featarc_align_only": {"num_clusters": 1, "reg_scale": 1.0},
     "featarc_cluster_only": {"num_clusters": 2, "reg_scale": 0.0},
     "featarc_decssl": {"weighting": "uniform", "bn": "average", "lr_schedule": "constant", "optimizer": "adam",
-                       "lr": 1e-3, "weight_decay": 1e-6, "batch_size": 256, "tau": 0.5},
+                       "lr": 1e-3, "weight_decay": 1e-6, "batch_size": 256, "tau": 0.5,
+                       "report_model": "max_over_clusters"},  # §5: the paper's reporting, flagged selects_on_test
 }
 
 
@@ -102,7 +104,8 @@ class FeatARC(MethodBase):
     """FeatARC (Dec-SSL, ICLR 2023): C cluster models, alignment-based assignment, SimCLR + λ·L_align."""
 
     name: ClassVar[str] = "featarc"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FeatARCConfig
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*", "assign")
     payload_down: ClassVar[tuple[str, ...]] = ("cluster*.encoder.*", "cluster*.projector.*")
@@ -125,7 +128,7 @@ class FeatARC(MethodBase):
         return simclr_net(self.backbone, self.cfg)
 
     def bn_names(self) -> set[str]:
-        return bn_tensor_names(self.nets.structure())
+        return local_bn_names(self.nets.structure(), self.cfg)
 
     @staticmethod
     def prefix(j: int) -> str:
@@ -168,8 +171,10 @@ class FeatARC(MethodBase):
         for j in range(self.cfg.num_clusters):
             model.update({self.prefix(j) + k: v for k, v in self.init_cluster(ctx.seed, j).items()})
         empty = torch.zeros(0, dtype=torch.int64)
-        return ServerState(model=model, extra={"assign": empty, "n": empty.clone(),
-                                               "assign_history": torch.zeros(0, 0, dtype=torch.int64)})
+        extra = {"assign": empty, "n": empty.clone(), "assign_history": torch.zeros(0, 0, dtype=torch.int64)}
+        # every registered client from the start (i mod C, size 0): with participation < 1 a client never sampled
+        # still has an assignment, so per-client cards cover all K clients
+        return ServerState(model=model, extra=self.grow_extra(extra, ctx.num_clients))
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState()
@@ -208,7 +213,7 @@ class FeatARC(MethodBase):
             targets = self.features(net, model, view.to(ctx.device).images, view, projector=True)
         load_tensors(net, model)
         net.train()
-        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
+        lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
         opt = make_optimizer(cfg, [p for p in net.parameters() if p.requires_grad], lr)
         loss_fn = CONTRASTIVE_LOSSES[cfg.loss_form]
         images = view.to(ctx.device).images
@@ -219,13 +224,12 @@ class FeatARC(MethodBase):
         def step(idx: torch.Tensor) -> torch.Tensor:  # LocalUpdate-FAR (Algorithm 2, featarc.md §2.3)
             batch = images[idx.to(images.device)]
             v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
-            h = net.encoder(torch.cat([v1, v2]))
-            z = net.projector(h)
-            z1, z2 = z.chunk(2)
+            h1, h2 = net.encoder(v1), net.encoder(v2)  # one forward pass per view (featarc.md §2.3, the code)
+            z1, z2 = net.projector(h1), net.projector(h2)
             loss = loss_fn(z1, z2, cfg.tau)
             if cfg.reg_scale == 0:
                 return loss
-            a1, a2 = local_out(h, z).chunk(2)
+            a1, a2 = local_out(h1, z1), local_out(h2, z2)
             if cfg.align_views == "view_and_clean":  # literal paper reading (§7.1): second term on clean x
                 hc = net.encoder(view.normalize(batch))
                 a2 = local_out(hc, net.projector(hc))
@@ -295,7 +299,10 @@ class FeatARC(MethodBase):
         a, n = server.extra["assign"], server.extra["n"]
         # perclient@v1: each client is evaluated with the cluster of its last assignment (evaluation.md §3.7)
         common = dict(client_models=clusters, client_index=tuple(int(j) for j in a.tolist()))
-        if self.cfg.report_model == "largest_cluster":
-            return self.export(enc, **common)
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
+        if self.cfg.report_model == "largest_cluster":
+            # §3: the largest cluster's scores are the value; every cluster model's and their mass-weighted mean are
+            # computed and logged beside it (never a main column)
+            return self.export(enc, members=clusters, member_rule="designated", designated_member=reported,
+                               member_weights=mass, **common)
         return self.export(enc, members=clusters, member_rule="max_over_models_test", member_weights=mass, **common)

@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     ClientData,
     ClientState,
@@ -34,11 +35,12 @@ from benchmark.api import (
     scoped_torch_seed,
 )
 from methods._shared.aggregate import average_uploads
-from methods._shared.modules import bn_tensor_names, tensors_of
+from methods._shared.modules import tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.simclr import (
     SimCLRConfig,
     encoder_of,
+    local_bn_names,
     local_start,
     local_update,
     simclr_net,
@@ -58,7 +60,8 @@ class FedAvgSimCLR(MethodBase):
     """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR, FLESD's FedAvg."""
 
     name: ClassVar[str] = "fedavg_simclr"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FedAvgSimCLRConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
@@ -74,7 +77,7 @@ class FedAvgSimCLR(MethodBase):
         return simclr_net(self.backbone, self.cfg)
 
     def bn_names(self) -> set[str]:
-        return bn_tensor_names(self.nets.structure())
+        return local_bn_names(self.nets.structure(), self.cfg)
 
     # ---- hooks ------------------------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:

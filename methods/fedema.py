@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 import torch
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     ClientData,
     ClientState,
@@ -59,15 +60,21 @@ from methods._shared.nets import WorkingNets
 class FedEMAConfig(BYOLConfig):
     """fedema.md §3; BYOL and optimisation fields are FedU's (fedu.md §3)."""
 
+    # fedema.md §6 item 2 (amended): the authors' EasyFL code's drift of the client's own last local training
+    divergence_ref: Literal["global", "local_drift"] = "local_drift"
     autoscaler: bool = True  # --auto_scaler y
     autoscaler_tau: float = 0.7  # τ, the expected μ at the first merge (README --auto_scaler_target 0.7)
     scaler: float = 1.0  # constant λ when autoscaler=False (README --weight_scaler 1)
-    mu_max: float = 1.0  # clip of μ (client.py: min(1, weight_scaler * distance))
+    # clip of μ: None = 1.0 under local_drift (client.py: min(1, weight_scaler * distance)) and 0.7 under global
+    # (FedU2's clip: with the printed formula a client at μ = 1 never takes the global model again; §6 items 2, 7)
+    mu_max: float | None = None
     predictor_update: Literal["ema", "global", "dapu"] = "ema"  # §6.5; "dapu" uses FedU's dapu_threshold
     stale_policy: Literal["ema", "reset"] = "ema"  # §6.7 (dynamic_ema_online vs selective_ema)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.mu_max is None:  # resolved here, so the cell id and the record hold the clip that ran
+            object.__setattr__(self, "mu_max", 1.0 if self.divergence_ref == "local_drift" else 0.7)
         if self.autoscaler_tau <= 0 or self.scaler <= 0 or not 0.0 <= self.mu_max <= 1.0:
             raise ValueError("autoscaler_tau and scaler must be > 0 and mu_max in [0, 1]")
 
@@ -84,7 +91,8 @@ class FedEMA(MethodBase):
     """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (fedema.md §2.4)."""
 
     name: ClassVar[str] = "fedema"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FedEMAConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")

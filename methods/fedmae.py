@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     BACKBONES,
     METHODS,
     AugmentConfig,
@@ -57,6 +58,10 @@ from methods._shared.nets import WorkingNets
 PREFIX = "mae."
 
 
+MAE_AUGMENT = AugmentConfig(crop_scale=(0.2, 1.0), interpolation="bicubic", flip_p=0.5, jitter_p=0.0, gray_p=0.0,
+                            blur_p=0.0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class FedMAEConfig:
     """FedMAE hyperparameters (fedmae.md §3; project defaults = the closest code, FedMAR-DecMAR, where unstated)."""
@@ -70,7 +75,9 @@ class FedMAEConfig:
     blr: float = 1.5e-4  # base lr; lr = blr · B / 256, constant, no warmup (closest code)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW β, closest code
     weight_decay: float = 0.05  # on tensors with ≥ 2 dims except biases (timm add_weight_decay)
-    crop_scale: tuple[float, float] = (0.2, 1.0)  # MAE pre-training RandomResizedCrop, bicubic, + flip (§2.4)
+    # MAE pre-training views (§2.4): RandomResizedCrop(scale (0.2, 1), bicubic) + horizontal flip, nothing else; a
+    # grid's `augment: {flip_p: 0}` (digits) now reaches FedMAE as every other method
+    augment: AugmentConfig = field(default_factory=lambda: MAE_AUGMENT)
     pool_size: int = 10  # block pool entries (deepest cascade of Table 7)
     cascade_depth: int | None = None  # N (§5.5); None = the backbone's depth (5 for the ViT presets)
     cascade_pretrained: int | None = None  # N_p ≤ N leading pre-trained blocks (Table 8); None = N
@@ -116,7 +123,8 @@ class FedMAE(MethodBase):
     """FedMAE (arXiv 2303.11339; §3.1 one-block MAE, §3.3 asynchronous training, §5.5 cascade, §5.7 averaging)."""
 
     name: ClassVar[str] = "fedmae"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FedMAEConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("mae.*",)
@@ -185,8 +193,7 @@ class FedMAE(MethodBase):
         net.train()
         # A new AdamW at every local training call (FedMAR-DecMAR); optimizer state is not persisted (§2.2).
         opt = torch.optim.AdamW(param_groups(net, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
-        aug = AugmentConfig(crop_scale=cfg.crop_scale, interpolation="bicubic", flip_p=0.5, jitter_p=0.0,
-                            gray_p=0.0, blur_p=0.0)
+        aug = cfg.augment
         view = data.train
         num_patches = net.num_patches
         len_keep = keep_count(num_patches, cfg.mask_ratio)

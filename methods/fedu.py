@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     ClientData,
     ClientState,
@@ -63,6 +64,7 @@ class FedU(MethodBase):
 
     name: ClassVar[str] = "fedu"
     version: ClassVar[str] = "1"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FedUConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")

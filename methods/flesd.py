@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     AugmentConfig,
     ClientData,
@@ -37,7 +38,8 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
-    autocast,
+    FP32,
+    Precision,
     build_backbone,
     normalize,
     scoped_torch_seed,
@@ -154,7 +156,8 @@ class FLESD(MethodBase):
     """FLESD (Shi et al., arXiv 2109.14611 v1; Alg. 1, Eq. 3-10): local SimCLR + server similarity distillation."""
 
     name: ClassVar[str] = "flesd"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FLESDConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.PUBLIC_DATA})
     payload_up: ClassVar[tuple[str, ...]] = ("embeddings", "sim_matrix", "sim_topk_values", "sim_topk_indices")
@@ -182,6 +185,14 @@ class FLESD(MethodBase):
             net = self.build()  # w^(0)
         return ServerState(model=tensors_of(net))
 
+    @classmethod
+    def check_data(cls, cfg: FLESDConfig, *, client_sizes, public_size: int | None) -> None:
+        """§6 item 10: under ``skip_fill: every_epoch`` floor(N/B') <= m/B' would take no ESD step; rejected at the
+        door (it used to fail only when distillation started, after a full round of local training)."""
+        if public_size is None:
+            raise ValueError("FLESD needs a public split (public: {name: first_shard} or holdout)")
+        esd_schedule(public_size, cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs, cfg.skip_fill)
+
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState()  # clients restart from w every round [P Alg. 1]
 
@@ -189,7 +200,8 @@ class FLESD(MethodBase):
         return Payload(dict(server.model))
 
     @torch.no_grad()
-    def infer(self, net: nn.Module, public: UnlabeledView, device: torch.device, amp: bool = False) -> torch.Tensor:
+    def infer(self, net: nn.Module, public: UnlabeledView, device: torch.device,
+              precision: Precision = FP32) -> torch.Tensor:
         """Raw head outputs on D_pub, in D_pub order: eval mode, no augmentation, batch 128 (§2.6 step 3)."""
         mean, std = (public.mean, public.std) if self.cfg.infer_normalization == "train" else IMAGENET_STATS
         net.eval()
@@ -197,7 +209,7 @@ class FLESD(MethodBase):
         outs = []
         for start in range(0, len(view), self.cfg.infer_batch_size):
             x = normalize(view.images[start:start + self.cfg.infer_batch_size], mean, std)
-            with autocast(device, amp):
+            with precision.autocast(device):
                 outs.append(net(x).float())
         return torch.cat(outs)
 
@@ -233,7 +245,7 @@ class FLESD(MethodBase):
         load_tensors(net, down.tensors)
         net.train()
         opt = torch.optim.Adam(net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay)
-        scaler = torch.amp.GradScaler("cuda") if ctx.amp and ctx.device.type == "cuda" else None
+        scaler = ctx.precision.scaler(ctx.device)  # fp16 (the official code's AMP): dynamic loss scaling
         view = data.train
         # §2.6: SimCLR from w (two views, one forward of both, the configured contrastive loss at τ)
         step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
@@ -241,7 +253,7 @@ class FLESD(MethodBase):
         # the official loader keeps the last partial batch (no drop_last) [C]
         stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.local_batch_size, epochs=ctx.local_epochs,
                                  drop_last=False, nan_policy=cfg.nan_policy, scaler=scaler)
-        emb = self.infer(net, ctx.public, ctx.device, ctx.amp)
+        emb = self.infer(net, ctx.public, ctx.device, ctx.precision)
         # num_examples is set but unused: the ensemble is unweighted (Eq. 6)
         return Payload(self.upload(emb), num_examples=data.num_examples, metrics=stats.as_dict()), \
             ClientState(last_round=ctx.round)
@@ -277,7 +289,7 @@ class FLESD(MethodBase):
         momentum.train()
         queue = AnchorQueue.random(cfg.queue_size, cfg.head_dim, ctx.generator, device)
         opt = torch.optim.Adam(student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay)
-        scaler = torch.amp.GradScaler("cuda") if ctx.amp and device.type == "cuda" else None
+        scaler = ctx.precision.scaler(device)
         view = public.to(device)
         ebar = ebar.to(device)
         fill = cfg.queue_size // cfg.distill_batch_size
@@ -289,7 +301,7 @@ class FLESD(MethodBase):
                 imgs = view.images[rows.to(view.images.device)]
                 v1, v2 = two_views(imgs, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
                 skip = b < fill and (cfg.skip_fill == "every_epoch" or epoch == 0)
-                with autocast(device, ctx.amp):
+                with ctx.precision.autocast(device):
                     out = esd_batch(student, momentum, queue, v1, v2, rows, ebar, tau_student=cfg.tau_student,
                                     zeta=cfg.key_momentum, compute_loss=not skip)
                 if out is None:
@@ -298,13 +310,8 @@ class FLESD(MethodBase):
                 if not torch.isfinite(ce):
                     raise Diverged(f"non-finite ESD loss at round {ctx.round}")
                 opt.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(ce).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    ce.backward()
-                    opt.step()
+                scaler.backward(ce)
+                scaler.step(opt)
                 steps += 1
                 kl_epoch.append(float(kl.detach()))
             kl_sum += sum(kl_epoch)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     METHODS,
     AugmentConfig,
     ClientData,
@@ -37,7 +38,6 @@ from benchmark.api import (
     Stream,
     UnlabeledView,
     augment,
-    autocast,
     build_backbone,
     normalize,
     scoped_torch_seed,
@@ -157,6 +157,7 @@ class Orchestra(MethodBase):
 
     name: ClassVar[str] = "orchestra"
     version: ClassVar[str] = "1"
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = OrchestraConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "local_centroids",
@@ -231,7 +232,7 @@ class Orchestra(MethodBase):
         cap = cfg.memory_capacity
         memory = torch.zeros(0, net.rot_head.in_features, device=ctx.device)
         batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=True)
-        with torch.no_grad(), autocast(ctx.device, ctx.amp):
+        with torch.no_grad(), ctx.precision.autocast(ctx.device):
             for idx in batches[: math.ceil(cap / cfg.batch_size)]:
                 batch = view.images[idx.to(view.images.device)]
                 x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)

@@ -38,7 +38,12 @@ def score_members(encoder: Encoder, score: Callable[[int], float], metric: str) 
         return {metric: scores[0]}, {}
     rule = getattr(encoder, "member_rule", "mean")
     extra: dict = {"per_member": scores}
-    if rule == "max_over_models_test":
+    if rule == "designated":  # chosen on the training side (FeatARC's largest cluster): its score is the value
+        pick = int(getattr(encoder, "designated_member", 0))
+        values = {metric: float(scores[pick]), f"{metric}_mean": float(np.mean(scores))}
+        extra["aggregation"] = f"member {pick}, designated on the training side; every member's score logged"
+        extra["designated_member"] = pick
+    elif rule == "max_over_models_test":
         values = {metric: float(np.max(scores)), f"{metric}_mean": float(np.mean(scores)),
                   f"{metric}_min": float(np.min(scores))}
         extra["aggregation"] = "max over members (selects on the test set); mean and min also reported"

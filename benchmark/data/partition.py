@@ -158,4 +158,7 @@ def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) 
         "tries": int(partition.meta.get("tries", 1)),
         "constraint_violated": bool(partition.meta.get("constraint_violated", False)),
     }
+    if partition.public_indices is not None:  # the server's public split (FLESD D_pub, flesd.md §6 item 12)
+        pub = np.asarray(labels)[partition.public_indices]
+        out["public_class_counts"] = np.bincount(pub, minlength=num_classes).astype(int).tolist()
     return out

@@ -15,7 +15,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from benchmark.api import FP32, fp32_math
 
+
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 @torch.no_grad()
 def sinkhorn_knopp(scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 100, tol: float = 1e-2) -> torch.Tensor:
     """Balanced soft assignment Q (N × K) of N points to K centroids from scores S (orchestra.md §2.8).
@@ -42,6 +45,7 @@ def sinkhorn_knopp(scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 
     return (n * c[:, None]) * p.t() * r[None, :]
 
 
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 @torch.no_grad()
 def equal_size_kmeans(
     memory: torch.Tensor,
@@ -76,6 +80,7 @@ def equal_size_kmeans(
     return F.normalize(u, dim=1)
 
 
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 def global_clustering_loss(y: torch.Tensor, centroids: torch.Tensor, *, temperature: float, lam: float,
                            sk_iters: int, tol: float) -> torch.Tensor:
     """L_glob = −(1/M) Σ_j cos(Q_j, P_j), Q = SK(Y Cᵀ) (no grad), P_j = softmax(⟨normalize(Y_j), c⟩/T) (§2.9)."""
@@ -105,19 +110,21 @@ def global_clustering(
     y = local_centroids.detach().float()
     c = init_centroids.detach().float().clone().requires_grad_(True)
     opt = torch.optim.SGD([c], lr=lr, momentum=momentum, weight_decay=weight_decay)
+    fp32_steps = FP32.scaler(c.device)  # server maths stays fp32 in every cell, declared (benchmark.precision)
     loss_value = math.nan
     for _ in range(steps):
         with torch.enable_grad():
             loss = global_clustering_loss(y, c, temperature=temperature, lam=lam, sk_iters=sk_iters, tol=tol)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-        opt.step()
+        fp32_steps.step(opt)
         with torch.no_grad():
             c.copy_(F.normalize(c, dim=1))
         loss_value = float(loss.detach())
     return c.detach().clone(), loss_value
 
 
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 def cluster_assignment_loss(z_online: torch.Tensor, z_target: torch.Tensor, centroids: torch.Tensor,
                             temperature: float) -> torch.Tensor:
     """Orchestra's L_cluster = −(1/B) Σ_i Σ_j p^T_ij log p^O_ij (orchestra.md §2.6 step 5).

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from benchmark.api import fp32_math
 
+
+@fp32_math  # similarities and distillation targets in fp32 under any autocast (benchmark.precision)
 def similarity_matrix(reps: torch.Tensor) -> torch.Tensor:
     """N × N cosine similarities of N representations (rows normalised first). Symmetric, diagonal 1."""
     r = F.normalize(reps.to(torch.promote_types(reps.dtype, torch.float32)), dim=1)  # float64 stays float64
@@ -68,6 +71,7 @@ def topk_sparsify(sim: torch.Tensor, k: int) -> torch.Tensor:
     return torch.where(keep, s, torch.zeros_like(s))
 
 
+@fp32_math  # similarities and distillation targets in fp32 under any autocast (benchmark.precision)
 def ensemble_similarities(sims: Sequence[torch.Tensor], tau_teacher: float) -> torch.Tensor:
     """Ebar = (1/|S|) Σ_k exp((M_k − 1)/τ_T): unweighted, order-free; = mean exp(M_k/τ_T) · exp(−1/τ_T)."""
     if not sims:
@@ -78,12 +82,14 @@ def ensemble_similarities(sims: Sequence[torch.Tensor], tau_teacher: float) -> t
     return acc / len(sims)
 
 
+@fp32_math  # similarities and distillation targets in fp32 under any autocast (benchmark.precision)
 def distill_targets(ebar: torch.Tensor, rows: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
     """p_iu = Ebar[I_i, qidx_u] / Σ_u' Ebar[I_i, qidx_u'] (Eq. 8): B' × m, rows sum to 1, scale invariant."""
     sub = ebar[rows.long()][:, anchors.long()]
     return sub / sub.sum(dim=1, keepdim=True)
 
 
+@fp32_math  # similarities and distillation targets in fp32 under any autocast (benchmark.precision)
 def similarity_distill_loss(queries: torch.Tensor, keys: torch.Tensor, targets: torch.Tensor,
                             tau_student: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(cross-entropy −Σ p log Q, KL(p‖Q)), both averaged over queries (Eq. 7, 9).

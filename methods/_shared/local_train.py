@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from benchmark.api import Diverged, RoundContext, UnlabeledView, autocast
+from benchmark.api import Diverged, LossScaler, RoundContext, UnlabeledView
 
 
 @dataclass
@@ -17,11 +17,15 @@ class LocalStats:
     batches: int = 0
     loss_sum: float = 0.0
     skipped: int = 0
+    scaler_skipped: int = 0  # fp16 only: steps the loss scaler skipped on non-finite gradients
     losses: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, float]:
-        return {"loss": self.loss_sum / max(self.steps, 1), "steps": float(self.steps),
-                "skipped_steps": float(self.skipped)}
+        out = {"loss": self.loss_sum / max(self.steps, 1), "steps": float(self.steps),
+               "skipped_steps": float(self.skipped)}
+        if self.scaler_skipped:
+            out["scaler_skipped_steps"] = float(self.scaler_skipped)
+        return out
 
 
 def run_local_epochs(
@@ -35,20 +39,27 @@ def run_local_epochs(
     drop_last: bool | None = None,
     nan_policy: str = "raise",
     after_step: Callable[[], None] | None = None,
-    scaler: torch.amp.GradScaler | None = None,
+    scaler: LossScaler | None = None,
 ) -> LocalStats:
     """Run ``epochs`` passes of ``step_loss`` over ``view`` with batches shuffled by ``ctx.generator``.
 
     ``step_loss(uint8_batch_on_device) -> scalar loss``; augmentation happens inside it on the device.
     A non-finite loss raises :class:`Diverged` (``nan_policy="raise"``, the project rule) or skips the step
     (``"skip"``, the Dec-SSL code's behaviour, counted in ``skipped_steps``).
+
+    The forward pass runs under the cell's precision (``ctx.precision``: autocast to bf16/fp16, none in fp32) and
+    every step goes through a :class:`LossScaler` (dynamic loss scaling in fp16; ``scaler`` lets a caller keep one
+    across calls, as FLESD's local and distillation phases do). Steps the fp16 scaler skips on inf/NaN gradients are
+    counted in ``scaler_skipped_steps``.
     """
     stats = LocalStats()
+    scaler = scaler if scaler is not None else ctx.precision.scaler(ctx.device)
+    skipped_before = scaler.skipped
     view = view.to(ctx.device)
     for _ in range(epochs):
         for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
             batch = view.images[idx.to(view.images.device)]
-            with autocast(ctx.device, ctx.amp):
+            with ctx.precision.autocast(ctx.device):
                 loss = step_loss(batch)
             value = float(loss.detach())
             stats.batches += 1
@@ -59,18 +70,14 @@ def run_local_epochs(
                     continue
                 raise Diverged(f"non-finite loss {value} at client {ctx.client_id}, round {ctx.round}")
             optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
+            scaler.backward(loss)
+            scaler.step(optimizer)
             if after_step is not None:
                 after_step()
             stats.steps += 1
             stats.loss_sum += value
             stats.losses.append(value)
+    stats.scaler_skipped = scaler.skipped - skipped_before
     return stats
 
 

@@ -6,7 +6,10 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning.losses import NTXentLoss
 
+from benchmark.api import fp32_math
 
+
+@fp32_math  # the similarity matrix in fp32 under any autocast (benchmark.precision)
 def ntxent_2b(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     """SimCLR NT-Xent over 2B views (fedavg_simclr.md §2.3, Dec-SSL ``SimCLR.forward``).
 
@@ -30,6 +33,7 @@ def ntxent_2b_pml(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tenso
     return NTXentLoss(temperature=tau)(torch.cat([z1, z2]).float(), labels)
 
 
+@fp32_math  # the similarity matrix in fp32 under any autocast (benchmark.precision)
 def crossview_1dir(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     """FLESD ``losses.py`` variant: logits u1 u2ᵀ / τ (B × B), cross-entropy with target i for row i, one direction."""
     u1, u2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)

@@ -1,7 +1,7 @@
 """Optimizers and per-round learning rates shared by the SimCLR-family methods (fedavg_simclr.md §2.4, §4).
 
 A config passed here needs ``optimizer`` ("adam" | "sgd"), ``lr``, ``weight_decay``, ``momentum`` and, for
-:func:`scheduled_lr`, ``lr_schedule`` ("step_rounds" | "constant"), ``lr_milestones`` and ``lr_gamma``.
+:func:`scheduled_lr`, ``lr_schedule`` ("step_rounds" | "step_epochs" | "constant"), ``lr_milestones`` and ``lr_gamma``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,22 @@ def round_lr(base_lr: float, round_1based: int, num_rounds: int, milestones: tup
     return base_lr * gamma**steps
 
 
-def scheduled_lr(cfg: Any, round_1based: int, num_rounds: int) -> float:
-    """The round's lr: :func:`round_lr` under ``lr_schedule: step_rounds``, else the constant ``cfg.lr``."""
+def epoch_lr(base_lr: float, round_1based: int, local_epochs: int, milestones: tuple[float, ...],
+             gamma: float) -> float:
+    """lr = lr · γ^{#{m ∈ milestones : m ≤ e}}, e = (round − 1) · E the epochs run before the round: a MultiStepLR over
+    epochs (Dec-SSL ``centralized_ssl_main.py``, milestones [30, 60, 90]), constant within a round (exact when the
+    milestones fall on round boundaries, as 30/60/90 do with E = 5)."""
+    e = (round_1based - 1) * local_epochs
+    return base_lr * gamma ** sum(1 for m in milestones if m <= e)
+
+
+def scheduled_lr(cfg: Any, round_1based: int, num_rounds: int, local_epochs: int = 1) -> float:
+    """The round's lr: :func:`round_lr` under ``step_rounds`` (milestones as fractions of the rounds), :func:`epoch_lr`
+    under ``step_epochs`` (milestones in epochs), else the constant ``cfg.lr``."""
     if cfg.lr_schedule == "step_rounds":
         return round_lr(cfg.lr, round_1based, num_rounds, cfg.lr_milestones, cfg.lr_gamma)
+    if cfg.lr_schedule == "step_epochs":
+        return epoch_lr(cfg.lr, round_1based, local_epochs, cfg.lr_milestones, cfg.lr_gamma)
     return cfg.lr
 
 

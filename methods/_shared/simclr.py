@@ -43,11 +43,16 @@ class SimCLRConfig:
     weight_decay: float = 1e-6
     momentum: float = 0.9  # SGD only (Orchestra f-SimCLR preset)
     batch_size: int = 256
-    lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"  # ×γ at 30/60/90 % of rounds (§2.4)
+    # ×γ at 30/60/90 % of rounds (§2.4); "step_epochs": lr_milestones in epochs (central_ssl's native [30, 60, 90])
+    lr_schedule: Literal["step_rounds", "step_epochs", "constant"] = "step_rounds"
     lr_milestones: tuple[float, ...] = (0.3, 0.6, 0.9)
     lr_gamma: float = 0.3
     weighting: Literal["uniform", "num_examples", "num_batches"] = "num_examples"  # §7.2
     bn: Literal["average", "local"] = "average"  # §7.1
+    # which tensors `bn: local` keeps on the client (§7.1): "type" = every BatchNorm module's tensors; "decssl_names" =
+    # the Dec-SSL ImageNet code's rule, state-dict names containing "bn" or "running" (so the stem's and the
+    # downsample's BN affine parameters, named f.1 / downsample.1, are still averaged)
+    bn_filter: Literal["type", "decssl_names"] = "type"
     optimizer_state: Literal["reset", "keep"] = "reset"  # §4
     nan_policy: Literal["raise", "skip"] = "raise"  # §7.9
     proj_hidden: int | None = None  # None: the backbone's feature dimension (512 for ResNet-18)
@@ -90,6 +95,21 @@ def upload_weighting(cfg: SimCLRConfig) -> str:
     return "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
 
 
+def local_bn_names(net: nn.Module, cfg: SimCLRConfig) -> set[str]:
+    """The tensors ``bn: local`` keeps on the client, by ``cfg.bn_filter`` (fedavg_simclr.md §7.1)."""
+    if cfg.bn_filter == "decssl_names":
+        return {k for k in net.state_dict() if not k.endswith("num_batches_tracked")
+                and ("bn" in _decssl_name(k) or "running" in k)}
+    return bn_tensor_names(net)
+
+
+def _decssl_name(key: str) -> str:
+    """Our name as Dec-SSL's model spells it, where it matters for the name rule: the ResNet stem's BatchNorm is our
+    ``bn1`` and Dec-SSL's ``f.1`` (an ``nn.Sequential`` index, no "bn" in it, so its affine parameters are averaged)."""
+    head, sep, rest = key.partition("bn1.")
+    return f"{head}f.1.{rest}" if sep and head in ("", "encoder.") else key
+
+
 def without(tensors: Mapping[str, torch.Tensor], names: set[str]) -> dict[str, torch.Tensor]:
     return {k: v for k, v in tensors.items() if k not in names}
 
@@ -109,7 +129,7 @@ def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRC
     BN tensors (``bn: local``) and the optimizer state (``keep``) on the client."""
     load_tensors(net, start)
     net.train()
-    lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds)
+    lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
     opt = make_optimizer(cfg, [p for p in net.parameters() if p.requires_grad], lr)
     if cfg.optimizer_state == "keep":
         restore_optimizer(opt, state.tensors, ctx.device)
@@ -122,7 +142,7 @@ def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRC
     out = tensors_of(net)
     keep: dict[str, torch.Tensor] = {}
     if cfg.bn == "local":
-        bn = bn_tensor_names(net)
+        bn = local_bn_names(net, cfg)
         keep.update({k: v.clone() for k, v in out.items() if k in bn})
     if cfg.optimizer_state == "keep":
         keep.update(optimizer_tensors(opt))

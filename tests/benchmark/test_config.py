@@ -45,3 +45,30 @@ def test_canonical_json_ignores_key_order_and_digest_is_stable() -> None:
     assert digest({"a": 1}) == digest({"a": 1}) != digest({"a": 2})
     with pytest.raises(ValueError):
         canonical_json({"x": float("nan")})
+
+
+def test_a_nested_override_merges_into_the_fields_default_key_by_key() -> None:
+    """``augment: {flip_p: 0}`` overrides one key of the method's own default augmentation; the other keys keep the
+    method's values (FedU's EasyFL jitter 0.8), not AugmentConfig's class defaults (0.4)."""
+    from methods._shared.fedbyol import EASYFL_AUGMENT
+    from methods.fedu import FedUConfig
+
+    cfg = from_mapping(FedUConfig, {"augment": {"flip_p": 0.0}})
+    assert cfg.augment.flip_p == 0.0 and cfg.augment.jitter == EASYFL_AUGMENT.jitter == (0.8, 0.8, 0.8, 0.2)
+
+
+def test_every_grid_cell_keeps_its_methods_own_augmentation_under_method_common() -> None:
+    """The quickstart's method_common.augment names crop_scale and flip_p only: FedU/FedEMA keep EasyFL's jitter,
+    FedMAE keeps its bicubic jitter-free MAE views, and every method with an ``augment`` gets flip_p 0 on digits."""
+    from benchmark.grid import expand_grid, load_grid
+
+    for name in ("quickstart", "quickstart_long", "quickstart_tune", "quickstart_pooled"):
+        for c in expand_grid(load_grid(name)):
+            aug = c.method.params.get("augment")
+            if aug is None:
+                continue
+            assert aug["flip_p"] == 0.0 and list(aug["crop_scale"]) == [0.2, 1.0], (name, c.method.name)
+            if c.method.name in ("fedu", "fedema"):
+                assert list(aug["jitter"]) == [0.8, 0.8, 0.8, 0.2], (name, c.method.name)
+            if c.method.name == "fedmae":
+                assert aug["interpolation"] == "bicubic" and aug["jitter_p"] == 0.0, name

@@ -186,13 +186,16 @@ DECSSL_FEATARC = {"num_clusters": 2, "reg_scale": 1.0, "weighting": "uniform", "
 def test_native_decssl_matches_spec() -> None:
     from methods.featarc import PRESETS
 
-    assert DECSSL_FEATARC.items() >= PRESETS["featarc_decssl"].items()  # the method's own preset agrees
+    preset = dict(PRESETS["featarc_decssl"])
+    assert preset.pop("report_model") == "max_over_clusters"  # featarc.md §5: the preset reports as the paper
+    assert DECSSL_FEATARC.items() >= preset.items()  # the method's own preset agrees
     cells = cells_of("native_decssl")
     for c in cells:
         assert fl(c) == DECSSL_FL and c.backbone.name == "resnet18_cifar"
         if c.partition.name != "iid":
             assert c.partition.name == "decssl_band" and c.partition.params["alpha"] == 0.02
-            assert [dict(m) for m in c.partition.params["modifiers"]] == [{"name": "decssl_prefix", "fraction": 0.8}]
+        # train_val_test keeps the first 80 % of every client's indices, IID included
+        assert [dict(m) for m in c.partition.params["modifiers"]] == [{"name": "decssl_prefix", "fraction": 0.8}]
         p = c.method.params
         if c.method.name == "fedavg_simclr":
             assert sub(p, DECSSL_FEDAVG) == DECSSL_FEDAVG
@@ -200,10 +203,15 @@ def test_native_decssl_matches_spec() -> None:
             assert sub(p, DECSSL_FEATARC) == DECSSL_FEATARC and c.dataset.name == "cifar10"
         elif c.method.name == "dec_sl":
             assert (p["optimizer"], p["lr"], p["lr_schedule"]) == ("adam", 1e-3, "constant")  # §3: constant 1e-3
+            assert p["weight_decay"] == 1e-6  # update.py update_weights: Adam(lr, weight_decay=1e-6)
+        elif c.method.name == "central_ssl":  # centralized_ssl_main.py: MultiStepLR [30, 60, 90] epochs
+            assert (p["lr_schedule"], tuple(p["lr_milestones"]), p["lr_gamma"]) == ("step_epochs", (30, 60, 90), 0.3)
         transfer = [(t.params["target"], t.params["label_fraction"]) for t in c.tasks if t.name == "transfer"]
         target = {"cifar10": "stl10", "cifar100": "cifar10"}[c.dataset.name]  # Table 4 / Table 2 bottom
         assert transfer == [(target, 1.0), (target, 0.1), (target, 0.01)]
-    assert {c.method.name for c in cells} == {"fedavg_simclr", "featarc", "dec_sl", "no_pretrain"}
+    assert {c.method.name for c in cells} == {"fedavg_simclr", "featarc", "dec_sl", "no_pretrain", "central_ssl"}
+    assert {c.method.params["report_model"] for c in cells if c.method.name == "featarc"} == {
+        "largest_cluster", "max_over_clusters"}
 
 
 # flesd.md §3-§4: K 6, p 1, E_total 200; FLESD T 2 x E 100 with shard 0 = D_pub; FedAvg T 10 x E 20 on all 6;
@@ -217,6 +225,9 @@ FLESD_FEDAVG = {"loss_form": "crossview_1dir", "optimizer": "adam", "lr": 1e-3, 
                 "projector": "flesd"}
 FLESD_AUG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8, "gray_p": 0.2,
              "flip_p": 0.5, "blur_p": 0.0}
+# flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale and blur)
+FLESD_AUG_BIG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.4), "jitter_p": 0.8, "gray_p": 0.5,
+                 "flip_p": 0.5, "blur_p": 0.5, "blur_sigma": (0.1, 2.0)}
 
 
 def test_native_flesd_matches_spec() -> None:
@@ -238,10 +249,11 @@ def test_native_flesd_matches_spec() -> None:
             assert (p["batch_size"], p["tau"], p["loss_form"], p["projector"]) == (b, tau, "crossview_1dir", "flesd")
             if c.method.name == "fedavg_simclr":
                 assert sub(p, FLESD_FEDAVG) == FLESD_FEDAVG
-            for k, v in FLESD_AUG.items():
-                got = p["augment"][k]
-                assert (approx_tuple(got) if isinstance(v, tuple) else got) == \
-                    (approx_tuple(v) if isinstance(v, tuple) else v), k
+        aug = FLESD_AUG if c.dataset.name.startswith("cifar") else FLESD_AUG_BIG  # FLESD and baselines alike
+        for k, v in aug.items():
+            got = p["augment"][k]
+            assert (approx_tuple(got) if isinstance(v, tuple) else got) == \
+                (approx_tuple(v) if isinstance(v, tuple) else v), k
         assert c.fl.rounds * c.fl.local_epochs == 200  # E_total
         if c.dataset.name == "imagenet100":
             assert ("transfer", "cifar100") in [(t.name, t.params.get("target")) for t in c.tasks]
@@ -289,7 +301,9 @@ def test_native_fedu_fedema_match_spec(method: str) -> None:
             assert (approx_tuple(got) if isinstance(v, tuple) else got) == \
                 (approx_tuple(v) if isinstance(v, tuple) else v), k
         if method == "fedema":
-            assert (p["autoscaler"], p["autoscaler_tau"], p["mu_max"]) == (True, 0.7, 1.0)
+            # fedema.md §6 items 2, 7: mu_max 1.0 under local_drift (EasyFL), 0.7 under the printed global formula
+            want = 1.0 if p["divergence_ref"] == "local_drift" else 0.7
+            assert (p["autoscaler"], p["autoscaler_tau"], p["mu_max"]) == (True, 0.7, want)
         assert ("semi_supervised", 0.1) in [(t.name, t.params.get("label_fraction")) for t in c.tasks]
 
 

@@ -35,14 +35,15 @@ def cell_id(method: str) -> str:
 
 
 def test_reused_method_version_is_part_of_the_cell_id(registered, monkeypatch) -> None:
+    current = FedAvgSimCLR.version
     before = cell_id("reuser")
-    assert smoke_cell("reuser", tasks=[]).method.version == "3+fedavg_simclr@1"
+    assert smoke_cell("reuser", tasks=[]).method.version == f"3+fedavg_simclr@{current}"
     monkeypatch.setattr(FedU, "version", "99")  # a method it does not reuse: nothing moves
     assert cell_id("reuser") == before
-    monkeypatch.setattr(FedAvgSimCLR, "version", "2")
+    monkeypatch.setattr(FedAvgSimCLR, "version", "98")
     assert cell_id("reuser") != before
-    assert smoke_cell("reuser", tasks=[]).method.version == "3+fedavg_simclr@2"
-    monkeypatch.setattr(FedAvgSimCLR, "version", "1")
+    assert smoke_cell("reuser", tasks=[]).method.version == "3+fedavg_simclr@98"
+    monkeypatch.setattr(FedAvgSimCLR, "version", current)
     assert cell_id("reuser") == before
 
 

@@ -46,3 +46,17 @@ def test_launchers_are_built_from_typed_configs() -> None:
         build_launcher("local", opts, {"claim_pol_s": 0.5})
     with pytest.raises(ConfigError):
         build_launcher("local", opts, {"claim_poll_s": "fast"})
+
+
+def test_a_setting_the_data_makes_impossible_stops_at_the_door(tmp_path: Path) -> None:
+    """MethodBase.check_data runs in the preflight: FLESD whose queue fills every ESD epoch (flesd.md §6 item 10)
+    is refused before any cell runs, not after a round of local training."""
+    from benchmark.errors import UsageError
+
+    grid = tmp_path / "f.yaml"
+    grid.write_text(GRID.replace("axes: {method: [fedavg_simclr, no_pretrain], seed: [0]}",
+                                 "axes: {method: [{name: flesd, distill_batch_size: 16, queue_size: 4096, "
+                                 "with: {public: {name: holdout, fraction: 0.1}}}], seed: [0]}"))
+    with pytest.raises(UsageError, match=r"flesd on digits .*ESD would take no step"):
+        run_grid(str(grid), root=tmp_path / "runs", options=RunOptions(device="cpu"))
+    assert not (tmp_path / "runs").exists()

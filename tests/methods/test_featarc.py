@@ -211,7 +211,8 @@ def test_reporting_uses_training_side_information_only() -> None:
 def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
     """§3 / §9.9: the code-behaviour mode scores every cluster model and reports the maximum; its cards carry
     ``selects_on_test`` (so the leaderboard keeps them out of main columns), the per-cluster scores and the
-    mass-weighted mean are reported beside it; the default mode's cards select nothing."""
+    mass-weighted mean are reported beside it; the default mode's cards select nothing, its value is the largest
+    cluster's score, and every cluster's score and their mass-weighted mean are logged beside it (§3)."""
     tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
     kw = dict(rounds=1, clients=3, tasks=tasks)
     cell_max = smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw)
@@ -229,11 +230,13 @@ def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
         mass = s.extra["member_weights"]
         assert sum(mass) > 0 and s.values["top1_weighted"] == pytest.approx(
             sum(m * a for m, a in zip(mass, per)) / sum(mass))
-    for s in rec_def.scores:
-        assert not s.card.selects_on_test and "per_member" not in s.extra
-    # the reported cluster's model is one of the members: its score is among the per-cluster scores
-    knn_def = next(s for s in rec_def.scores if s.task == "knn").values["top1"]
-    assert knn_def in next(s for s in rec_max.scores if s.task == "knn").extra["per_member"]
+    for s, s_max in zip(rec_def.scores, rec_max.scores, strict=True):
+        assert not s.card.selects_on_test and s.card.selection != "max_over_models_test"
+        per, pick = s.extra["per_member"], s.extra["designated_member"]
+        assert per == s_max.extra["per_member"]  # the same cluster models, scored the same way
+        assert s.values["top1"] == per[pick] and s.values["top1_weighted"] == s_max.values["top1_weighted"]
+        mass = s.extra["member_weights"]
+        assert mass[pick] == max(mass) and pick == mass.index(max(mass))  # the largest cluster, ties to the smaller j
 
 
 def test_presets() -> None:
@@ -257,3 +260,40 @@ def test_smoke_logs_assignments_and_reported_cluster(featarc_vs_fedavg) -> None:
 
     j = m.reported_cluster(ServerState(fin["model"], fin["extra"]))
     assert fin["history"][-1]["reported_cluster"] == j
+
+
+def test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_pulls_together() -> None:
+    """§9.5: L_align = −1 when the local outputs equal the targets; +1 when they are opposite (a flipped sign would
+    make the regulariser push local features away from the cluster model's)."""
+    from methods._shared.feature_align import alignment_loss
+
+    t = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
+    assert alignment_loss(t, t.clone(), t) == pytest.approx(-1.0, abs=1e-6)
+    assert alignment_loss(-t, -t, t) == pytest.approx(1.0, abs=1e-6)
+    p = torch.randn(8, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    alignment_loss(p, p, t).backward()
+    with torch.no_grad():  # one gradient step lowers the loss: it moves p towards t
+        assert alignment_loss(p - 0.1 * p.grad, p - 0.1 * p.grad, t) < alignment_loss(p, p, t)
+
+
+def test_pick_cluster_breaks_exact_ties_to_the_smallest_index() -> None:
+    """§2.1 step 4 / §9.4: I = argmin_j A_j, exact ties to the smallest j."""
+    from methods._shared.feature_align import pick_cluster
+
+    assert pick_cluster(torch.tensor([0.2, -0.5, -0.5], dtype=torch.float64)) == 1
+    assert pick_cluster(torch.tensor([-0.7, -0.7], dtype=torch.float64)) == 0
+    assert pick_cluster(torch.tensor([0.1, 0.3, -0.2, -0.2], dtype=torch.float64)) == 2
+
+
+def test_partial_participation_covers_every_registered_client_in_the_per_client_card(tmp_path) -> None:
+    """With p < 1 the client with the highest id may never be sampled: the server still holds an assignment (i mod
+    C) and a size (0) for every registered client, so perclient@v1 maps all K clients (it failed the cell before)."""
+    from benchmark.simulate import server_context
+    from benchmark.stages import prepare
+
+    cell = smoke_cell("featarc", rounds=1, clients=4, participation=0.5, tasks=["perclient"])
+    prep = prepare(cell)
+    extra = prep.method.init_server(server_context(prep.settings, 0, None)).extra
+    assert extra["assign"].tolist() == [0, 1, 0, 1] and extra["n"].tolist() == [0, 0, 0, 0]
+    rec = run_cell(cell, tmp_path)
+    assert rec.status == "ok" and [s.task for s in rec.scores] == ["perclient"]

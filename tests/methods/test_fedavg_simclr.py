@@ -270,3 +270,37 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(tmp_path: 
     monkeypatch.setattr(members, "cached_features", spy_cf)
     run_cell(smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"], seed=3), tmp_path)
     assert stats and set(stats) == {((0.5,) * 3, (0.5,) * 3)}
+
+
+def test_bn_filter_decssl_names_keeps_what_the_dec_ssl_imagenet_code_keeps() -> None:
+    """fedavg_simclr.md §7.1: the code reloads averaged weights except keys containing "bn" or "running": the stem's
+    (Dec-SSL f.1) and the downsample's (downsample.1) BN affine parameters are averaged, their statistics kept."""
+    from benchmark.api import build_backbone
+    from methods._shared.modules import bn_tensor_names
+    from methods._shared.nets import BackboneHead
+    from methods._shared.simclr import SIMCLR_NAMES, SimCLRConfig, local_bn_names, simclr_projector
+
+    enc, dim = build_backbone("resnet18", {})
+    cfg = SimCLRConfig(bn="local", bn_filter="decssl_names")
+    net = BackboneHead(enc, simclr_projector(cfg, dim), SIMCLR_NAMES)
+    by_type, by_name = bn_tensor_names(net), local_bn_names(net, cfg)
+    assert by_name < by_type
+    averaged = by_type - by_name
+    assert {"encoder.bn1.weight", "encoder.bn1.bias", "encoder.layer2.0.downsample.1.weight",
+            "projector.1.weight"} <= averaged
+    assert {"encoder.bn1.running_mean", "encoder.layer2.0.downsample.1.running_var",
+            "encoder.layer1.0.bn2.weight", "projector.1.running_mean"} <= by_name
+    assert local_bn_names(net, SimCLRConfig(bn="local")) == by_type  # the default: by module type
+
+
+def test_step_epochs_schedule_is_a_multistep_lr_over_epochs() -> None:
+    """central_ssl's native schedule (centralized_ssl_main.py): x0.3 at epochs 30, 60, 90; constant within a round."""
+    from types import SimpleNamespace
+
+    from methods._shared.optim import scheduled_lr
+
+    cfg = SimpleNamespace(lr_schedule="step_epochs", lr=1e-3, lr_milestones=(30, 60, 90), lr_gamma=0.3)
+    lrs = [scheduled_lr(cfg, r, 100, local_epochs=5) for r in range(1, 101)]
+    assert lrs[0] == lrs[5] == 1e-3  # epochs 0-29: rounds 1-6
+    assert lrs[6] == pytest.approx(3e-4) and lrs[11] == pytest.approx(3e-4)  # epoch 30 starts round 7
+    assert lrs[12] == pytest.approx(9e-5) and lrs[18] == pytest.approx(2.7e-5) and lrs[-1] == pytest.approx(2.7e-5)

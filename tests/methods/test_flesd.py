@@ -203,3 +203,20 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
     assert recs["topk"].comm.bytes_up == 2 * n * k * 8 < recs["dense"].comm.bytes_up
     model = FLESD(FLESDConfig(), cell.backbone, digits_inputs()).init_server(ctx(0)).model
     assert recs["dense"].comm.bytes_down == 2 * 4 * sum(v.numel() for v in model.values())
+
+
+def test_the_public_split_size_and_class_histogram_are_logged() -> None:
+    """flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its class histogram are logged
+    (partition.json, the record's partition statistics)."""
+    import numpy as np
+
+    from benchmark.data.partition import partition_stats
+    from benchmark.stages import build_partition, load_data
+
+    cell = smoke_cell("flesd", clients=3)
+    labels = load_data(cell, None).train.labels
+    part = build_partition(cell, labels)
+    stats = partition_stats(part, labels, 10)
+    hist = stats["public_class_counts"]
+    assert sum(hist) == stats["public"] == len(part.public_indices) > 0
+    assert hist == np.bincount(np.asarray(labels)[part.public_indices], minlength=10).tolist()
