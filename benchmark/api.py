@@ -14,7 +14,10 @@ from benchmark.data.partitioners.matched import label_matched_test
 from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
 from benchmark.data.synthetic import shapes_coco
 from benchmark.data.views import UnlabeledView, normalize
+from benchmark.aggregate import aggregation_weights, average_uploads, weighted_average
 from benchmark.device import DeviceConfig, prepare_module
+from benchmark.local_train import IndexView, LocalStats, run_local_epochs
+from benchmark.tensors import BN_TYPES, bn_tensor_names, divergence, load_tensors, reset_num_batches, select, tensors_of
 from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
 from benchmark.grid import Cell, ComponentSpec, FLConfig
 from benchmark.method import Federation, InputSpec, Method, MethodBase
@@ -95,4 +98,18 @@ __all__ = [
     "shapes_coco",
     "torch_gen",
     "two_views",
+    # what a method needs beyond the types (docs/adding-a-method.md): the built-in methods use the same functions
+    "BN_TYPES",
+    "IndexView",
+    "LocalStats",
+    "aggregation_weights",
+    "average_uploads",
+    "bn_tensor_names",
+    "divergence",
+    "load_tensors",
+    "reset_num_batches",
+    "run_local_epochs",
+    "select",
+    "tensors_of",
+    "weighted_average",
 ]

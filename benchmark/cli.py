@@ -1,7 +1,9 @@
 """``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it calls.
 
-Bad input (an unknown name, a grid with an unknown key or a wrong type, α ≤ 0, more clients than samples) exits
-with code 2 and one line naming the problem, before anything is written.
+Exit codes (docs/grids.md): 0 every cell done or skipped as finished; 1 some cell failed, in this run or in an earlier
+one left alone; 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong type, α ≤ 0, more
+clients than samples, an unusable device or root, absent data): one line naming the problem, before anything is
+written.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ EXIT_BAD_INPUT = 2  # bad input (UsageError and the config / registry / partitio
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark", description="fssl-bench: federated SSL benchmark")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmark", description="fssl-bench: federated SSL benchmark",
+        epilog="exit codes: 0 every cell done or skipped as finished; 1 some cell failed (now, or earlier and left "
+               "alone: --retry-failed); 2 usage error, found before any cell ran (one line, nothing written)")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)")
@@ -37,50 +42,46 @@ def _parser() -> argparse.ArgumentParser:
                           "after another in this process)")
     run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
     run.add_argument("--site", default=None, help="build the leaderboard site here when the grid ends")
-    run.add_argument("--ray-address", default=None)
-    run.add_argument("--cpus-per-cell", type=float, default=1.0)
-    run.add_argument("--gpus-per-cell", type=float, default=0.0)
-    run.add_argument("--slurm-partition", default=None)
-    run.add_argument("--slurm-time", type=int, default=60 * 24, help="minutes per job")
-    run.add_argument("--slurm-parallelism", type=int, default=32)
-    run.add_argument("--slurm-folder", default=None)
-    run.add_argument("--slurm-cluster", default=None, help="submitit cluster: slurm | local | debug")
+    _add_launcher_options(run)
 
     lst = sub.add_parser("list", help="list registered components or grids")
-    lst.add_argument("what", choices=["methods", "datasets", "partitioners", "tasks", "grids", "backbones"])
+    lst.add_argument("what", choices=["methods", "datasets", "partitioners", "tasks", "grids", "backbones", "tracks"],
+                     help="what to list")
 
     plan = sub.add_parser("plan", help="cells, rounds, client steps and estimated cost of a grid")
-    plan.add_argument("--grid", required=True)
-    plan.add_argument("--only", default=None)
+    plan.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    plan.add_argument("--only", default=None, help="filter, e.g. method=fedema,partition=iid")
     plan.add_argument("--seeds", default=None, help="comma-separated training seeds replacing the grid's, e.g. 0,1,2")
     plan.add_argument("--throughput", type=float, default=None, help="device images/s for the cost estimate")
 
     show = sub.add_parser("show", help="show a cell's configuration and record")
-    show.add_argument("cell_id")
-    show.add_argument("--root", default="runs")
+    show.add_argument("cell_id", help="a cell id (or a unique prefix of one)")
+    show.add_argument("--root", default="runs", help="run root (default: runs/)")
 
     status = sub.add_parser("status", help="done, failed, running and pending cells of a grid")
-    status.add_argument("--grid", required=True)
-    status.add_argument("--root", default="runs")
-    status.add_argument("--only", default=None)
+    status.add_argument("--grid", required=True, help="grid name or path")
+    status.add_argument("--root", default="runs", help="run root (default: runs/)")
+    status.add_argument("--only", default=None, help="filter, e.g. method=fedema")
     status.add_argument("--seeds", default=None, help="comma-separated training seeds replacing the grid's, e.g. 0,1,2")
 
     col = sub.add_parser("collect", help="validate records and copy them into results/")
     col.add_argument("--from", dest="source", required=True, help="a run root, or wandb:ENTITY/PROJECT")
-    col.add_argument("--results", default="results")
+    col.add_argument("--results", default="results", help="where validated records are copied (default results/)")
 
     pre = sub.add_parser("prefetch", help="download a hub dataset once into the data root (needs network)")
-    pre.add_argument("dataset")
-    pre.add_argument("--data-root", default=None)
+    pre.add_argument("dataset", help="a registered dataset name (python -m benchmark list datasets)")
+    pre.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
 
     new = sub.add_parser("new-method", help="scaffold methods/NAME.py, its tests and a smoke grid")
-    new.add_argument("name")
+    new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument("--out", default=None, help="write under this folder instead of the repository")
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
+    new.add_argument("--plugin", action="store_true",
+                     help="an installable package (entry point fssl_bench.methods) instead of files in the repository")
 
     chk = sub.add_parser("check-method", help="conformance checks of a registered method on digits (CPU, minutes)")
-    chk.add_argument("name")
-    chk.add_argument("--rounds", type=int, default=2)
+    chk.add_argument("name", help="a registered method name")
+    chk.add_argument("--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)")
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
 
     sbm = sub.add_parser("submit", help="validate records for a leaderboard track and write a submission bundle")
@@ -90,9 +91,20 @@ def _parser() -> argparse.ArgumentParser:
     sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
     sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
     sbm.add_argument("--reevaluate", action="store_true", help="re-run the tasks from the final checkpoints")
-    sbm.add_argument("--data-root", default=None)
+    sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
     _add_doctor(sub)
     return p
+
+
+def _add_launcher_options(run: Any) -> None:
+    run.add_argument("--ray-address", default=None, help="ray launcher: cluster address (default: start a local Ray)")
+    run.add_argument("--cpus-per-cell", type=float, default=1.0, help="ray launcher: CPUs reserved per cell (default 1)")
+    run.add_argument("--gpus-per-cell", type=float, default=0.0, help="ray launcher: GPUs reserved per cell (default 0)")
+    run.add_argument("--slurm-partition", default=None, help="slurm launcher: partition to submit to")
+    run.add_argument("--slurm-time", type=int, default=60 * 24, help="minutes per job")
+    run.add_argument("--slurm-parallelism", type=int, default=32, help="slurm launcher: array jobs running at once")
+    run.add_argument("--slurm-folder", default=None, help="slurm launcher: submitit log folder (default under --root)")
+    run.add_argument("--slurm-cluster", default=None, help="submitit cluster: slurm | local | debug")
 
 
 def _add_doctor(sub: Any) -> None:
@@ -141,13 +153,25 @@ def _launcher_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
+    """Everything ``run`` checks at the door, nothing run or written: configuration, device, precision, data
+    presence, partitions and each method's own data check (a missing dataset is exit 2, as in a real run)."""
+    from benchmark.errors import MissingData
     from benchmark.rundir import RunDir
+    from benchmark.run_grid import plan_run
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds)
     for cell in cells:
         state = RunDir.of(cell, args.root).status(cell.fl.rounds).state
         print(f"{cell.cell_id}  {state:8s}  {cell.label()}  tasks={','.join(t.name for t in cell.tasks)}")
-    print(f"{len(cells)} cells in grid {grid.name!r} (all validated)")
+    try:
+        plan = plan_run(grid, root=args.root, options=_options(args), only=args.only,
+                        seeds=parse_seeds(args.seeds) if args.seeds is not None else None, retry_failed=False)
+    except MissingData:
+        print(f"{len(cells)} cells in grid {grid.name!r}: configuration validated; data missing, so partitions and "
+              "method settings were not checked")
+        raise
+    print(f"{len(plan.cells)} cells in grid {plan.grid.name!r}: configuration, device, data presence and partitions "
+          f"validated; {len(plan.todo)} would run")
     return 0
 
 
@@ -179,9 +203,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         bar.close()
     print(f"done: {summary.count('done')}  diverged: {summary.count('diverged')}  failed: {summary.count('failed')}  "
           f"skipped: {summary.count('skipped')}")
+    if summary.failed_before:
+        print(f"{summary.failed_before} cell(s) failed in an earlier attempt and were left alone: `python -m benchmark "
+              "status` shows why; re-run them with --retry-failed", file=sys.stderr)
     if args.site:
         _build_site(Path(args.root), Path(args.site))
-    return 0
+    return summary.exit_code
 
 
 def _build_site(root: Path, out: Path) -> None:
@@ -198,6 +225,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS, load_builtins
 
     load_builtins()
+    if args.what == "tracks":
+        from benchmark.records.tracks import load_tracks
+        from benchmark.submit import DEFAULT_TRACKS
+
+        for t in load_tracks(DEFAULT_TRACKS):
+            print(f"{t.id:32s} {t.title} ({t.dataset}, {t.task}, {t.card or 'any card'})")
+        return 0
     if args.what == "grids":
         for name in grid_names():
             g = load_grid(name)
@@ -208,8 +242,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     aliases: dict[str, list[str]] = {}
     for alias, target in reg.aliases().items():
         aliases.setdefault(target, []).append(alias)
+    from benchmark.registry import PluginError
+
     for name in reg.names():
-        obj = reg.get(name)
+        try:
+            obj = reg.get(name)
+        except PluginError as exc:  # a broken plugin is one warning, the listing goes on
+            print(f"warning: {exc}", file=sys.stderr)
+            continue
         doc = (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
         extra = f" (aliases: {', '.join(sorted(aliases[name]))})" if name in aliases else ""
         print(f"{name:24s} {doc}{extra}")
@@ -268,6 +308,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_prefetch(args: argparse.Namespace) -> int:
+    why = hub_unreachable()  # before anything heavy is imported: offline, this answers in well under 2 s
+    if why:
+        root = args.data_root or "$FSSL_DATA_ROOT (default ~/.cache/fssl-bench/data)"
+        raise UsageError(f"cannot fetch {args.dataset}: {why}. Run `python -m benchmark prefetch {args.dataset}` on "
+                         f"a machine with network and copy its data folder to {root}")
     from benchmark.config import from_mapping
     from benchmark.data.datasets import default_data_root
     from benchmark.registries import DATASETS, load_builtins
@@ -282,22 +327,44 @@ def cmd_prefetch(args: argparse.Namespace) -> int:
     return 0
 
 
+HUB = ("huggingface.co", 443)
+
+
+def hub_unreachable(timeout: float = 1.5) -> str | None:
+    """Why the Hugging Face hub cannot be reached (offline switches set, or no TCP connection within ``timeout``
+    seconds), or None. A fetch that would hang or retry for tens of seconds is refused in under two."""
+    import os
+    import socket
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"the hub is switched off ({var}={os.environ[var]})"
+    try:
+        with socket.create_connection(HUB, timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"{HUB[0]} is unreachable ({exc.strerror or type(exc).__name__})"
+
+
 def cmd_new_method(args: argparse.Namespace) -> int:
     from benchmark.scaffold import ScaffoldError, next_steps, write_scaffold
 
     try:
-        written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force)
+        written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force,
+                                 plugin=args.plugin)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     for path in written:
         print(f"wrote {path}")
-    print(next_steps(args.name))
+    print(next_steps(args.name, plugin=args.plugin))
     return 0
 
 
 def cmd_check_method(args: argparse.Namespace) -> int:
     from benchmark.conformance import check_method
 
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
     report = check_method(args.name, rounds=args.rounds, knn=not args.no_knn)
     print(report.format())
     return 0 if report.ok else 1
@@ -306,6 +373,9 @@ def cmd_check_method(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from benchmark.submit import SubmitError, submit
 
+    if args.track is None:
+        raise UsageError("submit checks records against one leaderboard track: pass --track ID (the tracks: "
+                         "python -m benchmark list tracks)")
     try:
         report = submit(args.records, track=args.track, out=args.out,
                         tracks_file=Path(args.tracks) if args.tracks else None, against=args.against,

@@ -165,7 +165,10 @@ def load_grid(name_or_path: str | Path) -> GridSpec:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"grid {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"grid {where}: not valid YAML: {problem}") from None
     return parse_grid(raw, str(path))
 
 
@@ -219,12 +222,34 @@ def _resolve(registry: Any, raw: Any, where: str, extra: Mapping[str, Any] | Non
     params = dict(comp)
     if extra:
         fields = {f.name for f in dataclasses.fields(getattr(cls, "Config", cls))}
-        params = {**{k: v for k, v in extra.items() if k in fields}, **params}
+        common = {k: v for k, v in extra.items() if k in fields}
+        # explicit params win, key by key inside nested configs too: an axis value's `augment: {jitter: ...}` keeps
+        # method_common's `augment: {flip_p: 0}` (and both keep the method's own defaults, benchmark.config)
+        params = {**common, **{k: ({**common[k], **v} if isinstance(v, Mapping) and isinstance(common.get(k), Mapping)
+                                   else v) for k, v in params.items()}}
     try:
         cfg = from_mapping(getattr(cls, "Config", cls), params)
+        if registry in (METHODS, TASKS):
+            check_common_fields(cfg)
     except (ConfigError, ValueError) as exc:
         raise ConfigError(f"{where} {name!r}: {exc}") from None
     return ComponentSpec(name, _version(registry, cls), config_dict(cfg))
+
+
+def check_common_fields(cfg: Any) -> None:
+    """The harness's own check of the fields every method and task shares by name, so a plugin without its own
+    validation cannot run a cell with them out of range: learning rates (``lr``, ``*_lr``, ``blr``) > 0, batch sizes
+    (``*batch_size``) >= 1, epochs and rounds (``*epochs``, ``*rounds``; warm-ups may be 0) >= 1."""
+    for f in dataclasses.fields(cfg):
+        value, name = getattr(cfg, f.name), f.name
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if (name in ("lr", "blr") or name.endswith("_lr")) and not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value}")
+        if name.endswith("batch_size") and value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
+        if name.endswith(("epochs", "rounds")) and not name.startswith("warmup") and value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
 
 
 def _version(registry: Any, cls: Any) -> str:
@@ -233,6 +258,21 @@ def _version(registry: Any, cls: Any) -> str:
     if registry is METHODS:
         return identity_version(cls, METHODS.get)
     return str(getattr(cls, "version", "1"))
+
+
+def _loadable(registry: Any) -> list[str]:
+    """The registry's names whose component imports: a broken installed plugin fails only the grids that use it
+    (``resolve_cell`` of its cells raises PluginError, exit 2 at the door), not the ones that never name it."""
+    from benchmark.registry import PluginError
+
+    names = []
+    for name in registry.names():
+        try:
+            registry.get(name)
+        except PluginError:
+            continue
+        names.append(name)
+    return names
 
 
 def _fields_of(registry: Any, name: str) -> set[str]:
@@ -252,8 +292,8 @@ def resolve_cell(values: Mapping[str, Any], method_common: Mapping[str, Any] | N
     fl = from_mapping(FLConfig, fl_raw)
     for key in ("seed", "partition_seed"):
         v = values.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{key} must be an integer, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{key} must be a non-negative integer, got {v!r}")
     tasks_raw = values.get("tasks") or []
     if not isinstance(tasks_raw, list):
         raise ConfigError("tasks must be a list")
@@ -353,10 +393,12 @@ def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> lis
     load_builtins()
     common = dict(grid.method_common)
     if common:
-        known = set().union(*(_fields_of(METHODS, n) for n in METHODS.names()))
+        known = set().union(*(_fields_of(METHODS, n) for n in _loadable(METHODS)))
         for key in common:
             if key not in known:
                 raise ConfigError(f"method_common key {key!r} is a field of no registered method")
+    if only:
+        check_only(grid, only)
     keys = list(grid.axes)
     cells: dict[str, Cell] = {}
     for combo in itertools.product(*(grid.axes[k] for k in keys)):
@@ -390,4 +432,54 @@ def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> lis
         if only and "cell" in only and not cell.cell_id.startswith(only["cell"]):
             continue
         cells.setdefault(cell.cell_id, cell)
+    if only and not cells:
+        raise ConfigError(f"--only {','.join(f'{k}={v}' for k, v in only.items())} matches no cell of grid "
+                          f"{grid.name!r}")
     return list(cells.values())
+
+
+ONLY_REGISTRIES = {"method": METHODS, "dataset": DATASETS, "partition": PARTITIONERS, "backbone": BACKBONES,
+                   "public": PUBLIC_SPLITS}
+
+
+def _grid_names(grid: GridSpec, key: str) -> set[str]:
+    """The component names ``key`` takes in ``grid`` (its base value and its axis values)."""
+    values = [grid.base.get(key), *grid.axes.get(key, ())]
+    names = set()
+    for v in values:
+        if isinstance(v, str):
+            names.add(v)
+        elif isinstance(v, Mapping) and isinstance(v.get("name"), str):
+            names.add(v["name"])
+    for v in grid.axes.get("method", ()) if key != "method" else ():  # `with:` may set this field too
+        w = v.get("with", {}) if isinstance(v, Mapping) else {}
+        if isinstance(w, Mapping) and key in w:
+            names |= _grid_names(dataclasses.replace(grid, base={key: w[key]}, axes={}), key)
+    return names
+
+
+def check_only(grid: GridSpec, only: Mapping[str, str]) -> None:
+    """``--only`` keys are cell fields (or ``cell``); a component name must be registered: otherwise a ConfigError
+    with a did-you-mean, instead of a silent run of 0 cells."""
+    import difflib
+
+    keys = (*CELL_FIELDS, "cell")
+    for key, value in only.items():
+        if key not in keys:
+            hint = difflib.get_close_matches(key, keys, n=1)
+            raise ConfigError(f"--only key {key!r} is not a cell field" +
+                              (f"; did you mean {hint[0]!r}?" if hint else f" (one of {', '.join(keys)})"))
+        if key in ("seed", "partition_seed"):
+            if not str(value).isdigit():
+                raise ConfigError(f"--only {key}={value!r}: a non-negative integer")
+            continue
+        registry = ONLY_REGISTRIES.get(key)
+        if registry is None:
+            continue
+        try:
+            registry.canonical(value)
+        except Exception:  # noqa: BLE001 - the registry's own error type; the message below says it all
+            names = sorted(_grid_names(grid, key) or set(registry.names()))
+            hint = difflib.get_close_matches(value, names, n=1)
+            msg = f"; did you mean {hint[0]!r}?" if hint else f" (this grid has {', '.join(names)})"
+            raise ConfigError(f"--only {key}={value!r}: no such {key}{msg}") from None

@@ -21,6 +21,7 @@ capability                  meaning (default)
 ``smoke_settings``          cell fields a tiny CPU run of the method needs (backbone family, public split, head
                             sizes), used by ``check-method`` and the registry smoke tests (``{}``)
 ``frozen_knn_exempt``       why the frozen-feature kNN check does not apply (FedMAE: fine-tuned in its paper), or None
+``pretrains``                False for reference points that train nothing (``plan`` counts no pre-training cost)
 ``precisions``              the cell precisions the method supports (``benchmark.precision``; default fp32 only)
 ``reuses``                  names of registered methods whose *code* this one runs; their versions are part of this
                             method's version in the cell identity (:func:`identity_version`), so an edit that bumps
@@ -73,6 +74,7 @@ class Method(Protocol):
     frozen_knn_exempt: ClassVar[str | None]
     reuses: ClassVar[tuple[str, ...]]
     precisions: ClassVar[tuple[str, ...]]
+    pretrains: ClassVar[bool]
 
     def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None: ...
     def init_server(self, ctx: RoundContext) -> ServerState: ...
@@ -107,6 +109,8 @@ class MethodBase:
     # the precisions whose training steps the method takes through ctx.precision (autocast + LossScaler); a method
     # that never heard of them trains in fp32 only, and the grid refuses a bf16/fp16 cell of it at expansion
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
+    # False for reference points that train nothing (random init): `plan` counts no pre-training for their cells
+    pretrains: ClassVar[bool] = True
 
     @classmethod
     def check_data(cls, cfg: Any, *, client_sizes: Sequence[int], public_size: int | None) -> None:

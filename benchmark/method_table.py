@@ -84,10 +84,16 @@ def in_tree_rows() -> list[Row]:
 
 
 # ---- the version lock ---------------------------------------------------------------------------------------------
+# The harness modules whose code decides a method's numbers, offered to methods through benchmark.api (the local loop,
+# FedAvg maths, named tensors, precision): a method that imports benchmark.api has them in its digest too.
+METHOD_MATHS = ("benchmark.aggregate", "benchmark.local_train", "benchmark.precision", "benchmark.tensors")
+
+
 def module_source(module: str, root: Path = REPO) -> Path | None:
-    """The file of an in-tree ``methods`` module (``methods._shared.simclr`` → methods/_shared/simclr.py), else None."""
+    """The file of an in-tree ``methods`` module (``methods._shared.simclr`` → methods/_shared/simclr.py) or of one
+    of the METHOD_MATHS harness modules, else None."""
     parts = module.split(".")
-    if parts[0] != "methods":
+    if parts[0] != "methods" and module not in METHOD_MATHS:
         return None
     base = root.joinpath(*parts)
     for path in (base.with_suffix(".py"), base / "__init__.py"):
@@ -109,6 +115,8 @@ def _imported(tree: ast.AST, module: str, root: Path) -> set[str]:
                 base = f"{package}.{base}" if base else package
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)  # ``from methods._shared import simclr``
+    if "benchmark.api" in names:
+        names.update(METHOD_MATHS)
     return {n for n in names if module_source(n, root) is not None}
 
 

@@ -3,7 +3,9 @@
 Client steps are counted exactly as the engine will run them (rounds × clients per round × local epochs × batches of
 an average client). GPU-hours come from the backbone's measured forward FLOPs per image (torch's FlopCounterMode at
 the dataset's resolution), ×3 for forward + backward, ×views, divided by an effective device throughput
-(``--throughput`` images/s overrides; default: 40 % of an A100's 312 dense fp16 TFLOP/s).
+(``--throughput`` images/s overrides; default: 40 % of an A100's dense peak in the cell's precision: 312 TFLOP/s in
+bf16/fp16, 156 in fp32, which torch runs as TF32 on its convolutions by default). Cells of methods that train
+nothing (``MethodBase.pretrains = False``: random init, calibrated BN) cost no pre-training.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 
 import torch
 
-EFFECTIVE_FLOPS = 0.4 * 312e12
+UTILISATION = 0.4
+PEAK_FLOPS = {"fp32": 156e12, "bf16": 312e12, "fp16": 312e12}  # A100 dense (fp32 as TF32)
 TRAIN_SIZES = {"digits": 1438, "cifar10": 50000, "cifar100": 50000, "stl10": 105000, "tiny_imagenet": 100000,
                "imagenet100": 126689, "mini_imagenet": 60000}
 IMAGE_SIZES = {"cifar10": 32, "cifar100": 32, "stl10": 96, "tiny_imagenet": 64, "imagenet100": 224,
@@ -40,6 +43,8 @@ def forward_flops(backbone: str, params_json: str, size: int) -> float:
 def cell_cost(cell: Any) -> dict[str, float]:
     import json
 
+    from benchmark.registries import METHODS
+
     n = TRAIN_SIZES.get(cell.dataset.name, 50000)
     size = int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 32)))
     batch = int(cell.method.params.get("batch_size", 256))
@@ -48,6 +53,8 @@ def cell_cost(cell: Any) -> dict[str, float]:
     steps = cell.fl.rounds * cell.fl.clients_per_round * cell.fl.local_epochs * batches
     images = steps * min(batch, per_client) * 2
     flops = forward_flops(cell.backbone.name, json.dumps(dict(cell.backbone.params), sort_keys=True), size)
+    if not METHODS.get(cell.method.name).pretrains:
+        steps = images = 0
     return {"client_steps": steps, "images": images, "train_flops": 3 * flops * images, "fwd_flops": flops}
 
 
@@ -57,13 +64,15 @@ def plan_grid(grid: Any, cells: Sequence[Any], throughput: float | None = None) 
     rows = []
     for cell in cells:
         c = cell_cost(cell)
-        hours = (c["images"] / throughput / 3600) if throughput else c["train_flops"] / EFFECTIVE_FLOPS / 3600
+        precision = getattr(cell, "precision", "fp32")
+        peak = UTILISATION * PEAK_FLOPS[precision]
+        hours = (c["images"] / throughput / 3600) if throughput else c["train_flops"] / peak / 3600
         total_steps += c["client_steps"]
         total_hours += hours
         rows.append(f"  {cell.cell_id}  rounds={cell.fl.rounds:<4d} steps={int(c['client_steps']):<8d} "
-                    f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} est_gpu_h={hours:8.3f}  {cell.label()}")
+                    f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} est_gpu_h={hours:8.3f} {precision}  {cell.label()}")
     lines += rows
-    basis = f"{throughput:g} images/s" if throughput else "40% of A100 fp16 peak"
+    basis = f"{throughput:g} images/s" if throughput else "40% of an A100's dense peak in each cell's precision"
     lines.append(f"total: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis}; "
                  "pre-training only, evaluation excluded)")
     return "\n".join(lines)

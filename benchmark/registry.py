@@ -22,6 +22,10 @@ class RegistryError(ValueError):
     """Base class of registry errors (a ValueError so the CLI reports it as bad input)."""
 
 
+class PluginError(RegistryError):
+    """An installed plugin's entry point fails to import: named with its error; only what uses it fails."""
+
+
 class UnknownName(RegistryError, KeyError):
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return str(self.args[0]) if self.args else ""
@@ -101,10 +105,15 @@ class Registry(Generic[T]):
         key = self.canonical(name)
         obj = self._items[key]
         if obj is None:
-            module, _, attr = self._targets[key].partition(":")
-            loaded: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                loaded = getattr(loaded, part)
+            target = self._targets[key]
+            module, _, attr = target.partition(":")
+            try:
+                loaded: Any = importlib.import_module(module)
+                for part in attr.split("."):
+                    loaded = getattr(loaded, part)
+            except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported the same way
+                raise PluginError(f"plugin {self.kind} {key!r} ({target}) cannot be loaded: "
+                                  f"{type(exc).__name__}: {exc}") from None
             self._check_base(key, loaded)
             self._items[key] = obj = loaded
         return obj  # type: ignore[return-value]

@@ -12,6 +12,9 @@ the rest, and return what happened to each cell.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,13 @@ class RunSummary:
     cells: int  # in the grid (after --only / --seeds)
     skipped: int  # finished before (or failed before, without retry_failed): not run again
     outcomes: tuple[CellOutcome, ...] = ()  # one per cell run (or attempted) now
+    failed_before: int = 0  # of the skipped: cells whose earlier attempt failed (re-run with retry_failed)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's policy: 0 every cell done (or diverged, a result) or skipped as finished; 1 some cell failed,
+        now or in an earlier attempt this run left alone. (2, a usage error, never gets this far.)"""
+        return 1 if self.failed or self.failed_before else 0
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes) + (self.skipped if status == "skipped" else 0)
@@ -51,6 +61,7 @@ class Plan:
     cells: list[Any]
     todo: list[Any] = field(default_factory=list)
     skipped: int = 0
+    failed_before: int = 0  # skipped because an earlier attempt failed (no retry_failed)
 
 
 def load_cells(grid: Any, *, only: Mapping[str, str] | str | None = None,
@@ -68,8 +79,10 @@ def plan_run(grid: Any, *, root: Path | str, options: RunOptions, only: Mapping[
              seeds: Sequence[int] | None = None, retry_failed: bool = False) -> Plan:
     """Validate everything a run needs and decide which cells run; raises ``UsageError`` / ``MissingData``."""
     from benchmark.grid import GridSpec, load_grid
+    from benchmark.options import check_device
     from benchmark.preflight import check_precision, missing_datasets_fast, preflight
 
+    check_device(options.device)
     spec = grid if isinstance(grid, GridSpec) else load_grid(grid)
     missing = missing_datasets_fast(spec, options.data_root)  # before torch is imported
     if missing:
@@ -79,16 +92,17 @@ def plan_run(grid: Any, *, root: Path | str, options: RunOptions, only: Mapping[
     if missing:
         raise MissingData(spec.name, missing)
     check_precision(cells, options.device)
-    todo, skipped = [], 0
+    todo, skipped, failed_before = [], 0, 0
     for cell in cells:
         rd = RunDir.of(cell, root)
         if rd.done or (rd.failed and not retry_failed):
             skipped += 1
+            failed_before += int(not rd.done)
             continue
         if retry_failed:
             rd.clear_error()
         todo.append(cell)
-    return Plan(spec, cells, todo, skipped)
+    return Plan(spec, cells, todo, skipped, failed_before)
 
 
 def build_launcher(name: str, options: RunOptions, config: Mapping[str, Any] | None = None) -> Any:
@@ -98,6 +112,20 @@ def build_launcher(name: str, options: RunOptions, config: Mapping[str, Any] | N
 
     load_builtins()
     return from_mapping(LAUNCHERS.get(name), {**dict(config or {}), "options": options})
+
+
+def prepare_root(root: Path) -> bool:
+    """Create the run root (with missing parents) and check it is writable; True when it was created now. A root
+    that cannot hold cells is a UsageError naming the folder, before any cell runs."""
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"run root {root}: not writable ({exc.strerror or exc}); choose another --root") from None
+    return created
 
 
 def run_grid(grid: Any, *, root: Path | str = "runs", options: RunOptions | None = None,
@@ -113,6 +141,8 @@ def run_grid(grid: Any, *, root: Path | str = "runs", options: RunOptions | None
     options = options or RunOptions()
     root = Path(root)
     plan = plan_run(grid, root=root, options=options, only=only, seeds=seeds, retry_failed=retry_failed)
+    if plan.todo and prepare_root(root):
+        print(f"created run root {root.resolve()}", file=sys.stderr)
     if on_plan is not None:
         on_plan(plan)
     if isinstance(launcher, str):
@@ -120,7 +150,7 @@ def run_grid(grid: Any, *, root: Path | str = "runs", options: RunOptions | None
     elif launcher_config:
         raise UsageError("launcher_config goes with a launcher name, not a launcher object")
     outcomes = tuple(launcher.launch(plan.todo, root, grid=plan.grid.name, progress=progress))
-    return RunSummary(plan.grid.name, root, len(plan.cells), plan.skipped, outcomes)
+    return RunSummary(plan.grid.name, root, len(plan.cells), plan.skipped, outcomes, plan.failed_before)
 
 
 __all__ = ["Plan", "RunSummary", "build_launcher", "load_cells", "plan_run", "run_grid"]

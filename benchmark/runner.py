@@ -17,6 +17,7 @@ import numpy as np
 
 from benchmark.device import DeviceConfig
 from benchmark.grid import Cell
+from benchmark.records.integrity import seal
 from benchmark.records.schema import ResultRecord
 from benchmark.rundir import RunDir
 from benchmark.stages import Evaluation, RoundHook, Timings, assemble_record, evaluate, export_encoder, prepare, pretrain
@@ -92,19 +93,25 @@ def _run(cell: Cell, rd: RunDir, dev_cfg: DeviceConfig, tracker: Tracker, data_r
         ev = evaluate(cell, encoder, prep.dataset, part, rd, device=dev, data_root=data_root)
     timings = Timings(wall_s=time.perf_counter() - t_start, pretrain_s=pretrain_s, eval_s=time.perf_counter() - t_eval)
     record = assemble_record(prep, pre, ev, timings, fingerprint=fingerprint, device=dev, grid=grid)
-    record = _finish_tracking(tracker, record)
-    rd.write_record(record)
+    record = _finish_tracking(tracker, record, rd)
     rd.clear_error()
     return record
 
 
-def _finish_tracking(tracker: Tracker, record: ResultRecord) -> ResultRecord:
-    """The record's headline numbers into the run summary; the tracker's reference into the record."""
+def _finish_tracking(tracker: Tracker, record: ResultRecord, rd: RunDir) -> ResultRecord:
+    """The tracker's reference into the record, the record sealed (its digest) and written, then handed to the
+    tracker with its score files (W&B: run files, so ``collect --from wandb:...`` finds them), and its headline
+    numbers into the run summary."""
+    ref = tracker.ref()
+    record = seal(dataclasses.replace(record, tracking=ref) if ref is not None else record)
+    rd.write_record(record)
+    tracker.save_files([rd.record_path, *rd.sidecar_files()], base=rd.cell_dir)
     summary: dict[str, object] = {f"{s.task}/{k}": v for s in record.scores for k, v in s.values.items()}
-    summary.update({"status": record.status, "bytes_up": record.comm.bytes_up, "bytes_down": record.comm.bytes_down})
+    summary.update({"status": record.status, "bytes_up": record.comm.bytes_up, "bytes_down": record.comm.bytes_down,
+                    "digest": record.digest})
     tracker.summary(summary)
-    ref = tracker.finish()
-    return dataclasses.replace(record, tracking=ref) if ref is not None else record
+    tracker.finish()
+    return record
 
 
 __all__ = ["CellFailed", "run_cell"]

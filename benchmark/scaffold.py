@@ -90,13 +90,15 @@ from benchmark.api import (
     UnlabeledView,
     build_backbone,
     scoped_torch_seed,
+    aggregation_weights,
+    load_tensors,
+    run_local_epochs,
+    tensors_of,
     two_views,
+    weighted_average,
 )
-from methods._shared.aggregate import aggregation_weights, weighted_average
 from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
 from methods._shared.losses import ntxent_2b
-from methods._shared.modules import load_tensors, tensors_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -295,12 +297,62 @@ def render(name: str) -> Scaffold:
     return Scaffold(name, cls, files)
 
 
+PLUGIN_PYPROJECT = """# An out-of-tree fssl-bench method: registered through the entry-point group, no change to fssl-bench.
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "fssl-{dist}"
+version = "0.1.0"
+description = "{cls}: a federated self-supervised method for fssl-bench"
+requires-python = ">=3.10"
+dependencies = ["fssl-bench"]
+
+[project.entry-points."fssl_bench.methods"]
+{name} = "fssl_{name}.method:{cls}"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+"""
+
+PLUGIN_README = """# fssl-{dist}
+
+{cls} as an installed fssl-bench method (scaffolded by `python -m benchmark new-method {name} --plugin`).
+
+    pip install -e .                              # registers `{name}` through the fssl_bench.methods entry point
+    python -m benchmark list methods              # {name} is listed
+    python -m benchmark check-method {name}       # the conformance checks (CPU, minutes)
+    python -m benchmark run --grid smoke --only method={name}   # or your own grid naming it
+
+Records of its cells carry this distribution's name, version and a digest of its source files.
+"""
+
+
+def render_plugin(name: str) -> Scaffold:
+    """An installable package: the same method file, registered by its entry point instead of the decorator."""
+    cls = class_name_of(name)
+    method = render(name).files[Path("methods") / f"{name}.py"]
+    method = method.replace(f'@METHODS.register("{name}")\n', "").replace("    METHODS,\n", "")
+    method = method.replace("Scaffolded by ``python -m benchmark new-method", "Scaffolded by ``python -m benchmark "
+                            "new-method --plugin")
+    dist = name.replace("_", "-")
+    pkg = Path(f"fssl-{dist}")
+    return Scaffold(name, cls, {
+        pkg / "pyproject.toml": PLUGIN_PYPROJECT.format(name=name, cls=cls, dist=dist),
+        pkg / "README.md": PLUGIN_README.format(name=name, cls=cls, dist=dist),
+        pkg / "src" / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
+        pkg / "src" / f"fssl_{name}" / "method.py": method,
+    })
+
+
 def write_scaffold(name: str, out: Path | None = None, *, force: bool = False,
-                   check_registry: bool = True) -> list[Path]:
-    """Write the scaffold of ``name`` under ``out`` (default: the repository); returns the files written."""
-    validate_name(name, check_registry=check_registry and out is None)
-    root = Path(out) if out is not None else REPO
-    scaffold = render(name)
+                   check_registry: bool = True, plugin: bool = False) -> list[Path]:
+    """Write the scaffold of ``name`` under ``out`` (default: the repository; for ``plugin``, the current folder);
+    returns the files written."""
+    validate_name(name, check_registry=check_registry and (out is None or plugin))
+    root = Path(out) if out is not None else (Path.cwd() if plugin else REPO)
+    scaffold = render_plugin(name) if plugin else render(name)
     targets = [root / rel for rel in scaffold.files]
     existing = [t for t in targets if t.exists()]
     if existing and not force:
@@ -312,7 +364,16 @@ def write_scaffold(name: str, out: Path | None = None, *, force: bool = False,
     return targets
 
 
-def next_steps(name: str) -> str:
+def next_steps(name: str, plugin: bool = False) -> str:
+    if plugin:
+        dist = name.replace("_", "-")
+        return "\n".join([
+            f"next steps for {name} (an installable package in fssl-{dist}/):",
+            f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py",
+            f"  2. pip install -e fssl-{dist}   (registers it; python -m benchmark list methods shows it)",
+            f"  3. python -m benchmark check-method {name}",
+            f"  4. python -m benchmark run --grid smoke --only method={name} --no-wandb",
+        ])
     return "\n".join([
         f"next steps for {name}:",
         f"  1. fill the TODO({name}) markers in methods/{name}.py (mark departures from the paper '# DEVIATION:')",

@@ -30,6 +30,7 @@ from benchmark.config import from_mapping
 from benchmark.data.datasets import DatasetSplits, default_data_root, load_dataset_splits
 from benchmark.data.partition import Partition, partition_stats
 from benchmark.precision import Precision
+from benchmark.provenance import cell_provenance
 from benchmark.data.views import ClientViews, UnlabeledView
 from benchmark.grid import Cell, ComponentSpec
 from benchmark.method import InputSpec, Method
@@ -269,7 +270,9 @@ def assemble_record(prep: Prepared, pre: Pretrained, ev: Evaluation, timings: Ti
                              peak_mem_bytes=peak_rss_bytes(), client_steps=pre.client_steps,
                              client_epochs=pre.client_epochs_run * cell.fl.local_epochs),
         final_state_digest=state_digest(pre.server.model) if pre.server.model else "",
-        env=collect_env(str(device)), uses_public_data=cell.public is not None, tracking=None, grid=grid,
+        env=dataclasses.replace(collect_env(str(device)), plugins=cell_provenance(
+            METHODS.get(cell.method.name), {t.name: TASKS.get(t.name) for t in cell.tasks})),
+        uses_public_data=cell.public is not None, tracking=None, grid=grid,
         reason=pre.reason, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         task_failures=dict(ev.failures),
     )

@@ -150,6 +150,17 @@ def _scores_plain(s: TaskScores) -> dict[str, Any]:
     return to_plain(s)
 
 
+def schema_message(version: Any) -> str:
+    """The one command that helps with a record of another schema version, or that none can."""
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (f"schema_version {version} was written by a newer fssl-bench (this one reads {SCHEMA_VERSION}): "
+                "upgrade fssl-bench (pip install -U fssl-bench)")
+    if isinstance(version, int) and not isinstance(version, bool) and 0 < version < SCHEMA_VERSION:
+        return (f"schema_version {version} is older than {SCHEMA_VERSION}: re-run its cell with this version "
+                "(records are sealed by the runner that wrote them; a migrated copy would not be)")
+    return f"schema_version {version!r} is not a version any fssl-bench wrote: the file is not a record"
+
+
 def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
     try:
         text = path.read_text(encoding="utf-8")
@@ -159,8 +170,7 @@ def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
         return None
     version = raw.get("schema_version") if isinstance(raw, Mapping) else None
     if version != SCHEMA_VERSION:
-        check.fail("schema", f"schema_version {version!r} is not the current {SCHEMA_VERSION} "
-                             "(run `python -m benchmark collect` to migrate older records)")
+        check.fail("schema", schema_message(version))
         return None
     try:
         return from_json(text)
@@ -185,6 +195,10 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
 
 
 def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, reevaluate: bool = False) -> None:
+    from benchmark.records.integrity import integrity_problems
+
+    for problem in integrity_problems(record):  # the record's own digest, with or without sidecars
+        check.fail("integrity", problem)
     rd = RunDir.from_record_file(path, record)
     if rd is None or not rd.score_files():
         if record.env.runner == VERIFIED_RUNNER:

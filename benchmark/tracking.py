@@ -1,9 +1,14 @@
-"""Experiment tracking: the only module that imports ``wandb``. W&B is transport and monitoring, never the source of
-truth (records are). Each cell is one W&B run whose id is the cell id, so a requeued job continues the same run."""
+"""Experiment tracking: the only module that imports ``wandb`` (besides the collector). W&B is transport and monitoring,
+never the source of truth (records are). Each cell is one W&B run whose id is the cell id and whose group is the grid,
+so a requeued job continues the same run. The sealed record and its score files travel as the run's files
+(``record.json``, ``scores/*.json``, …, under the run's files folder: uploaded online, kept in
+``wandb/offline-run-*/files/`` offline); the run summary holds the headline scores and the record's digest.
+``collect --from wandb:ENTITY/PROJECT[/GROUP]`` (online) or ``collect --from PATH`` (offline folders) brings them back."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +23,8 @@ class Tracker(Protocol):
     def start(self, cell_id: str, config: Mapping[str, Any], run_dir: Path, group: str | None, name: str) -> None: ...
     def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
     def summary(self, values: Mapping[str, Any]) -> None: ...
+    def ref(self) -> TrackingRef | None: ...
+    def save_files(self, paths: list[Path], base: Path) -> None: ...
     def finish(self) -> TrackingRef | None: ...
 
 
@@ -29,6 +36,12 @@ class NullTracker:
         pass
 
     def summary(self, values) -> None:
+        pass
+
+    def ref(self) -> TrackingRef | None:
+        return None
+
+    def save_files(self, paths, base) -> None:
         pass
 
     def finish(self) -> TrackingRef | None:
@@ -86,11 +99,27 @@ class WandbTracker:
             for key, value in values.items():
                 self.run.summary[key] = value
 
+    def ref(self) -> TrackingRef | None:
+        if self.run is None:
+            return None
+        return TrackingRef(backend="wandb", entity=self.entity, project=self.project, run_id=self.run.id,
+                           url=getattr(self.run, "url", None) if self.mode == "online" else None, mode=self.mode)
+
+    def save_files(self, paths, base) -> None:
+        """Copies (not links: the run folder must survive being moved) into the run's files folder, saved now."""
+        if self.run is None:
+            return
+        files = Path(self.run.dir)
+        for path in paths:
+            dest = files / Path(path).relative_to(base)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+            self.run.save(str(dest), base_path=str(files), policy="now")
+
     def finish(self) -> TrackingRef | None:
         if self.run is None:
             return None
-        ref = TrackingRef(backend="wandb", entity=self.entity, project=self.project, run_id=self.run.id,
-                          url=getattr(self.run, "url", None) if self.mode == "online" else None, mode=self.mode)
+        ref = self.ref()
         self.run.finish()
         self.run = None
         return ref

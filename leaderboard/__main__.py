@@ -18,6 +18,11 @@ def _build(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     results = args.results or [Path("results")]
+    missing = [str(r) for r in results if not Path(r).is_dir()]
+    if missing:
+        print(f"error: --results {', '.join(missing)}: no such folder (a results/ folder or a run root)",
+              file=sys.stderr)
+        return 2
     model = build_model(results, tracks=load_tracks(args.tracks) if args.tracks else None,
                         references_dir=args.references, config=load_site_config(args.tracks),
                         repo_url=args.repo_url)
@@ -96,6 +101,10 @@ def _margins(args: argparse.Namespace) -> int:
     from leaderboard.build import margins_from_dirs
     from leaderboard.margins import markdown, select_best, selection_markdown, to_json
 
+    missing = [str(r) for r in (args.results or [Path("results")]) if not Path(r).is_dir()]
+    if missing:
+        print(f"error: --results {', '.join(missing)}: no such folder", file=sys.stderr)
+        return 2
     table = margins_from_dirs(args.results or [Path("results")], task=args.task, baseline=args.baseline)
     if table.empty:
         print(f"no {args.task} scores with a {args.baseline} partner of the same seed and setting", file=sys.stderr)

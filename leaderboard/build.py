@@ -22,7 +22,7 @@ import pandas as pd
 
 from benchmark.records.reference import ReferenceTable, ReferenceValue, load_references
 from benchmark.records.schema import ResultRecord
-from benchmark.records.store import Skipped, iter_record_files, read_record
+from benchmark.records.store import Skipped, iter_record_files, read_record, verify_record
 from leaderboard import stats
 from leaderboard.labels import disambiguate, partition_short, variant_labels
 from leaderboard.margins import paired_margins
@@ -57,6 +57,10 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
                 record = read_record(path)
             except Exception as exc:  # noqa: BLE001 - a bad file must never stop the build
                 skipped.append(Skipped(path, f"{type(exc).__name__}: {exc}"))
+                continue
+            problems = verify_record(record)
+            if problems:  # edited, unsealed or inconsistent: the skipped page says why, never a table
+                skipped.append(Skipped(path, "; ".join(problems)))
                 continue
             prior = seen.get(record.cell_id)
             if prior is not None:

@@ -276,6 +276,7 @@ class NoPretrain(MethodBase):
 
     name: ClassVar[str] = "no_pretrain"
     version: ClassVar[str] = "1"
+    pretrains: ClassVar[bool] = False  # trains nothing: plan counts no pre-training
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = NoPretrainConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()

@@ -76,6 +76,7 @@ class NoPretrainBN(MethodBase):
 
     name: ClassVar[str] = "no_pretrain_bn"
     version: ClassVar[str] = "1"
+    pretrains: ClassVar[bool] = False  # forward passes for BN statistics only: plan counts no pre-training
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = NoPretrainBNConfig
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*running_mean", "encoder.*running_var")

@@ -16,10 +16,12 @@ def migrate(raw: dict[str, Any], current: int) -> dict[str, Any]:
     if not isinstance(version, int) or isinstance(version, bool):
         raise RecordError(f"schema_version must be an integer, got {version!r}")
     if version > current:
-        raise RecordError(f"schema_version {version} is newer than this code ({current}); update fssl-bench")
+        raise RecordError(f"schema_version {version} was written by a newer fssl-bench (this one reads {current}): "
+                          "upgrade fssl-bench (pip install -U fssl-bench)")
     while version < current:
         if version not in MIGRATIONS:
-            raise RecordError(f"no migration from schema_version {version}")
+            raise RecordError(f"schema_version {version} is not a version any fssl-bench wrote (the first is 1): the "
+                              "file is not a record this project can read, and no command can convert it")
         raw = MIGRATIONS[version](raw)
         version = raw["schema_version"]
     return raw

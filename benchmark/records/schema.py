@@ -103,6 +103,9 @@ class EnvInfo:
     # "model name"; "" = not recorded (records written before the field existed)
     machine: str = ""
     runner: str = "fssl-bench"  # records from other runners are shown as unverified
+    # code that is not this repository's: {"method:NAME" | "task:NAME": {distribution, version, source_digest,
+    # commit?}} (benchmark.provenance); empty when every component is in-tree
+    plugins: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +148,8 @@ class ResultRecord:
     # Tasks whose evaluation diverged (non-finite loss, e.g. a fine-tuning card at lr 30), by task label: the
     # pre-training and the other tasks still count; the missing score is explained rather than silently absent.
     task_failures: Mapping[str, str] = field(default_factory=dict)
+    # sha256 of the canonical record without this field, set by the runner (benchmark.records.integrity)
+    digest: str = ""
 
     def score(self, task: str) -> TaskScores | None:
         for s in self.scores:

@@ -52,10 +52,11 @@ def results_path(results: Path, record: ResultRecord) -> Path:
 
 
 def verify_record(record: ResultRecord) -> list[str]:
-    """Integrity checks that need no torch: the cell id matches the cell's content."""
+    """Integrity checks that need no torch: the digest matches the content, the cell id the cell's content."""
     from benchmark.records.identity import cell_id_of
+    from benchmark.records.integrity import integrity_problems
 
-    problems = []
+    problems = integrity_problems(record)
     if cell_id_of(record.cell) != record.cell_id:
         problems.append(f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})")
     if record.cell.get("method", {}).get("name") != record.method:
@@ -64,9 +65,18 @@ def verify_record(record: ResultRecord) -> list[str]:
 
 
 def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
-    """Validate records under ``source`` and copy them to results/records/v1/<method>/<cell_id>.json."""
-    copied: list[Path] = []
+    """Validate records under ``source`` and copy them to results/records/v1/<method>/<cell_id>.json. Records inside
+    W&B offline run folders (``wandb/offline-run-*/files/record.json``) are found like any other."""
     records, skipped = load_records([source])
+    copied, refused = copy_validated(records, results)
+    return copied, skipped + refused
+
+
+def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> tuple[list[Path], list[Skipped]]:
+    """The copy step every collector shares (local folders, W&B): verify (digest, cell id), then write once; the
+    same record found twice (its run folder and its W&B files) is copied once; rerunning copies nothing twice."""
+    copied: list[Path] = []
+    skipped: list[Skipped] = []
     for path, record in records:
         problems = verify_record(record)
         if problems:
@@ -76,7 +86,7 @@ def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
         text = to_json(record)
         if target.exists():
             if hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(text.encode()).digest():
-                continue
+                continue  # already collected (now or in an earlier run)
             skipped.append(Skipped(path, f"{target} exists with different content (records are immutable)"))
             continue
         atomic_write_text(target, text)
@@ -84,5 +94,6 @@ def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
     return copied, skipped
 
 
-__all__ = ["RESULTS_SUBDIR", "RecordExists", "Skipped", "atomic_write_text", "collect", "iter_record_files",
+__all__ = ["RESULTS_SUBDIR", "RecordExists", "Skipped", "atomic_write_text", "collect", "copy_validated",
+           "iter_record_files",
            "load_records", "read_record", "results_path", "verify_record", "write_record"]

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
+from benchmark.api import divergence
+
 TensorDict = Mapping[str, torch.Tensor]
 
 
@@ -46,17 +48,6 @@ def ema_params_(target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], 
         raise ValueError("target and online parameter lists differ in length")
     for t, o in zip(target, online):
         t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
-
-
-def divergence(a: TensorDict, b: TensorDict, names: Sequence[str]) -> float:
-    """D(A, B) = (1/|𝒞|) Σ_{l∈𝒞} ‖A_l − B_l‖_F over the tensors ``names`` (computed in float64)."""
-    if not names:
-        raise ValueError("divergence needs at least one tensor name")
-    total = 0.0
-    for name in names:
-        diff = a[name].detach().to("cpu", torch.float64) - b[name].detach().to("cpu", torch.float64)
-        total += float(torch.linalg.vector_norm(diff))
-    return total / len(names)
 
 
 def divergence_weight(d: float, scaler: float, mu_max: float = 1.0) -> float:

@@ -86,7 +86,8 @@ def test_failing_cell_is_kept_and_grid_goes_on(tmp_path: Path, monkeypatch, caps
 
     monkeypatch.setattr(fs.FedAvgSimCLR, "client_update", boom)
     root = tmp_path / "root"
-    assert main(["run", "--grid", str(write_grid(tmp_path, TINY)), "--root", str(root), "--no-wandb", "--workers", "1"]) == 0
+    # exit code 1: a cell failed (the policy: 0 all done, 1 some failed, 2 usage error)
+    assert main(["run", "--grid", str(write_grid(tmp_path, TINY)), "--root", str(root), "--no-wandb", "--workers", "1"]) == 1
     assert len(list(root.glob("*/*/record.json"))) == 1  # no_pretrain finished
     errors = list(root.glob("fedavg_simclr/*/error.json"))
     assert len(errors) == 1 and "synthetic failure" in errors[0].read_text()

@@ -57,7 +57,7 @@ def test_pinned_cell_id() -> None:
     (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": 0}), "alpha"),
     (lambda g: g["base"].update(partition={"name": "dirichlet", "alfa": 0.1}), "did you mean 'alpha'"),
     (lambda g: g["base"]["fl"].update(rounds="two"), "rounds"),
-    (lambda g: g["base"].update(seed="0"), "seed must be an integer"),
+    (lambda g: g["base"].update(seed="0"), "seed must be a non-negative integer"),
     (lambda g: g["axes"].update(method=[{"name": "fedavg_simclr", "tau": "hot"}]), "tau"),
 ])
 def test_bad_grids_are_rejected(mutate, message: str) -> None:

@@ -109,11 +109,14 @@ def test_main_detection_subgrid() -> None:
 def test_dry_run_lists_and_validates_every_main_cell(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from benchmark.cli import main
 
-    assert main(["run", "--grid", "main", "--dry-run", "--root", str(tmp_path)]) == 0
-    out = capsys.readouterr().out.splitlines()
+    # no CIFAR / ImageNet-100 here: every cell is listed and validated, then the absent data is exit 2
+    assert main(["run", "--grid", "main", "--dry-run", "--root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     ids = {line.split()[0] for line in out[:-1]}
     assert ids == {c.cell_id for c in cells_of("main")}
-    assert out[-1].startswith(f"{len(ids)} cells in grid 'main'")
+    assert out[-1].startswith(f"{len(ids)} cells in grid 'main': configuration validated; data missing")
+    assert "dataset(s) missing" in captured.err and "cifar10" in captured.err
     assert not any(tmp_path.iterdir())
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.records.integrity import seal
 from benchmark.records.schema import (
     SCHEMA_VERSION, CommStats, ComputeStats, EnvInfo, ProtocolCard, RecordError, ResultRecord, TaskScores, from_json,
     to_json,
@@ -27,7 +28,7 @@ def record(**kw) -> ResultRecord:
         compute=ComputeStats(wall_time_s=1.0), final_state_digest="s", env=EnvInfo(), created_at="2026-01-01T00:00:00",
     )
     base.update(kw)
-    return ResultRecord(**base)
+    return seal(ResultRecord(**base))
 
 
 def test_roundtrip_is_byte_identical() -> None:

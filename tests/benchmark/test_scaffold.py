@@ -71,3 +71,51 @@ def test_generated_method_passes_check_method(tmp_path: Path) -> None:
     proc = _generated_tests(tmp_path, "fedscaffold", "-k", "conformance")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def _load_plugin(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> type:
+    """What ``pip install`` + the entry point do, without pip: import the generated module, register its class."""
+    import importlib.util
+    import sys
+    import tomllib
+
+    from benchmark.registries import METHODS, load_builtins
+
+    pkg = tmp_path / f"fssl-{name}"
+    meta = tomllib.loads((pkg / "pyproject.toml").read_text())
+    target = meta["project"]["entry-points"]["fssl_bench.methods"][name]
+    module_name, _, attr = target.partition(":")
+    spec = importlib.util.spec_from_file_location(module_name, pkg / "src" / f"fssl_{name}" / "method.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module_name, module)
+    spec.loader.exec_module(module)
+    load_builtins()
+    monkeypatch.setitem(METHODS._items, name, getattr(module, attr))
+    return getattr(module, attr)
+
+
+def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point(tmp_path: Path, capsys,
+                                                                              monkeypatch) -> None:
+    from benchmark.api import MethodBase
+    from benchmark.cli import main
+
+    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
+    assert "pip install -e fssl-fedplug" in capsys.readouterr().out
+    text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
+    assert "METHODS.register" not in text  # registered by the entry point, never twice
+    cls = _load_plugin(tmp_path, "fedplug", monkeypatch)
+    assert issubclass(cls, MethodBase) and cls.name == "fedplug"
+    from benchmark.conformance import smoke_cell
+
+    assert smoke_cell("fedplug", tasks=[]).method.name == "fedplug"
+
+
+@pytest.mark.slow
+def test_plugin_scaffold_passes_check_method(tmp_path: Path, monkeypatch) -> None:
+    from benchmark.conformance import check_method
+    from benchmark.scaffold import write_scaffold
+
+    write_scaffold("fedplug", tmp_path, plugin=True)
+    _load_plugin(tmp_path, "fedplug", monkeypatch)
+    report = check_method("fedplug", rounds=1, knn=False)
+    assert report.ok, report.format()

@@ -55,6 +55,18 @@ def edit(path: Path, change) -> None:
     path.write_text(json.dumps(raw, sort_keys=True, indent=2) + "\n")
 
 
+def edit_external(path: Path, change) -> None:
+    """An edit standing for a record another runner wrote: that runner seals its own record (a digest is no
+    signature: anyone can compute one), so only the checks under test can catch it."""
+    from benchmark.records.files import read_record
+    from benchmark.records.integrity import seal
+
+    edit(path, change)
+    from benchmark.records.schema import to_json
+
+    path.write_text(to_json(seal(read_record(path))))
+
+
 def failed_checks(report) -> set[str]:
     return {r.split(":", 1)[0] for r in report.reasons()}
 
@@ -101,7 +113,7 @@ def test_partition_digest_other_than_the_tracks_is_rejected(root: Path, tracks: 
     # an external record (no runner sidecars, so only the partition check can catch it) with another split
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
-    edit(copy, lambda r: (r.update(partition_digest="0" * 64), r["env"].update(runner="my-own-loop")))
+    edit_external(copy, lambda r: (r.update(partition_digest="0" * 64), r["env"].update(runner="my-own-loop")))
     report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
     assert failed_checks(report) == {"partition"}, report.format()
     assert "differs from the track's official partition" in report.format()
@@ -128,7 +140,7 @@ def test_leaderboard_digest_disagreement_is_rejected(root: Path, tracks: Path, t
 def test_external_records_are_accepted_as_unverified(root: Path, tracks: Path, tmp_path: Path) -> None:
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
-    edit(copy, lambda r: r["env"].update(runner="my-own-loop"))
+    edit_external(copy, lambda r: r["env"].update(runner="my-own-loop"))
     report = submit([copy], track="digits-test", out=tmp_path / "bundle", tracks_file=tracks, manifests=None)
     assert report.ok, report.format()
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
@@ -158,7 +170,7 @@ def test_schema_version_and_track_and_seed_count(root: Path, tracks: Path) -> No
 def test_edited_card_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
-    edit(copy, lambda r: (r["scores"][0]["card"]["settings"].update(k=20), r["env"].update(runner="x")))
+    edit_external(copy, lambda r: (r["scores"][0]["card"]["settings"].update(k=20), r["env"].update(runner="x")))
     report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
     assert failed_checks(report) == {"track"} and "the registered task builds" in report.format()
 

@@ -79,6 +79,10 @@ def test_out_of_tree_method_end_to_end(plugin_env: dict[str, str], tmp_path: Pat
     record = json.loads(records[0].read_text())
     assert record["method"] == "toy_plugin" and record["status"] == "ok"
     assert record["env"]["runner"] == "fssl-bench"
+    # the plugin's code is pinned: distribution, version and a digest of its source files
+    prov = record["env"]["plugins"]["method:toy_plugin"]
+    assert (prov["distribution"], prov["version"]) == ("fssl-toy-plugin", "0.1.0") and len(prov["source_digest"]) == 64
+    assert prov["module"] == "fssl_toy_plugin.method" and prov["files"] >= 2
 
     # the submission path sees it too: validated for the digits smoke track, bundled with provenance
     bundle = tmp_path / "bundle.tar.gz"

@@ -23,6 +23,7 @@ from benchmark.records.schema import (
     TrackingRef,
     to_json,
 )
+from benchmark.records.integrity import seal
 from benchmark.records.store import results_path, write_record
 
 KNN_CARD = ProtocolCard(task="knn", version="1", name="knn@v1", summary="kNN k=200 t=0.1, final",
@@ -142,7 +143,7 @@ def write_records(root: Path, records: Iterable[ResultRecord]) -> list[Path]:
     paths = []
     for r in records:
         path = results_path(root, r)
-        write_record(path, r)
+        write_record(path, seal(r))  # as the runner does: the build verifies every record's digest
         paths.append(path)
     return paths
 

@@ -125,7 +125,7 @@ def test_corrupt_files_are_skipped_and_the_rest_builds(tmp_path: Path) -> None:
     assert len(records) == len(standard_records())
     reasons = {s.path.name: s.reason for s in skipped}
     assert set(reasons) == {"truncated.json", "future.json", "list.json", "badvalue.json", "nope"}
-    assert "newer than this code" in reasons["future.json"]
+    assert "written by a newer fssl-bench" in reasons["future.json"]
     index = build_site([tmp_path], tmp_path / "site")
     page = (tmp_path / "site" / "skipped.html").read_text()
     for name in ("truncated.json", "future.json", "list.json", "badvalue.json"):

@@ -12,6 +12,7 @@ from leaderboard import stats
 from leaderboard.__main__ import main
 from leaderboard.build import records_frame
 from leaderboard.margins import markdown, paired_margins
+from benchmark.records.identity import cell_id_of
 from tests.leaderboard.lb_factory import DECSSL_PROBE_CARD, make_record, write_records
 
 BASE = {0: 70.0, 1: 75.0, 2: 72.0}  # random init per seed: the seed moves it more than the gaps below
@@ -24,7 +25,7 @@ def _frame(records):
 
 def _with_backbone(record, params):
     cell = {**record.cell, "backbone": {**record.cell["backbone"], "params": params}}
-    return dataclasses.replace(record, cell=cell)
+    return dataclasses.replace(record, cell=cell, cell_id=cell_id_of(cell))  # a consistent record: verified on load
 
 
 def test_margin_is_the_mean_of_per_seed_differences_with_its_t_interval() -> None:
@@ -96,7 +97,7 @@ def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> Non
 
 def _on_validation(record):
     cell = {**record.cell, "dataset": {**record.cell["dataset"], "params": {"eval_split": "validation"}}}
-    return dataclasses.replace(record, cell=cell)
+    return dataclasses.replace(record, cell=cell, cell_id=cell_id_of(cell))
 
 
 def _sweep(lr_values: dict[float, dict[float | None, float]], *, validation: bool = True):

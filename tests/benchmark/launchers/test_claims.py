@@ -220,12 +220,12 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     args = ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu", "--workers", "1"]
     real = runner._run
     monkeypatch.setattr(runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM")))
-    assert main(args) == 0
+    assert main(args) == 1  # a failed cell: exit 1
     assert "failed: 1" in capsys.readouterr().out
     assert main(["status", "--grid", str(grid), "--root", str(root)]) == 0
     assert "reason: MemoryError: simulated OOM" in capsys.readouterr().out
     monkeypatch.setattr(runner, "_run", real)
-    assert main(args) == 0  # without --retry-failed the failed cell stays failed
+    assert main(args) == 1  # without --retry-failed the failed cell stays failed (and the exit code says so)
     rd = RunDir.of(cell, root)
     assert "0 to run" in capsys.readouterr().out and rd.failed
     assert main([*args, "--retry-failed"]) == 0

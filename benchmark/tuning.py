@@ -1,0 +1,146 @@
+"""``python -m benchmark.tuning``: the quickstart's per-method settings, chosen from a ``quickstart_tune`` run.
+
+Validation records only (``dataset.eval_split: validation``; a test-split record is refused). Scores are paired by
+(partition, seed) with the reference point of the same backbone and the same task settings:
+
+- every method but FedMAE: its kNN top-1 minus ``no_pretrain``'s (the ResNet);
+- FedMAE (its paper's claim is fine-tuned accuracy): its fine-tune top-1 minus the random ViT's, fine-tuned alike.
+  The fine-tune schedule (epochs) is sized on the data first — the number of epochs at which the random ViT's own
+  validation accuracy is highest (not the one that flatters FedMAE's margin) — and FedMAE's variant is chosen at it.
+
+Per method, the variant (batch size x learning rate) with the highest mean paired margin over both partitions and
+all seeds is chosen. ``--write FILE`` stores the whole table and the choice as JSON; a test holds the quickstart grid
+to that file. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchmark.records.store import load_records
+
+TUNED_KEYS = ("batch_size", "local_batch_size", "lr", "local_lr", "distill_lr", "blr")
+BASELINE = "no_pretrain"
+
+
+def _variant(record: Any) -> dict[str, Any]:
+    params = record.cell["method"]["params"]
+    return {k: params[k] for k in TUNED_KEYS if k in params}
+
+
+def _scores(record: Any) -> Iterable[tuple[str, float]]:
+    """(task key, top-1) of the record: "knn", or "finetune@E" for a fine-tune of E epochs."""
+    for s in record.scores:
+        if "top1" not in s.values:
+            continue
+        if s.task == "finetune":
+            yield f"finetune@{int(s.card.settings.get('epochs'))}", float(s.values["top1"])
+        elif s.task == "knn":
+            yield "knn", float(s.values["top1"])
+
+
+def score_table(roots: list[Path]) -> list[dict[str, Any]]:
+    """One row per (method, backbone, variant, task, partition, seed) with its value and paired margin."""
+    records, _ = load_records([Path(r) for r in roots])
+    records = [r for _, r in records if r.status == "ok"]
+    for r in records:
+        if r.cell["dataset"]["params"].get("eval_split") != "validation":
+            raise ValueError(f"{r.cell_id}: a test-split record; choices are made on validation records only")
+    base: dict[tuple, float] = {}
+    for r in records:
+        if r.method == BASELINE:
+            for task, value in _scores(r):
+                base[(r.cell["backbone"]["name"], task, r.partition_label, r.seed)] = value
+    rows = []
+    for r in records:
+        if r.method == BASELINE:
+            continue
+        for task, value in _scores(r):
+            ref = base.get((r.cell["backbone"]["name"], task, r.partition_label, r.seed))
+            rows.append({"method": r.method, "backbone": r.cell["backbone"]["name"], "variant": _variant(r),
+                         "task": task, "partition": r.partition_label, "seed": r.seed, "value": value,
+                         "margin": None if ref is None else value - ref})
+    return rows
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def finetune_epochs(roots: list[Path]) -> tuple[int | None, dict[int, float]]:
+    """The fine-tune schedule sized on the data: the epochs with the highest mean random-ViT validation accuracy."""
+    records, _ = load_records([Path(r) for r in roots])
+    acc: dict[int, list[float]] = defaultdict(list)
+    for _, r in records:
+        if r.method == BASELINE and r.status == "ok":
+            for task, value in _scores(r):
+                if task.startswith("finetune@"):
+                    acc[int(task.split("@")[1])].append(value)
+    means = {e: _mean(v) for e, v in sorted(acc.items())}
+    return (max(means, key=lambda e: means[e]) if means else None), means
+
+
+def select(roots: list[Path]) -> dict[str, Any]:
+    rows = score_table(roots)
+    epochs, vit_means = finetune_epochs(roots)
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        want = f"finetune@{epochs}" if row["method"] == "fedmae" else "knn"
+        if row["task"] == want and row["margin"] is not None:
+            groups[(row["method"], json.dumps(row["variant"], sort_keys=True))].append(row)
+    table = []
+    for (method, variant), g in sorted(groups.items()):
+        table.append({"method": method, "variant": json.loads(variant), "task": g[0]["task"], "n": len(g),
+                      "partitions": sorted({r["partition"] for r in g}), "mean_value": _mean([r["value"] for r in g]),
+                      "mean_margin": _mean([r["margin"] for r in g])})
+    chosen: dict[str, Any] = {}
+    for row in table:
+        best = chosen.get(row["method"])
+        if best is None or row["mean_margin"] > best["mean_margin"]:
+            chosen[row["method"]] = row
+    return {"rule": "per method, the variant with the highest mean paired validation margin over both partitions "
+                    "and all seeds (kNN over no_pretrain; FedMAE: fine-tune over the random ViT at the schedule where "
+                    "the random ViT does best)",
+            "finetune_epochs": epochs, "random_vit_finetune_by_epochs": vit_means,
+            "chosen": {m: {"params": r["variant"], "mean_margin": r["mean_margin"], "task": r["task"]}
+                       for m, r in sorted(chosen.items())},
+            "table": table}
+
+
+def markdown(selection: dict[str, Any]) -> str:
+    lines = [f"Rule: {selection['rule']}.", "",
+             f"Fine-tune schedule: {selection['finetune_epochs']} epochs (random ViT validation top-1 by epochs: "
+             + ", ".join(f"{e}: {v:.1f}" for e, v in selection["random_vit_finetune_by_epochs"].items()) + ").", "",
+             "| method | variant | task | cells | mean validation top-1 | mean paired margin | chosen |",
+             "|---|---|---|---|---|---|---|"]
+    for row in selection["table"]:
+        chosen = selection["chosen"][row["method"]]["params"] == row["variant"]
+        variant = ", ".join(f"{k}={v:g}" for k, v in row["variant"].items())
+        lines.append(f"| {row['method']} | {variant} | {row['task']} | {row['n']} | {row['mean_value']:.1f} | "
+                     f"{row['mean_margin']:+.1f} | {'**yes**' if chosen else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.tuning", description=__doc__.splitlines()[0])
+    p.add_argument("--root", action="append", type=Path, required=True, help="a quickstart_tune run root")
+    p.add_argument("--write", type=Path, default=None, help="write the selection as JSON (and a .md beside it)")
+    args = p.parse_args(argv)
+    selection = select(args.root)
+    text = markdown(selection)
+    print(text)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(json.dumps(selection, indent=2, sort_keys=True) + "\n")
+        args.write.with_suffix(".md").write_text("# quickstart_tune: the choice\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

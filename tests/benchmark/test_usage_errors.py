@@ -1,0 +1,168 @@
+"""Mistakes stop at the door: one line, exit code 2, nothing written — and honest exit codes after a run
+(0 all done or skipped, 1 some cell failed, now or before). One table of cases, each run through ``main``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+
+TINY = ("name: tiny\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
+        " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+        "method_common: {batch_size: 32}\naxes: {method: [no_pretrain], seed: [0]}\n")
+
+
+def _grid(tmp_path: Path, text: str = TINY) -> str:
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str]:
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+CASES = {
+    "device tpu": (["--device", "tpu"], "--device 'tpu' is not one of"),
+    "device cuda without a GPU": (["--device", "cuda"], "torch sees no CUDA device"),
+    "only unknown value": (["--only", "method=fedsimsaim"], "no such method"),
+    "only unknown key": (["--only", "methd=no_pretrain"], "did you mean 'method'"),
+    "only matches nothing": (["--only", "seed=7"], "matches no cell"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_run_usage_errors_stop_at_the_door(case: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    extra, message = CASES[case]
+    root = tmp_path / "runs"
+    code, err = _run(["run", "--grid", _grid(tmp_path), "--root", str(root), "--no-wandb", "--workers", "1",
+                      *extra], capsys)
+    assert code == 2 and message in err and len(err.splitlines()) == 1, err
+    assert not root.exists()
+
+
+def test_negative_seed_in_a_grid_is_rejected_at_expansion(tmp_path: Path, capsys) -> None:
+    code, err = _run(["run", "--grid", _grid(tmp_path, TINY.replace("seed: [0]", "seed: [-3]")), "--root",
+                      str(tmp_path / "runs"), "--dry-run"], capsys)
+    assert code == 2 and "seed must be a non-negative integer, got -3" in err
+
+
+def test_malformed_yaml_names_file_line_and_column(tmp_path: Path, capsys) -> None:
+    path = _grid(tmp_path, "name: x\nbase: {a: 1\naxes: b: c\n")
+    code, err = _run(["run", "--grid", path, "--dry-run"], capsys)
+    assert code == 2 and f"{path}:" in err and "not valid YAML" in err
+    line_col = err.split(f"{path}:")[1].split(":")[:2]
+    assert all(part.strip().isdigit() for part in line_col), err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
+def test_read_only_root_is_one_line(tmp_path: Path, capsys) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    code, err = _run(["run", "--grid", _grid(tmp_path), "--root", str(ro / "runs"), "--no-wandb", "--workers", "1"],
+                     capsys)
+    assert code == 2 and "not writable" in err and str(ro / "runs") in err
+
+
+def test_unwritable_root_is_one_line(tmp_path: Path, capsys) -> None:
+    """A root whose parent is a file cannot be created (works as root too)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, err = _run(["run", "--grid", _grid(tmp_path), "--root", str(blocker / "runs"), "--no-wandb",
+                      "--workers", "1"], capsys)
+    assert code == 2 and "not writable" in err and str(blocker / "runs") in err and len(err.splitlines()) == 1
+
+
+def test_root_under_a_missing_parent_is_created_and_said_once(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "a" / "b" / "runs"
+    code, err = _run(["run", "--grid", _grid(tmp_path), "--root", str(root), "--no-wandb", "--workers", "1"], capsys)
+    assert code == 0 and err.count("created run root") == 1 and root.is_dir()
+
+
+def test_exit_code_is_1_when_a_cell_failed_now_or_before(tmp_path: Path, capsys, monkeypatch) -> None:
+    import benchmark.runner as runner
+
+    root = tmp_path / "runs"
+    grid = _grid(tmp_path)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(runner, "prepare", boom)
+    code, _ = _run(["run", "--grid", grid, "--root", str(root), "--no-wandb", "--workers", "1"], capsys)
+    assert code == 1
+    monkeypatch.undo()
+    code, err = _run(["run", "--grid", grid, "--root", str(root), "--no-wandb", "--workers", "1"], capsys)
+    assert code == 1 and "--retry-failed" in err  # left alone, and said so
+    code, _ = _run(["run", "--grid", grid, "--root", str(root), "--no-wandb", "--workers", "1", "--retry-failed"],
+                   capsys)
+    assert code == 0
+
+
+def test_check_method_rounds_0_and_submit_without_track_are_usage_errors(tmp_path: Path, capsys) -> None:
+    assert _run(["check-method", "fedavg_simclr", "--rounds", "0"], capsys)[0] == 2
+    code, err = _run(["submit", str(tmp_path)], capsys)
+    assert code == 2 and "--track" in err
+
+
+def test_prefetch_offline_is_one_fast_line(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, err = _run(["prefetch", "cifar10"], capsys)
+    assert code == 2 and "switched off" in err and len(err.splitlines()) == 1
+
+
+def test_leaderboard_build_of_a_missing_folder_is_exit_2(tmp_path: Path, capsys) -> None:
+    from leaderboard.__main__ import main as lb_main
+
+    assert lb_main(["build", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "site")]) == 2
+    assert "no such folder" in capsys.readouterr().err and not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("params,message", [({"lr": 0.0}, "lr must be > 0"), ({"batch_size": 0}, "batch_size must be"),
+                                            ({"distill_epochs": 0}, "distill_epochs must be >= 1")])
+def test_common_numeric_fields_are_checked_for_every_method(params: dict, message: str) -> None:
+    from benchmark.config import ConfigError
+    from benchmark.conformance import smoke_cell
+
+    name = "flesd" if "distill_epochs" in params else "dec_sl"  # DecSLConfig has no check of its own
+    with pytest.raises(ConfigError, match=message):
+        smoke_cell(name, method_params=params)
+
+
+def test_a_broken_plugin_is_one_warning_and_fails_only_the_grids_that_use_it(tmp_path: Path, capsys,
+                                                                              monkeypatch) -> None:
+    from benchmark.registries import METHODS, load_builtins
+
+    load_builtins()
+    monkeypatch.setitem(METHODS._targets, "broken_plugin", "no_such_module_xyz:Method")
+    monkeypatch.setitem(METHODS._items, "broken_plugin", None)
+    code, err = _run(["list", "methods"], capsys)
+    assert code == 0 and err.count("broken_plugin") == 1 and "ModuleNotFoundError" in err
+    code, _ = _run(["run", "--grid", _grid(tmp_path), "--dry-run"], capsys)
+    assert code == 0  # a grid that never names it
+    code, err = _run(["run", "--grid", _grid(tmp_path, TINY.replace("[no_pretrain]", "[broken_plugin]")),
+                      "--dry-run"], capsys)
+    assert code == 2 and "cannot be loaded" in err and len(err.splitlines()) == 1
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import argparse
+
+    from benchmark.cli import _parser
+
+    missing = []
+    for action in _parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += [f"{name} {a.option_strings or a.dest}" for a in sub._actions
+                            if a.help is None and not isinstance(a, argparse._HelpAction)]
+    assert not missing, missing
