@@ -10,7 +10,7 @@ Validation records only (``dataset.eval_split: validation``; a test-split record
 
 Per method, the variant (batch size x learning rate) with the highest mean paired margin over both partitions and
 all seeds is chosen. ``--write FILE`` stores the whole table and the choice as JSON; a test holds the quickstart grid
-to that file. Torch-free.
+to that file. Only the records of the grid's current cells count (a root may hold cells of an older version of it).
 """
 
 from __future__ import annotations
@@ -45,10 +45,17 @@ def _scores(record: Any) -> Iterable[tuple[str, float]]:
             yield "knn", float(s.values["top1"])
 
 
-def score_table(roots: list[Path]) -> list[dict[str, Any]]:
-    """One row per (method, backbone, variant, task, partition, seed) with its value and paired margin."""
+def _grid_records(roots: list[Path], grid: str) -> list[Any]:
+    from benchmark.grid import expand_grid, load_grid
+
+    ids = {c.cell_id for c in expand_grid(load_grid(grid))}
     records, _ = load_records([Path(r) for r in roots])
-    records = [r for _, r in records if r.status == "ok"]
+    return [r for _, r in records if r.cell_id in ids]
+
+
+def score_table(roots: list[Path], grid: str = "quickstart_tune") -> list[dict[str, Any]]:
+    """One row per (method, backbone, variant, task, partition, seed) with its value and paired margin."""
+    records = [r for r in _grid_records(roots, grid) if r.status == "ok"]
     for r in records:
         if r.cell["dataset"]["params"].get("eval_split") != "validation":
             raise ValueError(f"{r.cell_id}: a test-split record; choices are made on validation records only")
@@ -73,11 +80,10 @@ def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
-def finetune_epochs(roots: list[Path]) -> tuple[int | None, dict[int, float]]:
+def finetune_epochs(roots: list[Path], grid: str = "quickstart_tune") -> tuple[int | None, dict[int, float]]:
     """The fine-tune schedule sized on the data: the epochs with the highest mean random-ViT validation accuracy."""
-    records, _ = load_records([Path(r) for r in roots])
     acc: dict[int, list[float]] = defaultdict(list)
-    for _, r in records:
+    for r in _grid_records(roots, grid):
         if r.method == BASELINE and r.status == "ok":
             for task, value in _scores(r):
                 if task.startswith("finetune@"):
@@ -86,9 +92,9 @@ def finetune_epochs(roots: list[Path]) -> tuple[int | None, dict[int, float]]:
     return (max(means, key=lambda e: means[e]) if means else None), means
 
 
-def select(roots: list[Path]) -> dict[str, Any]:
-    rows = score_table(roots)
-    epochs, vit_means = finetune_epochs(roots)
+def select(roots: list[Path], grid: str = "quickstart_tune") -> dict[str, Any]:
+    rows = score_table(roots, grid)
+    epochs, vit_means = finetune_epochs(roots, grid)
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         want = f"finetune@{epochs}" if row["method"] == "fedmae" else "knn"
@@ -130,9 +136,10 @@ def markdown(selection: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmark.tuning", description=__doc__.splitlines()[0])
     p.add_argument("--root", action="append", type=Path, required=True, help="a quickstart_tune run root")
+    p.add_argument("--grid", default="quickstart_tune", help="the sweep grid whose cells count (default quickstart_tune)")
     p.add_argument("--write", type=Path, default=None, help="write the selection as JSON (and a .md beside it)")
     args = p.parse_args(argv)
-    selection = select(args.root)
+    selection = select(args.root, args.grid)
     text = markdown(selection)
     print(text)
     if args.write:

@@ -48,6 +48,30 @@ class DetectionResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+RESUME_MARKER = "encoder_weights.sha256"
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def resume_allowed(output_dir: Path, weights_digest: str) -> bool:
+    """True when ``output_dir`` holds a checkpoint trained from the weights with this digest (a requeued run);
+    otherwise its leftover checkpoints are removed, the marker is (re)written, and training starts from the weights."""
+    output_dir = Path(output_dir)
+    marker = output_dir / RESUME_MARKER
+    same = marker.exists() and marker.read_text().strip() == weights_digest
+    if not same:
+        for p in output_dir.glob("model_*.pth"):
+            p.unlink()
+        (output_dir / "last_checkpoint").unlink(missing_ok=True)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(weights_digest + "\n")
+    return same and (output_dir / "last_checkpoint").exists()
+
+
 def build_fssl_resnet_fpn_backbone(cfg: CfgNode, input_shape: ShapeSpec) -> FPN:
     """Detectron2's ResNet-FPN with the encoder's own stage depths and widths (``MODEL.FSSL_RESNET``).
 
@@ -232,7 +256,9 @@ def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str
         trainer = _Trainer(d2cfg)
         recorder = _LossRecorder()
         trainer.register_hooks([recorder])
-        trainer.resume_or_load(resume=True)  # resumes a requeued run from its periodic checkpoint
+        # resume a requeued run from its periodic checkpoint only when that checkpoint was trained from these very
+        # weights; leftovers of another encoder are removed and the converted weights are loaded (and checked)
+        trainer.resume_or_load(resume=resume_allowed(Path(d2cfg.OUTPUT_DIR), file_digest(pkl)))
         loaded, missing = loaded_backbone_keys(trainer.model, weights)
         bad = [k for k in missing if not k.startswith("stem.")]
         if trainer.start_iter == 0 and bad:  # (a resumed run holds trained weights, not the converted ones)

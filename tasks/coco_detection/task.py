@@ -139,7 +139,7 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
     def __init__(self, cfg: CocoDetectionConfig) -> None:
         self.cfg = cfg
 
-    def card(self, stem: str | None = None, framework: dict[str, Any] | None = None) -> ProtocolCard:
+    def card(self, stem: str | None = None) -> ProtocolCard:
         from tasks.cards import load_card
 
         c = self.cfg
@@ -152,9 +152,9 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
         resolved = resolve_settings(c, stem, 0)
         resolved["milestones"] = resolved.pop("steps")  # the card's name for the solver's STEPS
         settings.update({k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()})
-        if framework:
-            settings.update(framework)
-        # tasks/cards/detection_*.json + this config (the framework fields are filled in once the run is known)
+        # tasks/cards/detection_*.json + this config: the protocol only. Framework facts of the run (Detectron2 version,
+        # GPUs, images per GPU, device, backbone builder) are the score's `framework` extra, so the card digest of a
+        # real record equals the committed card's
         return load_card(card_name(c, stem)).protocol_card(
             settings, summary=f"Mask R-CNN R-FPN on {c.dataset}, {settings['max_iter']} it, box/mask AP, final")
 
@@ -176,14 +176,14 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
         result = d2.train_and_evaluate(self.cfg, layout, weights, encoder, ctx,
                                        settings_for=lambda gpus: resolve_settings(self.cfg, layout["stem"], gpus),
                                        coco_root=default_coco_root(self.cfg, ctx.data_root))
-        card = self.card(layout["stem"], result.framework)
+        card = self.card(layout["stem"])
         values = {f"{kind}_{m}": float(v) for kind in ("bbox", "segm") for m, v in result.metrics[kind].items()
                   if m in ("AP", "AP50", "AP75")}
         extra = {"losses": result.losses, "iterations": len(result.losses), "layout": dict(layout),
                  "backbone_keys_loaded": result.keys_loaded, "backbone_keys_missing": result.keys_missing,
                  "all_metrics": {kind: {m: (float(v) if math.isfinite(v) else None) for m, v in vals.items()}
                                  for kind, vals in result.metrics.items()},  # APm/APl are NaN without such objects
-                 "data": result.data}
+                 "data": result.data, "framework": dict(result.framework)}
         return TaskScores(task=self.name, card=card, main_metric="bbox_AP", higher_is_better=True, values=values,
                           wall_time_s=time.perf_counter() - t0, extra=extra)
 

@@ -62,7 +62,7 @@ def test_every_grid_cell_keeps_its_methods_own_augmentation_under_method_common(
     FedMAE keeps its bicubic jitter-free MAE views, and every method with an ``augment`` gets flip_p 0 on digits."""
     from benchmark.grid import expand_grid, load_grid
 
-    for name in ("quickstart", "quickstart_long", "quickstart_tune", "quickstart_pooled"):
+    for name in ("quickstart", "quickstart_extra", "quickstart_tune", "quickstart_pooled"):
         for c in expand_grid(load_grid(name)):
             aug = c.method.params.get("augment")
             if aug is None:

@@ -108,53 +108,53 @@ def test_grid_file_roundtrip(tmp_path: Path) -> None:
         load_grid("quickstrat")
 
 
-LR_KEYS = ("lr", "blr", "local_lr", "distill_lr")  # every learning rate a quickstart method has
+TUNED_KEYS = ("batch_size", "local_batch_size", "lr", "blr", "local_lr", "distill_lr")  # what quickstart_tune sweeps
+SELECTION = Path(__file__).resolve().parents[2] / "results" / "tuning" / "quickstart_tune.json"
 
 
-def _without_lr(c) -> tuple:
-    params = {k: v for k, v in c.method.params.items() if k not in LR_KEYS}
+def _untuned(c) -> tuple:
+    """A cell's identity without what the sweep chooses, the seed, the tasks and the evaluation split."""
+    params = {k: v for k, v in c.method.params.items() if k not in TUNED_KEYS}
     return c.method.name, c.backbone.name, json.dumps(params, sort_keys=True), c.partition.label()
 
 
-def _lrs(c) -> dict[str, float]:
-    return {k: v for k, v in c.method.params.items() if k in LR_KEYS}
+def _tuned(c) -> dict[str, float]:
+    return {k: v for k, v in c.method.params.items() if k in TUNED_KEYS}
 
 
-def test_quickstart_long_is_the_quickstart_at_a_larger_budget_with_three_seeds() -> None:
-    """Same methods, hyperparameters, clients and partitions as the quickstart but the learning rates (chosen on
-    validation by quickstart_tune); the budget (25 x 5; FLESD its paper-shaped 5 x 25, the same 125 local epochs),
-    the seeds (0-2) and the task list differ."""
-    quick = {_without_lr(c): c for c in expand_grid(load_grid("quickstart"))}
-    long_cells = expand_grid(load_grid("quickstart_long"))
-    assert len(long_cells) == 3 * len(quick) and {c.seed for c in long_cells} == {0, 1, 2}
-    for c in long_cells:
-        q = quick[_without_lr(c)]
-        assert (c.dataset, c.public, c.fl.num_clients, c.fl.participation) == (q.dataset, q.public, q.fl.num_clients,
-                                                                                 q.fl.participation)
-        assert c.fl.rounds * c.fl.local_epochs == 125
-        assert (c.fl.rounds, c.fl.local_epochs) == ((5, 25) if c.method.name == "flesd" else (25, 5))
-        assert {"knn", "linear_probe"} <= {t.name for t in c.tasks}
+def test_the_quickstart_uses_what_the_validation_sweep_chose() -> None:
+    """quickstart_tune sweeps each method's batch size x lr on the validation split (seeds 0-1); its output file
+    (python -m benchmark.tuning --write results/tuning/quickstart_tune.json) names the choice; the quickstart's cells
+    are the sweep's cells at exactly that choice, with three seeds on the test split."""
+    chosen = json.loads(SELECTION.read_text())["chosen"]
+    quick = expand_grid(load_grid("quickstart"))
+    assert {c.seed for c in quick} == {0, 1, 2} and all(c.dataset.params["eval_split"] == "test" for c in quick)
+    tune = expand_grid(load_grid("quickstart_tune"))
+    assert all(c.dataset.params["eval_split"] == "validation" for c in tune)
+    swept: dict[tuple, list[dict]] = {}
+    for c in tune:
+        swept.setdefault(_untuned(c), []).append(_tuned(c))
+    for c in quick:
+        assert _untuned(c) in swept, c.label()  # the same cell, but for the swept settings
+        if c.method.name in chosen:
+            assert _tuned(c) == chosen[c.method.name]["params"], c.method.name
+            assert _tuned(c) in swept[_untuned(c)]
+        else:
+            assert not _tuned(c) or c.method.name.startswith("no_pretrain")
 
 
-def test_quickstart_tune_sweeps_every_lr_on_validation_and_long_uses_a_swept_value() -> None:
-    """quickstart_tune: quickstart_long's cells (seed 0, kNN) on the validation view of digits, each method's
-    learning rates at 0.1x / 1x / 10x the quickstart's (all of a method's rates together); quickstart_long's rates
-    are one of the swept ones — the test split never chose them."""
-    quick = {_without_lr(c): c for c in expand_grid(load_grid("quickstart"))}
-    long_cells = {_without_lr(c): c for c in expand_grid(load_grid("quickstart_long")) if c.seed == 0}
-    swept: dict[tuple, list[dict[str, float]]] = {}
-    for c in expand_grid(load_grid("quickstart_tune")):
-        assert c.seed == 0 and [t.name for t in c.tasks] == ["knn"]
-        assert c.dataset.params["eval_split"] == "validation" and c.dataset.name == "digits"
-        long_c = long_cells[_without_lr(c)]
-        assert (c.public, c.fl, c.backbone) == (long_c.public, long_c.fl, long_c.backbone)
-        swept.setdefault(_without_lr(c), []).append(_lrs(c))
-    assert set(swept) == set(long_cells)
-    for key, lrs in swept.items():
-        base = _lrs(quick[key])
-        if not base:  # no_pretrain: nothing to sweep
-            assert lrs == [{}]
-            continue
-        ratios = sorted({round(lr[k] / base[k], 6) for lr in lrs for k in base})
-        assert ratios == [0.1, 1.0, 10.0] and all(len({round(lr[k] / base[k], 6) for k in base}) == 1 for lr in lrs)
-        assert _lrs(long_cells[key]) in lrs
+def test_the_selection_file_is_the_argmax_of_its_own_table() -> None:
+    sel = json.loads(SELECTION.read_text())
+    best: dict[str, tuple[float, dict]] = {}
+    for row in sel["table"]:
+        if row["method"] not in best or row["mean_margin"] > best[row["method"]][0]:
+            best[row["method"]] = (row["mean_margin"], row["variant"])
+    assert {m: v for m, (_, v) in best.items()} == {m: c["params"] for m, c in sel["chosen"].items()}
+    assert all(row["n"] == 4 and len(row["partitions"]) == 2 for row in sel["table"])  # 2 partitions x 2 seeds
+
+
+def test_quickstart_extra_reuses_the_quickstarts_pretrainings() -> None:
+    quick = {c.pretrain_key for c in expand_grid(load_grid("quickstart"))}
+    extra = expand_grid(load_grid("quickstart_extra"))
+    assert extra and {c.pretrain_key for c in extra} <= quick
+    assert {t.name for c in extra for t in c.tasks} == {"perclient", "finetune"}

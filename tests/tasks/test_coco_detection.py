@@ -127,7 +127,33 @@ def test_cpu_smoke_on_shapes_coco_through_run_cell(tmp_path):
     assert set(s.values) == {f"{k}_{m}" for k in ("bbox", "segm") for m in ("AP", "AP50", "AP75")}
     assert all(0.0 <= v <= 100.0 for v in s.values.values())
     assert not [k for k in s.extra["backbone_keys_missing"] if not k.startswith("stem.")]
-    assert s.card.settings["detectron2_version"] and s.card.settings["norm"] == "BN"
+    # the protocol card is the committed card for this config; the run's framework facts sit beside it
+    from benchmark.config import from_mapping
+
+    cls = TASKS.get("coco_detection")
+    task = cls(from_mapping(cls.Config, {k: v for k, v in DETECTION.items() if k != "name"}))
+    assert s.card.card_id == task.card(s.extra["layout"]["stem"]).card_id and s.card.settings["norm"] == "BN"
+    assert "detectron2_version" not in s.card.settings and s.extra["framework"]["detectron2_version"]
     inference = list((tmp_path / "fedavg_simclr").glob("*/tasks/coco_detection/detectron2/inference/*.json"))
     assert inference  # COCOEvaluator wrote its predictions: the AP was computed, not assumed
     assert not list((tmp_path / "fedavg_simclr").glob("*/tasks/coco_detection/detectron2/model_final.pth"))
+
+
+@pytest.mark.detectron2
+def test_a_leftover_checkpoint_of_other_weights_is_never_resumed(tmp_path: Path) -> None:
+    """resume_or_load(resume=True) resumed any checkpoint left in the task folder and skipped the weights check:
+    now only a checkpoint trained from the same converted weights (its digest in the marker) is resumed."""
+    pytest.importorskip("detectron2")
+    from tasks.coco_detection.d2 import RESUME_MARKER, resume_allowed
+
+    out = tmp_path / "detectron2"
+    out.mkdir()
+    (out / "model_0000099.pth").write_bytes(b"other encoder's weights")
+    (out / "last_checkpoint").write_text("model_0000099.pth")
+    assert not resume_allowed(out, "a" * 64)  # no marker: a leftover of unknown origin, removed
+    assert not (out / "last_checkpoint").exists() and not list(out.glob("model_*.pth"))
+    assert (out / RESUME_MARKER).read_text().strip() == "a" * 64
+    (out / "model_0000199.pth").write_bytes(b"this encoder's checkpoint")
+    (out / "last_checkpoint").write_text("model_0000199.pth")
+    assert resume_allowed(out, "a" * 64)  # a requeue of the same weights resumes
+    assert not resume_allowed(out, "b" * 64) and not (out / "last_checkpoint").exists()  # other weights: fresh
