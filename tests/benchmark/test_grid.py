@@ -143,13 +143,19 @@ def test_the_quickstart_uses_what_the_validation_sweep_chose() -> None:
             assert not _tuned(c) or c.method.name.startswith("no_pretrain")
 
 
-def test_the_selection_file_is_the_argmax_of_its_own_table() -> None:
+def test_the_selection_file_follows_its_rule_on_its_own_table() -> None:
+    """Within TIE points of the best validation margin, the largest batch (fewest steps), then the best margin."""
+    from benchmark.tuning import TIE
+
     sel = json.loads(SELECTION.read_text())
-    best: dict[str, tuple[float, dict]] = {}
-    for row in sel["table"]:
-        if row["method"] not in best or row["mean_margin"] > best[row["method"]][0]:
-            best[row["method"]] = (row["mean_margin"], row["variant"])
-    assert {m: v for m, (_, v) in best.items()} == {m: c["params"] for m, c in sel["chosen"].items()}
+    want = {}
+    for method in {row["method"] for row in sel["table"]}:
+        rows = [r for r in sel["table"] if r["method"] == method]
+        top = max(r["mean_margin"] for r in rows)
+        near = [r for r in rows if r["mean_margin"] >= top - TIE]
+        batch = lambda r: r["variant"].get("batch_size", r["variant"].get("local_batch_size", 0))  # noqa: E731
+        want[method] = max(near, key=lambda r: (batch(r), r["mean_margin"]))["variant"]
+    assert want == {m: c["params"] for m, c in sel["chosen"].items()}
     assert all(row["n"] == 4 and len(row["partitions"]) == 2 for row in sel["table"])  # 2 partitions x 2 seeds
 
 
