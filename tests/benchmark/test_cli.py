@@ -139,14 +139,14 @@ def test_missing_data_check_needs_no_torch(tmp_path: Path) -> None:
 
 
 def test_seeds_replace_the_grids_seeds_and_keep_the_other_cells_ids(tmp_path: Path, capsys) -> None:
-    """`--seeds 0,1,2` turns a one-seed grid into three seeds; seed 0's cells keep their ids (so they are skipped
-    when already done); bad lists exit 2 before anything is written."""
+    """`--seeds` replaces the grid's seeds (the quickstart's three become one with `--seeds 0`, and back); seed 0's
+    cells keep their ids (so they are skipped when already done); bad lists exit 2 before anything is written."""
     def ids(*extra: str) -> dict[str, str]:
         assert main(["run", "--grid", "quickstart", "--dry-run", *extra]) == 0
         lines = [ln.split() for ln in capsys.readouterr().out.splitlines() if "| seed=" in ln]
         return {ln[0]: next(w for w in ln if w.startswith("seed=")) for ln in lines}
 
-    one, three = ids(), ids("--seeds", "0,1,2")
+    one, three = ids("--seeds", "0"), ids()
     assert set(one.values()) == {"seed=0"} and set(three.values()) == {"seed=0", "seed=1", "seed=2"}
     assert len(three) == 3 * len(one) and set(one) <= set(three)
     for bad in ("0,x", "1,1", "-1", ""):
