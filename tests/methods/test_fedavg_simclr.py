@@ -304,3 +304,32 @@ def test_step_epochs_schedule_is_a_multistep_lr_over_epochs() -> None:
     assert lrs[0] == lrs[5] == 1e-3  # epochs 0-29: rounds 1-6
     assert lrs[6] == pytest.approx(3e-4) and lrs[11] == pytest.approx(3e-4)  # epoch 30 starts round 7
     assert lrs[12] == pytest.approx(9e-5) and lrs[18] == pytest.approx(2.7e-5) and lrs[-1] == pytest.approx(2.7e-5)
+
+
+def test_client_sampling_size_uniqueness_and_the_engine_uses_it(tmp_path) -> None:
+    """fedavg_simclr.md §9 item 6: |M_t| = max(floor(p K), 1) clients without replacement, a pure function of (seed,
+    round) — so every launcher, resumed or not, trains the same clients — and the round loop trains exactly them."""
+    from benchmark.grid import FLConfig
+    from benchmark.rundir import PretrainDir
+    from benchmark.simulate import sample_clients
+    from benchmark.stages import prepare, pretrain
+
+    for k, p in ((10, 0.05), (10, 0.1), (10, 0.55), (100, 0.1), (100, 1.0)):
+        m = FLConfig(num_clients=k, participation=p).clients_per_round
+        assert m == max(int(p * k), 1)
+        draws = [sample_clients(3, r, k, m) for r in range(1, 6)]
+        assert all(len(d) == m == len(set(d)) and d == sorted(d) and set(d) <= set(range(k)) for d in draws)
+        assert draws == [sample_clients(3, r, k, m) for r in range(1, 6)]  # the same in any process
+        if m < k:
+            assert len({tuple(d) for d in draws}) > 1  # rounds draw afresh
+    prep = prepare(smoke_cell("fedavg_simclr", rounds=3, clients=4, participation=0.5, tasks=[]))
+    trained: dict[int, list[int]] = {}
+    update = prep.method.client_update
+
+    def spy(down, state, data, ctx):
+        trained.setdefault(ctx.round, []).append(ctx.client_id)
+        return update(down, state, data, ctx)
+
+    prep.method.client_update = spy
+    assert pretrain(prep, PretrainDir(tmp_path)).status == "ok"
+    assert trained == {r: sample_clients(prep.cell.seed, r, 4, 2) for r in (1, 2, 3)}

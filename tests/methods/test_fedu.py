@@ -172,24 +172,40 @@ def test_aggregation_weights() -> None:
 
 
 def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
-    """§7.9: lr_r = 0.016 (1 + cos(π(r−1)/R)); momentum buffers empty at the start of each round."""
-    seen = []
+    """§7.9: lr_r = 0.016 (1 + cos(π(r−1)/R)); momentum buffers empty at the start of each round: one new optimizer
+    per round, whose first step finds no state (a reused optimizer would carry its momentum into the next round)."""
+    seen: list[float] = []  # the lr of each optimizer built
+    first_step_state: dict[int, int] = {}  # round -> optimizer state entries at that round's first step
+    steppers: dict[int, set[int]] = {}  # round -> ids of the optimizers that stepped in it
+    rnd = {"r": 0}
     real = torch.optim.SGD
 
     class Spy(real):
         def __init__(self, params, **kw):
             super().__init__(params, **kw)
-            seen.append((kw["lr"], len(self.state)))
+            seen.append(kw["lr"])
+
+        def step(self, *a, **k):
+            first_step_state.setdefault(rnd["r"], len(self.state))
+            steppers.setdefault(rnd["r"], set()).add(id(self))
+            return super().step(*a, **k)
 
     monkeypatch.setattr(torch.optim, "SGD", Spy)
-    kit = make_kit("fedu", rounds=5)
+    kit = make_kit("fedu", rounds=5, clients=2)  # ~700 images a client: several steps a round
     m = kit.method
     server = kit.server()
     st = m.init_client(0, server)
+    keep = []
     for r in (1, 2, 3):
-        _, st = m.client_update(m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0, 0))
-    for r, (lr, nstate) in zip((1, 2, 3), seen):
-        assert math.isclose(lr, 0.016 * (1 + math.cos(math.pi * (r - 1) / 5)), rel_tol=1e-12) and nstate == 0
+        rnd["r"] = r
+        up, st = m.client_update(m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0))
+        assert up.metrics["steps"] > 0
+        keep.append(up)
+    assert len(seen) == 3  # one optimizer per round (no silent zip over fewer)
+    for r, lr in zip((1, 2, 3), seen, strict=True):
+        assert math.isclose(lr, 0.016 * (1 + math.cos(math.pi * (r - 1) / 5)), rel_tol=1e-12)
+    assert first_step_state == {1: 0, 2: 0, 3: 0}
+    assert len(set().union(*steppers.values())) == 3 and all(len(v) == 1 for v in steppers.values())
 
 
 @pytest.mark.slow

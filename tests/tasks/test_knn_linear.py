@@ -104,3 +104,46 @@ def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_
     assert scores.main_metric in scores.values and 0 <= scores.main <= 100
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     assert scores.card.card_id == t.card().card_id and not scores.card.selects_on_test
+
+
+def test_knn_queries_never_enter_the_bank() -> None:
+    """A transductive kNN (test features added to the bank with their labels) would find each query itself: here
+    every bank item is class 0 on one axis and every query class 1 on another, so only an inductive kNN scores 0."""
+    from tasks.knn import knn_top1
+
+    bank = torch.tensor([[1.0, 0.0]] * 5)
+    queries = torch.tensor([[0.0, 1.0], [0.1, 1.0], [0.0, 0.9]])
+    assert knn_top1(bank, [0] * 5, queries, [1, 1, 1], 2, k=1, t=0.1) == 0.0
+
+
+def test_linear_probe_scores_the_test_split_once_after_training(tmp_path) -> None:
+    """The probe's head sees the test features exactly once, after its last epoch (a best-epoch probe, which the
+    feature-extraction count above cannot tell apart because features are cached, would score it every epoch)."""
+    from benchmark.api import Encoder, arch_fingerprint
+    from benchmark.backbones import ResNetMicro
+    from benchmark.config import from_mapping
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.registries import TASKS
+    from tasks.base import TaskContext
+
+    ds = load_dataset_splits("digits", {})
+    n_test = len(ds.test.labels)
+    net = ResNetMicro(width=4).build()
+    enc = Encoder(module=net, feat_dim=32, backbone="resnet_micro", fingerprint=arch_fingerprint(net),
+                  input_size=16, mean=ds.mean, std=ds.std)
+    seen: list[int] = []
+
+    def hook(module, args):
+        if isinstance(module, torch.nn.Linear) and args[0].shape[0] == n_test:
+            seen.append(n_test)
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        cls = TASKS.get("linear_probe")
+        t = cls(from_mapping(cls.Config, {"epochs": 3}))
+        ctx = TaskContext(dataset=ds, data_root=tmp_path, out_dir=tmp_path, device=torch.device("cpu"), seed=0,
+                          feature_cache={})
+        t.run(enc, ctx)
+    finally:
+        handle.remove()
+    assert seen == [n_test]
