@@ -79,21 +79,23 @@ class LossScaler:
         import torch
 
         self.enabled = enabled
-        self._scaler = torch.amp.GradScaler(device.type, enabled=enabled)
+        # built only when it scales: the disabled scaler is made once per client per round (benchmarks/p8)
+        self._scaler = torch.amp.GradScaler(device.type) if enabled else None
         self.skipped = 0
 
     def backward(self, loss: torch.Tensor) -> None:
-        self._scaler.scale(loss).backward()
+        (self._scaler.scale(loss) if self._scaler is not None else loss).backward()
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
-        """Bring the gradients to their true scale before clipping them."""
-        self._scaler.unscale_(optimizer)
+        """Bring the gradients to their true scale before clipping them (a no-op when disabled)."""
+        if self._scaler is not None:
+            self._scaler.unscale_(optimizer)
 
     def step(self, optimizer: torch.optim.Optimizer) -> bool:
         """The optimizer step (skipped on non-finite gradients in fp16) and the scale update; True if it stepped."""
         setattr(optimizer, _SCALED, True)
         try:
-            if not self.enabled:
+            if self._scaler is None:
                 optimizer.step()
                 return True
             before = self._scaler.get_scale()

@@ -102,15 +102,11 @@ def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
 
 
 def check_method_data(cell: Any, part: Any) -> None:
-    """The method's own check of what the cell's data allows (``MethodBase.check_data``), as a UsageError."""
-    from benchmark.config import from_mapping
-    from benchmark.registries import METHODS
+    """``stages.check_method_data`` at the door: its ValueError as a UsageError naming the cell."""
+    from benchmark.stages import check_method_data as check
 
-    cls = METHODS.get(cell.method.name)
-    public = None if part.public_indices is None else int(len(part.public_indices))
     try:
-        cls.check_data(from_mapping(cls.Config, dict(cell.method.params)),
-                       client_sizes=[int(s) for s in part.sizes()], public_size=public)
+        check(cell, part)
     except ValueError as exc:
         raise UsageError(f"{cell.method.name} on {cell.dataset.name} ({cell.partition.label()}): {exc}") from None
 

@@ -116,6 +116,14 @@ def public_view(ds: DatasetSplits, part: Partition) -> UnlabeledView | None:
     return UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
 
 
+def check_method_data(cell: Cell, part: Partition) -> None:
+    """The method's own check of what the cell's data allows (``MethodBase.check_data``); ValueError with the reason.
+    The preflight runs it for every cell before the first one starts; ``prepare`` again for direct callers."""
+    cls = METHODS.get(cell.method.name)
+    cls.check_data(from_mapping(cls.Config, dict(cell.method.params)), client_sizes=[int(s) for s in part.sizes()],
+                   public_size=None if part.public_indices is None else int(len(part.public_indices)))
+
+
 def prepare(cell: Cell, *, device: torch.device | None = None, channels_last: bool = False,
             data_root: str | Path | None = None) -> Prepared:
     """Stage 1: dataset, partition (digest and statistics), a fresh method, client views, public split, settings."""
@@ -123,10 +131,7 @@ def prepare(cell: Cell, *, device: torch.device | None = None, channels_last: bo
     device = device or torch.device("cpu")
     ds = load_data(cell, data_root)
     part = build_partition(cell, ds.train.labels)
-    method_cls = METHODS.get(cell.method.name)
-    method_cls.check_data(from_mapping(method_cls.Config, dict(cell.method.params)),
-                          client_sizes=[int(s) for s in part.sizes()],
-                          public_size=None if part.public_indices is None else int(len(part.public_indices)))
+    check_method_data(cell, part)
     inputs = input_spec(ds)
     method = build_method(cell, inputs)
     per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
@@ -279,5 +284,6 @@ def assemble_record(prep: Prepared, pre: Pretrained, ev: Evaluation, timings: Ti
 
 
 __all__ = ["Evaluation", "Prepared", "RoundHook", "Timings", "apply_member_rule", "assemble_record", "build_method",
+           "check_method_data",
            "build_partition", "build_task", "client_datasets", "evaluate", "export_encoder", "input_spec",
            "load_data", "prepare", "pretrain", "public_view"]

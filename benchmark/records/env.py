@@ -25,9 +25,12 @@ def _git(*args: str) -> str | None:
         return None
 
 
+CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere platform.processor() answers
+
+
 def _cpu_model() -> str:
     try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        text = CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return platform.processor()
     for line in text.splitlines():

@@ -134,11 +134,14 @@ def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -
     assert from_json(json.dumps(raw)).env.machine == ""
 
 
-def test_cpu_model_is_read_from_proc_cpuinfo() -> None:
-    from benchmark.records.env import _cpu_model
+def test_cpu_model_is_read_from_proc_cpuinfo(tmp_path, monkeypatch) -> None:
+    import platform
 
-    if not Path("/proc/cpuinfo").exists():
-        pytest.skip("no /proc/cpuinfo on this platform")
-    lines = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")]
-    if lines:
-        assert _cpu_model() == lines[0].split(":", 1)[1].strip()
+    from benchmark.records import env as env_mod
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Test CPU 3000 @ 2.0GHz\n")
+    monkeypatch.setattr(env_mod, "CPUINFO", cpuinfo)
+    assert env_mod._cpu_model() == "Test CPU 3000 @ 2.0GHz"
+    monkeypatch.setattr(env_mod, "CPUINFO", tmp_path / "absent")  # not Linux: the platform's own answer
+    assert env_mod._cpu_model() == platform.processor()

@@ -143,7 +143,7 @@ def test_cpu_smoke_on_shapes_coco_through_run_cell(tmp_path):
 def test_a_leftover_checkpoint_of_other_weights_is_never_resumed(tmp_path: Path) -> None:
     """resume_or_load(resume=True) resumed any checkpoint left in the task folder and skipped the weights check:
     now only a checkpoint trained from the same converted weights (its digest in the marker) is resumed."""
-    pytest.importorskip("detectron2")
+    pytest.importorskip("detectron2", reason="Detectron2 is not installed (bash .ci/install-detectron2.sh)")
     from tasks.coco_detection.d2 import RESUME_MARKER, resume_allowed
 
     out = tmp_path / "detectron2"
