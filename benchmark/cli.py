@@ -1,7 +1,7 @@
 """``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it calls.
 
-Exit codes (docs/grids.md): 0 every cell done or skipped as finished; 1 some cell failed, in this run or in an earlier
-one left alone; 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong type, α ≤ 0, more
+Exit codes (docs/grids.md): 0 every cell done or skipped as finished; 1 some cell failed or diverged, in this run or
+in an earlier one left alone (``status``: any such cell); 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong type, α ≤ 0, more
 clients than samples, an unusable device or root, absent data): one line naming the problem, before anything is
 written.
 """
@@ -22,8 +22,9 @@ EXIT_BAD_INPUT = 2  # bad input (UsageError and the config / registry / partitio
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmark", description="fssl-bench: federated SSL benchmark",
-        epilog="exit codes: 0 every cell done or skipped as finished; 1 some cell failed (now, or earlier and left "
-               "alone: --retry-failed); 2 usage error, found before any cell ran (one line, nothing written)")
+        epilog="exit codes (run, status): 0 every cell done or skipped as finished; 1 some cell failed or diverged "
+               "(now, or earlier and left alone: --retry-failed); 2 usage error, found before any cell ran (one line, "
+               "nothing written)")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)")
@@ -280,11 +281,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from benchmark.status import grid_status
+    from benchmark.status import grid_status_counts
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds)
-    print(grid_status(cells, Path(args.root)))
-    return 0
+    text, counts = grid_status_counts(cells, Path(args.root))
+    print(text)
+    return 1 if counts["failed"] or counts["diverged"] else 0  # the run's exit-code policy
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

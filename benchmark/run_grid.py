@@ -37,9 +37,9 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        """The CLI's policy: 0 every cell done (or diverged, a result) or skipped as finished; 1 some cell failed,
-        now or in an earlier attempt this run left alone. (2, a usage error, never gets this far.)"""
-        return 1 if self.failed or self.failed_before else 0
+        """The CLI's policy: 0 every cell done or skipped as finished; 1 some cell failed or diverged (now, or failed
+        in an earlier attempt this run left alone). (2, a usage error, never gets this far.)"""
+        return 1 if self.failed or self.diverged or self.failed_before else 0
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes) + (self.skipped if status == "skipped" else 0)

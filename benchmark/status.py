@@ -18,6 +18,11 @@ STATES = CELL_STATES
 
 
 def grid_status(cells: Sequence[Any], root: Path) -> str:
+    return grid_status_counts(cells, root)[0]
+
+
+def grid_status_counts(cells: Sequence[Any], root: Path) -> tuple[str, Counter[str]]:
+    """The status table and the count of cells in each state (``status`` exits 1 when any failed or diverged)."""
     counts: Counter[str] = Counter()
     lines = []
     for cell in cells:
@@ -26,4 +31,4 @@ def grid_status(cells: Sequence[Any], root: Path) -> str:
         key = "reason" if st.state in ("failed", "diverged") else "note"
         lines.append(f"{cell.cell_id}  {st.state:8s}  {cell.label()}" + (f"\n    {key}: {st.detail}" if st.detail else ""))
     summary = "  ".join(f"{k}: {counts[k]}" for k in STATES)
-    return "\n".join([*lines, summary])
+    return "\n".join([*lines, summary]), counts

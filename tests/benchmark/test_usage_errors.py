@@ -110,9 +110,23 @@ def test_exit_code_is_1_when_a_cell_failed_now_or_before(tmp_path: Path, capsys,
     monkeypatch.undo()
     code, err = _run(["run", "--grid", grid, "--root", str(root), "--no-wandb", "--workers", "1"], capsys)
     assert code == 1 and "--retry-failed" in err  # left alone, and said so
+    assert _run(["status", "--grid", grid, "--root", str(root)], capsys)[0] == 1  # status: the same policy
     code, _ = _run(["run", "--grid", grid, "--root", str(root), "--no-wandb", "--workers", "1", "--retry-failed"],
                    capsys)
     assert code == 0
+    assert _run(["status", "--grid", grid, "--root", str(root)], capsys)[0] == 0
+
+
+def test_a_diverged_cell_is_exit_code_1() -> None:
+    from benchmark.launchers.local import CellOutcome
+    from benchmark.run_grid import RunSummary
+
+    def outcome(status: str) -> CellOutcome:
+        return CellOutcome(cell_id="c", status=status)
+
+    assert RunSummary("g", Path("."), 2, 0, (outcome("done"), outcome("done"))).exit_code == 0
+    assert RunSummary("g", Path("."), 2, 0, (outcome("done"), outcome("diverged"))).exit_code == 1
+    assert RunSummary("g", Path("."), 2, 1, (outcome("done"),), failed_before=1).exit_code == 1
 
 
 def test_check_method_rounds_0_and_submit_without_track_are_usage_errors(tmp_path: Path, capsys) -> None:

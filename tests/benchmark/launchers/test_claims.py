@@ -222,7 +222,7 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     monkeypatch.setattr(runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM")))
     assert main(args) == 1  # a failed cell: exit 1
     assert "failed: 1" in capsys.readouterr().out
-    assert main(["status", "--grid", str(grid), "--root", str(root)]) == 0
+    assert main(["status", "--grid", str(grid), "--root", str(root)]) == 1  # a failed cell: status follows the run's exit-code policy
     assert "reason: MemoryError: simulated OOM" in capsys.readouterr().out
     monkeypatch.setattr(runner, "_run", real)
     assert main(args) == 1  # without --retry-failed the failed cell stays failed (and the exit code says so)
