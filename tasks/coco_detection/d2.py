@@ -6,6 +6,7 @@ Imported only from ``CocoDetection.run`` (after checking that Detectron2 and pyc
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 from collections.abc import Callable, Iterator, Mapping
@@ -170,7 +171,8 @@ class _Trainer(DefaultTrainer):
     @classmethod
     def build_evaluator(cls, cfg: CfgNode, dataset_name: str) -> COCOEvaluator:
         # the fast evaluator needs Detectron2's compiled extension; pycocotools computes the same AP (§4.3)
-        return COCOEvaluator(dataset_name, tasks=("bbox", "segm"), distributed=False,
+        # distributed=True gathers the predictions of every GPU's process (a no-op with one process)
+        return COCOEvaluator(dataset_name, tasks=("bbox", "segm"), distributed=True,
                              output_dir=os.path.join(cfg.OUTPUT_DIR, "inference"), use_fast_impl=False)
 
     def build_writers(self) -> list[Any]:  # no TensorBoard dependency
@@ -190,9 +192,13 @@ def scoped_global_seed(seed: int) -> Iterator[None]:
             np.random.set_state(np_state)
 
 
+_REGISTERED: dict[str, tuple[Path, Path]] = {}  # name -> (json file, image root), for launched processes
+
+
 def _register(name: str, json_file: Path, image_root: Path) -> str:
     if name not in DatasetCatalog.list():
         register_coco_instances(name, {}, str(json_file), str(image_root))
+    _REGISTERED[name] = (Path(json_file), Path(image_root))
     return name
 
 
@@ -235,13 +241,82 @@ def loaded_backbone_keys(model: torch.nn.Module, weights: Mapping[str, np.ndarra
     return loaded, sorted(missing)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """Everything one Detectron2 training process needs (picklable: ``launch`` sends it to every GPU's process)."""
+
+    d2cfg: CfgNode
+    datasets: tuple[tuple[str, str, str], ...]  # (name, json file, image root) to register in each process
+    weights: dict[str, np.ndarray]
+    weights_digest: str
+    seed: int
+    result_file: str
+
+
+def _train_worker(job: _Job) -> dict[str, Any]:
+    """Train and evaluate in this process (one per GPU under ``launch``); the main process writes the result file.
+
+    Returns ``{"metrics", "losses", "keys_loaded", "keys_missing"}``, or ``{"diverged": message}``.
+    """
+    from detectron2.utils import comm
+
+    for name, json_file, image_root in job.datasets:
+        _register(name, Path(json_file), Path(image_root))
+    d2cfg = job.d2cfg
+    with scoped_global_seed(job.seed):
+        trainer = _Trainer(d2cfg)
+        recorder = _LossRecorder()
+        trainer.register_hooks([recorder])
+        # resume a requeued run from its periodic checkpoint only when that checkpoint was trained from these very
+        # weights; leftovers of another encoder are removed and the converted weights are loaded (and checked)
+        resume = resume_allowed(Path(d2cfg.OUTPUT_DIR), job.weights_digest) if comm.is_main_process() else False
+        if comm.get_world_size() > 1:  # every process resumes alike: the main one decided (and cleaned up)
+            resume = comm.all_gather(resume)[0]
+        trainer.resume_or_load(resume=resume)
+        loaded, missing = loaded_backbone_keys(_unwrap(trainer.model), job.weights)
+        bad = [k for k in missing if not k.startswith("stem.")]
+        if trainer.start_iter == 0 and bad:  # (a resumed run holds trained weights, not the converted ones)
+            raise RuntimeError(f"the converted weights did not load into backbone tensors {bad[:5]} (conversion bug)")
+        try:
+            trainer.train()
+            out: dict[str, Any] = {"losses": recorder.losses, "keys_loaded": len(loaded), "keys_missing": missing,
+                                   "metrics": {kind: {k: float(v) for k, v in trainer._last_eval_results[kind].items()}
+                                               for kind in ("bbox", "segm")} if comm.is_main_process() else {}}
+        except FloatingPointError as exc:
+            out = {"diverged": f"detection fine-tuning diverged: {exc}"}
+    if comm.is_main_process():
+        Path(job.result_file).write_text(json.dumps(out))
+    return out
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def gpus_for(requested: int, device: str) -> int:
+    """GPUs the fine-tune runs on: 0 on the CPU; ``requested`` on CUDA, refused beyond what the machine has."""
+    if device != "cuda":
+        if requested > 1:
+            raise ValueError(f"coco_detection num_gpus {requested} needs CUDA; this cell runs on the CPU")
+        return 0
+    have = torch.cuda.device_count()
+    if requested > have:
+        raise ValueError(f"coco_detection num_gpus {requested}, but this machine has {have} GPU(s)")
+    return requested
+
+
 def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str, np.ndarray], encoder: Encoder,
                        ctx: Any, settings_for: Callable[[int], dict[str, Any]], coco_root: Path) -> DetectionResult:
+    """One Detectron2 fine-tune and COCO evaluation: in this process on the CPU or one GPU, or through Detectron2's
+    ``launch`` (one process per GPU, SyncBN for a CIFAR stem, DDP) when the config asks for several GPUs."""
     import detectron2
+    from detectron2.engine import launch
 
     device = "cuda" if ctx.device.type == "cuda" else "cpu"
-    num_gpus = 1 if device == "cuda" else 0
+    num_gpus = gpus_for(int(getattr(cfg, "num_gpus", 1)), device)
     settings = settings_for(num_gpus)
+    if num_gpus > 1 and int(settings["ims_per_batch"]) % num_gpus:
+        raise ValueError(f"coco_detection: {settings['ims_per_batch']} images per batch do not split over {num_gpus} GPUs")
     if layout["stem"] == "cifar" and cfg.stem_policy == "reinit" and settings["freeze_at"] != 0:
         raise ValueError("a re-initialised stem must be trained: FREEZE_AT must be 0 (evaluation.md §4.2)")
     out = Path(ctx.out_dir)
@@ -252,32 +327,28 @@ def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str
                          num_classes=num_classes, output_dir=out / "detectron2", device=device, seed=cfg.seed)
     Path(d2cfg.OUTPUT_DIR).mkdir(parents=True, exist_ok=True)
     (Path(d2cfg.OUTPUT_DIR) / "config.yaml").write_text(d2cfg.dump())
-    with scoped_global_seed(cfg.seed):
-        trainer = _Trainer(d2cfg)
-        recorder = _LossRecorder()
-        trainer.register_hooks([recorder])
-        # resume a requeued run from its periodic checkpoint only when that checkpoint was trained from these very
-        # weights; leftovers of another encoder are removed and the converted weights are loaded (and checked)
-        trainer.resume_or_load(resume=resume_allowed(Path(d2cfg.OUTPUT_DIR), file_digest(pkl)))
-        loaded, missing = loaded_backbone_keys(trainer.model, weights)
-        bad = [k for k in missing if not k.startswith("stem.")]
-        if trainer.start_iter == 0 and bad:  # (a resumed run holds trained weights, not the converted ones)
-            raise RuntimeError(f"the converted weights did not load into backbone tensors {bad[:5]} (conversion bug)")
-        try:
-            trainer.train()
-        except FloatingPointError as exc:
-            raise Diverged(f"detection fine-tuning diverged: {exc}") from None
-        results = trainer._last_eval_results  # EvalHook runs after the last iteration (TEST.EVAL_PERIOD 0)
+    result_file = Path(d2cfg.OUTPUT_DIR) / "result.json"
+    result_file.unlink(missing_ok=True)
+    job = _Job(d2cfg=d2cfg, datasets=tuple((n, *map(str, _REGISTERED[n])) for n in (train, test)),
+               weights=dict(weights), weights_digest=file_digest(pkl), seed=cfg.seed, result_file=str(result_file))
+    if num_gpus > 1:
+        launch(_train_worker, num_gpus, dist_url="auto", args=(job,))
+        res = json.loads(result_file.read_text())
+    else:
+        res = _train_worker(job)
+    if "diverged" in res:
+        raise Diverged(res["diverged"])
     if not cfg.keep_checkpoint:
         for p in Path(d2cfg.OUTPUT_DIR).glob("model_*.pth"):
             p.unlink()
         (Path(d2cfg.OUTPUT_DIR) / "last_checkpoint").unlink(missing_ok=True)
-    metrics = {kind: {k: float(v) for k, v in results[kind].items()} for kind in ("bbox", "segm")}
+    metrics = res["metrics"]
     for kind, vals in metrics.items():
         if not all(np.isfinite(vals[m]) for m in ("AP", "AP50", "AP75")):
             raise RuntimeError(f"COCOEvaluator returned no {kind} AP (no predictions?): {vals}")
     framework = {"detectron2_version": detectron2.__version__, "num_gpus": num_gpus,
                  "ims_per_gpu": int(settings["ims_per_batch"]) // max(num_gpus, 1), "device": device,
-                 "backbone_builder": d2cfg.MODEL.BACKBONE.NAME}
-    return DetectionResult(metrics=metrics, losses=recorder.losses, framework=framework, keys_loaded=len(loaded),
-                           keys_missing=missing, data=data)
+                 "backbone_builder": d2cfg.MODEL.BACKBONE.NAME, "norm": settings["norm"],
+                 "launcher": "detectron2.engine.launch" if num_gpus > 1 else "in-process"}
+    return DetectionResult(metrics=metrics, losses=res["losses"], framework=framework, keys_loaded=res["keys_loaded"],
+                           keys_missing=res["keys_missing"], data=data)

@@ -50,9 +50,10 @@ class CocoDetectionConfig:
     shapes_train: int = 20
     shapes_val: int = 8
     keep_checkpoint: bool = False  # keep model_final.pth in the task folder after evaluation
+    num_gpus: int = 1  # GPUs of one fine-tune; > 1 runs Detectron2's `launch` (DDP, SyncBN for a CIFAR stem)
 
     def __post_init__(self) -> None:
-        for name in ("max_iter", "ims_per_batch"):
+        for name in ("max_iter", "ims_per_batch", "num_gpus"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -60,6 +61,11 @@ class CocoDetectionConfig:
             raise ValueError("base_lr must be > 0")
         if self.shapes_train < 1 or self.shapes_val < 1:
             raise ValueError("shapes_train and shapes_val must be >= 1")
+        if self.preset == "decssl_1x" and self.dataset != "coco2017":
+            # the R18-FPN 1x cards name COCO 2017 (their settings say so): on another dataset the card's name would
+            # claim a protocol the numbers were not measured under
+            raise ValueError(f"preset decssl_1x is COCO 2017's protocol (evaluation.md §4.1); dataset {self.dataset!r} "
+                             "runs preset cpu_smoke (or auto)")
 
     @property
     def resolved_preset(self) -> str:
@@ -106,6 +112,7 @@ def resolve_settings(cfg: CocoDetectionConfig, stem: str | None, num_gpus: int) 
 
 
 def card_name(cfg: CocoDetectionConfig, stem: str | None) -> str:
+    """The committed card a config's numbers are measured under: preset, dataset and the encoder's stem name it."""
     if cfg.resolved_preset == "cpu_smoke":
         return "detection/shapes-smoke@v1" if cfg.dataset == "shapes_coco" else "detection/cpu-smoke@v1"
     return "detection/maskrcnn-r18fpn-1x-cifarstem@v1" if stem == "cifar" else "detection/maskrcnn-r18fpn-1x@v1"
