@@ -333,3 +333,60 @@ def test_client_sampling_size_uniqueness_and_the_engine_uses_it(tmp_path) -> Non
     prep.method.client_update = spy
     assert pretrain(prep, PretrainDir(tmp_path)).status == "ok"
     assert trained == {r: sample_clients(prep.cell.seed, r, 4, 2) for r in (1, 2, 3)}
+
+
+@pytest.mark.parametrize("mode", ["reset", "keep"])
+def test_optimizer_state_at_each_rounds_first_step(monkeypatch, mode: str) -> None:  # §9.5, second sentence
+    """`optimizer_state: reset` (the default, Dec-SSL's code): the optimizer of round t finds no state at its first
+    step (one new Adam per round); `keep`: round 2's optimizer starts from round 1's moments (Adam's step count goes
+    on). A reset that reuses or restores an optimizer, or a keep that forgets, fails here."""
+    from tests.methods.byol_testkit import make_kit
+
+    first: dict[int, dict] = {}  # round -> (state entries, Adam step) at that round's first step
+    built: list[int] = []
+    rnd = {"r": 0}
+    real = torch.optim.Adam
+
+    class Spy(real):
+        def __init__(self, params, *a, **kw):
+            super().__init__(params, *a, **kw)
+            built.append(id(self))
+
+        def step(self, *a, **k):
+            if rnd["r"] not in first:
+                steps = [float(s["step"]) for s in self.state.values() if "step" in s]
+                first[rnd["r"]] = {"entries": len(self.state), "step": max(steps, default=0.0), "opt": id(self)}
+            return super().step(*a, **k)
+
+    monkeypatch.setattr(torch.optim, "Adam", Spy)
+    kit = make_kit("fedavg_simclr", rounds=3, clients=2, method_params={"optimizer_state": mode})
+    m = kit.method
+    server = kit.server()
+    st = m.init_client(0, server)
+    steps = []
+    for r in (1, 2):
+        rnd["r"] = r
+        up, st = m.client_update(m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0))
+        steps.append(up.metrics["steps"])
+        assert up.metrics["steps"] > 1
+    assert len(built) == 2 and first[1]["opt"] != first[2]["opt"]  # a new optimizer object each round
+    assert first[1]["entries"] == 0
+    if mode == "reset":
+        assert first[2]["entries"] == 0 and first[2]["step"] == 0.0
+    else:
+        assert first[2]["entries"] > 0 and first[2]["step"] == steps[0]  # round 1's moments, restored
+
+
+def test_one_client_one_round_equals_central_ssl_with_a_constant_lr(tmp_path: Path) -> None:  # §9.7
+    """K = 1, p = 1, R = 1, E = E_total is central SSL at a constant lr, bit-exactly on CPU: both run one optimizer
+    over the same data stream (same seeds); a federated path that reorders, re-seeds or re-initialises differs."""
+    params = {"lr_schedule": "constant"}
+    fed = run_cell(smoke_cell("fedavg_simclr", clients=1, rounds=1, tasks=[], method_params=params,
+                              fl={"num_clients": 1, "participation": 1.0, "rounds": 1, "local_epochs": 2}),
+                   tmp_path / "fed", device="cpu")
+    central = run_cell(smoke_cell("central_ssl", clients=1, rounds=1, tasks=[], method_params=params,
+                                  fl={"num_clients": 1, "participation": 1.0, "rounds": 1, "local_epochs": 2}),
+                       tmp_path / "central", device="cpu")
+    assert fed.status == central.status == "ok"
+    assert fed.compute.client_epochs == central.compute.client_epochs == 2
+    assert fed.final_state_digest == central.final_state_digest
