@@ -1,4 +1,5 @@
-"""Orchestra (orchestra.md §7 items 7-13, 15): EMA, rotation, initialisation round, payloads, bytes, aggregation."""
+"""Orchestra (orchestra.md §7 items 6-13, 15): losses, gradient, EMA and memory on the method's own steps, rotation,
+initialisation round, payloads, bytes, aggregation."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import ClientData, ClientState, Payload, RoundContext, Stream, UnlabeledView, np_rng, torch_gen
@@ -171,3 +173,79 @@ def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
     assert list(straight.comm.per_round_up) == up and list(straight.comm.per_round_down) == down
     _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)  # straight part re-used under a/
     assert resumed.final_state_digest == straight.final_state_digest
+
+
+def _captured_step(m: Orchestra, n: int):
+    """One client update of training round 2, with the views and target projections of every step captured."""
+    import methods.orchestra as orch
+
+    server = m.init_server(ctx(0))
+    down = m.broadcast(server, ctx(2))
+    views, targets, memories = [], [], []
+    real_views, real_loss, real_local = m._views, orch.cluster_assignment_loss, m._local_centroids
+
+    def spy_loss(z_online, z_target, centroids, temperature):
+        targets.append(z_target.detach().clone())
+        return real_loss(z_online, z_target, centroids, temperature)
+
+    m._views = lambda batch, view, c: views.append(real_views(batch, view, c)) or views[-1]
+    m._local_centroids = lambda memory, c: memories.append(memory.clone()) or real_local(memory, c)
+    orch.cluster_assignment_loss = spy_loss
+    try:
+        up, _ = m.client_update(down, ClientState(), client_data(n=n), ctx(2, 0))
+    finally:
+        orch.cluster_assignment_loss = real_loss
+    return down, up, views, targets, memories
+
+
+def test_one_real_step_losses_gradient_and_ema() -> None:
+    """orchestra.md §7 items 6-7 on one step of the method itself (not toy modules): with the step's own views, the
+    reported L_cluster is −(1/B) Σ p^T log p^O and L_deg the cross-entropy of the rotation head on x3; the online
+    weights after the step are one SGD step on L_cluster + w L_deg from the broadcast; every target parameter is then
+    0.996 target_old + 0.004 online_new (EMA after the SGD step) and the target's BN buffers are those of its own
+    forward pass on x1 (never averaged in from the online network)."""
+    m = method()
+    cfg = m.cfg
+    down, up, views, _, _ = _captured_step(m, n=16)  # one batch of 16: exactly one step
+    assert len(views) == 1 and up.metrics["num_steps"] == 1
+    x1, x2, x3, r = views[0]
+    net = m.build()
+    from benchmark.api import load_tensors
+
+    load_tensors(net, down.tensors)
+    net.train()
+    target_old = {k: v.clone() for k, v in net.target.named_parameters()}
+    c = down.tensors["global_centroids"].float()
+    z_o = F.normalize(net.online(x2), dim=1)
+    with torch.no_grad():
+        z_t = F.normalize(net.target(x1), dim=1)
+    p_t = torch.softmax(z_t @ c.t() / cfg.temperature, dim=1)
+    l_cluster = -(p_t * torch.log_softmax(z_o @ c.t() / cfg.temperature, dim=1)).sum(1).mean()
+    logits = net.rot_head(net.online(x3))
+    l_deg = -torch.log_softmax(logits, dim=1)[torch.arange(len(r)), r].mean()
+    assert up.metrics["loss_cluster"] == pytest.approx(float(l_cluster.detach()), abs=1e-6)
+    assert up.metrics["loss_deg"] == pytest.approx(float(l_deg.detach()), abs=1e-6)
+    opt = torch.optim.SGD([p for mod in (net.online, net.rot_head) for p in mod.parameters()], lr=cfg.lr,
+                          momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    (l_cluster + cfg.deg_weight * l_deg).backward()
+    opt.step()
+    for k, v in {**{f"online.{k}": v for k, v in net.online.state_dict().items()},
+                 **{f"rot_head.{k}": v for k, v in net.rot_head.state_dict().items()},
+                 **{f"target.{k}": v for k, v in net.target.state_dict().items() if "running" in k}}.items():
+        if k.endswith("num_batches_tracked"):
+            continue
+        assert torch.allclose(up.tensors[k], v, atol=1e-6), k  # the step, and each branch's own BN buffers
+    online_new = dict(net.online.named_parameters())
+    for k, old in target_old.items():
+        want = cfg.ema * old + (1 - cfg.ema) * online_new[k].detach()
+        assert torch.allclose(up.tensors[f"target.{k}"], want, atol=1e-7), k
+
+
+def test_memory_after_real_steps_is_the_last_target_projections_in_push_order() -> None:
+    """orchestra.md §7 item 9 on the method's own steps: after s = 4 steps at B = 16 with room for 32, the memory
+    clustered into the upload is exactly the last 32 target projections, in push order, unit norm."""
+    m = method()  # memory_size 32, batch 16
+    _, up, views, targets, memories = _captured_step(m, n=64)
+    assert len(views) == len(targets) == 4 and len(memories) == 1 and "local_centroids" in up.tensors
+    assert torch.equal(memories[0], torch.cat(targets)[-m.cfg.memory_capacity:])
+    assert torch.allclose(memories[0].norm(dim=1), torch.ones(32), atol=1e-5)

@@ -108,9 +108,7 @@ def test_cluster_loss_values_and_gradients() -> None:
     same = cluster_assignment_loss(zt.detach(), zt.detach(), c.detach(), 0.1)
     entropy = -(pt * pt.log()).sum(1).mean()
     assert abs(float(same) - float(entropy)) < 1e-6
-    logits, labels = torch.randn(6, 4, generator=g), torch.randint(0, 4, (6,), generator=g)
-    manual = -torch.log_softmax(logits, 1)[torch.arange(6), labels].mean()
-    assert torch.allclose(F.cross_entropy(logits, labels), manual, atol=1e-6)
+    # L_deg is checked on the method's own step (tests/methods/test_orchestra.py), not against torch itself
 
 
 @pytest.mark.parametrize("steps", [1, 5, 8, 20])
