@@ -4,7 +4,11 @@ For each method, one tiny digits cell (the conformance check's smoke cell) pre-t
 in the precision to check (default: bf16 where the device supports it, else fp16 with its gradient scaler), on the
 device the grid would use. The per-round mean losses print side by side with their ratio; a round whose ratio
 leaves ``1 ± tolerance``, a non-finite loss or a step the fp16 scaler skipped is flagged and the exit code is 1.
-On the CPU it runs the fp32 / bf16 pair (torch runs bf16 autocast there), which is what CI checks.
+Below the losses, each method's speed in both precisions: local steps per second inside the clients' updates, and
+the share of the pre-training's wall time spent outside them (the engine, the server's aggregation, broadcast and
+state store) — where a GPU run loses time to anything but training. On the CPU it runs the fp32 / bf16 pair (torch
+runs bf16 autocast there), which is what CI checks. Timings are wall clock without extra device synchronisation:
+a client update ends with a host read of its loss, which waits for the device.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ class DoctorRow:
     loss_fp32: float
     loss_other: float
     skipped: float  # fp16 steps the loss scaler skipped in that round
+    # (local steps, seconds inside the clients' updates, round seconds) per precision: the speed table
+    time_fp32: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    time_other: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def ratio(self) -> float:
@@ -63,6 +70,41 @@ def _losses(method: str, precision: str, rounds: int, device: str, root: Path) -
     return list(pre.history)
 
 
+def _timing(h: dict[str, float]) -> tuple[float, float, float]:
+    return (float(h.get("client_steps", 0.0)), float(h.get("client_time_s", 0.0)), float(h.get("round_time_s", 0.0)))
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One method's pre-training speed in one precision, summed over its rounds."""
+
+    method: str
+    precision: str
+    steps: float
+    client_s: float
+    round_s: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.client_s if self.client_s > 0 and self.steps > 0 else math.nan
+
+    @property
+    def outside_share(self) -> float:
+        """Share of the rounds' wall time spent outside the clients' updates."""
+        return max(self.round_s - self.client_s, 0.0) / self.round_s if self.round_s > 0 else math.nan
+
+
+def speeds(other: str, rows: Sequence[DoctorRow]) -> list[Speed]:
+    """Per method, the fp32 and the checked precision's speed over every round the doctor ran."""
+    out: list[Speed] = []
+    for name in dict.fromkeys(r.method for r in rows):
+        mine = [r for r in rows if r.method == name]
+        for precision, attr in (("fp32", "time_fp32"), (other, "time_other")):
+            steps, client_s, round_s = (sum(getattr(r, attr)[i] for r in mine) for i in range(3))
+            out.append(Speed(name, precision, steps, client_s, round_s))
+    return out
+
+
 def doctor(methods: Sequence[str] | None = None, *, rounds: int = 3, device: str = "auto",
            precision: str | None = None) -> tuple[str, list[DoctorRow]]:
     """(precision checked, one row per method and round)."""
@@ -77,7 +119,7 @@ def doctor(methods: Sequence[str] | None = None, *, rounds: int = 3, device: str
             b = _losses(name, other, rounds, device, Path(tmp))
             for ra, rb in zip(a, b, strict=False):
                 rows.append(DoctorRow(name, int(ra["round"]), ra.get("loss", math.nan), rb.get("loss", math.nan),
-                                      rb.get("scaler_skipped_steps", 0.0)))
+                                      rb.get("scaler_skipped_steps", 0.0), _timing(ra), _timing(rb)))
     return other, rows
 
 
@@ -90,4 +132,11 @@ def render(other: str, rows: Sequence[DoctorRow], tolerance: float = DEFAULT_TOL
     bad = sum(not r.ok(tolerance) for r in rows)
     lines.append(f"{len(rows) - bad} of {len(rows)} rounds within {tolerance:.0%} of fp32" +
                  (f"; {bad} to check" if bad else ""))
+    lines += ["", f"{'method':<16} {'precision':>9} {'steps/s':>9} {'outside clients':>16}", "-" * 54]
+    for sp in speeds(other, rows):
+        rate = f"{sp.steps_per_s:>9.2f}" if math.isfinite(sp.steps_per_s) else f"{'-':>9}"
+        share = f"{sp.outside_share:>15.2%}" if math.isfinite(sp.outside_share) else f"{'-':>15}"
+        lines.append(f"{sp.method:<16} {sp.precision:>9} {rate} {share}")
+    lines.append("steps/s: local steps per second inside the clients' updates; outside clients: share of the rounds' "
+                 "wall time spent elsewhere (engine, aggregation, state store)")
     return "\n".join(lines)

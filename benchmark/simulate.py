@@ -402,11 +402,14 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
         sctx = server_context(settings, r, public)
         down = method.broadcast(server, sctx)
         ups: dict[int, Payload] = {}
+        client_s = 0.0  # time inside the clients' updates; the rest of round_time_s is the engine's and the server's
         for k in selected:
             state = store.get(k)
             if state is None:
                 state = method.init_client(k, server)
+            tc = time.perf_counter()
             up, new_state = method.client_update(down, state, clients[k], client_context(settings, r, k, public))
+            client_s += time.perf_counter() - tc
             store.put(k, new_state, r)
             ups[k] = up
         server = method.server_aggregate(server, ups, sctx, public)
@@ -425,6 +428,7 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
             "bytes_down": float(down_bytes),
             "client_steps": float(steps),
             "round_time_s": time.perf_counter() - t0,
+            "client_time_s": client_s,
         }
         for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
             vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
