@@ -58,27 +58,40 @@ def run_local_epochs(
     scaler = scaler if scaler is not None else ctx.precision.scaler(ctx.device)
     skipped_before = scaler.skipped
     view = view.to(ctx.device)
+    # nan_policy "raise": the step losses stay on the device and are read once, when the update ends (a host read
+    # per step would stall a GPU's queue every step); a non-finite one then raises, and the update is discarded.
+    # "skip" must decide before each step, so it reads each loss.
+    pending: list[torch.Tensor] = []
     for _ in range(epochs):
         for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
             batch = view.images[idx.to(view.images.device)]
             with ctx.precision.autocast(ctx.device):
                 loss = step_loss(batch)
-            value = float(loss.detach())
             stats.batches += 1
-            if not math.isfinite(value):
-                if nan_policy == "skip":
+            if nan_policy == "raise":
+                pending.append(loss.detach())
+            else:
+                value = float(loss.detach())
+                if not math.isfinite(value):
                     stats.skipped += 1
                     optimizer.zero_grad(set_to_none=True)
                     continue
-                raise Diverged(f"non-finite loss {value} at client {ctx.client_id}, round {ctx.round}")
+                stats.loss_sum += value
+                stats.losses.append(value)
             optimizer.zero_grad(set_to_none=True)
             scaler.backward(loss)
             scaler.step(optimizer)
             if after_step is not None:
                 after_step()
             stats.steps += 1
+    if pending:
+        values = torch.stack(pending).float().cpu().tolist()  # the one host read of this update's losses
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if bad is not None:
+            raise Diverged(f"non-finite loss {values[bad]} at client {ctx.client_id}, round {ctx.round}, step {bad + 1}")
+        for value in values:  # the same float64 sum, in the same order, as reading each step
             stats.loss_sum += value
-            stats.losses.append(value)
+        stats.losses = values
     stats.scaler_skipped = scaler.skipped - skipped_before
     return stats
 

@@ -71,14 +71,14 @@ def cell_setup(num_clients: int, per_round: int, rounds: int, *, images: int = 0
 def bare_rounds(method, clients: Sequence, settings, *, on_loss: Callable[[int, int, float], None] | None = None,
                 on_round: Callable[[int], None] | None = None) -> None:
     """The limit: one SimCLR network (the engine's initial model), and for each round's sampled clients (the
-    engine's sampling stream) the same batches, views, NT-Xent and a fresh Adam; no weight copies, no averaging,
-    no state store, no checkpoints. ``on_loss(round, client, mean loss)`` sees each client's mean step loss."""
+    engine's sampling stream) the same batches, views (one forward pass each), NT-Xent and a fresh Adam; no weight
+    copies, no averaging, no state store, no checkpoints. ``on_loss(round, client, mean loss)`` sees each client's mean step loss."""
     import torch
 
     from benchmark.api import Stream, scoped_torch_seed, torch_gen, two_views
     from benchmark.simulate import sample_clients
     from methods._shared.losses import CONTRASTIVE_LOSSES
-    from methods.fedavg_simclr import round_lr
+    from methods._shared.optim import round_lr
 
     cfg = method.cfg
     loss_fn = CONTRASTIVE_LOSSES[cfg.loss_form]
@@ -95,7 +95,7 @@ def bare_rounds(method, clients: Sequence, settings, *, on_loss: Callable[[int, 
             for _ in range(settings.local_epochs):
                 for idx in view.batch_indices(cfg.batch_size, gen):
                     v1, v2 = two_views(view.images[idx], cfg.augment, gen, mean=view.mean, std=view.std)
-                    z1, z2 = net(torch.cat([v1, v2])).chunk(2)
+                    z1, z2 = net(v1), net(v2)  # one forward pass per view, as the method (contrastive_step)
                     loss = loss_fn(z1, z2, cfg.tau)
                     total += float(loss.detach())
                     steps += 1

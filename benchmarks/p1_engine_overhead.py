@@ -107,7 +107,7 @@ def _bare_rounds(net, clients, settings, cfg, loss_fn, first: list[float]) -> No
             for _ in range(settings.local_epochs):
                 for idx in view.batch_indices(cfg.batch_size, gen):
                     v1, v2 = two_views(view.images[idx], cfg.augment, gen, mean=view.mean, std=view.std)
-                    z1, z2 = net(torch.cat([v1, v2])).chunk(2)
+                    z1, z2 = net(v1), net(v2)  # one forward pass per view, as the method (contrastive_step)
                     loss = loss_fn(z1, z2, cfg.tau)
                     value = float(loss.detach())
                     if not first:

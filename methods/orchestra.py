@@ -256,7 +256,7 @@ class Orchestra(MethodBase):
         view = data.train
         cap = cfg.memory_capacity
         box: dict[str, torch.Tensor] = {"memory": torch.zeros(0, centroids.shape[1], device=ctx.device)}
-        sums = {"loss_cluster": 0.0, "loss_deg": 0.0}
+        parts: dict[str, list[torch.Tensor]] = {"loss_cluster": [], "loss_deg": []}  # on the device, read once
 
         def step(batch: torch.Tensor) -> torch.Tensor:
             x1, x2, x3, r = self._views(batch, view, ctx)
@@ -266,11 +266,11 @@ class Orchestra(MethodBase):
                 z_target = F.normalize(branch(x1).float(), dim=1)
             box["pending"] = z_target
             loss_cluster = cluster_assignment_loss(z_online, z_target, centroids, cfg.temperature)
-            sums["loss_cluster"] += float(loss_cluster.detach())
+            parts["loss_cluster"].append(loss_cluster.detach())
             if not cfg.use_rotation:
                 return loss_cluster
             loss_deg = F.cross_entropy(net.rot_head(net.online(x3)).float(), r)
-            sums["loss_deg"] += float(loss_deg.detach())
+            parts["loss_deg"].append(loss_deg.detach())
             return loss_cluster + cfg.deg_weight * loss_deg
 
         def after_step() -> None:
@@ -289,6 +289,7 @@ class Orchestra(MethodBase):
         else:
             weight = data.num_examples
         steps = max(stats.steps, 1)
+        sums = {key: _sequential_sum(vals) for key, vals in parts.items()}
         metrics = {**stats.as_dict(), "num_steps": float(stats.steps),
                    "loss_cluster": sums["loss_cluster"] / steps, "loss_deg": sums["loss_deg"] / steps}
         return Payload(up, num_examples=weight, metrics=metrics), ClientState(last_round=ctx.round)
@@ -322,6 +323,14 @@ class Orchestra(MethodBase):
         load_tensors(net, server.model)
         enc = net.online.backbone.eval()  # evaluation uses online.backbone only [C]
         return self.export(enc)
+
+
+def _sequential_sum(values: list[torch.Tensor]) -> float:
+    """The float64 sum, in step order, of per-step device scalars, read from the device in one copy."""
+    total = 0.0
+    for v in (torch.stack(values).float().cpu().tolist() if values else []):
+        total += v
+    return total
 
 
 def _clone_modules(*modules: nn.Module) -> list[nn.Module]:
