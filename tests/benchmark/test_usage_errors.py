@@ -159,22 +159,6 @@ def test_common_numeric_fields_are_checked_for_every_method(params: dict, messag
         smoke_cell(name, method_params=params)
 
 
-def test_a_broken_plugin_is_one_warning_and_fails_only_the_grids_that_use_it(tmp_path: Path, capsys,
-                                                                              monkeypatch) -> None:
-    from benchmark.registries import METHODS, load_builtins
-
-    load_builtins()
-    monkeypatch.setitem(METHODS._targets, "broken_plugin", "no_such_module_xyz:Method")
-    monkeypatch.setitem(METHODS._items, "broken_plugin", None)
-    code, err = _run(["list", "methods"], capsys)
-    assert code == 0 and err.count("broken_plugin") == 1 and "ModuleNotFoundError" in err
-    code, _ = _run(["run", "--grid", _grid(tmp_path), "--dry-run"], capsys)
-    assert code == 0  # a grid that never names it
-    code, err = _run(["run", "--grid", _grid(tmp_path, TINY.replace("[no_pretrain]", "[broken_plugin]")),
-                      "--dry-run"], capsys)
-    assert code == 2 and "cannot be loaded" in err and len(err.splitlines()) == 1
-
-
 def test_every_option_of_every_command_has_help() -> None:
     import argparse
 
