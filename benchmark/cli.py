@@ -229,11 +229,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     load_builtins()
     if args.what == "tracks":
-        from benchmark.records.tracks import load_tracks
+        from benchmark.records.tracks import load_tracks, track_lines
         from benchmark.submit import DEFAULT_TRACKS
 
-        for t in load_tracks(DEFAULT_TRACKS):
-            print(f"{t.id:32s} {t.title} ({t.dataset}, {t.task}, {t.card or 'any card'})")
+        print("\n".join(track_lines(load_tracks(DEFAULT_TRACKS))))
         return 0
     if args.what == "grids":
         for name in grid_names():
