@@ -1,6 +1,7 @@
 """The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on)."""
 
 from benchmark.backbones import arch_fingerprint, build_backbone
+from benchmark.blocks import mlp_head, ntxent_2b
 from benchmark.config import ConfigError, canonical_json, digest, from_mapping
 from benchmark.data.augment import AugmentConfig, augment, two_views
 from benchmark.data.datasets import (
@@ -112,4 +113,7 @@ __all__ = [
     "select",
     "tensors_of",
     "weighted_average",
+    # the projection head and the contrastive loss the built-in SimCLR-family methods use (benchmark.blocks)
+    "mlp_head",
+    "ntxent_2b",
 ]

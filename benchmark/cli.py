@@ -73,12 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("dataset", help="a registered dataset name (python -m benchmark list datasets)")
     pre.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
 
-    new = sub.add_parser("new-method", help="scaffold methods/NAME.py, its tests and a smoke grid")
+    new = sub.add_parser("new-method", help="scaffold methods/NAME.py, its tests and a smoke grid (--plugin: an "
+                                            "installable package of the three)")
     new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument("--out", default=None, help="write under this folder instead of the repository")
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
     new.add_argument("--plugin", action="store_true",
-                     help="an installable package (entry point fssl_bench.methods) instead of files in the repository")
+                     help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
+                          "benchmark.api; tests and a digits smoke grid) instead of files in the repository")
 
     chk = sub.add_parser("check-method", help="conformance checks of a registered method on digits (CPU, minutes)")
     chk.add_argument("name", help="a registered method name")
@@ -227,11 +229,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     load_builtins()
     if args.what == "tracks":
-        from benchmark.records.tracks import load_tracks
+        from benchmark.records.tracks import load_tracks, track_lines
         from benchmark.submit import DEFAULT_TRACKS
 
-        for t in load_tracks(DEFAULT_TRACKS):
-            print(f"{t.id:32s} {t.title} ({t.dataset}, {t.task}, {t.card or 'any card'})")
+        print("\n".join(track_lines(load_tracks(DEFAULT_TRACKS))))
         return 0
     if args.what == "grids":
         for name in grid_names():

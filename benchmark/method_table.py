@@ -85,8 +85,10 @@ def in_tree_rows() -> list[Row]:
 
 # ---- the version lock ---------------------------------------------------------------------------------------------
 # The harness modules whose code decides a method's numbers, offered to methods through benchmark.api (the local loop,
-# FedAvg maths, named tensors, precision): a method that imports benchmark.api has them in its digest too.
-METHOD_MATHS = ("benchmark.aggregate", "benchmark.local_train", "benchmark.precision", "benchmark.tensors")
+# FedAvg maths, named tensors, precision, the shared head and NT-Xent): a method that imports benchmark.api has them in
+# its digest too.
+METHOD_MATHS = ("benchmark.aggregate", "benchmark.blocks", "benchmark.local_train", "benchmark.precision",
+                "benchmark.tensors")
 
 
 def module_source(module: str, root: Path = REPO) -> Path | None:

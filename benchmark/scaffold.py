@@ -10,7 +10,13 @@ Writes, under ``--out`` (default: the repository root):
 - ``benchmark/grids/NAME_smoke.yaml`` — a CPU grid on digits that runs the method next to fedavg_simclr and
   no_pretrain.
 
-Nothing is overwritten (``--force`` to replace the scaffold's own files).
+With ``--plugin`` it writes an installable package ``fssl-NAME/`` instead (under ``--out``, default the current
+folder): ``src/fssl_NAME/method.py`` (the same method, registered by its ``fssl_bench.methods`` entry point and
+importing nothing of the project but ``benchmark.api``), ``tests/test_NAME.py`` (entry point, loss, grid and the
+conformance check at 1 round) and ``grids/NAME_smoke.yaml`` (digits, CPU).
+
+A name that is already registered (built in, or an installed plugin) is refused. Nothing is overwritten (``--force``
+to replace the scaffold's own files).
 """
 
 from __future__ import annotations
@@ -52,13 +58,13 @@ def validate_name(name: str, *, check_registry: bool = True) -> None:
 
 METHOD_TEMPLATE = '''"""{cls} (TODO({name}): authors, venue, arXiv id; the sections this file implements).
 
-Scaffolded by ``python -m benchmark new-method {name}``. As generated it is a complete, working FedAvg-SimCLR:
+Scaffolded by ``python -m benchmark new-method {name}{plugin_flag}``. As generated it is a complete, working FedAvg-SimCLR:
 each sampled client starts from the global weights, runs the local epochs of SimCLR (NT-Xent) and uploads its
 weights; the server averages them weighted by client size. Replace the parts marked ``TODO({name})`` with the
 paper's algorithm and mark every departure from the paper with a ``# DEVIATION: why`` comment on its line
 (methods/README.md collects them).
 
-Rules (DESIGN §3-4): import only from ``benchmark.api`` and ``methods._shared``; everything that must survive a
+Rules (DESIGN §3-4): import only from {import_rule}; everything that must survive a
 round lives in ``ServerState`` / ``ClientState`` (a fresh instance given the same states continues identically);
 all randomness comes from ``ctx.generator`` / ``ctx.rng`` or ``scoped_torch_seed``; every tensor sent must match
 ``payload_up`` / ``payload_down``. Check with ``python -m benchmark check-method {name}``.
@@ -74,8 +80,7 @@ import torch
 from torch import nn
 
 from benchmark.api import (
-    METHODS,
-    AugmentConfig,
+{methods_import}    AugmentConfig,
     ClientData,
     ClientState,
     ComponentSpec,
@@ -88,17 +93,17 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
-    build_backbone,
-    scoped_torch_seed,
     aggregation_weights,
+    build_backbone,
     load_tensors,
+    mlp_head,
+    ntxent_2b,
     run_local_epochs,
+    scoped_torch_seed,
     tensors_of,
     two_views,
     weighted_average,
 )
-from methods._shared.heads import mlp_head
-from methods._shared.losses import ntxent_2b
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,8 +137,7 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     return ntxent_2b(z1, z2, tau)
 
 
-@METHODS.register("{name}")
-class {cls}(MethodBase):
+{register}class {cls}(MethodBase):
     """{cls} (TODO({name}): paper, venue, sections implemented)."""
 
     name: ClassVar[str] = "{name}"
@@ -286,10 +290,23 @@ axes:
 '''
 
 
+def method_source(name: str, *, plugin: bool = False) -> str:
+    """The method file: in the repository it registers itself with ``@METHODS.register``; in a plugin package the
+    entry point registers it, and it imports nothing of the project but ``benchmark.api``."""
+    cls = class_name_of(name)
+    if plugin:
+        return METHOD_TEMPLATE.format(name=name, cls=cls, plugin_flag=" --plugin", methods_import="",
+                                      import_rule="``benchmark.api``",
+                                      register="")
+    return METHOD_TEMPLATE.format(name=name, cls=cls, plugin_flag="", methods_import="    METHODS,\n",
+                                  import_rule="``benchmark.api`` and ``methods._shared``",
+                                  register=f'@METHODS.register("{name}")\n')
+
+
 def render(name: str) -> Scaffold:
     cls = class_name_of(name)
     files = {
-        Path("methods") / f"{name}.py": METHOD_TEMPLATE.format(name=name, cls=cls),
+        Path("methods") / f"{name}.py": method_source(name),
         Path("tests") / "methods" / f"test_{name}.py": TEST_TEMPLATE.format(name=name, cls=cls),
         Path("benchmark") / "grids" / f"{name}_smoke.yaml": GRID_TEMPLATE.format(name=name,
                                                                                 grid_ref=f"{name}_smoke"),
@@ -309,6 +326,9 @@ description = "{cls}: a federated self-supervised method for fssl-bench"
 requires-python = ">=3.10"
 dependencies = ["fssl-bench"]
 
+[project.optional-dependencies]
+test = ["pytest"]
+
 [project.entry-points."fssl_bench.methods"]
 {name} = "fssl_{name}.method:{cls}"
 
@@ -319,30 +339,101 @@ where = ["src"]
 PLUGIN_README = """# fssl-{dist}
 
 {cls} as an installed fssl-bench method (scaffolded by `python -m benchmark new-method {name} --plugin`).
+`src/fssl_{name}/method.py` imports nothing of fssl-bench but `benchmark.api` (docs/adding-a-method.md lists
+what it offers).
 
     pip install -e .                              # registers `{name}` through the fssl_bench.methods entry point
     python -m benchmark list methods              # {name} is listed
-    python -m benchmark check-method {name}       # the conformance checks (CPU, minutes)
-    python -m benchmark run --grid smoke --only method={name}   # or your own grid naming it
+    python -m pytest tests -q                     # its tests, the conformance check included (CPU, about a minute)
+    python -m benchmark check-method {name}       # the full conformance check (kNN above random init too)
+    python -m benchmark run --grid grids/{name}_smoke.yaml --root runs --no-wandb   # digits, CPU, minutes
 
 Records of its cells carry this distribution's name, version and a digest of its source files.
 """
 
+PLUGIN_TEST_TEMPLATE = '''"""Tests of the {name} plugin (scaffolded by ``python -m benchmark new-method {name} --plugin``).
+
+Run after ``pip install -e .``: the method is found through its entry point, exactly as fssl-bench finds it.
+The conformance check is ``python -m benchmark check-method {name}`` at its tiniest (1 round, no kNN; CPU, about
+a minute); add a test per equation of the paper (TODO({name})).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from benchmark.api import METHODS, MethodBase
+from fssl_{name} import method as module
+
+GRID = Path(__file__).resolve().parents[1] / "grids" / "{name}_smoke.yaml"
+
+
+def test_registered_through_the_entry_point() -> None:
+    assert METHODS.get("{name}") is module.{cls}
+    assert issubclass(module.{cls}, MethodBase) and module.{cls}.Config().tau > 0  # the defaults build
+
+
+def test_local_loss_decreases_under_gradient_steps() -> None:
+    """The client objective is a proper loss: a few gradient steps on free projections lower it."""
+    g = torch.Generator().manual_seed(0)
+    z1 = torch.randn(16, 8, generator=g, requires_grad=True)
+    z2 = torch.randn(16, 8, generator=g, requires_grad=True)
+    opt = torch.optim.SGD([z1, z2], lr=0.5)
+    first = float(module.local_loss(z1, z2, 0.5).detach())
+    for _ in range(20):
+        opt.zero_grad()
+        module.local_loss(z1, z2, 0.5).backward()
+        opt.step()
+    assert float(module.local_loss(z1, z2, 0.5).detach()) < first
+
+
+def test_smoke_grid_runs_the_method() -> None:
+    from benchmark.grid import expand_grid, load_grid
+
+    cells = expand_grid(load_grid(GRID))
+    assert "{name}" in {{cell.method.name for cell in cells}}
+
+
+def test_conformance() -> None:
+    from benchmark.conformance import check_method
+
+    report = check_method("{name}", rounds=1, knn=False)
+    assert report.ok, report.format()
+'''
+
+PLUGIN_GRID_TEMPLATE = """# Smoke grid for the {name} plugin (scaffolded): the embedded digits data (16x16), a width-4 micro backbone,
+# 2 clients, 1 round, next to the random-init reference. Run:
+#   python -m benchmark run --grid grids/{name}_smoke.yaml --root runs --no-wandb
+name: {name}_smoke
+description: "{name} on digits next to no_pretrain (CPU, minutes; a pipeline check, not a result)"
+base:
+  dataset: {{name: digits, size: 16}}
+  backbone: {{name: resnet_micro, width: 4}}
+  partition: iid
+  fl: {{num_clients: 2, participation: 1.0, rounds: 1, local_epochs: 1}}
+  tasks: [knn]
+method_common: {{batch_size: 16}}
+axes:
+  method: [{name}, no_pretrain]
+  seed: [0]
+"""
+
 
 def render_plugin(name: str) -> Scaffold:
-    """An installable package: the same method file, registered by its entry point instead of the decorator."""
+    """An installable package: the method (registered by its entry point, importing only ``benchmark.api``), its
+    tests and a smoke grid."""
     cls = class_name_of(name)
-    method = render(name).files[Path("methods") / f"{name}.py"]
-    method = method.replace(f'@METHODS.register("{name}")\n', "").replace("    METHODS,\n", "")
-    method = method.replace("Scaffolded by ``python -m benchmark new-method", "Scaffolded by ``python -m benchmark "
-                            "new-method --plugin")
     dist = name.replace("_", "-")
     pkg = Path(f"fssl-{dist}")
     return Scaffold(name, cls, {
         pkg / "pyproject.toml": PLUGIN_PYPROJECT.format(name=name, cls=cls, dist=dist),
         pkg / "README.md": PLUGIN_README.format(name=name, cls=cls, dist=dist),
         pkg / "src" / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
-        pkg / "src" / f"fssl_{name}" / "method.py": method,
+        pkg / "src" / f"fssl_{name}" / "method.py": method_source(name, plugin=True),
+        pkg / "tests" / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(name=name, cls=cls),
+        pkg / "grids" / f"{name}_smoke.yaml": PLUGIN_GRID_TEMPLATE.format(name=name),
     })
 
 
@@ -350,7 +441,7 @@ def write_scaffold(name: str, out: Path | None = None, *, force: bool = False,
                    check_registry: bool = True, plugin: bool = False) -> list[Path]:
     """Write the scaffold of ``name`` under ``out`` (default: the repository; for ``plugin``, the current folder);
     returns the files written."""
-    validate_name(name, check_registry=check_registry and (out is None or plugin))
+    validate_name(name, check_registry=check_registry)
     root = Path(out) if out is not None else (Path.cwd() if plugin else REPO)
     scaffold = render_plugin(name) if plugin else render(name)
     targets = [root / rel for rel in scaffold.files]
@@ -369,10 +460,11 @@ def next_steps(name: str, plugin: bool = False) -> str:
         dist = name.replace("_", "-")
         return "\n".join([
             f"next steps for {name} (an installable package in fssl-{dist}/):",
-            f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py",
+            f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py (import only benchmark.api)",
             f"  2. pip install -e fssl-{dist}   (registers it; python -m benchmark list methods shows it)",
-            f"  3. python -m benchmark check-method {name}",
-            f"  4. python -m benchmark run --grid smoke --only method={name} --no-wandb",
+            f"  3. python -m pytest fssl-{dist}/tests -q   (its tests, the conformance check included)",
+            f"  4. python -m benchmark check-method {name}",
+            f"  5. python -m benchmark run --grid fssl-{dist}/grids/{name}_smoke.yaml --root runs --no-wandb",
         ])
     return "\n".join([
         f"next steps for {name}:",

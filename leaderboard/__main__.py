@@ -1,5 +1,6 @@
-"""``python -m leaderboard build [--results DIR ...] [--out DIR]``, ``python -m leaderboard serve`` and
-``python -m leaderboard margins [--results DIR ...] [--task knn] [--baseline no_pretrain]``."""
+"""``python -m leaderboard build [--results DIR ...] [--out DIR]``, ``python -m leaderboard serve``,
+``python -m leaderboard margins [--results DIR ...] [--task knn] [--baseline no_pretrain]`` and
+``python -m leaderboard list tracks [--tracks FILE]``."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m leaderboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the static site from result records")
@@ -82,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the repository's web address, e.g. https://github.com/OWNER/REPO: commits and sources become "
                         "links (default: site.repo_url in the tracks YAML; none when empty)")
     s = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
-    s.add_argument("--dir", type=Path, default=Path("build/site"))
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--dir", type=Path, default=Path("build/site"), help="the built site (default build/site)")
+    s.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0 = any free port)")
     m = sub.add_parser("margins", help="per-seed paired margins of every method over a baseline (default random init)")
     m.add_argument("--results", action="append", type=Path,
                    help="a results/ folder or a run root (repeatable; default results)")
@@ -93,8 +94,28 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--select", action="store_true",
                    help="per method, the configuration with the highest margin averaged over partitions (validation "
                         "runs only: refuses test-split records)")
-    args = parser.parse_args(argv)
-    return {"build": _build, "serve": _serve, "margins": _margins}[args.command](args)
+    lst = sub.add_parser("list", help="list the leaderboard's tracks (id, title, dataset, task, card)")
+    lst.add_argument("what", choices=["tracks"], help="what to list")
+    lst.add_argument("--tracks", type=Path, default=None, help="tracks YAML (default leaderboard/tracks.yaml)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return {"build": _build, "serve": _serve, "margins": _margins, "list": _list}[args.command](args)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from benchmark.records.tracks import TrackError, track_lines
+    from leaderboard.tracks import load_tracks
+
+    try:
+        tracks = load_tracks(args.tracks)
+    except (OSError, TrackError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(track_lines(tracks)))
+    return 0
 
 
 def _margins(args: argparse.Namespace) -> int:

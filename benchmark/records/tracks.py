@@ -135,4 +135,10 @@ def find_track(tracks: list[Track], track_id: str) -> Track:
                      + f" Known: {', '.join(t.id for t in tracks)}")
 
 
-__all__ = ["Track", "TrackError", "eval_split_of", "find_track", "load_tracks", "parse_tracks"]
+def track_lines(tracks: list[Track]) -> list[str]:
+    """One line per track, ``ID  title (dataset, task, card)``: what ``python -m benchmark list tracks`` and
+    ``python -m leaderboard list tracks`` print (one function, so the two listings cannot drift apart)."""
+    return [f"{t.id:32s} {t.title} ({t.dataset}, {t.task}, {t.card or 'any card'})" for t in tracks]
+
+
+__all__ = ["Track", "TrackError", "eval_split_of", "find_track", "load_tracks", "parse_tracks", "track_lines"]

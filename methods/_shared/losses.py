@@ -1,4 +1,6 @@
-"""Contrastive losses (pure functions of embeddings). NT-Xent comes from pytorch-metric-learning."""
+"""Contrastive losses (pure functions of embeddings). NT-Xent (``ntxent_2b``) lives in ``benchmark.blocks`` so that
+plugins reach it through ``benchmark.api``; it is re-exported here unchanged. pytorch-metric-learning's NTXentLoss is
+its reference oracle."""
 
 from __future__ import annotations
 
@@ -6,25 +8,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning.losses import NTXentLoss
 
-from benchmark.api import fp32_math
-
-
-@fp32_math  # the similarity matrix in fp32 under any autocast (benchmark.precision)
-def ntxent_2b(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
-    """SimCLR NT-Xent over 2B views (fedavg_simclr.md §2.3, Dec-SSL ``SimCLR.forward``).
-
-    L = 1/(2B) Σ_a −log( exp(s_{a,π(a)}/τ) / Σ_{b≠a} exp(s_ab/τ) ), s = cosine similarity, π(a) the other view:
-    one cross-entropy over the 2B × 2B similarity matrix with the diagonal masked and target π(a).
-    """
-    # DEVIATION: the project's guidance prefers pytorch-metric-learning's NTXentLoss, which computes exactly this
-    # value (the test uses it as an oracle), but it enumerates positive/negative pairs and its cost grows with B³:
-    # 4 s per step at B = 256 on two CPU cores against milliseconds for this O(B²) form (benchmarks/run.py, P1).
-    b = z1.shape[0]
-    u = F.normalize(torch.cat([z1, z2]).float(), dim=1)
-    logits = u @ u.t() / tau
-    logits = logits.masked_fill(torch.eye(2 * b, dtype=torch.bool, device=u.device), float("-inf"))
-    targets = torch.arange(2 * b, device=u.device).roll(b)
-    return F.cross_entropy(logits, targets)
+from benchmark.api import fp32_math, ntxent_2b  # ntxent_2b: benchmark.blocks, re-exported for the methods
 
 
 def ntxent_2b_pml(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:

@@ -110,12 +110,70 @@ def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point
     assert smoke_cell("fedplug", tasks=[]).method.name == "fedplug"
 
 
-@pytest.mark.slow
-def test_plugin_scaffold_passes_check_method(tmp_path: Path, monkeypatch) -> None:
-    from benchmark.conformance import check_method
-    from benchmark.scaffold import write_scaffold
+PROJECT_PACKAGES = ("benchmark", "methods", "tasks", "leaderboard")
+
+
+def project_imports(source: str) -> set[str]:
+    """Every module of this project that ``source`` imports, wherever the statement is (AST, not grep)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import in a generated method"
+            found.add(node.module or "")
+    return {m for m in found if m.split(".")[0] in PROJECT_PACKAGES}
+
+
+def test_plugin_method_imports_only_benchmark_api(tmp_path: Path) -> None:
+    write_scaffold("fedplug", tmp_path, plugin=True)
+    text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
+    assert project_imports(text) == {"benchmark.api"}
+    assert project_imports("from methods._shared.heads import mlp_head\nimport benchmark.api") == {
+        "methods._shared.heads", "benchmark.api"}  # the checker sees what it must refuse
+
+
+def test_plugin_package_has_tests_and_a_digits_smoke_grid(tmp_path: Path) -> None:
+    import yaml
 
     write_scaffold("fedplug", tmp_path, plugin=True)
-    _load_plugin(tmp_path, "fedplug", monkeypatch)
-    report = check_method("fedplug", rounds=1, knn=False)
-    assert report.ok, report.format()
+    pkg = tmp_path / "fssl-fedplug"
+    tests = (pkg / "tests" / "test_fedplug.py").read_text()
+    compile(tests, "test_fedplug.py", "exec")
+    assert 'check_method("fedplug"' in tests and "pytest.mark.skip" not in tests
+    grid = yaml.safe_load((pkg / "grids" / "fedplug_smoke.yaml").read_text())  # expanded by the slow test below,
+    assert grid["axes"]["method"] == ["fedplug", "no_pretrain"]  # where an installed fedplug resolves
+    assert grid["base"]["dataset"]["name"] == "digits" and grid["base"]["fl"]["rounds"] == 1
+
+
+def test_registered_names_are_refused_for_plugins_and_with_out(tmp_path: Path, capsys) -> None:
+    assert main(["new-method", "fedavg_simclr", "--plugin", "--out", str(tmp_path)]) == 2
+    assert main(["new-method", "no_pretrain", "--out", str(tmp_path)]) == 2
+    assert "already registered" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.slow
+def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_path: Path) -> None:
+    """The package as a stranger gets it: pip-installed (into a temporary target, offline, no build isolation),
+    found by a fresh process through its entry point only; ``check-method`` exits 0 and its generated tests pass."""
+    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
+    site = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+                          "--quiet", "--disable-pip-version-check", "--target", str(site),
+                          str(tmp_path / "fssl-fedplug")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    assert "fedplug = fssl_fedplug.method:Fedplug" in next(site.glob("fssl_fedplug-*.dist-info")).joinpath(
+        "entry_points.txt").read_text()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "WANDB_MODE": "disabled",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    check = subprocess.run([sys.executable, "-m", "benchmark", "check-method", "fedplug"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=900)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "fedplug: all checks passed" in check.stdout
+    tests = subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "fssl-fedplug" / "tests"), "-q",
+                            "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert tests.returncode == 0 and "4 passed" in tests.stdout, tests.stdout + tests.stderr

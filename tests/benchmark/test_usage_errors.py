@@ -159,31 +159,42 @@ def test_common_numeric_fields_are_checked_for_every_method(params: dict, messag
         smoke_cell(name, method_params=params)
 
 
-def test_a_broken_plugin_is_one_warning_and_fails_only_the_grids_that_use_it(tmp_path: Path, capsys,
-                                                                              monkeypatch) -> None:
-    from benchmark.registries import METHODS, load_builtins
-
-    load_builtins()
-    monkeypatch.setitem(METHODS._targets, "broken_plugin", "no_such_module_xyz:Method")
-    monkeypatch.setitem(METHODS._items, "broken_plugin", None)
-    code, err = _run(["list", "methods"], capsys)
-    assert code == 0 and err.count("broken_plugin") == 1 and "ModuleNotFoundError" in err
-    code, _ = _run(["run", "--grid", _grid(tmp_path), "--dry-run"], capsys)
-    assert code == 0  # a grid that never names it
-    code, err = _run(["run", "--grid", _grid(tmp_path, TINY.replace("[no_pretrain]", "[broken_plugin]")),
-                      "--dry-run"], capsys)
-    assert code == 2 and "cannot be loaded" in err and len(err.splitlines()) == 1
-
-
-def test_every_option_of_every_command_has_help() -> None:
+@pytest.mark.parametrize("cli", ["benchmark", "leaderboard"])
+def test_every_option_of_every_command_has_help(cli: str) -> None:
     import argparse
 
-    from benchmark.cli import _parser
+    from benchmark.cli import _parser as benchmark_parser
+    from leaderboard.__main__ import _parser as leaderboard_parser
 
+    parser = {"benchmark": benchmark_parser, "leaderboard": leaderboard_parser}[cli]()
     missing = []
-    for action in _parser()._actions:
+    for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 missing += [f"{name} {a.option_strings or a.dest}" for a in sub._actions
                             if a.help is None and not isinstance(a, argparse._HelpAction)]
     assert not missing, missing
+
+
+def test_leaderboard_lists_the_tracks_exactly_as_benchmark_does(tmp_path: Path, capsys) -> None:
+    import yaml
+
+    from leaderboard.__main__ import main as lb_main
+    from leaderboard.tracks import DEFAULT_TRACKS
+
+    assert lb_main(["list", "tracks"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert main(["list", "tracks"]) == 0
+    assert capsys.readouterr().out.splitlines() == listed  # one formatter, two commands
+    tracks = yaml.safe_load(DEFAULT_TRACKS.read_text())["tracks"]
+    assert [line.split()[0] for line in listed] == [t["id"] for t in tracks]
+    digits = next(line for line in listed if line.startswith("digits-smoke-knn "))
+    assert "(digits, knn, knn@v1)" in digits
+
+    mine = tmp_path / "tracks.yaml"
+    mine.write_text("tracks:\n- {id: my-track, title: Mine, dataset: digits, task: knn}\n")
+    assert lb_main(["list", "tracks", "--tracks", str(mine)]) == 0
+    assert capsys.readouterr().out.split() == ["my-track", "Mine", "(digits,", "knn,", "any", "card)"]
+    assert lb_main(["list", "tracks", "--tracks", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nope.yaml" in err
