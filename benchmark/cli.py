@@ -91,8 +91,20 @@ def _parser() -> argparse.ArgumentParser:
     sbm.add_argument("--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)")
     sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
     sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
-    sbm.add_argument("--reevaluate", action="store_true", help="re-run the tasks from the final checkpoints")
+    sbm.add_argument("--no-reevaluate", dest="reevaluate", action="store_false",
+                     help="do not re-run the tasks from the final checkpoints (by default every score is re-evaluated "
+                          "and must be reproduced within its task's tolerance). What is lost: nothing but the "
+                          "record's own word then vouches for its scores before the maintainers' accept step; the "
+                          "manifest says 'not re-evaluated by the submitter'")
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
+
+    acc = sub.add_parser("accept", help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
+                                        "every score is reproduced, copy its records into results/ marked "
+                                        "re-evaluated")
+    acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
+    acc.add_argument("--results", default="results",
+                     help="where accepted records and their acceptance files go (default results/)")
+    acc.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
     _add_doctor(sub)
     return p
 
@@ -388,6 +400,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_accept(args: argparse.Namespace) -> int:
+    """0: every record re-evaluated within tolerance, copied with its acceptance; 1: one line per failing check or
+    score (reported vs reproduced), nothing written; 2: not a bundle, or a bad --results."""
+    from benchmark.accept import accept
+
+    report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root)
+    print(report.format())
+    return 0 if report.ok else 1
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from benchmark.doctor import doctor, render
     from benchmark.registries import METHODS, load_builtins
@@ -403,7 +425,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "plan": cmd_plan, "show": cmd_show, "status": cmd_status,
             "collect": cmd_collect, "prefetch": cmd_prefetch, "new-method": cmd_new_method,
-            "check-method": cmd_check_method, "submit": cmd_submit, "doctor": cmd_doctor}
+            "check-method": cmd_check_method, "submit": cmd_submit, "accept": cmd_accept,
+            "doctor": cmd_doctor}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
