@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)")
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
 
+    _add_submission(sub)
+    _add_doctor(sub)
+    return p
+
+
+def _add_submission(sub: Any) -> None:
+    """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the leaderboard."""
     sbm = sub.add_parser("submit", help="validate records for a leaderboard track and write a submission bundle")
     sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
     sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
@@ -93,11 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
     sbm.add_argument("--no-reevaluate", dest="reevaluate", action="store_false",
                      help="do not re-run the tasks from the final checkpoints (by default every score is re-evaluated "
-                          "and must be reproduced within its task's tolerance). What is lost: nothing but the "
-                          "record's own word then vouches for its scores before the maintainers' accept step; the "
-                          "manifest says 'not re-evaluated by the submitter'")
+                          "and must be reproduced within its task's tolerance). What is lost: the check that the "
+                          "checkpoint gives the scores the record claims; until the maintainers' accept step only the "
+                          "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter")
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
-
     acc = sub.add_parser("accept", help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
                                         "every score is reproduced, copy its records into results/ marked "
                                         "re-evaluated")
@@ -105,8 +111,6 @@ def _parser() -> argparse.ArgumentParser:
     acc.add_argument("--results", default="results",
                      help="where accepted records and their acceptance files go (default results/)")
     acc.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
-    _add_doctor(sub)
-    return p
 
 
 def _add_launcher_options(run: Any) -> None:
