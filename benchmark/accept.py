@@ -5,7 +5,9 @@ For every record of the bundle (``benchmark.submit`` writes it):
 1. the bundle's files match the sha256s of its manifest; the record's own digest matches its content and its cell id
    its cell; the cell's partition, rebuilt, is the record's;
 2. the record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle) matches the sha256
-   the manifest states, and its server tensors hash to the record's ``final_state_digest``;
+   the manifest states, loads as tensors and plain values only (``torch.load(weights_only=True)``: a bundle is
+   someone else's file, and a pickle could run code), and its server tensors hash to the record's
+   ``final_state_digest``;
 3. the encoder is rebuilt from it (the method's own ``encoder`` export), with the architecture fingerprint the record
    states, and the record's tasks are re-run with the record's own task configs (so the same protocol cards), in a
    scratch folder, with the same stage functions as the runner;
@@ -192,8 +194,12 @@ def _accept_one(root: Path, entry: Mapping[str, Any], oracle: Any, data_root: st
 
     out = RecordAcceptance(entry)
     rel = entry.get("path")
+    path = _inside(root, rel)
+    if path is None:
+        out.problems.append(f"record path {rel!r} points outside the bundle")
+        return out
     try:
-        record = read_record(root / str(rel))
+        record = read_record(path)
     except (RecordError, TypeError) as exc:
         out.problems.append(f"record {rel}: {exc}")
         return out
@@ -203,7 +209,7 @@ def _accept_one(root: Path, entry: Mapping[str, Any], oracle: Any, data_root: st
         out.problems.append(f"the manifest names cell {entry.get('cell_id')!r}, the record is {record.cell_id}")
     from benchmark.submit import RecordCheck
 
-    part = RecordCheck(root / str(rel), record)
+    part = RecordCheck(path, record)
     oracle.check(record, part)
     out.problems += [f"{name}: {why}" for name, why in part.problems]
     if out.problems or not record.scores:
@@ -222,6 +228,14 @@ def _accept_one(root: Path, entry: Mapping[str, Any], oracle: Any, data_root: st
     return out
 
 
+def _inside(root: Path, rel: Any) -> Path | None:
+    """``root / rel`` when it stays inside the bundle (a manifest names files; it must not reach beyond it)."""
+    if not isinstance(rel, str) or not rel:
+        return None
+    path = (root / rel).resolve()
+    return path if path.is_relative_to(root.resolve()) else None
+
+
 def _checkpoint(root: Path, entry: Mapping[str, Any], record: ResultRecord, out: RecordAcceptance) -> Any:
     """The record's pre-trained state from the bundle, after its sha256 and final-state digest were checked."""
     from benchmark.pretrained import Pretrained
@@ -232,8 +246,8 @@ def _checkpoint(root: Path, entry: Mapping[str, Any], record: ResultRecord, out:
         out.problems.append("checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
                             "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)")
         return None
-    path = root / str(ckpt["path"])
-    if not path.is_file():
+    path = _inside(root, ckpt["path"])
+    if path is None or not path.is_file():
         out.problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
         return None
     actual = file_sha256(path)
@@ -242,9 +256,10 @@ def _checkpoint(root: Path, entry: Mapping[str, Any], record: ResultRecord, out:
                             f"{str(ckpt.get('sha256'))[:12]}…")
         return None
     try:
-        pre = Pretrained.load(path)
+        pre = Pretrained.load(path, untrusted=True)  # tensors and plain values only: a bundle cannot run code here
     except Exception as exc:  # noqa: BLE001 - an unloadable checkpoint is a rejection
-        out.problems.append(f"checkpoint: {ckpt['path']} does not load: {type(exc).__name__}: {exc}")
+        out.problems.append(f"checkpoint: {ckpt['path']} does not load as tensors and plain values (refused, not "
+                            f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return None
     if state_digest(dict(pre.server.model)) != record.final_state_digest:
         out.problems.append(f"checkpoint: {ckpt['path']} is not the record's final state (its tensors do not hash "

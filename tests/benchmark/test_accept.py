@@ -242,3 +242,32 @@ def test_an_edited_acceptance_marks_nothing(accepted: tuple[Path, int, str], tmp
     path.write_text(json.dumps(raw))
     model = build_model([results])
     assert model.acceptances == {} and any(s.path == path and "is not within" in s.reason for s in model.skipped)
+
+
+class _RunsCode:
+    """What a crafted checkpoint could hold: unpickling it calls ``Path.touch`` (any callable would do)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_accept_never_unpickles_code_from_a_bundle(bundle: Path, tmp_path: Path, capsys) -> None:
+    import torch
+
+    crafted = tmp_path / "crafted"
+    shutil.copytree(bundle, crafted)
+    manifest = _manifest(crafted)
+    entry = manifest["records"][0]
+    ckpt = crafted / entry["checkpoint"]["path"]
+    payload = torch.load(ckpt, map_location="cpu", weights_only=True)
+    marker = tmp_path / "code-ran"
+    payload["extra"] = {"hook": _RunsCode(marker)}
+    torch.save(payload, ckpt)
+    entry["checkpoint"]["sha256"] = manifest["files"][entry["checkpoint"]["path"]] = _sha(ckpt)
+    (crafted / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["accept", str(crafted), "--results", str(tmp_path / "results")]) == 1
+    assert not marker.exists()
+    assert "refused, not unpickled" in capsys.readouterr().out
