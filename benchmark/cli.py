@@ -106,7 +106,10 @@ def _add_submission(sub: Any) -> None:
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
     acc = sub.add_parser("accept", help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
                                         "every score is reproduced, copy its records into results/ marked "
-                                        "re-evaluated")
+                                        "re-evaluated",
+                         epilog="exit codes: 0 every record re-evaluated within tolerance (docs/integrity.md), copied "
+                                "with its acceptance file; 1 one line per failing check or score (reported vs "
+                                "reproduced), nothing written; 2 not a bundle, or --results is a file")
     acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
     acc.add_argument("--results", default="results",
                      help="where accepted records and their acceptance files go (default results/)")
