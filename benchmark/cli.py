@@ -87,16 +87,35 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)")
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
 
+    _add_submission(sub)
+    _add_doctor(sub)
+    return p
+
+
+def _add_submission(sub: Any) -> None:
+    """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the leaderboard."""
     sbm = sub.add_parser("submit", help="validate records for a leaderboard track and write a submission bundle")
     sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
     sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
     sbm.add_argument("--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)")
     sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
     sbm.add_argument("--against", action="append", default=[], help="results folder already on the leaderboard")
-    sbm.add_argument("--reevaluate", action="store_true", help="re-run the tasks from the final checkpoints")
+    sbm.add_argument("--no-reevaluate", dest="reevaluate", action="store_false",
+                     help="do not re-run the tasks from the final checkpoints (by default every score is re-evaluated "
+                          "and must be reproduced within its task's tolerance). What is lost: the check that the "
+                          "checkpoint gives the scores the record claims; until the maintainers' accept step only the "
+                          "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter")
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
-    _add_doctor(sub)
-    return p
+    acc = sub.add_parser("accept", help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
+                                        "every score is reproduced, copy its records into results/ marked "
+                                        "re-evaluated",
+                         epilog="exit codes: 0 every record re-evaluated within tolerance (docs/integrity.md), copied "
+                                "with its acceptance file; 1 one line per failing check or score (reported vs "
+                                "reproduced), nothing written; 2 not a bundle, or --results is a file")
+    acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
+    acc.add_argument("--results", default="results",
+                     help="where accepted records and their acceptance files go (default results/)")
+    acc.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
 
 
 def _add_launcher_options(run: Any) -> None:
@@ -389,6 +408,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_accept(args: argparse.Namespace) -> int:
+    """0: every record re-evaluated within tolerance, copied with its acceptance; 1: one line per failing check or
+    score (reported vs reproduced), nothing written; 2: not a bundle, or a bad --results."""
+    from benchmark.accept import accept
+
+    report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root)
+    print(report.format())
+    return 0 if report.ok else 1
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from benchmark.doctor import doctor, render
     from benchmark.registries import METHODS, load_builtins
@@ -404,7 +433,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "plan": cmd_plan, "show": cmd_show, "status": cmd_status,
             "collect": cmd_collect, "prefetch": cmd_prefetch, "new-method": cmd_new_method,
-            "check-method": cmd_check_method, "submit": cmd_submit, "doctor": cmd_doctor}
+            "check-method": cmd_check_method, "submit": cmd_submit, "accept": cmd_accept,
+            "doctor": cmd_doctor}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

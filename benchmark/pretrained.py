@@ -77,8 +77,10 @@ class Pretrained:
         atomic_torch_save(self.to_payload(), Path(path))
 
     @classmethod
-    def load(cls, path: Path) -> Pretrained:
-        return cls.from_payload(torch.load(Path(path), map_location="cpu", weights_only=False))
+    def load(cls, path: Path, *, untrusted: bool = False) -> Pretrained:
+        """``untrusted`` (a checkpoint from someone else's bundle: ``accept``): unpickle tensors and plain values only
+        (``torch.load(weights_only=True)``), so that a crafted file cannot run code; anything else raises."""
+        return cls.from_payload(torch.load(Path(path), map_location="cpu", weights_only=untrusted))
 
 
 __all__ = ["Pretrained"]

@@ -11,14 +11,17 @@ reported with a named reason:
                   edited score leaves the id intact. The runner writes each task's scores to
                   ``scores/<task>-<card_id>.json`` as the task finishes, and ``partition.json``, before it writes
                   ``record.json``; submit requires these sidecars next to every record that claims
-                  ``env.runner == "fssl-bench"`` and compares them field by field; if the final checkpoint
-                  (``_pretrain/<pretrain_key>/final.pt``) is present, its server tensors must hash to the record's
-                  ``final_state_digest``. ``--reevaluate`` goes further: it rebuilds the encoder from that checkpoint
-                  and re-runs the record's tasks, which must reproduce the scores exactly (CPU is bitwise
-                  deterministic). The sidecars catch accidental and naive edits; a deliberate forgery of record and
-                  sidecars together is caught only by re-evaluation, which is why maintainers re-run a sample of
-                  submitted checkpoints (DESIGN §1.3). Records from other runners carry no sidecars: they are
-                  accepted as *unverified* and the bundle manifest says so (the leaderboard shows them marked).
+                  ``env.runner == "fssl-bench"`` and compares them field by field; the final checkpoint
+                  (``_pretrain/<pretrain_key>/final.pt``) must hash to the record's ``final_state_digest``. By
+                  default submit then *re-evaluates*: it rebuilds the encoder from that checkpoint and re-runs the
+                  record's tasks (``benchmark.accept.reevaluate``), which must reproduce every value within the
+                  task's tolerance (``benchmark.records.acceptance.TOLERANCES``); ``--no-reevaluate`` skips that,
+                  and the bundle's manifest then says the scores were not re-evaluated by the submitter. The
+                  sidecars catch accidental and naive edits; a deliberate forgery of record and sidecars together is
+                  caught only by re-evaluation, which the maintainers repeat on the bundle (``python -m benchmark
+                  accept``) before a row is marked re-evaluated on the site. Records from other runners carry no
+                  sidecars: they are accepted as *unverified* and the bundle manifest says so (the leaderboard shows
+                  them marked).
 ``partition``     the record's ``partition_digest`` equals the official partition of its cell, recomputed from the
                   cell's partition spec, partition seed and client count on the dataset (digits is embedded; other
                   datasets must be available locally), and equals the digest that records already on the
@@ -29,8 +32,11 @@ reported with a named reason:
 ``seeds``         every (method, configuration) group of the submission has at least the track's ``min_seeds``
                   distinct seeds
 
-The bundle (a folder, or ``.tar.gz``) holds ``records/<method>/<cell_id>/record.json`` with its sidecars and a
-``manifest.json`` listing every file's sha256 and every record's provenance (runner, git sha, dirty flag, verified).
+The bundle (a folder, or ``.tar.gz``) is laid out as a run root: ``records/<method>/<cell_id>/record.json`` with
+its sidecars, and the encoder checkpoint each record's tasks need, ``records/_pretrain/<pretrain_key>/final.pt``
+(once per pre-training; cells that differ only in their tasks share it). ``manifest.json`` lists every file's sha256,
+every record's provenance (runner, git sha, dirty flag, verified, re-evaluated) and checkpoint (path, size in bytes,
+sha256), whether the submitter re-evaluated and with which tolerances, and the bundle's total size.
 :func:`verify_bundle` re-checks the hashes on receipt.
 """
 
@@ -90,7 +96,9 @@ class RecordCheck:
     record: ResultRecord | None
     problems: list[tuple[str, str]] = field(default_factory=list)  # (check name, reason)
     sealed: bool = False  # the runner's sidecars were present and matched
-    reevaluated: bool = False
+    reevaluated: bool = False  # the submitter's re-run reproduced every score within tolerance
+    checkpoint: Path | None = None  # the encoder checkpoint the record's tasks need (its run root's final.pt)
+    score_checks: list[Any] = field(default_factory=list)  # benchmark.records.acceptance.ScoreCheck
 
     @property
     def ok(self) -> bool:
@@ -110,6 +118,10 @@ class SubmitReport:
     checks: list[RecordCheck]
     group_problems: list[tuple[str, str]] = field(default_factory=list)
     bundle: Path | None = None
+    reevaluate: bool = True  # whether the submitter re-ran the tasks (``--no-reevaluate``: False)
+    bundle_bytes: int = 0  # the bundle on disk (a .tar.gz: compressed)
+    unpacked_bytes: int = 0  # its files, checkpoints included, manifest excluded
+    checkpoint_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -126,6 +138,7 @@ class SubmitReport:
             label = c.record.cell_id if c.record else c.path.name
             if c.ok:
                 tag = "verified" if c.verified else "unverified (not from the fssl-bench runner, or unsealed)"
+                tag += ", re-evaluated" if c.reevaluated else ", not re-evaluated"
                 lines.append(f"  OK    {label}  {c.path}  [{tag}]")
             else:
                 for name, reason in c.problems:
@@ -135,7 +148,13 @@ class SubmitReport:
         n_bad = sum(not c.ok for c in self.checks)
         head = f"submit: {len(self.checks)} record(s), {n_bad} rejected" + (
             f", track {self.track.id}" if self.track else "")
-        tail = f"bundle written to {self.bundle}" if self.bundle else "no bundle written"
+        tail = "no bundle written"
+        if self.bundle:
+            tail = (f"bundle written to {self.bundle}: {self.bundle_bytes:,} bytes on disk; its files "
+                    f"{self.unpacked_bytes:,} bytes, of which encoder checkpoints {self.checkpoint_bytes:,} bytes")
+            if not self.reevaluate:
+                tail += ("\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "
+                         "word until the maintainers' accept step re-runs them")
         return "\n".join([head, *lines, tail])
 
 
@@ -194,7 +213,8 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
             check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
 
 
-def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, reevaluate: bool = False) -> None:
+def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, reevaluate: bool = True,
+                    data_root: str | None = None) -> None:
     from benchmark.records.integrity import integrity_problems
 
     for problem in integrity_problems(record):  # the record's own digest, with or without sidecars
@@ -206,7 +226,7 @@ def check_integrity(path: Path, record: ResultRecord, check: RecordCheck, *, ree
                                     "(submit the record in its run root, not a copy)")
         return
     _check_sidecars(rd, record, check)
-    _check_final_state(rd, record, check, reevaluate)
+    _check_final_state(rd, record, check, reevaluate, data_root)
     if check.ok:
         check.sealed = True
 
@@ -244,20 +264,30 @@ def _check_sidecars(rd: RunDir, record: ResultRecord, check: RecordCheck) -> Non
                                     f"{rd.relative(rd.partition_file)} ({str(pdig)[:12]}…)")
 
 
-def _check_final_state(rd: RunDir, record: ResultRecord, check: RecordCheck, reevaluate: bool) -> None:
-    """The saved pre-trained state hashes to the record's final-state digest; ``reevaluate``: re-run the tasks."""
+def _check_final_state(rd: RunDir, record: ResultRecord, check: RecordCheck, reevaluate: bool,
+                       data_root: str | None = None) -> None:
+    """The saved pre-trained state hashes to the record's final-state digest (and travels in the bundle);
+    ``reevaluate``: re-run the record's tasks from it."""
     final = rd.pretrain.final
-    if final.exists() and record.final_state_digest:
-        from benchmark.pretrained import Pretrained
-        from benchmark.simulate import state_digest
+    needs = record.status == "ok" and bool(record.scores)  # a diverged record has no scores to re-run
+    if not final.exists():
+        if reevaluate and needs:
+            check.fail("integrity", f"re-evaluation needs the saved pre-trained state {rd.relative(final)} (pass "
+                                    "--no-reevaluate to skip it: the bundle then says the scores were not "
+                                    "re-evaluated and carries no checkpoint)")
+        return
+    if not record.final_state_digest or not needs:
+        return
+    from benchmark.pretrained import Pretrained
+    from benchmark.simulate import state_digest
 
-        pre = Pretrained.load(final)
-        if state_digest(dict(pre.server.model)) != record.final_state_digest:
-            check.fail("integrity", f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}")
-        elif reevaluate:
-            _reevaluate(record, pre, check)
-    elif reevaluate:
-        check.fail("integrity", f"--reevaluate needs the saved pre-trained state {rd.relative(final)}")
+    pre = Pretrained.load(final)
+    if state_digest(dict(pre.server.model)) != record.final_state_digest:
+        check.fail("integrity", f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}")
+        return
+    check.checkpoint = final
+    if reevaluate:
+        _reevaluate(record, pre, check, data_root)
 
 
 def _card(raw: Mapping[str, Any]) -> Any:
@@ -266,26 +296,16 @@ def _card(raw: Mapping[str, Any]) -> Any:
     return ProtocolCard(**raw)
 
 
-def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck) -> None:
-    """Rebuild the encoder from the saved pre-trained state and re-run the record's tasks (the same stages as the
-    runner, in a scratch run directory); the scores must match exactly (CPU is bitwise deterministic)."""
-    import torch
+def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck, data_root: str | None) -> None:
+    """Rebuild the encoder from the saved pre-trained state and re-run the record's tasks (the runner's stages, as
+    ``accept`` does); every value must be reproduced within its task's tolerance."""
+    from benchmark.accept import reevaluate
 
-    from benchmark.grid import Cell
-    from benchmark.stages import build_method, build_partition, evaluate, export_encoder, input_spec, load_data
-
-    cell = Cell.from_dict(record.cell)
-    ds = load_data(cell)
-    encoder = export_encoder(build_method(cell, input_spec(ds)), pre.server, pre.client_states())
-    with tempfile.TemporaryDirectory() as tmp:
-        part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
-        ev = evaluate(cell, encoder, ds, part, RunDir.of(cell, tmp), device=torch.device("cpu"))
-    again = {(s.task, s.card.card_id): dict(s.values) for s in ev.scores}
-    for s in record.scores:
-        if again.get((s.task, s.card.card_id)) != dict(s.values):
-            check.fail("integrity", f"re-evaluating {s.task} from the final checkpoint gives "
-                                    f"{again.get((s.task, s.card.card_id))}, the record claims {dict(s.values)}")
-    check.reevaluated = True
+    check.score_checks, _ = reevaluate(record, pre, data_root=data_root)
+    for c in check.score_checks:
+        if not c.ok:
+            check.fail("integrity", f"re-evaluating from the final checkpoint: {c.line()}")
+    check.reevaluated = all(c.ok for c in check.score_checks)
 
 
 class PartitionOracle:
@@ -451,10 +471,12 @@ def submit(
     tracks_file: Path | None = None,
     against: Sequence[Path | str] = (),
     manifests: Path | None = DEFAULT_MANIFESTS,
-    reevaluate: bool = False,
+    reevaluate: bool = True,
     data_root: str | None = None,
 ) -> SubmitReport:
-    """Validate ``paths`` (record files or folders of them) for ``track``; write the bundle to ``out`` if all pass."""
+    """Validate ``paths`` (record files or folders of them) for ``track``; write the bundle to ``out`` if all pass.
+    ``reevaluate`` (the default) re-runs every record's tasks from its final checkpoint; False skips it and the
+    bundle's manifest says so."""
     files = expand_paths(paths)
     spec = find_track(track, tracks_file) if track else None
     oracle = PartitionOracle(known_partition_digests([Path(a) for a in against], manifests), data_root)
@@ -467,11 +489,11 @@ def submit(
             continue
         check.record = record
         check_identity(record, check)
-        check_integrity(path, record, check, reevaluate=reevaluate)
+        check_integrity(path, record, check, reevaluate=reevaluate, data_root=data_root)
         oracle.check(record, check)
         if spec is not None:
             check_track(record, spec, check)
-    report = SubmitReport(spec, checks)
+    report = SubmitReport(spec, checks, reevaluate=reevaluate)
     cell_ids = [c.record.cell_id for c in checks if c.record is not None]
     dupes = sorted({i for i in cell_ids if cell_ids.count(i) > 1})
     if dupes:
@@ -495,8 +517,34 @@ def _bundle_files(check: RecordCheck) -> list[tuple[Path, str]]:
     return files
 
 
+def _bundle_checkpoint(check: RecordCheck) -> tuple[Path, str] | None:
+    """(source, path inside the bundle) of the encoder checkpoint the record's tasks need, when it has one."""
+    if check.checkpoint is None or check.record is None:
+        return None
+    r = check.record
+    inside = RunDir(Path(BUNDLE_RECORDS), r.method, r.cell_id, r.pretrain_key)
+    return check.checkpoint, str(inside.pretrain.final)
+
+
+def _manifest_reevaluation(report: SubmitReport) -> dict[str, Any]:
+    from benchmark.records.acceptance import tolerance_for
+
+    tasks = sorted({s.task for c in report.checks if c.record is not None for s in c.record.scores})
+    return {
+        "by_submitter": report.reevaluate,
+        "note": ("the submitter re-ran every task of every record from its checkpoint (submit's default); the "
+                 "maintainers repeat it with python -m benchmark accept" if report.reevaluate else
+                 "NOT re-evaluated by the submitter (submit --no-reevaluate): the scores are the runner's own "
+                 "until the maintainers' python -m benchmark accept re-runs them"),
+        "tolerance": {t: tolerance_for(t) for t in tasks},
+        "tolerance_rule": "absolute, per value, in the value's unit (percentage points for classification tasks)",
+    }
+
+
 def write_bundle(report: SubmitReport, out: Path) -> Path:
-    """Write the records, their sidecars and ``manifest.json`` (sha256 of every file, provenance of every record)."""
+    """Write the records, their sidecars, the encoder checkpoints their tasks need and ``manifest.json`` (sha256 of
+    every file, provenance and checkpoint of every record, whether the submitter re-evaluated, the total size)."""
+    from benchmark.accept import file_sha256
     from benchmark.records.env import collect_env
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
@@ -505,6 +553,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         stage = Path(tmp) / "bundle"
         files: dict[str, str] = {}
+        sizes: dict[str, int] = {}
         entries = []
         for c in report.checks:
             assert c.record is not None
@@ -513,22 +562,35 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                 data = src.read_bytes()
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-                files[rel] = _sha256(data)
+                files[rel], sizes[rel] = _sha256(data), len(data)
+            checkpoint = None
+            ckpt = _bundle_checkpoint(c)
+            if ckpt is not None:
+                src, rel = ckpt
+                if rel not in files:  # cells that differ only in their tasks share one pre-training
+                    (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, stage / rel)
+                    files[rel], sizes[rel] = file_sha256(stage / rel), (stage / rel).stat().st_size
+                checkpoint = {"path": rel, "bytes": sizes[rel], "sha256": files[rel]}
             r = c.record
             entries.append({
                 "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "seed": r.seed,
                 "dataset": r.dataset, "partition_label": r.partition_label, "partition_digest": r.partition_digest,
-                "path": bundled[0][1], "sha256": files[bundled[0][1]],
+                "path": bundled[0][1], "sha256": files[bundled[0][1]], "checkpoint": checkpoint,
                 "provenance": {"runner": r.env.runner, "git_sha": r.env.git_sha, "git_dirty": r.env.git_dirty,
                                "sealed": c.sealed, "reevaluated": c.reevaluated, "verified": c.verified},
             })
         env = collect_env()
+        ckpt_paths = {e["checkpoint"]["path"] for e in entries if e["checkpoint"]}
         manifest = {
             "bundle_version": BUNDLE_VERSION, "schema_version": SCHEMA_VERSION,
             "track": report.track.id if report.track else None,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "submitted_with": {"tool": "python -m benchmark submit", "git_sha": env.git_sha,
                                "git_dirty": env.git_dirty},
+            "reevaluation": _manifest_reevaluation(report),
+            "size": {"files_bytes": sum(sizes.values()), "checkpoint_bytes": sum(sizes[p] for p in ckpt_paths),
+                     "checkpoints": len(ckpt_paths)},
             "records": entries, "files": dict(sorted(files.items())),
         }
         (stage / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -540,13 +602,19 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                     if path.is_file():
                         tar.add(path, arcname=str(path.relative_to(stage)))
             tmp_out.replace(out)
+            report.bundle_bytes = out.stat().st_size
         else:
             shutil.copytree(stage, out)
+            report.bundle_bytes = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        report.checkpoint_bytes = manifest["size"]["checkpoint_bytes"]
+        report.unpacked_bytes = manifest["size"]["files_bytes"]
     return out
 
 
 def verify_bundle(bundle: Path) -> list[str]:
     """Problems with a bundle as received: missing or extra files, sha256 mismatches, unreadable records."""
+    from benchmark.accept import file_sha256
+
     bundle = Path(bundle)
     with tempfile.TemporaryDirectory() as tmp:
         root = bundle
@@ -564,7 +632,7 @@ def verify_bundle(bundle: Path) -> list[str]:
             path = root / rel
             if not path.is_file():
                 problems.append(f"{rel} is missing")
-            elif _sha256(path.read_bytes()) != digest:
+            elif file_sha256(path) != digest:
                 problems.append(f"{rel} does not match its sha256 in the manifest")
         for extra in sorted(present - set(manifest.get("files", {}))):
             problems.append(f"{extra} is not in the manifest")

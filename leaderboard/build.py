@@ -41,6 +41,38 @@ class CardMixError(ValueError):
 # ---------------------------------------------------------------------------------------------------- loading
 
 
+def load_acceptances(results_dirs: Iterable[Path | str],
+                     records: Sequence[tuple[Path, ResultRecord]]) -> tuple[dict[str, dict[str, Any]], list[Skipped]]:
+    """cell_id → the acceptance that marks the record re-evaluated (``benchmark accept`` wrote it under
+    ``<results>/acceptances/``; ``benchmark.records.acceptance.reevaluated`` verifies it against the record). An
+    acceptance whose digest does not match, or that does not vouch for the record it names (the record was edited,
+    a score is not covered or lies outside the tolerance), comes back as ``Skipped``: the record shows as reported."""
+    from benchmark.records.acceptance import find_acceptances, read_acceptance, reevaluated
+
+    by_digest = {r.digest: r for _, r in records}
+    out: dict[str, dict[str, Any]] = {}
+    skipped: list[Skipped] = []
+    for path in find_acceptances(Path(d) for d in results_dirs):
+        try:
+            acc = read_acceptance(path)
+        except ValueError as exc:
+            skipped.append(Skipped(path, f"acceptance ignored: {exc}"))
+            continue
+        record = by_digest.get(acc.get("record_digest"))
+        if record is None:
+            same_cell = [r for _, r in records if r.cell_id == acc.get("cell_id")]
+            if same_cell:  # the record it accepted was edited since: its mark does not carry over
+                skipped.append(Skipped(path, "acceptance ignored: it names a record digest that no record has (the "
+                                             f"record of cell {acc.get('cell_id')} changed after it was accepted)"))
+            continue
+        why = reevaluated(record, acc)
+        if why:
+            skipped.append(Skipped(path, f"acceptance ignored: {why}"))
+            continue
+        out[record.cell_id] = acc
+    return out, skipped
+
+
 def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
     """Every record under the given folders (recursively), deduplicated by cell_id. Nothing here raises: malformed,
     truncated or schema-incompatible files, and conflicting duplicates, come back as ``Skipped``."""
@@ -97,7 +129,7 @@ RECORD_COLUMNS = [
     "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
     "value", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps", "machine", "git_sha",
-    "uses_public_data", "verified", "reference", "path", "record",
+    "uses_public_data", "verified", "reevaluated", "reference", "path", "record",
 ]
 
 
@@ -129,12 +161,15 @@ def machine_of(record: ResultRecord) -> str:
     return record.env.machine or f"{record.env.device} (model not recorded)"
 
 
-def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = ()) -> pd.DataFrame:
+def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = (),
+                  reevaluated: Iterable[str] = ()) -> pd.DataFrame:
     """One row per (record, task score). A diverged record has no scores: it gets one row per task of its cell,
     with a missing value, so that it is counted (not dropped) on every track it belongs to. ``reference_points``:
-    methods marked ``reference`` (shown apart, never ranked)."""
+    methods marked ``reference`` (shown apart, never ranked); ``reevaluated``: cell ids whose acceptance verified
+    (:func:`load_acceptances`)."""
     rows: list[dict[str, Any]] = []
     refs = set(reference_points)
+    accepted = set(reevaluated)
     for path, r in records:
         cell = r.cell if isinstance(r.cell, dict) else dict(r.cell)
         part = cell.get("partition") or {}
@@ -158,7 +193,8 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points
             "bytes_per_client": _per_client(r.comm.bytes_up + r.comm.bytes_down, fl.get("num_clients")),
             "wall_time_s": r.compute.wall_time_s, "gpu_hours": r.compute.gpu_hours,
             "client_steps": r.compute.client_steps, "machine": machine_of(r), "git_sha": r.env.git_sha,
-            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r), "reference": r.method in refs,
+            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r),
+            "reevaluated": r.cell_id in accepted, "reference": r.method in refs,
             "path": str(path),
             "record": r,  # for Track.admits, the one membership rule (never exported: CSVs list their columns)
         }
@@ -220,7 +256,7 @@ TABLE_COLUMNS = [
     "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
     "seeds", "values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank", "noise_group", "reference", "bytes",
     "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
-    "git_shas", "uses_public_data", "verified", "cell_ids", "card_id", "entry_id",
+    "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
 ]
 
 
@@ -315,7 +351,9 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
         "client_steps": float(g["client_steps"].mean()), "machines": sorted(set(g["machine"])),
         "git_shas": sorted(set(g["git_sha"])),
         "uses_public_data": bool(g["uses_public_data"].any()),
-        "verified": bool(g["verified"].all()), "cell_ids": sorted(g["cell_id"].unique().tolist()),
+        "verified": bool(g["verified"].all()),
+        "reevaluated": bool(g["reevaluated"].all()),  # every seed behind the row: a row is as trusted as its weakest
+        "cell_ids": sorted(g["cell_id"].unique().tolist()),
         "card_id": card_ids[0] if card_ids else None, "entry_id": entry_id(track.id, key),
     }
 
@@ -344,7 +382,7 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
                 "values": [], "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan,
                 "partial_mean": math.nan, "bytes": math.nan, "bytes_per_client": math.nan, "wall_time_s": math.nan,
                 "gpu_hours": math.nan, "client_steps": math.nan, "uses_public_data": False, "verified": True,
-                "cell_ids": []})
+                "reevaluated": False, "cell_ids": []})
     if extra:
         table = pd.concat([table, pd.DataFrame(extra, columns=TABLE_COLUMNS)], ignore_index=True)
     return table
@@ -454,6 +492,7 @@ class SiteModel:
     summaries: list[SummaryTable] = field(default_factory=list)  # one per dataset with a non-empty track
     pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # track id → ours beside the paper's
     build: dict[str, str] = field(default_factory=dict)  # date, commit, repo_url (see build_info)
+    acceptances: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell_id → verified acceptance
 
     def record(self, cell_id: str) -> ResultRecord | None:
         for _, r in self.records:
@@ -491,7 +530,9 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     results_dirs = list(results_dirs)
     config = config if config is not None else load_site_config()
     records, skipped = load_all(results_dirs)
-    frame = records_frame(records, config.reference_points)
+    acceptances, bad_acceptances = load_acceptances(results_dirs, records)
+    skipped = skipped + bad_acceptances
+    frame = records_frame(records, config.reference_points, acceptances)
     tracks = list(tracks) if tracks is not None else load_tracks()
     ref_tables, ref_errors = load_references(references_dir if references_dir is not None else DEFAULT_REFERENCES)
     refs = [v for t in ref_tables for v in t.values]
@@ -501,7 +542,8 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     return SiteModel(records, skipped, frame, built, ref_tables, ref_errors, untracked,
                      sources=[str(d) for d in results_dirs], config=config,
                      summaries=build_summaries(frame, built, config), pairs={t.track.id: paper_pairs(t) for t in built},
-                     build=build_info(REPO, repo_url if repo_url is not None else config.repo_url))
+                     build=build_info(REPO, repo_url if repo_url is not None else config.repo_url),
+                     acceptances=acceptances)
 
 
 def build_summaries(frame: pd.DataFrame, tracks: Sequence[TrackTable], config: SiteConfig) -> list[SummaryTable]:

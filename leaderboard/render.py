@@ -442,6 +442,9 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["bytes"] = fmt_bytes
+    from benchmark.records.acceptance import tolerance_text
+
+    env.globals["reeval_tolerance"] = tolerance_text()  # the legend's statement of the re-evaluation tolerance
     return env
 
 
@@ -551,7 +554,8 @@ def _write_entries(site: _Site) -> None:
                               "machine": rec.env.machine or f"{rec.env.device} (model not recorded)",
                               "commit": rec.env.git_sha, "commit_url": commit_url(rec.env.git_sha,
                                                                                   site.common["build"]["repo_url"]),
-                              "verified": rec.env.runner == VERIFIED_RUNNER, "runner": rec.env.runner})
+                              "verified": rec.env.runner == VERIFIED_RUNNER, "runner": rec.env.runner,
+                              "reevaluated": c in site.model.acceptances})
             site.page(f"entries/{row['entry_file']}", "entry.html", t=tt.track, r=row, seeds=seeds,
                       metric=tt.metric, card_name=tt.card_name)
 
@@ -574,6 +578,7 @@ def _write_cells(site: _Site) -> None:
         on = [{"title": tt.track.title, "file": site.track_files[tt.track.id], "entry_file": entry_file(e)}
               for tt, e in tracks_of.get(r.cell_id, [])]
         site.page(f"cells/{stem}.html", "cell.html", r=r, verified=r.env.runner == VERIFIED_RUNNER,
+                  acceptance=site.model.acceptances.get(r.cell_id),
                   method_file=method_file(r.method), bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down),
                   bytes_client=fmt_bytes(_per_client(r)), peak_mem=fmt_bytes(r.compute.peak_mem_bytes),
                   wandb_url=wandb_url(r), partition_stats=[(k, round_stat(v)) for k, v in
@@ -654,7 +659,8 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 _TRACK_CSV = ["track", "method", "variant", "method_version", "partition_short", "partition_label", "alpha",
               "partition_digest", "status", "n_seeds", "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank",
               "noise_group", "reference", "fl_rounds", "fl_local_epochs", "client_steps", "bytes_per_client",
-              "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "cell_ids"]
+              "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "reevaluated",
+              "cell_ids"]
 
 
 _INTEGERS = ("rank", "noise_group", "n_seeds", "n_diverged", "fl_rounds", "fl_local_epochs", "n", "positive",
@@ -719,8 +725,8 @@ def _write_data(site: _Site) -> None:
 _ROW_KEYS = ("method", "method_version", "variant", "config_key", "partition_label", "partition_short",
              "partition_digest", "alpha", "status", "n_seeds", "n_diverged", "seeds", "values", "mean", "std", "ci_low",
              "ci_high", "rank", "noise_group", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours",
-             "fl_rounds", "fl_local_epochs", "client_steps", "machines", "uses_public_data", "verified", "cell_ids",
-             "entry_id")
+             "fl_rounds", "fl_local_epochs", "client_steps", "machines", "uses_public_data", "verified", "reevaluated",
+             "cell_ids", "entry_id")
 
 
 def _track_data(tt: TrackTable, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

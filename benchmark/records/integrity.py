@@ -5,7 +5,8 @@ What it proves: the record is the one the runner wrote — an accidental or care
 value changed, a file merged by hand) no longer matches and the record is refused, or shown on the site's skipped page
 with the reason, never in a table. What it does not prove: anyone can recompute a digest after editing a record on
 purpose. Scores that do not rest on the submitter come from re-evaluation of the submitted checkpoint
-(``submit`` re-evaluates by default; docs/integrity.md). Torch-free.
+(``submit`` re-evaluates by default, the maintainers' ``accept`` repeats it and writes the acceptance the site's
+"re-evaluated" badge rests on: ``benchmark.records.acceptance``; docs/integrity.md). Torch-free.
 """
 
 from __future__ import annotations

@@ -175,9 +175,12 @@ def test_edited_card_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> No
     assert failed_checks(report) == {"track"} and "the registered task builds" in report.format()
 
 
-def test_reevaluate_reproduces_the_scores(root: Path, tracks: Path) -> None:
-    report = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None, reevaluate=True)
+def test_submit_reevaluates_by_default(root: Path, tracks: Path) -> None:
+    report = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None)
     assert report.ok and report.checks[0].reevaluated, report.format()
+    assert report.checks[0].score_checks and all(c.ok for c in report.checks[0].score_checks)
+    skipped = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None, reevaluate=False)
+    assert skipped.ok and not skipped.checks[0].reevaluated and not skipped.checks[0].score_checks
 
 
 def test_tampered_bundle_is_detected(root: Path, tracks: Path, tmp_path: Path) -> None:
