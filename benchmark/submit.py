@@ -14,7 +14,7 @@ reported with a named reason:
                   ``env.runner == "fssl-bench"`` and compares them field by field; the final checkpoint
                   (``_pretrain/<pretrain_key>/final.pt``) must hash to the record's ``final_state_digest``. By
                   default submit then *re-evaluates*: it rebuilds the encoder from that checkpoint and re-runs the
-                  record's tasks (``benchmark.accept.reevaluate``), which must reproduce every value within the
+                  record's tasks (``benchmark.reevaluation.reevaluate``), which must reproduce every value within the
                   task's tolerance (``benchmark.records.acceptance.TOLERANCES``); ``--no-reevaluate`` skips that,
                   and the bundle's manifest then says the scores were not re-evaluated by the submitter. The
                   sidecars catch accidental and naive edits; a deliberate forgery of record and sidecars together is
@@ -299,7 +299,7 @@ def _card(raw: Mapping[str, Any]) -> Any:
 def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck, data_root: str | None) -> None:
     """Rebuild the encoder from the saved pre-trained state and re-run the record's tasks (the runner's stages, as
     ``accept`` does); every value must be reproduced within its task's tolerance."""
-    from benchmark.accept import reevaluate
+    from benchmark.reevaluation import reevaluate
 
     check.score_checks, _ = reevaluate(record, pre, data_root=data_root)
     for c in check.score_checks:
@@ -544,7 +544,7 @@ def _manifest_reevaluation(report: SubmitReport) -> dict[str, Any]:
 def write_bundle(report: SubmitReport, out: Path) -> Path:
     """Write the records, their sidecars, the encoder checkpoints their tasks need and ``manifest.json`` (sha256 of
     every file, provenance and checkpoint of every record, whether the submitter re-evaluated, the total size)."""
-    from benchmark.accept import file_sha256
+    from benchmark.reevaluation import file_sha256
     from benchmark.records.env import collect_env
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
@@ -613,7 +613,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
 
 def verify_bundle(bundle: Path) -> list[str]:
     """Problems with a bundle as received: missing or extra files, sha256 mismatches, unreadable records."""
-    from benchmark.accept import file_sha256
+    from benchmark.reevaluation import file_sha256
 
     bundle = Path(bundle)
     with tempfile.TemporaryDirectory() as tmp:
