@@ -11,7 +11,8 @@ Validation records only (``dataset.eval_split: validation``; a test-split record
 Per method, among the variants (batch size x learning rate) whose mean paired margin over both partitions and all
 seeds is within ``TIE`` points of the best, the one with the largest batch size (the fewest client steps, so the
 cheapest) is chosen, then the highest margin: the quickstart has to fit its time budget, and a difference inside
-validation noise buys nothing for its cost. ``--write FILE`` stores the whole table and the choice as JSON; a test holds the quickstart grid
+validation noise buys nothing for its cost. ``--finetune`` chooses FedMAE's fine-tune recipe from a
+``quickstart_finetune_tune`` run instead: the recipe under which the random ViT does best. ``--write FILE`` stores the whole table and the choice as JSON; a test holds the quickstart grid
 to that file. Only the records of the grid's current cells count (a root may hold cells of an older version of it).
 """
 
@@ -124,6 +125,59 @@ def select(roots: list[Path], grid: str = "quickstart_tune") -> dict[str, Any]:
             "table": table}
 
 
+FINETUNE_GRID = "quickstart_finetune_tune"
+
+
+def finetune_recipe(settings: dict[str, Any]) -> dict[str, Any]:
+    """The recipe a fine-tune card states: schedule, base lr, layer decay and the regularisers the sweep varies."""
+    aug = settings.get("augmentation") or {}
+    return {"epochs": int(settings["epochs"]), "blr": float(settings["blr"]), "layer_decay": float(settings["layer_decay"]),
+            "rand_augment": str(aug.get("rand_augment", "")), "mixup": float(settings["mixup"]),
+            "cutmix": float(settings["cutmix"]), "reprob": float((aug.get("random_erasing") or {}).get("p", 0.0))}
+
+
+def select_finetune_recipe(roots: list[Path], grid: str = FINETUNE_GRID) -> dict[str, Any]:
+    """The fine-tune recipe for FedMAE's claim: the one under which the random ViT (``no_pretrain``) reaches the
+    highest mean validation top-1 over both partitions and all seeds — sized on the data, not on FedMAE's margin —
+    with every recipe's FedMAE top-1 and paired margin beside it."""
+    by: dict[tuple[str, str], dict[tuple[str, int], float]] = defaultdict(dict)
+    for r in _grid_records(roots, grid):
+        if r.status != "ok" or r.method not in (BASELINE, "fedmae"):
+            continue
+        if r.cell["dataset"]["params"].get("eval_split") != "validation":
+            raise ValueError(f"{r.cell_id}: a test-split record; choices are made on validation records only")
+        for s in r.scores:
+            if s.task == "finetune" and "top1" in s.values:
+                key = json.dumps(finetune_recipe(dict(s.card.settings)), sort_keys=True)
+                by[(key, r.method)][(r.partition_label, r.seed)] = float(s.values["top1"])
+    table = []
+    for key in sorted({k for k, _ in by}):
+        vit, mae = by.get((key, BASELINE), {}), by.get((key, "fedmae"), {})
+        paired = sorted(vit.keys() & mae.keys())
+        table.append({"recipe": json.loads(key), "n": len(vit), "random_vit": _mean(list(vit.values())),
+                      "fedmae": _mean(list(mae.values())), "pairs": len(paired),
+                      "mean_margin": _mean([mae[k] - vit[k] for k in paired])})
+    if not table:
+        raise ValueError(f"no fine-tune records of grid {grid!r} under {', '.join(map(str, roots))}")
+    chosen = max(table, key=lambda row: row["random_vit"])
+    return {"rule": "the recipe under which the random ViT's mean validation top-1 (both partitions, all seeds) is "
+                    "highest; FedMAE's top-1 and its paired margin are shown, not used",
+            "chosen": chosen["recipe"], "table": table}
+
+
+def finetune_markdown(selection: dict[str, Any]) -> str:
+    lines = [f"Rule: {selection['rule']}.", "",
+             "| epochs | blr | layer decay | RandAugment | mixup / cutmix | erasing | random ViT top-1 | FedMAE top-1 "
+             "| paired margin | chosen |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in selection["table"]:
+        r = row["recipe"]
+        lines.append(f"| {r['epochs']} | {r['blr']:g} | {r['layer_decay']:g} | {r['rand_augment'] or 'off'} | "
+                     f"{r['mixup']:g} / {r['cutmix']:g} | {r['reprob']:g} | {row['random_vit']:.1f} (n={row['n']}) | "
+                     f"{row['fedmae']:.1f} | {row['mean_margin']:+.1f} | "
+                     f"{'**yes**' if r == selection['chosen'] else ''} |")
+    return "\n".join(lines) + "\n"
+
+
 def _batch(variant: dict[str, Any]) -> int:
     return int(variant.get("batch_size", variant.get("local_batch_size", 0)))
 
@@ -147,14 +201,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", action="append", type=Path, required=True, help="a quickstart_tune run root")
     p.add_argument("--grid", default="quickstart_tune", help="the sweep grid whose cells count (default quickstart_tune)")
     p.add_argument("--write", type=Path, default=None, help="write the selection as JSON (and a .md beside it)")
+    p.add_argument("--finetune", action="store_true",
+                   help=f"choose FedMAE's fine-tune recipe from a {FINETUNE_GRID} run instead (grid default then "
+                        f"{FINETUNE_GRID})")
     args = p.parse_args(argv)
-    selection = select(args.root, args.grid)
-    text = markdown(selection)
+    if args.finetune:
+        grid = FINETUNE_GRID if args.grid == "quickstart_tune" else args.grid
+        selection = select_finetune_recipe(args.root, grid)
+        text = finetune_markdown(selection)
+        title = f"# {grid}: the choice"
+    else:
+        selection = select(args.root, args.grid)
+        text, title = markdown(selection), "# quickstart_tune: the choice"
     print(text)
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
         args.write.write_text(json.dumps(selection, indent=2, sort_keys=True) + "\n")
-        args.write.with_suffix(".md").write_text("# quickstart_tune: the choice\n\n" + text)
+        args.write.with_suffix(".md").write_text(f"{title}\n\n" + text)
     return 0
 
 

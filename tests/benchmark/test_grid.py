@@ -163,4 +163,31 @@ def test_quickstart_extra_reuses_the_quickstarts_pretrainings() -> None:
     quick = {c.pretrain_key for c in expand_grid(load_grid("quickstart"))}
     extra = expand_grid(load_grid("quickstart_extra"))
     assert extra and {c.pretrain_key for c in extra} <= quick
-    assert {t.name for c in extra for t in c.tasks} == {"perclient", "finetune"}
+    assert {t.name for c in extra for t in c.tasks} == {"perclient"}
+
+
+FINETUNE_SELECTION = SELECTION.with_name("quickstart_finetune_tune.json")
+
+
+def test_the_quickstart_finetunes_both_vits_with_the_recipe_the_validation_sweep_chose() -> None:
+    """FedMAE's claim on the default site (issue 21): FedMAE and the random ViT of its shape are fine-tuned under the
+    recipe quickstart_finetune_tune chose on validation (python -m benchmark.tuning --finetune --write ...), and that
+    choice is the file's own rule on its own table: the recipe under which the random ViT did best."""
+    from benchmark.tuning import finetune_recipe
+    from benchmark.registries import TASKS
+
+    sel = json.loads(FINETUNE_SELECTION.read_text())
+    assert sel["chosen"] == max(sel["table"], key=lambda r: r["random_vit"])["recipe"]
+    assert all(row["n"] == 4 and row["pairs"] == 4 for row in sel["table"])  # 2 partitions x 2 seeds, paired
+    tune = expand_grid(load_grid("quickstart_finetune_tune"))
+    assert tune and all(c.dataset.params["eval_split"] == "validation" for c in tune)
+    vits = [c for c in expand_grid(load_grid("quickstart")) if c.backbone.name == "vit_micro"]
+    assert {c.method.name for c in vits} == {"fedmae", "no_pretrain"} and len(vits) == 12  # 2 x 2 partitions x 3 seeds
+    for c in vits:
+        fts = [t for t in c.tasks if t.name == "finetune"]
+        assert len(fts) == 1, c.label()
+        cls = TASKS.get("finetune")
+        from benchmark.config import from_mapping
+
+        card = cls(from_mapping(cls.Config, dict(fts[0].params))).card()
+        assert finetune_recipe(dict(card.settings)) == sel["chosen"], c.label()
