@@ -37,12 +37,11 @@ from benchmark.records.acceptance import (
     ScoreCheck,
     acceptance_path,
     acceptance_text,
-    compare_scores,
     make_acceptance,
     read_acceptance,
 )
 from benchmark.records.schema import ResultRecord
-from benchmark.reevaluation import file_sha256, reevaluate  # noqa: F401  (re-exported)
+from benchmark.reevaluation import file_sha256, reevaluate
 
 
 # re-evaluation itself lives in benchmark.reevaluation (submit uses it too; this module uses submit's checks)

@@ -7,8 +7,8 @@ leaves ``1 ± tolerance``, a non-finite loss or a step the fp16 scaler skipped i
 Below the losses, each method's speed in both precisions: local steps per second inside the clients' updates, and
 the share of the pre-training's wall time spent outside them (the engine, the server's aggregation, broadcast and
 state store) — where a GPU run loses time to anything but training. On the CPU it runs the fp32 / bf16 pair (torch
-runs bf16 autocast there), which is what CI checks. Timings are wall clock without extra device synchronisation:
-a client update ends with a host read of its loss, which waits for the device.
+runs bf16 autocast there), which is what CI checks. Timings are wall clock with no synchronisation added: a client
+update's time includes its asynchronous device work up to the one host read of its losses at the end of the update.
 """
 
 from __future__ import annotations

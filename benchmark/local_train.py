@@ -59,8 +59,9 @@ def run_local_epochs(
     skipped_before = scaler.skipped
     view = view.to(ctx.device)
     # nan_policy "raise": the step losses stay on the device and are read once, when the update ends (a host read
-    # per step would stall a GPU's queue every step); a non-finite one then raises, and the update is discarded.
-    # "skip" must decide before each step, so it reads each loss.
+    # per step would stall a GPU's queue every step); a non-finite one then raises Diverged and the update is
+    # discarded. Until then the steps after a non-finite loss still run (on NaN weights), so a step function and an
+    # ``after_step`` hook must not raise on NaN inputs themselves. "skip" must decide before each step: it reads each.
     pending: list[torch.Tensor] = []
     for _ in range(epochs):
         for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
@@ -85,7 +86,8 @@ def run_local_epochs(
                 after_step()
             stats.steps += 1
     if pending:
-        values = torch.stack(pending).float().cpu().tolist()  # the one host read of this update's losses
+        # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss exactly)
+        values = torch.stack([v.reshape(()) for v in pending]).double().cpu().tolist()
         bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
         if bad is not None:
             raise Diverged(f"non-finite loss {values[bad]} at client {ctx.client_id}, round {ctx.round}, step {bad + 1}")

@@ -198,20 +198,22 @@ def markdown(selection: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmark.tuning", description=__doc__.splitlines()[0])
-    p.add_argument("--root", action="append", type=Path, required=True, help="a quickstart_tune run root")
-    p.add_argument("--grid", default="quickstart_tune", help="the sweep grid whose cells count (default quickstart_tune)")
+    p.add_argument("--root", action="append", type=Path, required=True,
+                   help="a run root of the sweep grid (quickstart_tune, or quickstart_finetune_tune with --finetune)")
+    p.add_argument("--grid", default=None,
+                   help=f"the sweep grid whose cells count (default quickstart_tune; {FINETUNE_GRID} with --finetune)")
     p.add_argument("--write", type=Path, default=None, help="write the selection as JSON (and a .md beside it)")
     p.add_argument("--finetune", action="store_true",
                    help=f"choose FedMAE's fine-tune recipe from a {FINETUNE_GRID} run instead (grid default then "
                         f"{FINETUNE_GRID})")
     args = p.parse_args(argv)
     if args.finetune:
-        grid = FINETUNE_GRID if args.grid == "quickstart_tune" else args.grid
+        grid = args.grid or FINETUNE_GRID
         selection = select_finetune_recipe(args.root, grid)
         text = finetune_markdown(selection)
         title = f"# {grid}: the choice"
     else:
-        selection = select(args.root, args.grid)
+        selection = select(args.root, args.grid or "quickstart_tune")
         text, title = markdown(selection), "# quickstart_tune: the choice"
     print(text)
     if args.write:

@@ -328,7 +328,7 @@ class Orchestra(MethodBase):
 def _sequential_sum(values: list[torch.Tensor]) -> float:
     """The float64 sum, in step order, of per-step device scalars, read from the device in one copy."""
     total = 0.0
-    for v in (torch.stack(values).float().cpu().tolist() if values else []):
+    for v in (torch.stack([t.reshape(()) for t in values]).double().cpu().tolist() if values else []):
         total += v
     return total
 

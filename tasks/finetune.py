@@ -316,6 +316,23 @@ def fine_tune(
                    "layers": len(blocks) + 2}
 
 
+# the recipe fields of the MAE fine-tuning recipe (FinetuneConfig's defaults) that a grid may size for its data;
+# epochs, batch size and label fraction are FedMAE §5.1's own and reported as such
+RECIPE_FIELDS = ("blr", "layer_decay", "weight_decay", "drop_path", "warmup_epochs", "rand_augment", "crop_scale",
+                 "flip_p", "label_smoothing", "mixup", "cutmix", "mixup_prob", "reprob")
+
+
+def recipe_departures(cfg: FinetuneConfig) -> dict[str, Any]:
+    """The recipe fields where ``cfg`` departs from the MAE recipe (the config's defaults), in field order."""
+    default = FinetuneConfig()
+    out: dict[str, Any] = {}
+    for name in RECIPE_FIELDS:
+        value = getattr(cfg, name)
+        if value != getattr(default, name):
+            out[name] = list(value) if isinstance(value, tuple) else (value if value != "" else "off")
+    return out
+
+
 @TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
 class Finetune:
     """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card ``finetune/fedmae``)."""
@@ -337,12 +354,18 @@ class Finetune:
     def card(self) -> ProtocolCard:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
+        changed = recipe_departures(c)
+        source = ("project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, 100 epochs, batch "
+                  "64 and the label fractions; every other value is the closest public code's MAE fine-tuning recipe "
+                  "(fedmae.md §3)")
+        if changed:  # the card must not claim the MAE recipe for a cell that departs from it
+            source += ("; DEVIATION for this configuration, which departs from that recipe in "
+                       + ", ".join(f"{k}={v}" for k, v in changed.items())
+                       + " (a recipe sized for the data, fedmae.md §6 item 2; the grid says where it was chosen)")
         # tasks/cards/finetune_fedmae.json holds these fields at the default config; a new field goes there first
         return load_card("finetune/fedmae").protocol_card(
             {
-                "source": "project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, "
-                          "100 epochs, batch 64 and the label fractions; every other value is the closest public "
-                          "code's MAE fine-tuning recipe (fedmae.md §3)",
+                "source": source,
                 "dataset": c.target or "the cell's dataset (train split for training, test split for testing)",
                 "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
                 "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
@@ -373,7 +396,8 @@ class Finetune:
                 "metric": "top-1 over samples", "fine_tuned": True,
             },
             summary=f"fine-tuned (all layers){' on ' + c.target if c.target else ''}, {pct} labels, "
-                    f"{c.epochs} epochs, final",
+                    f"{c.epochs} epochs, {'MAE recipe' if not changed else 'not the MAE recipe: ' + ', '.join(changed)}"
+                    ", final",
         )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import torch
 from detectron2 import model_zoo
-from detectron2.checkpoint import DetectionCheckpointer
 from detectron2.config import CfgNode, get_cfg
 from detectron2.data import DatasetCatalog
 from detectron2.data.datasets import register_coco_instances
@@ -160,11 +159,42 @@ def build_config(settings: Mapping[str, Any], layout: Mapping[str, Any], encoder
 
 
 class _LossRecorder(HookBase):
+    """The main process's total loss per iteration (Detectron2 writes the gathered losses on the main process only)."""
+
     def __init__(self) -> None:
         self.losses: list[float] = []
 
     def after_step(self) -> None:
-        self.losses.append(float(self.trainer.storage.history("total_loss").latest()))
+        from detectron2.utils import comm
+
+        if comm.is_main_process():
+            self.losses.append(float(self.trainer.storage.history("total_loss").latest()))
+
+
+def answer_peers(exc: FloatingPointError, several: bool) -> None:
+    """On the process that raised in ``run_step`` (the main one: Detectron2 checks the loss there), answer the
+    other processes' pending :class:`_AgreeFinite` exchange with "no", so that they stop instead of blocking."""
+    from detectron2.utils import comm
+
+    if several and not isinstance(exc, _PeerDiverged):
+        comm.all_gather(False)
+
+
+class _PeerDiverged(FloatingPointError):
+    """Raised on the other processes when the main one found a non-finite loss (see :class:`_AgreeFinite`)."""
+
+
+class _AgreeFinite(HookBase):
+    """Several processes only: Detectron2 checks the loss for inf/NaN on the main process alone, which then leaves the
+    training loop while the others would block in the next step's all-reduce. After every step each process says it
+    got through the step; the main process, when it raised instead, says no from its exception handler
+    (:func:`_train_worker`), and then every process stops with :class:`_PeerDiverged`."""
+
+    def after_step(self) -> None:
+        from detectron2.utils import comm
+
+        if not all(comm.all_gather(True)):
+            raise _PeerDiverged("the main process found a non-finite loss")
 
 
 class _Trainer(DefaultTrainer):
@@ -263,14 +293,21 @@ def _train_worker(job: _Job) -> dict[str, Any]:
     for name, json_file, image_root in job.datasets:
         _register(name, Path(json_file), Path(image_root))
     d2cfg = job.d2cfg
-    with scoped_global_seed(job.seed):
+    several = comm.get_world_size() > 1
+    # each process its own random streams (seed + rank, as Detectron2's default_setup); rank 0 = the one-process run
+    with scoped_global_seed(job.seed + comm.get_rank()):
         trainer = _Trainer(d2cfg)
         recorder = _LossRecorder()
         trainer.register_hooks([recorder])
+        if several:
+            agree = _AgreeFinite()
+            trainer.register_hooks([agree])
+            trainer._hooks.remove(agree)  # first of the after_step hooks: before the last step's evaluation, whose
+            trainer._hooks.insert(0, agree)  # collectives a peer that left the loop would never join
         # resume a requeued run from its periodic checkpoint only when that checkpoint was trained from these very
         # weights; leftovers of another encoder are removed and the converted weights are loaded (and checked)
         resume = resume_allowed(Path(d2cfg.OUTPUT_DIR), job.weights_digest) if comm.is_main_process() else False
-        if comm.get_world_size() > 1:  # every process resumes alike: the main one decided (and cleaned up)
+        if several:  # every process resumes alike: the main one decided (and cleaned up)
             resume = comm.all_gather(resume)[0]
         trainer.resume_or_load(resume=resume)
         loaded, missing = loaded_backbone_keys(_unwrap(trainer.model), job.weights)
@@ -283,6 +320,7 @@ def _train_worker(job: _Job) -> dict[str, Any]:
                                    "metrics": {kind: {k: float(v) for k, v in trainer._last_eval_results[kind].items()}
                                                for kind in ("bbox", "segm")} if comm.is_main_process() else {}}
         except FloatingPointError as exc:
+            answer_peers(exc, several)
             out = {"diverged": f"detection fine-tuning diverged: {exc}"}
     if comm.is_main_process():
         Path(job.result_file).write_text(json.dumps(out))

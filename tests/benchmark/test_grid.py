@@ -183,11 +183,18 @@ def test_the_quickstart_finetunes_both_vits_with_the_recipe_the_validation_sweep
     assert tune and all(c.dataset.params["eval_split"] == "validation" for c in tune)
     vits = [c for c in expand_grid(load_grid("quickstart")) if c.backbone.name == "vit_micro"]
     assert {c.method.name for c in vits} == {"fedmae", "no_pretrain"} and len(vits) == 12  # 2 x 2 partitions x 3 seeds
+    from benchmark.config import from_mapping
+
+    cls = TASKS.get("finetune")
+
+    def card(task):
+        return cls(from_mapping(cls.Config, dict(task.params))).card()
+
+    swept = [card(t) for c in tune for t in c.tasks if t.name == "finetune"]
+    chosen = [k for k in swept if finetune_recipe(dict(k.settings)) == sel["chosen"]]
+    assert chosen and len({k.card_id for k in chosen}) == 1  # the chosen recipe is one configuration of the sweep
     for c in vits:
         fts = [t for t in c.tasks if t.name == "finetune"]
         assert len(fts) == 1, c.label()
-        cls = TASKS.get("finetune")
-        from benchmark.config import from_mapping
-
-        card = cls(from_mapping(cls.Config, dict(fts[0].params))).card()
-        assert finetune_recipe(dict(card.settings)) == sel["chosen"], c.label()
+        # every setting of the fine-tune (schedule, crop, flip, smoothing, drop path, ...), not only the swept ones
+        assert card(fts[0]).card_id == chosen[0].card_id, c.label()

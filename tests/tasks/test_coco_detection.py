@@ -244,3 +244,54 @@ def test_two_gpus_train_through_detectron2_launch_with_syncbn(tmp_path):
     assert (fw["num_gpus"], fw["ims_per_gpu"], fw["norm"], fw["launcher"]) == (2, 2, "SyncBN",
                                                                                "detectron2.engine.launch")
     assert len(s.extra["losses"]) == 3 and all(math.isfinite(v) for v in s.extra["losses"])
+
+
+@pytest.mark.detectron2
+def test_a_divergence_on_the_main_process_stops_every_process(monkeypatch):
+    """Several GPUs: Detectron2 checks the loss on the main process only, which then leaves the loop; without an
+    answer the other process would block in its next collective (a hung cell). Two threads play the two processes
+    with a barrier for all_gather: the main one diverges at step 3, both end with a FloatingPointError, none hangs;
+    without divergence both finish."""
+    pytest.importorskip("detectron2", reason="Detectron2 is not installed (bash .ci/install-detectron2.sh)")
+    import threading
+
+    from detectron2.utils import comm
+
+    from tasks.coco_detection import d2
+
+    def play(diverge_at):
+        barrier, slots, local = threading.Barrier(2, timeout=10), [None, None], threading.local()
+
+        def all_gather(value):
+            slots[local.rank] = value
+            barrier.wait()
+            out = list(slots)
+            barrier.wait()
+            return out
+
+        monkeypatch.setattr(comm, "all_gather", all_gather)
+        ended = {}
+
+        def process(rank):
+            local.rank = rank
+            hook = d2._AgreeFinite()
+            try:
+                for step in range(6):
+                    if rank == 0 and step == diverge_at:
+                        raise FloatingPointError("Loss became infinite or NaN at iteration=3!")
+                    hook.after_step()
+                ended[rank] = "finished"
+            except FloatingPointError as exc:
+                d2.answer_peers(exc, several=True)
+                ended[rank] = type(exc).__name__
+
+        threads = [threading.Thread(target=process, args=(r,)) for r in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=20)
+        assert not any(t.is_alive() for t in threads), "a process hung"
+        return ended
+
+    assert play(diverge_at=3) == {0: "FloatingPointError", 1: "_PeerDiverged"}
+    assert play(diverge_at=None) == {0: "finished", 1: "finished"}

@@ -301,3 +301,21 @@ def test_fine_tuning_learns_on_digits(tmp_path):
     s = _task(epochs=12, warmup_epochs=1, blr=4e-3, rand_augment="", reprob=0.0, mixup=0.0, cutmix=0.0,
               crop_scale=(0.5, 1.0), flip_p=0.0).run(_encoder(), _ctx(tmp_path, ds))
     assert s.values["top1"] > 30.0, s.values
+
+
+def test_a_card_never_claims_the_mae_recipe_for_a_config_that_departs_from_it() -> None:
+    """The quickstart fine-tunes under a recipe sized for digits: its card says so (source and summary), field by
+    field, while the default config's card is the committed MAE-recipe card, word for word."""
+    from tasks.cards import load_card
+    from tasks.finetune import Finetune, FinetuneConfig, recipe_departures
+
+    default = Finetune(FinetuneConfig()).card()
+    assert load_card("finetune/fedmae").matches(default) and "MAE recipe" in default.summary
+    assert "DEVIATION" not in default.settings["source"] and recipe_departures(FinetuneConfig()) == {}
+    digits = FinetuneConfig(epochs=50, rand_augment="", mixup=0.0, cutmix=0.0, reprob=0.0, layer_decay=1.0, blr=0.004)
+    card = Finetune(digits).card()
+    assert "DEVIATION" in card.settings["source"] and "not the MAE recipe" in card.summary
+    assert recipe_departures(digits) == {"blr": 0.004, "layer_decay": 1.0, "rand_augment": "off", "mixup": 0.0,
+                                         "cutmix": 0.0, "reprob": 0.0}
+    assert all(f"{k}=" in card.settings["source"] for k in recipe_departures(digits))
+    assert "epochs" not in recipe_departures(FinetuneConfig(epochs=50))  # FedMAE §5.1's own field, not the recipe
