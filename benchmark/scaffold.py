@@ -215,6 +215,21 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
         return self.export(net.encoder.eval())  # a complete Encoder: feature size, fingerprint, input statistics
 '''
 
+# the loss test both test templates share (no braces: inserted by .format as a value)
+LOSS_TEST = '''def test_local_loss_decreases_under_gradient_steps() -> None:
+    """The client objective is a proper loss: a few gradient steps on free projections lower it."""
+    g = torch.Generator().manual_seed(0)
+    z1 = torch.randn(16, 8, generator=g, requires_grad=True)
+    z2 = torch.randn(16, 8, generator=g, requires_grad=True)
+    opt = torch.optim.SGD([z1, z2], lr=0.5)
+    first = float(module.local_loss(z1, z2, 0.5).detach())
+    for _ in range(20):
+        opt.zero_grad()
+        module.local_loss(z1, z2, 0.5).backward()
+        opt.step()
+    assert float(module.local_loss(z1, z2, 0.5).detach()) < first
+'''
+
 TEST_TEMPLATE = '''"""Spec tests of {name} (scaffolded by ``python -m benchmark new-method {name}``).
 
 Each item of the paper's algorithm gets a test that asserts something meaningful about a pure function; the
@@ -240,19 +255,7 @@ def test_registered() -> None:
     assert module.{cls}.Config().tau > 0  # the defaults build
 
 
-def test_local_loss_decreases_under_gradient_steps() -> None:
-    """The client objective is a proper loss: a few gradient steps on free projections lower it."""
-    g = torch.Generator().manual_seed(0)
-    z1 = torch.randn(16, 8, generator=g, requires_grad=True)
-    z2 = torch.randn(16, 8, generator=g, requires_grad=True)
-    opt = torch.optim.SGD([z1, z2], lr=0.5)
-    first = float(module.local_loss(z1, z2, 0.5).detach())
-    for _ in range(20):
-        opt.zero_grad()
-        module.local_loss(z1, z2, 0.5).backward()
-        opt.step()
-    assert float(module.local_loss(z1, z2, 0.5).detach()) < first
-
+{loss_test}
 
 def test_aggregating_identical_clients_is_the_identity() -> None:
     from methods._shared.aggregate import weighted_average
@@ -307,7 +310,7 @@ def render(name: str) -> Scaffold:
     cls = class_name_of(name)
     files = {
         Path("methods") / f"{name}.py": method_source(name),
-        Path("tests") / "methods" / f"test_{name}.py": TEST_TEMPLATE.format(name=name, cls=cls),
+        Path("tests") / "methods" / f"test_{name}.py": TEST_TEMPLATE.format(name=name, cls=cls, loss_test=LOSS_TEST),
         Path("benchmark") / "grids" / f"{name}_smoke.yaml": GRID_TEMPLATE.format(name=name,
                                                                                 grid_ref=f"{name}_smoke"),
     }
@@ -375,19 +378,7 @@ def test_registered_through_the_entry_point() -> None:
     assert issubclass(module.{cls}, MethodBase) and module.{cls}.Config().tau > 0  # the defaults build
 
 
-def test_local_loss_decreases_under_gradient_steps() -> None:
-    """The client objective is a proper loss: a few gradient steps on free projections lower it."""
-    g = torch.Generator().manual_seed(0)
-    z1 = torch.randn(16, 8, generator=g, requires_grad=True)
-    z2 = torch.randn(16, 8, generator=g, requires_grad=True)
-    opt = torch.optim.SGD([z1, z2], lr=0.5)
-    first = float(module.local_loss(z1, z2, 0.5).detach())
-    for _ in range(20):
-        opt.zero_grad()
-        module.local_loss(z1, z2, 0.5).backward()
-        opt.step()
-    assert float(module.local_loss(z1, z2, 0.5).detach()) < first
-
+{loss_test}
 
 def test_smoke_grid_runs_the_method() -> None:
     from benchmark.grid import expand_grid, load_grid
@@ -432,7 +423,7 @@ def render_plugin(name: str) -> Scaffold:
         pkg / "README.md": PLUGIN_README.format(name=name, cls=cls, dist=dist),
         pkg / "src" / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
         pkg / "src" / f"fssl_{name}" / "method.py": method_source(name, plugin=True),
-        pkg / "tests" / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(name=name, cls=cls),
+        pkg / "tests" / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(name=name, cls=cls, loss_test=LOSS_TEST),
         pkg / "grids" / f"{name}_smoke.yaml": PLUGIN_GRID_TEMPLATE.format(name=name),
     })
 
