@@ -15,13 +15,13 @@ from benchmark.data.partitioners.matched import label_matched_test
 from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
 from benchmark.data.synthetic import shapes_coco
 from benchmark.data.views import UnlabeledView, normalize
-from benchmark.aggregate import aggregation_weights, average_uploads, weighted_average
+from benchmark.aggregate import FedAvgFold, RunningAverage, aggregation_weights, average_uploads, weighted_average
 from benchmark.device import DeviceConfig, prepare_module
 from benchmark.local_train import IndexView, LocalStats, run_local_epochs
 from benchmark.tensors import BN_TYPES, bn_tensor_names, divergence, load_tensors, reset_num_batches, select, tensors_of
 from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
 from benchmark.grid import Cell, ComponentSpec, FLConfig
-from benchmark.method import Federation, InputSpec, Method, MethodBase
+from benchmark.method import Federation, InputSpec, Method, MethodBase, UploadFold
 from benchmark.records.schema import ProtocolCard, TaskScores
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
 from benchmark.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
@@ -60,12 +60,14 @@ __all__ = [
     "Diverged",
     "Encoder",
     "FLConfig",
+    "FedAvgFold",
     "Federation",
     "InputSpec",
     "Method",
     "MethodBase",
     "Payload",
     "ProtocolCard",
+    "RunningAverage",
     "Requirement",
     "RoundContext",
     "ServerState",
@@ -75,6 +77,7 @@ __all__ = [
     "TaskScores",
     "TensorDict",
     "UnlabeledView",
+    "UploadFold",
     "arch_fingerprint",
     "augment",
     "FP32",

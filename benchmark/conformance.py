@@ -150,14 +150,16 @@ class _Traffic:
     up_names: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     losses: list[tuple[int, int, str, float]] = field(default_factory=list)  # (round, client, metric, value)
+    folds: list[tuple[int, bool]] = field(default_factory=list)  # (round, fold == server_aggregate bit for bit)
 
 
 class _Recorder:
     """Wraps a method instance; records every payload it sends and forwards everything else unchanged."""
 
-    def __init__(self, method: Any, traffic: _Traffic) -> None:
+    def __init__(self, method: Any, traffic: _Traffic, public: Any = None) -> None:
         self._method = method
         self._traffic = traffic
+        self._public = public
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self._method, item)
@@ -182,6 +184,10 @@ class _Recorder:
         self._record((ctx.round, "down", -1), down)
         return down
 
+    def upload_fold(self, server: Any, sizes: Any, ctx: Any) -> Any:
+        fold = self._method.upload_fold(server, sizes, ctx)
+        return None if fold is None else _CheckedFold(fold, self._method, server, ctx, self._public, self._traffic)
+
     def client_update(self, down: Any, state: Any, data: Any, ctx: Any) -> Any:
         up, new_state = self._method.client_update(down, state, data, ctx)
         self._record((ctx.round, "up", int(ctx.client_id)), up)
@@ -189,6 +195,31 @@ class _Recorder:
             if key.startswith("loss"):
                 self._traffic.losses.append((ctx.round, int(ctx.client_id), key, float(value)))
         return up, new_state
+
+
+class _CheckedFold:
+    """A method's upload fold that also keeps the uploads, to compare ``finish()`` with ``server_aggregate`` of them."""
+
+    def __init__(self, fold: Any, method: Any, server: Any, ctx: Any, public: Any, traffic: _Traffic) -> None:
+        self._fold, self._method, self._server, self._ctx, self._public = fold, method, server, ctx, public
+        self._traffic = traffic
+        self._ups: dict[int, Any] = {}
+
+    def add(self, client_id: int, up: Any) -> None:
+        import torch
+
+        # a copy: the engine may reuse an upload's tensors once the fold has it
+        self._ups[client_id] = dataclasses.replace(up, tensors={k: v.clone() if isinstance(v, torch.Tensor) else v
+                                                               for k, v in up.tensors.items()})
+        self._fold.add(client_id, up)
+
+    def finish(self) -> Any:
+        out = self._fold.finish()
+        ref = self._method.server_aggregate(self._server, self._ups, self._ctx, self._public)
+        same = (_digest(dict(out.model)) == _digest(dict(ref.model))
+                and _digest(dict(out.extra)) == _digest(dict(ref.extra)) and list(out.model) == list(ref.model))
+        self._traffic.folds.append((self._ctx.round, same))
+        return out
 
 
 @dataclass
@@ -252,7 +283,7 @@ def _simulate(setup: Any, work_dir: Path, *, stop_after: int | None = None) -> _
 
     traffic = _Traffic()
     method = build_method(setup.cell, setup.inputs)  # a fresh instance: state hidden in the object shows as a diff
-    result = simulate(_Recorder(method, traffic), setup.clients, setup.settings, work_dir, public=setup.public,
+    result = simulate(_Recorder(method, traffic, setup.public), setup.clients, setup.settings, work_dir, public=setup.public,
                       stop_after=stop_after, state_mem_budget=0)
     states = {k: result.store.get(k) for k in range(len(setup.clients)) if k in result.store}
     return _Run(_digest(dict(result.server.model)) + _digest(dict(result.server.extra)),
@@ -301,7 +332,7 @@ def _timed(results: list[CheckResult], name: str) -> Iterator[Callable[[str], No
 
 
 REQUIRED_ATTRS = ("name", "version", "Config", "requires", "payload_up", "payload_down")
-HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_aggregate", "encoder")
+HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_aggregate", "upload_fold", "encoder")
 
 
 @dataclass
@@ -333,6 +364,7 @@ def check_method(name: str, *, rounds: int = 2, clients: int = 3, participation:
     _check_declared_payloads(cls, runs, results)
     _check_determinism(runs, results)
     _check_resume(runs, results)
+    _check_upload_fold(runs, results)
     _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
 
@@ -446,6 +478,21 @@ def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
             raise _Fail(f"client state of client(s) {cdiff} differs after resume (tensors or last_round)")
         note(f"stopped after round 1, resumed by a fresh instance from disk; server and "
              f"{len(res.client_digests)} client states equal the straight run")
+
+
+def _check_upload_fold(runs: _Runs, results: list[CheckResult]) -> None:
+    a = runs.runs.get("a")
+    if a is not None and not a.traffic.folds:
+        results.append(CheckResult("upload_fold", "skip", "no upload_fold: the engine collects the uploads for "
+                                                          "server_aggregate"))
+        return
+    with _timed(results, "upload_fold") as note:
+        if a is None:
+            raise _Fail(f"the run raised {runs.err('a')}")
+        bad = [r for r, same in a.traffic.folds if not same]
+        if bad:
+            raise _Fail(f"upload_fold's finish() differs from server_aggregate of the same uploads in round(s) {bad}")
+        note(f"the fold equals server_aggregate of the same uploads, bit for bit, in {len(a.traffic.folds)} rounds")
 
 
 def _check_knn(cls: Any, canonical: str, setup: Any, runs: _Runs, knn: bool, rounds: int,

@@ -86,7 +86,15 @@ class Method(Protocol):
     def server_aggregate(
         self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
     ) -> ServerState: ...
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> UploadFold | None: ...
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder: ...
+
+
+class UploadFold(Protocol):
+    """A round's aggregation taken one upload at a time (see :meth:`MethodBase.upload_fold`)."""
+
+    def add(self, client_id: int, up: Payload) -> None: ...
+    def finish(self) -> ServerState: ...
 
 
 class MethodBase:
@@ -121,6 +129,17 @@ class MethodBase:
         self.cfg = cfg
         self.backbone = backbone
         self.inputs = inputs
+
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> UploadFold | None:
+        """Optionally, this round's ``server_aggregate`` as a fold over the uploads, so the engine need not hold them.
+
+        ``sizes`` maps each sampled client to its number of training examples, before any trains. A method whose
+        aggregation needs nothing else up front (FedAvg: :class:`benchmark.aggregate.FedAvgFold`) returns a fold; the
+        engine then passes each upload to ``fold.add`` as its client finishes, in client-id order, frees its tensors,
+        and takes the round's server state from ``fold.finish()`` instead of calling ``server_aggregate``. The fold
+        must give what ``server_aggregate`` gives on the same uploads, bit for bit (``check-method`` compares them).
+        The default, None, has the engine collect every upload and call ``server_aggregate``."""
+        return None
 
     def export(self, module: nn.Module, feat_dim: int | None = None, **fields: Any) -> Encoder:
         """A complete :class:`Encoder` of ``module`` (eval mode): its feature size, the backbone name, the

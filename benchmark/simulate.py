@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.data.views import UnlabeledView
+from benchmark.data.views import ClientViews, UnlabeledView
 from benchmark.method import Method
 from benchmark.precision import FP32, Precision, guard_fp16_steps
 from benchmark.rundir import PretrainDir
@@ -37,6 +37,28 @@ def sample_clients(seed: int, round_: int, num_clients: int, per_round: int) -> 
         return list(range(num_clients))
     rng = np_rng(seed, Stream.SAMPLING, round_)
     return sorted(int(k) for k in rng.choice(num_clients, size=per_round, replace=False))
+
+
+class ClientSizes(Mapping[int, int]):
+    """The sampled clients' numbers of training examples, read when asked (a method that does not fold never asks),
+    without gathering a client's data where the views can say it."""
+
+    def __init__(self, clients: Sequence[ClientData], selected: Sequence[int]) -> None:
+        self._clients, self._selected = clients, list(selected)
+        self._keys = set(self._selected)
+
+    def __getitem__(self, k: int) -> int:
+        if k not in self._keys:
+            raise KeyError(k)
+        if isinstance(self._clients, ClientViews):
+            return self._clients.num_examples(k)
+        return int(self._clients[k].num_examples)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._selected)
+
+    def __len__(self) -> int:
+        return len(self._selected)
 
 
 def payload_nbytes(p: Payload) -> int:
@@ -401,7 +423,11 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
         selected = sample_clients(settings.seed, r, num_clients, settings.per_round)
         sctx = server_context(settings, r, public)
         down = method.broadcast(server, sctx)
+        # a method that can fold its aggregation takes each upload as it comes; the engine then keeps only the
+        # uploads' weights and metrics, not a model per sampled client (MethodBase.upload_fold)
+        fold = method.upload_fold(server, ClientSizes(clients, selected), sctx)
         ups: dict[int, Payload] = {}
+        up_bytes = 0
         client_s = 0.0  # time inside the clients' updates; the rest of round_time_s is the engine's and the server's
         for k in selected:
             state = store.get(k)
@@ -411,9 +437,12 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
             up, new_state = method.client_update(down, state, clients[k], client_context(settings, r, k, public))
             client_s += time.perf_counter() - tc
             store.put(k, new_state, r)
+            up_bytes += payload_nbytes(up)
+            if fold is not None:
+                fold.add(k, up)
+                up = Payload({}, num_examples=up.num_examples, metrics=up.metrics)
             ups[k] = up
-        server = method.server_aggregate(server, ups, sctx, public)
-        up_bytes = sum(payload_nbytes(p) for p in ups.values())
+        server = fold.finish() if fold is not None else method.server_aggregate(server, ups, sctx, public)
         down_bytes = payload_nbytes(down) * len(selected)
         comm.per_round_up.append(up_bytes)
         comm.per_round_down.append(down_bytes)

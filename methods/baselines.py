@@ -44,7 +44,7 @@ from benchmark.api import (
     prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import average_uploads
+from methods._shared.aggregate import FedAvgFold, average_uploads
 from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
@@ -256,6 +256,10 @@ class DecSL(MethodBase):
         if not ups:
             return server
         return ServerState(model=average_uploads(ups, self.cfg.weighting), extra=server.extra)
+
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold:
+        """Supervised FedAvg as the uploads come (the engine need not hold them)."""
+        return FedAvgFold(server, sizes, self.cfg.weighting, merge=False)
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         num_classes = int(server.model["classifier.weight"].shape[0])

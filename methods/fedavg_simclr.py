@@ -34,7 +34,7 @@ from benchmark.api import (
     prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import average_uploads
+from methods._shared.aggregate import FedAvgFold, average_uploads
 from methods._shared.modules import tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.simclr import (
@@ -114,6 +114,12 @@ class FedAvgSimCLR(MethodBase):
             return server
         model = average_uploads(ups, upload_weighting(self.cfg))
         return ServerState(model={**server.model, **model}, extra=server.extra)
+
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold | None:
+        """§2.2 as the uploads come; not under ``num_batches``, whose weights (batch counts) are the clients' to say."""
+        if self.cfg.weighting == "num_batches":
+            return None
+        return FedAvgFold(server, sizes, upload_weighting(self.cfg))
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         return self.export(encoder_of(self.build(), server.model))

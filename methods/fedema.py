@@ -33,7 +33,7 @@ from benchmark.api import (
     UnlabeledView,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import average_uploads
+from methods._shared.aggregate import FedAvgFold, average_uploads
 from methods._shared.byol import BYOLNet
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
@@ -171,6 +171,10 @@ class FedEMA(MethodBase):
         if not ups:
             return server
         return ServerState(model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra)
+
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold:
+        """The same average as the uploads come (the engine need not hold them)."""
+        return FedAvgFold(server, sizes, self.cfg.weighting)
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         return self.export(*online_backbone(self.backbone, server.model))

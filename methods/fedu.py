@@ -31,7 +31,7 @@ from benchmark.api import (
     UnlabeledView,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import average_uploads
+from methods._shared.aggregate import FedAvgFold, average_uploads
 from methods._shared.byol import BYOLNet
 from methods._shared.fedbyol import (
     BYOL_SMOKE,
@@ -121,6 +121,10 @@ class FedU(MethodBase):
         if not ups:
             return server
         return ServerState(model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra)
+
+    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold:
+        """§2.5 as the uploads come (the engine need not hold them)."""
+        return FedAvgFold(server, sizes, self.cfg.weighting)
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
         """The global online backbone f_θg, projector removed (fedu.md §2.6)."""

@@ -98,6 +98,10 @@ class ClientViews(Sequence["ClientData"]):
     def __len__(self) -> int:
         return len(self.shards)
 
+    def num_examples(self, k: int) -> int:
+        """``self[k].num_examples`` without gathering the client's images."""
+        return len(self.shards[range(len(self))[k]])
+
     @overload
     def __getitem__(self, k: int) -> ClientData: ...
 

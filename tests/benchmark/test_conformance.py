@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import ClientState, Payload
+from benchmark.api import ClientState, FedAvgFold, Payload, ServerState, average_uploads
 from benchmark.conformance import check_method, smoke_cell
 from benchmark.registries import METHODS, load_builtins
 
@@ -93,6 +93,41 @@ class BlindToy(toy.ToyPlugin):
         return super().encoder(zero, clients)
 
 
+class FoldToy(toy.ToyPlugin):
+    """FedAvg through the engine's upload fold: each upload folded as it comes, as server_aggregate would average."""
+
+    name = "_fold_toy"
+
+    def server_aggregate(self, server, ups, ctx, public):
+        return ServerState(model=average_uploads(ups, "num_examples"), extra=server.extra)
+
+    def upload_fold(self, server, sizes, ctx):
+        return FedAvgFold(server, sizes, "num_examples", merge=False)
+
+
+class _ForgetsTheLast:
+    """A fold that never adds the round's last upload (the slip the fold check exists for)."""
+
+    def __init__(self, server, sizes):
+        self._last = max(sizes)
+        self._fold = FedAvgFold(server, {k: n for k, n in sizes.items() if k != self._last}, "num_examples",
+                                merge=False)
+
+    def add(self, client_id, up):
+        if client_id != self._last:
+            self._fold.add(client_id, up)
+
+    def finish(self):
+        return self._fold.finish()
+
+
+class BadFoldToy(FoldToy):
+    name = "_bad_fold_toy"
+
+    def upload_fold(self, server, sizes, ctx):
+        return _ForgetsTheLast(server, sizes)
+
+
 FAST = {"max_steps": 2}  # two local steps per round are enough to show each failure
 
 
@@ -118,6 +153,17 @@ def test_a_conforming_method_passes(register) -> None:
     assert report.ok, report.format()
     assert {r.name for r in report.results if r.status == "pass"} == {
         "interface", "finite_losses", "declared_payloads", "determinism", "resume"}
+
+
+def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:
+    report = check_method(register(FoldToy), knn=False, method_params=FAST)
+    assert report.ok, report.format()
+    assert report.result("upload_fold").status == "pass" and "2 rounds" in report.result("upload_fold").detail
+    assert report.result("upload_fold") and check_method(register(GoodToy), knn=False, method_params=FAST).result(
+        "upload_fold").status == "skip"
+    bad = check_method(register(BadFoldToy), knn=False, method_params=FAST)
+    assert bad.failed == ["upload_fold"], bad.format()
+    assert "differs from server_aggregate" in bad.result("upload_fold").detail
 
 
 def test_nondeterministic_method_fails_determinism(register) -> None:
