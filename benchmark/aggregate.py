@@ -57,6 +57,8 @@ class RunningAverage:
         self._acc: torch.Tensor | None = None
         self._base: torch.Tensor | None = None  # the first state's floats, flat, to find the tensors that differ
         self._differs: torch.Tensor | None = None
+        self._shapes: list[torch.Size] = []
+        self._one_dtype = True
 
     def add(self, state: TensorDict) -> None:
         if self._added == len(self._coef):
@@ -71,7 +73,10 @@ class RunningAverage:
             self._acc = torch.zeros_like(flat)
         else:
             flat = self._flat(state)
-            self._differs |= flat != self._base
+            if self._base is not None:
+                self._differs |= flat != self._base
+                if bool(self._differs.all()):  # every element already differs: nothing left to find
+                    self._base = None
         self._acc += coef * flat
         self._added += 1
 
@@ -94,18 +99,22 @@ class RunningAverage:
         return out
 
     def _flat(self, state: TensorDict) -> torch.Tensor:
-        parts = []
-        for key in self._floats:
-            t = state[key]
-            if t.shape != self._first[key].shape:
-                raise ValueError(f"tensor {key!r} has shape {tuple(t.shape)}, the first state's "
-                                 f"{tuple(self._first[key].shape)}")
-            parts.append(t.detach().reshape(-1))
+        if self._added == 0:
+            self._shapes = [self._first[k].shape for k in self._floats]
+            self._one_dtype = len({self._first[k].dtype for k in self._floats}) <= 1
+        parts = [state[k] for k in self._floats]
+        for key, t, shape in zip(self._floats, parts, self._shapes):
+            if t.shape != shape:
+                raise ValueError(f"tensor {key!r} has shape {tuple(t.shape)}, the first state's {tuple(shape)}")
         if not parts:
             return torch.zeros(0, dtype=torch.float64)
-        if any(t.dtype != parts[0].dtype for t in parts):
-            parts = [t.to(torch.float64) for t in parts]
-        return torch.cat(parts).to(torch.float64)  # a widening cast: exact, as the per-tensor cast was
+        with torch.no_grad():
+            if self._one_dtype and all(t.dtype == parts[0].dtype for t in parts):
+                # one C++ call: each tensor's elements in logical (row-major) order, as reshape(-1) gives them
+                flat = torch._C._nn.flatten_dense_tensors(parts)
+            else:
+                flat = torch.cat([t.reshape(-1).to(torch.float64) for t in parts])
+            return flat.to(torch.float64)  # a widening cast: exact, as the per-tensor cast was
 
 
 def aggregation_weights(num_examples: Sequence[int], mode: str, num_batches: Sequence[int] | None = None) -> list[float]:

@@ -44,12 +44,12 @@ def _walk(module: nn.Module, prefix: str, out: list[tuple[str, torch.Tensor]]) -
 
 def tensors_of(module: nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
     """Parameters and buffers as detached CPU copies, without ``num_batches_tracked`` (never sent, project rule)."""
-    return {f"{prefix}{k}": _cpu_copy(v.detach()) for k, v in state_entries(module)}
-
-
-def _cpu_copy(t: torch.Tensor) -> torch.Tensor:
-    # a CPU tensor's ``clone`` is ``.to("cpu", copy=True)`` (the same values and strides) without its dispatch
-    return t.clone() if t.device.type == "cpu" else t.to("cpu", copy=True)
+    out = {}
+    with torch.no_grad():  # copies without autograd history: what ``.detach()`` then copying gives
+        for key, t in state_entries(module):
+            # a CPU tensor's ``clone`` is ``.to("cpu", copy=True)`` (the same values and strides) without its dispatch
+            out[prefix + key] = t.clone() if t.is_cpu else t.to("cpu", copy=True)
+    return out
 
 
 def load_tensors(module: nn.Module, tensors: Mapping[str, torch.Tensor], prefix: str = "") -> None:

@@ -1,18 +1,18 @@
 """P8 per-client fixed overhead: one round of 1,000 sampled clients holding ~10 images each, engine vs bare loop.
 
-    python benchmarks/p8_client_overhead.py [--reps 3] [--clients 1000] [--per-client 10] [--profile]
+    python benchmarks/p8_client_overhead.py [--reps 4] [--clients 1000] [--per-client 10] [--profile]
 
 Cross-device clients hold little data, so what the engine does once per client (load the global model into the
-working network, build the optimizer, copy the payload out, the state store, the per-client random streams, the
-aggregation over 1,000 payloads) weighs far more than on the quickstart's 10 clients of ~144 images (P1). The cell
+working network, build the optimizer, copy the payload out, the state store, the per-client random streams, fold
+the payload into the float64 FedAvg sum) weighs far more than on the quickstart's 10 clients of ~144 images (P1). The cell
 is P1's FedAvg-SimCLR (benchmarks/_cells.py) on ``tiled_digits`` (digits' 1,437 training images repeated to
 clients x per-client images, synthetic because digits is too small; IID, so every client holds 10 images and
 trains 2 local epochs of one 10-image batch). The bare side is ``_cells.bare_rounds``: the same batches, views,
 loss and a fresh Adam per client on one network, nothing else; its per-client mean losses are checked against the
 engine's ``client_update`` on the first clients (bitwise).
 
-Repetitions interleaved (engine, bare, ...) in this process with 1 torch thread; the ratio is the median of the
-paired CPU-time ratios bare / engine (= engine throughput / bare throughput). ``--profile`` prints a cProfile of
+Repetitions interleaved in this process with 1 torch thread, in ABBA order (engine, bare, then bare, engine, ...);
+the ratio is the median of the paired CPU-time ratios bare / engine (= engine throughput / bare throughput). ``--profile`` prints a cProfile of
 one engine run (the functions outside the clients' training).
 """
 
@@ -71,14 +71,20 @@ def profile(method, clients, settings, top: int = 30) -> None:
     pstats.Stats(pr).sort_stats("cumulative").print_stats(top)
 
 
-def measure(reps: int = 3, clients: int = 1000, per_client: int = 10, log=print) -> dict:
+def measure(reps: int = 4, clients: int = 1000, per_client: int = 10, log=print) -> dict:
     _cell, method, data, settings = cell_setup(clients, clients, 1, images=clients * per_client)
     engine_run(method, data, settings)  # warm-up
     same = same_losses(method, data, settings)
     t_engine, t_bare = [], []
     for i in range(reps):
-        t_engine.append(engine_run(method, data, settings))
-        t_bare.append(bare_run(method, data, settings))
+        # ABBA: the variant that runs first alternates, so a drift of the machine's speed over the run (seen here
+        # as 40 -> 33 s for the same work) does not always land on the same side of a pair
+        if i % 2 == 0:
+            t_engine.append(engine_run(method, data, settings))
+            t_bare.append(bare_run(method, data, settings))
+        else:
+            t_bare.append(bare_run(method, data, settings))
+            t_engine.append(engine_run(method, data, settings))
         e, b = t_engine[-1], t_bare[-1]
         log(f"  P8 rep {i + 1}/{reps}: engine {e.cpu:.2f} s CPU ({e.wall:.1f} s wall), bare {b.cpu:.2f} s CPU "
             f"({b.wall:.1f} s wall), ratio {b.cpu / e.cpu:.3f} CPU / {b.wall / e.wall:.3f} wall", flush=True)
@@ -95,7 +101,7 @@ def measure(reps: int = 3, clients: int = 1000, per_client: int = 10, log=print)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--per-client", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
