@@ -36,7 +36,8 @@ class RunningAverage:
     """:func:`weighted_average` of states given one at a time, in the weights' order, each dropped once added.
 
     The weights are known before the first state, so each state is folded into the float64 sum as it comes: the
-    server holds one model-sized accumulator instead of every upload of the round (1,000 sampled clients × the micro
+    server holds a few model-sized buffers (the float64 sum, the first state and, until every element has been seen
+    to differ, its float64 copy and a mask) instead of every upload of the round (1,000 sampled clients × the micro
     ResNet's 347 KB is 347 MB, and a ResNet-18's 45 GB; benchmarks/p8). Per element the sum is the one
     :func:`weighted_average` always computed — 0 + (w_1/Σw)·x_1 + (w_2/Σw)·x_2 + … in float64, in order, then cast
     back — so the result is bit-identical whether the states come at once or one by one. A tensor that is equal in
@@ -48,7 +49,7 @@ class RunningAverage:
 
     def __init__(self, weights: Sequence[float]) -> None:
         total = float(sum(weights))
-        if not weights or total <= 0:
+        if len(weights) == 0 or total <= 0:  # len: a NumPy array or a tensor of weights has no truth value
             raise ValueError("weights must sum to a positive number")
         self._coef = [float(w) / total for w in weights]
         self._added = 0
@@ -146,7 +147,7 @@ class FedAvgFold:
 
     The server knows before the round what FedAvg weighs each upload by: the sampled clients' training-set sizes
     (``num_examples``) or nothing (``uniform``). So the engine hands each upload here as its client finishes, in
-    client-id order, and frees it: a round holds one model-sized float64 sum instead of every upload. The result is
+    client-id order, and frees it: a round holds a few model-sized buffers instead of every upload. The result is
     bit-identical to ``average_uploads`` of the same uploads (:class:`RunningAverage`). An upload whose client is
     out of order, or whose ``num_examples`` is not the size announced, is refused: that weight was not the one used.
 

@@ -185,7 +185,8 @@ class _Recorder:
         return down
 
     def upload_fold(self, server: Any, sizes: Any, ctx: Any) -> Any:
-        fold = self._method.upload_fold(server, sizes, ctx)
+        hook = getattr(self._method, "upload_fold", None)
+        fold = hook(server, sizes, ctx) if hook is not None else None
         return None if fold is None else _CheckedFold(fold, self._method, server, ctx, self._public, self._traffic)
 
     def client_update(self, down: Any, state: Any, data: Any, ctx: Any) -> Any:
@@ -217,7 +218,8 @@ class _CheckedFold:
         out = self._fold.finish()
         ref = self._method.server_aggregate(self._server, self._ups, self._ctx, self._public)
         same = (_digest(dict(out.model)) == _digest(dict(ref.model))
-                and _digest(dict(out.extra)) == _digest(dict(ref.extra)) and list(out.model) == list(ref.model))
+                and _digest(dict(out.extra)) == _digest(dict(ref.extra)) and list(out.model) == list(ref.model)
+                and dict(out.metrics) == dict(ref.metrics))
         self._traffic.folds.append((self._ctx.round, same))
         return out
 
@@ -332,7 +334,7 @@ def _timed(results: list[CheckResult], name: str) -> Iterator[Callable[[str], No
 
 
 REQUIRED_ATTRS = ("name", "version", "Config", "requires", "payload_up", "payload_down")
-HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_aggregate", "upload_fold", "encoder")
+HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_aggregate", "encoder")
 
 
 @dataclass

@@ -31,6 +31,7 @@ def prepare_module(module: torch.nn.Module, device: torch.device, *, channels_la
     A module already on ``device`` is not passed through ``Module.to`` (which re-assigns every tensor: 0.36 ms for
     the micro ResNet, paid once per client per round; benchmarks/p8).
     """
+    device = torch.device(device)
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():  # tensors live on "cuda:N"
         device = torch.device("cuda", torch.cuda.current_device())
     if _off_device(module, device):

@@ -86,8 +86,9 @@ class Method(Protocol):
     def server_aggregate(
         self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
     ) -> ServerState: ...
-    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> UploadFold | None: ...
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder: ...
+    # optional, so not a member here: ``upload_fold`` (MethodBase's default returns None; the engine asks only if the
+    # method has it)
 
 
 class UploadFold(Protocol):

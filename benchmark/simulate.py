@@ -425,7 +425,8 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
         down = method.broadcast(server, sctx)
         # a method that can fold its aggregation takes each upload as it comes; the engine then keeps only the
         # uploads' weights and metrics, not a model per sampled client (MethodBase.upload_fold)
-        fold = method.upload_fold(server, ClientSizes(clients, selected), sctx)
+        hook = getattr(method, "upload_fold", None)  # optional: a method not built on MethodBase may lack it
+        fold = hook(server, ClientSizes(clients, selected), sctx) if hook is not None else None
         ups: dict[int, Payload] = {}
         up_bytes = 0
         client_s = 0.0  # time inside the clients' updates; the rest of round_time_s is the engine's and the server's

@@ -128,6 +128,16 @@ class BadFoldToy(FoldToy):
         return _ForgetsTheLast(server, sizes)
 
 
+class MetricsFoldToy(FoldToy):
+    """Its server reports a round metric that its fold forgets: the round history would differ."""
+
+    name = "_metrics_fold_toy"
+
+    def server_aggregate(self, server, ups, ctx, public):
+        out = super().server_aggregate(server, ups, ctx, public)
+        return ServerState(model=out.model, extra=out.extra, metrics={"uploads": float(len(ups))})
+
+
 FAST = {"max_steps": 2}  # two local steps per round are enough to show each failure
 
 
@@ -164,6 +174,8 @@ def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:
     bad = check_method(register(BadFoldToy), knn=False, method_params=FAST)
     assert bad.failed == ["upload_fold"], bad.format()
     assert "differs from server_aggregate" in bad.result("upload_fold").detail
+    forgetful = check_method(register(MetricsFoldToy), knn=False, method_params=FAST)
+    assert forgetful.failed == ["upload_fold"], forgetful.format()
 
 
 def test_nondeterministic_method_fails_determinism(register) -> None:

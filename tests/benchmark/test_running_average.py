@@ -73,6 +73,42 @@ def test_the_flat_sum_is_the_per_tensor_float64_sum_bit_for_bit(weights) -> None
     assert out["same"].data_ptr() != ss[0]["same"].data_ptr()  # a copy, never the input itself
 
 
+def fp32_states(n: int, seed: int = 0, *, every_element_differs: bool = False) -> list[dict[str, torch.Tensor]]:
+    """float32 only, as the FedAvg methods upload (the single-dtype flattening path), channels_last conv weights."""
+    g = torch.Generator().manual_seed(seed)
+    fixed = torch.randn(3, generator=g)
+    out = []
+    for _ in range(n):
+        s = {"conv": torch.randn(4, 3, 3, 3, generator=g).to(memory_format=torch.channels_last),
+             "t": torch.randn(3, 5, generator=g).t(),  # a transposed (non-contiguous) tensor
+             "bias": torch.randn(4, generator=g), "scalar": torch.randn((), generator=g)}
+        if not every_element_differs:
+            s["fixed"] = fixed.clone()
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("every_element_differs", [False, True])
+def test_the_single_dtype_path_is_the_per_tensor_sum_bit_for_bit(every_element_differs: bool) -> None:
+    ss = fp32_states(5, every_element_differs=every_element_differs)
+    if every_element_differs:  # the fold stops looking for equal tensors after state 2: a later repeat of the
+        ss[3] = {k: v.clone() for k, v in ss[0].items()}  # first state must still be averaged, not shortcut
+    weights = [143, 144, 143, 12, 7]
+    ref, out = per_tensor_reference(ss, weights), weighted_average(ss, weights)
+    assert list(out) == list(ref)
+    for key in ref:
+        assert out[key].stride() == ref[key].stride() and torch.equal(bits(out[key]), bits(ref[key])), key
+
+
+def test_weights_may_be_an_array_or_a_tensor() -> None:
+    import numpy as np
+
+    ss = fp32_states(2)
+    ref = weighted_average(ss, [1.0, 3.0])
+    for weights in (np.array([1.0, 3.0]), torch.tensor([1.0, 3.0], dtype=torch.float64)):
+        assert all(torch.equal(bits(a), bits(b)) for a, b in zip(weighted_average(ss, weights).values(), ref.values()))
+
+
 def test_one_state_at_a_time_is_the_same_as_all_at_once() -> None:
     ss, weights = states(4, seed=1), [3, 1, 4, 1]
     avg = RunningAverage(weights)

@@ -43,9 +43,6 @@ class Counting:
         w = torch.stack([ups[k].tensors["w"] for k in sorted(ups)]).mean(0)
         return ServerState(model={"w": w})
 
-    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx) -> None:
-        return None
-
 
 class NoData:
     """Registered clients without any per-client object: the loop asks only for the sampled ones."""

@@ -343,19 +343,19 @@ def test_optimizer_state_at_each_rounds_first_step(monkeypatch, mode: str) -> No
     from tests.methods.byol_testkit import make_kit
 
     first: dict[int, dict] = {}  # round -> (state entries, Adam step) at that round's first step
-    built: list[int] = []
+    built: list = []  # the optimizers themselves: a freed optimizer's id can be the next one's
     rnd = {"r": 0}
     real = torch.optim.Adam
 
     class Spy(real):
         def __init__(self, params, *a, **kw):
             super().__init__(params, *a, **kw)
-            built.append(id(self))
+            built.append(self)
 
         def step(self, *a, **k):
             if rnd["r"] not in first:
                 steps = [float(s["step"]) for s in self.state.values() if "step" in s]
-                first[rnd["r"]] = {"entries": len(self.state), "step": max(steps, default=0.0), "opt": id(self)}
+                first[rnd["r"]] = {"entries": len(self.state), "step": max(steps, default=0.0), "opt": self}
             return super().step(*a, **k)
 
     monkeypatch.setattr(torch.optim, "Adam", Spy)
@@ -369,7 +369,7 @@ def test_optimizer_state_at_each_rounds_first_step(monkeypatch, mode: str) -> No
         up, st = m.client_update(m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0))
         steps.append(up.metrics["steps"])
         assert up.metrics["steps"] > 1
-    assert len(built) == 2 and first[1]["opt"] != first[2]["opt"]  # a new optimizer object each round
+    assert len(built) == 2 and first[1]["opt"] is not first[2]["opt"]  # a new optimizer object each round
     assert first[1]["entries"] == 0
     if mode == "reset":
         assert first[2]["entries"] == 0 and first[2]["step"] == 0.0

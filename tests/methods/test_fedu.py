@@ -176,7 +176,9 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
     per round, whose first step finds no state (a reused optimizer would carry its momentum into the next round)."""
     seen: list[float] = []  # the lr of each optimizer built
     first_step_state: dict[int, int] = {}  # round -> optimizer state entries at that round's first step
-    steppers: dict[int, set[int]] = {}  # round -> ids of the optimizers that stepped in it
+    # round -> the optimizers that stepped in it, held here so that no two can share an id (a freed optimizer's
+    # address is reused by the next one, which made ids of short-lived optimizers collide)
+    steppers: dict[int, list] = {}
     rnd = {"r": 0}
     real = torch.optim.SGD
 
@@ -187,7 +189,7 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
 
         def step(self, *a, **k):
             first_step_state.setdefault(rnd["r"], len(self.state))
-            steppers.setdefault(rnd["r"], set()).add(id(self))
+            steppers.setdefault(rnd["r"], []).append(self)
             return super().step(*a, **k)
 
     monkeypatch.setattr(torch.optim, "SGD", Spy)
@@ -205,7 +207,8 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
     for r, lr in zip((1, 2, 3), seen, strict=True):
         assert math.isclose(lr, 0.016 * (1 + math.cos(math.pi * (r - 1) / 5)), rel_tol=1e-12)
     assert first_step_state == {1: 0, 2: 0, 3: 0}
-    assert len(set().union(*steppers.values())) == 3 and all(len(v) == 1 for v in steppers.values())
+    ids = {r: {id(o) for o in opts} for r, opts in steppers.items()}
+    assert len(set().union(*ids.values())) == 3 and all(len(v) == 1 for v in ids.values())
 
 
 @pytest.mark.slow
