@@ -39,6 +39,14 @@ def sample_clients(seed: int, round_: int, num_clients: int, per_round: int) -> 
     return sorted(int(k) for k in rng.choice(num_clients, size=per_round, replace=False))
 
 
+def round_fold(method: Method, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> Any:
+    """The method's fold of this round's uploads, or None: a method that can fold its aggregation takes each upload
+    as it comes, and the engine then keeps only the uploads' weights and metrics, not a model per sampled client
+    (``MethodBase.upload_fold``; optional, so a method not built on MethodBase may lack it)."""
+    hook = getattr(method, "upload_fold", None)
+    return hook(server, sizes, ctx) if hook is not None else None
+
+
 class ClientSizes(Mapping[int, int]):
     """The sampled clients' numbers of training examples, read when asked (a method that does not fold never asks),
     without gathering a client's data where the views can say it."""
@@ -423,10 +431,7 @@ def _simulate(method: Method, clients: Sequence[ClientData], settings: SimSettin
         selected = sample_clients(settings.seed, r, num_clients, settings.per_round)
         sctx = server_context(settings, r, public)
         down = method.broadcast(server, sctx)
-        # a method that can fold its aggregation takes each upload as it comes; the engine then keeps only the
-        # uploads' weights and metrics, not a model per sampled client (MethodBase.upload_fold)
-        hook = getattr(method, "upload_fold", None)  # optional: a method not built on MethodBase may lack it
-        fold = hook(server, ClientSizes(clients, selected), sctx) if hook is not None else None
+        fold = round_fold(method, server, ClientSizes(clients, selected), sctx)
         ups: dict[int, Payload] = {}
         up_bytes = 0
         client_s = 0.0  # time inside the clients' updates; the rest of round_time_s is the engine's and the server's
