@@ -250,13 +250,12 @@ def _digest(tensors: Mapping[str, Any]) -> str:
 
 def _checkpoint_digests(work_dir: Path, round_: int) -> tuple[str, dict[int, str]]:
     """Server and client-state digests of a simulation's round checkpoint (client states read from disk)."""
-    import torch
 
     from benchmark.rundir import PretrainDir
-    from benchmark.simulate import ClientStateStore
+    from benchmark.simulate import ClientStateStore, load_round_checkpoint
 
     pdir = PretrainDir(Path(work_dir))
-    ckpt = torch.load(pdir.checkpoint(round_), map_location="cpu", weights_only=False)
+    ckpt = load_round_checkpoint(pdir.checkpoint(round_))
     store = ClientStateStore(pdir.states, mem_budget=0)
     store.restore(ckpt["clients"])
     clients = {int(k): _client_digest(store.get(int(k))) for k in ckpt["clients"]}
