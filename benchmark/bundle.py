@@ -248,6 +248,10 @@ def bundle_problems(root: Path, manifest: Mapping[str, Any]) -> list[str]:
                 continue
             if rel not in files:
                 problems.append(f"records[{i}] {what} {rel!r} is not listed in the manifest's files")
+        ckpt = entry.get("checkpoint")
+        if ckpt and files.get(ckpt["path"]) not in (None, ckpt["sha256"]):
+            problems.append(f"records[{i}] checkpoint {ckpt['path']} has sha256 {ckpt['sha256'][:12]}… in its "
+                            f"entry and {files[ckpt['path']][:12]}… in the manifest's files")
     if problems:
         return problems
     for rel, digest in files.items():
