@@ -1,11 +1,12 @@
 """``python -m benchmark accept BUNDLE --results DIR``: the maintainers' re-evaluation of a submission bundle.
 
-Before anything is re-run, the bundle and every record are checked, and the first problem is refused in one line
-(``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed): the archive within its limits
-(``benchmark.bundle``), the manifest's shape, every manifest path inside the bundle and every file's sha256; each
-record's schema (names that become paths, every field's type), digest, cell id and pre-training key, its track and
-protocol card (as ``submit`` checks them), a score to re-evaluate (a record without scores is refused: there is
-nothing to vouch for), a re-evaluation cost within the project's card files, and its method installed here with the
+Before anything is re-run, the bundle and every record are checked, and the first problem is refused
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed):
+the archive within its limits (``benchmark.bundle``), the manifest's shape, every manifest path
+inside the bundle and every file's sha256; each record's schema (names that become paths, every
+field's type), digest, cell id and pre-training key, its track and protocol card (as ``submit``
+checks them), a score to re-evaluate (a record without scores is refused: there is nothing to vouch
+for), a re-evaluation cost within the project's card files, and its method installed here with the
 plugin source the record names. Then, for every record:
 
 1. the cell's partition, rebuilt, is the record's;
@@ -19,12 +20,12 @@ plugin source the record names. Then, for every record:
 4. every value of every score must be reproduced within the task's tolerance
    (:data:`benchmark.records.acceptance.TOLERANCES`).
 
-All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each gets an
-acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported and as reproduced,
-tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it marks the row *re-evaluated* and shows
-the reproduced value. Otherwise exit 1 with one line per failing check or score (reported vs reproduced) and nothing
-is written. Every write is confined to ``DIR`` (docs/submitting.md).
-"""
+All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
+gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
+and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
+marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
+failing check or score (reported vs reproduced) and nothing is written. Every write is confined to
+``DIR`` (docs/submitting.md). """
 
 from __future__ import annotations
 
@@ -115,10 +116,10 @@ class AcceptReport:
 # ------------------------------------------------------------------------------------------------ accept
 
 
-def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = None, track: str | None = None,
-           limits: BundleLimits = DEFAULT_LIMITS) -> AcceptReport:
-    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with acceptance files.
-    Anything refused before re-evaluation raises ``UsageError`` (one line)."""
+def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = None,
+           track: str | None = None, limits: BundleLimits = DEFAULT_LIMITS) -> AcceptReport:
+    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
     results = Path(results)
     if results.exists() and not results.is_dir():
         raise UsageError(f"--results {results} is a file, not a folder")
@@ -131,7 +132,8 @@ def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = N
         spec = _track_of(manifest, track)
         records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
         for _, record in records:
-            results_path(results, record)  # the second guard, before any work: every target stays in results
+            # the second guard, before any work: every target stays in results
+            results_path(results, record)
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
@@ -156,15 +158,18 @@ def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
 
     track_id = track or manifest.get("track")
     if not track_id:
-        raise BundleError("the manifest names no track: pass --track ID (python -m benchmark list tracks)")
+        raise BundleError("the manifest names no track: pass --track ID (python -m benchmark list "
+                          "tracks)")
     try:
         return find_track(track_id)
     except SubmitError as exc:
         raise BundleError(str(exc)) from None
 
 
-def _admit(root: Path, i: int, entry: Mapping[str, Any], spec: Any) -> tuple[Mapping[str, Any], ResultRecord]:
-    """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation (BundleError)."""
+def _admit(root: Path, i: int, entry: Mapping[str, Any],
+           spec: Any) -> tuple[Mapping[str, Any], ResultRecord]:
+    """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
+    (BundleError)."""
     from benchmark.records.files import read_record
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
@@ -180,10 +185,11 @@ def _admit(root: Path, i: int, entry: Mapping[str, Any], spec: Any) -> tuple[Map
         raise BundleError(f"{where}: {exc}") from None
     problems = verify_record(record)
     if entry["cell_id"] != record.cell_id:
-        problems.append(f"the manifest names cell {entry['cell_id']!r}, the record is {record.cell_id}")
+        problems.append(f"the manifest names cell {entry['cell_id']!r}, the record is "
+                        f"{record.cell_id}")
     if not record.scores:
-        problems.append(f"the record has no scores (status {record.status}): nothing to re-evaluate, so accept "
-                        "cannot vouch for it")
+        problems.append(f"the record has no scores (status {record.status}): nothing to "
+                        "re-evaluate, so accept cannot vouch for it")
     check = RecordCheck(path, record)
     check_identity(record, check)
     check_track(record, spec, check)
@@ -220,14 +226,16 @@ def _accept_one(root: Path, entry: Mapping[str, Any], record: ResultRecord, orac
     return out
 
 
-# The fields of a protocol card that set what a re-evaluation costs. A record's task may cost less than the
-# project's card of the same name (a 1-epoch smoke probe), never more: re-evaluation runs within the protocol the
-# maintainers published (tasks/cards/*.json), not whatever a record's own task configuration asks for.
+# The fields of a protocol card that set what a re-evaluation costs. A record's task may cost less
+# than the project's card of the same name (a 1-epoch smoke probe), never more: re-evaluation runs
+# within the protocol the maintainers published (tasks/cards/*.json), not whatever a record's own
+# task configuration asks for.
 COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
 
 
 def protocol_problems(record: ResultRecord) -> list[str]:
-    """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it cannot)."""
+    """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
+    cannot)."""
     from benchmark.config import from_mapping
     from benchmark.registries import TASKS, load_builtins
     from tasks.cards import CardError, load_card
@@ -239,19 +247,20 @@ def protocol_problems(record: ResultRecord) -> list[str]:
             cls = TASKS.get(spec["name"])
             card = cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card()
         except Exception as exc:  # noqa: BLE001 - a task this installation cannot build is refused
-            out.append(f"task {spec.get('name') if isinstance(spec, Mapping) else spec!r} cannot be built here: "
-                       f"{type(exc).__name__}: {exc}")
+            name = spec.get("name") if isinstance(spec, Mapping) else spec
+            out.append(f"task {name!r} cannot be built here: {type(exc).__name__}: {exc}")
             continue
         try:
             published = load_card(card.name).settings
         except (CardError, KeyError, OSError) as exc:
-            out.append(f"task {spec['name']}: card {card.name!r} is not one of the project's cards ({exc})")
+            out.append(f"task {spec['name']}: card {card.name!r} is not one of the project's cards "
+                       f"({exc})")
             continue
         for key in COST_FIELDS:
             mine, limit = card.settings.get(key), published.get(key)
             if _number(mine) and _number(limit) and mine > limit:
-                out.append(f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s {limit} (the "
-                           "track's protocol bounds a re-evaluation)")
+                out.append(f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
+                           f"{limit} (the track's protocol bounds a re-evaluation)")
     return out
 
 
@@ -260,7 +269,8 @@ def _number(value: Any) -> bool:
 
 
 def plugin_problems(record: ResultRecord) -> list[str]:
-    """The record's method (and plugin tasks) must be installed here, from the plugin source the record names."""
+    """The record's method (and plugin tasks) must be installed here, from the plugin source the
+    record names."""
     from benchmark.provenance import component_provenance
     from benchmark.registries import METHODS, TASKS, load_builtins
 
@@ -268,13 +278,15 @@ def plugin_problems(record: ResultRecord) -> list[str]:
     out = []
     claimed = dict(record.env.plugins)
     names = [("method", METHODS, record.method)]
-    names += [("task", TASKS, t.get("name")) for t in record.cell.get("tasks") or [] if isinstance(t, Mapping)]
+    names += [("task", TASKS, t.get("name")) for t in record.cell.get("tasks") or []
+              if isinstance(t, Mapping)]
     for kind, registry, name in names:
         prov = claimed.get(f"{kind}:{name}")
         if name not in registry:
             out.append(f"{kind} {name!r} is not installed here: " + (
-                f"install the plugin the record ran, pip install '{prov['distribution']}=={prov['version']}', "
-                "then accept again" if prov and prov.get("distribution") else
+                "install the plugin the record ran, pip install "
+                f"'{prov['distribution']}=={prov['version']}', then accept again"
+                if prov and prov.get("distribution") else
                 "the record names no plugin distribution that provides it"))
             continue
         if prov is None:
@@ -282,8 +294,9 @@ def plugin_problems(record: ResultRecord) -> list[str]:
         mine = component_provenance(registry.get(name)) or {}
         if mine.get("source_digest") != prov.get("source_digest"):
             out.append(f"{kind} {name!r}: the installed plugin's source digest "
-                       f"{str(mine.get('source_digest'))[:12]}… is not the record's {str(prov['source_digest'])[:12]}…"
-                       f" (install {prov.get('distribution')} {prov.get('version')}, the code the record ran)")
+                       f"{str(mine.get('source_digest'))[:12]}… is not the record's "
+                       f"{str(prov['source_digest'])[:12]}… (install {prov.get('distribution')} "
+                       f"{prov.get('version')}, the code the record ran)")
     return out
 
 
@@ -364,5 +377,5 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
     return written
 
 
-__all__ = ["COST_FIELDS", "AcceptReport", "RecordAcceptance", "accept", "file_sha256", "opened_bundle",
-           "plugin_problems", "protocol_problems", "reevaluate"]
+__all__ = ["COST_FIELDS", "AcceptReport", "RecordAcceptance", "accept", "file_sha256",
+           "opened_bundle", "plugin_problems", "protocol_problems", "reevaluate"]

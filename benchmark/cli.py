@@ -1,11 +1,10 @@
 """``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it calls.
 
-Exit codes (docs/grids.md; accept and collect: docs/submitting.md): 0 every cell done or skipped as finished; 1 some
-cell failed or diverged, in this run or in an earlier one left alone (``status``: any such cell); 2 bad input (an
-unknown name or option value, a grid with an unknown key or a wrong type, α ≤ 0, more clients than samples, an
-unusable device or root, absent data; a bundle or record that accept or collect refuses): one line naming the
-problem, before anything is written.
-"""
+Exit codes (docs/grids.md; accept and collect: docs/submitting.md): 0 every cell done or skipped as
+finished; 1 some cell failed or diverged, in this run or in an earlier one left alone (``status``:
+any such cell); 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong
+type, α ≤ 0, more clients than samples, an unusable device or root, absent data; a bundle or record
+that accept or collect refuses): one line naming the problem, before anything is written. """
 
 from __future__ import annotations
 
@@ -115,19 +114,23 @@ def _add_submission(sub: Any) -> None:
                                         "re-evaluated",
                          epilog="exit codes: 0 every record re-evaluated within tolerance (docs/integrity.md), copied "
                                 "with its acceptance file; 1 one line per failing check or score (reported vs "
-                                "reproduced), nothing written; 2 refused before anything is re-run (not a bundle, "
-                                "over a limit, a bad manifest, a path outside the bundle, a record that fails its "
-                                "checks, its track or card, has no scores, or needs a plugin not installed here; "
-                                "--results is a file): one line, nothing written (docs/submitting.md)")
+                                "reproduced), nothing written; 2 refused before anything is re-run "
+                                "(not a bundle, over a limit, a bad manifest, a path outside the "
+                                "bundle, a record that fails its checks, its track or card, has no "
+                                "scores, or needs a plugin not installed here; --results is a "
+                                "file): one line, nothing written (docs/submitting.md)")
     acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
     acc.add_argument("--results", default="results",
                      help="where accepted records and their acceptance files go (default results/)")
     acc.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
-    acc.add_argument("--track", default=None, help="the track to accept for (default: the manifest's)")
+    acc.add_argument("--track", default=None,
+                     help="the track to accept for (default: the manifest's)")
     acc.add_argument("--max-total-mb", type=int, default=limits.max_total_bytes // MB,
-                     help=f"uncompressed size a bundle may hold (default {limits.max_total_bytes // MB})")
+                     help="uncompressed size a bundle may hold "
+                          f"(default {limits.max_total_bytes // MB})")
     acc.add_argument("--max-file-mb", type=int, default=limits.max_file_bytes // MB,
-                     help=f"size one file of a bundle may hold (default {limits.max_file_bytes // MB})")
+                     help=f"size one file of a bundle may hold (default "
+                          f"{limits.max_file_bytes // MB})")
     acc.add_argument("--max-members", type=int, default=limits.max_members,
                      help=f"files a bundle may hold (default {limits.max_members})")
 
@@ -430,16 +433,16 @@ def cmd_accept(args: argparse.Namespace) -> int:
     from benchmark.accept import accept
     from benchmark.bundle import MB, BundleLimits
 
-    limits = BundleLimits(max_total_bytes=args.max_total_mb * MB, max_file_bytes=args.max_file_mb * MB,
-                          max_members=args.max_members)
+    limits = BundleLimits(max_total_bytes=args.max_total_mb * MB,
+                          max_file_bytes=args.max_file_mb * MB, max_members=args.max_members)
 
     def on_term(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the scratch folder is removed
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root, track=args.track,
-                        limits=limits)
+        report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root,
+                        track=args.track, limits=limits)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(report.format())

@@ -322,7 +322,7 @@ class Checkpointer:
         for r in reversed(self.rounds()):
             try:
                 return load_round_checkpoint(self.path(r))
-            except Exception:  # noqa: BLE001, S112 - a torn or refused file: the next older one is tried
+            except Exception:  # noqa: BLE001, S112 - torn or refused: the next older one is tried
                 continue
         return None
 
@@ -339,8 +339,8 @@ class Checkpointer:
 
 def load_round_checkpoint(path: Path, *, mmap: bool = False) -> dict[str, Any]:
     """A round checkpoint, unpickled as tensors, plain values and the client index only
-    (``weights_only=True`` with :class:`ClientManifest` and its int64 arrays allowed): a run folder someone sent
-    cannot run code when ``status``, ``submit`` or a resumed run reads it."""
+    (``weights_only=True`` with :class:`ClientManifest` and its int64 arrays allowed): a run folder
+    someone sent cannot run code when ``status``, ``submit`` or a resumed run reads it."""
     allowed = [ClientManifest, np.core.multiarray._reconstruct, np.ndarray, np.dtype,
                type(np.dtype(np.int64))]
     with torch.serialization.safe_globals(allowed):

@@ -283,9 +283,9 @@ def _check_final_state(rd: RunDir, record: ResultRecord, check: RecordCheck, ree
 
     try:  # tensors and plain values only: a run folder may be someone else's (docs/submitting.md)
         pre = Pretrained.load(final, untrusted=True)
-    except Exception as exc:  # noqa: BLE001 - a checkpoint that would need full unpickling is refused
-        check.fail("integrity", f"{rd.relative(final)} does not load as tensors and plain values (refused, not "
-                                f"unpickled): {type(exc).__name__}")
+    except Exception as exc:  # noqa: BLE001 - one that needs full unpickling is refused
+        check.fail("integrity", f"{rd.relative(final)} does not load as tensors and plain values "
+                                f"(refused, not unpickled): {type(exc).__name__}")
         return
     if state_digest(dict(pre.server.model)) != record.final_state_digest:
         check.fail("integrity", f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}")
@@ -366,7 +366,8 @@ class PartitionOracle:
                                     f"partition_seed {record.cell.get('partition_seed')})")
         if known and record.partition_digest not in known:
             check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the digest "
-                                    f"the leaderboard holds for {record.partition_label} ({min(known)[:12]}…)")
+                                    f"the leaderboard holds for {record.partition_label} "
+                                    f"({min(known)[:12]}…)")
 
 
 def known_partition_digests(against: Sequence[Path], manifests: Path | None) -> dict[str, set[str]]:
@@ -617,9 +618,17 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
 
 
 def verify_bundle(bundle: Path, limits: Any = None) -> list[str]:
-    """Problems with a bundle as received: a refused archive or manifest, paths that leave the bundle, missing or
-    extra files, sha256 mismatches, unreadable records (``benchmark.bundle``: bounded, confined before reading)."""
-    from benchmark.bundle import DEFAULT_LIMITS, BundleError, bundle_problems, inside, opened_bundle, read_manifest
+    """Problems with a bundle as received: a refused archive or manifest, paths that leave the
+    bundle, missing or extra files, sha256 mismatches, unreadable records (``benchmark.bundle``:
+    bounded, confined before reading)."""
+    from benchmark.bundle import (
+        DEFAULT_LIMITS,
+        BundleError,
+        bundle_problems,
+        inside,
+        opened_bundle,
+        read_manifest,
+    )
     from benchmark.records.files import read_record
 
     try:

@@ -53,7 +53,8 @@ def _runs(api: Any, entity: str, project: str, group: str | None) -> Iterable[An
         raise UsageError(f"cannot list the runs of {entity}/{project}: {type(exc).__name__}: {exc}") from None
 
 
-RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # W&B run ids (the cell id here); it names a scratch folder
+# W&B run ids (the cell id here): one names a scratch folder
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _record_of(run: Any, tmp: Path) -> ResultRecord | str | RecordError:

@@ -95,7 +95,7 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
                 skipped.append(Skipped(path, "; ".join(problems)))
                 continue
             shape = row_problem(path, record)
-            if shape:  # a sealed record of a shape the tables cannot hold (a cell section of the wrong type)
+            if shape:  # a sealed record whose cell the tables cannot hold
                 skipped.append(Skipped(path, shape))
                 continue
             prior = seen.get(record.cell_id)
@@ -110,9 +110,9 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
 
 
 def row_problem(path: Path, record: ResultRecord) -> str | None:
-    """Why ``record`` cannot become table rows (its cell's sections of the wrong type), or None. The schema checks
-    the record's typed fields; the cell is free-form, so its rows are built once here, where a failure is one
-    skipped file and not a failed build."""
+    """Why ``record`` cannot become table rows (its cell's sections of the wrong type), or None. The
+    schema checks the record's typed fields; the cell is free-form, so its rows are built once here,
+    where a failure is one skipped file and not a failed build."""
     try:
         records_frame([(path, record)])
     except Exception as exc:  # noqa: BLE001 - a bad file must never stop the build
@@ -143,7 +143,8 @@ RECORD_COLUMNS = [
     "partition_digest", "partition_params", "partition_short", "config_key", "row_key", "row_config", "method_params",
     "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
-    "value", "reported", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps", "machine", "git_sha",
+    "value", "reported", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps",
+    "machine", "git_sha",
     "uses_public_data", "verified", "reevaluated", "reference", "path", "record",
 ]
 
@@ -178,11 +179,13 @@ def machine_of(record: ResultRecord) -> str:
 
 def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = (),
                   reevaluated: Iterable[str] = ()) -> pd.DataFrame:
-    """One row per (record, task score). A diverged record has no scores: it gets one row per task of its cell,
-    with a missing value, so that it is counted (not dropped) on every track it belongs to. ``reference_points``:
-    methods marked ``reference`` (shown apart, never ranked); ``reevaluated``: cell ids whose acceptance verified,
-    or cell id → that acceptance (:func:`load_acceptances`): an accepted record's ``value`` is the value the
-    maintainers reproduced, ``reported`` the record's own (so the tolerance cannot be spent on a raised score)."""
+    """One row per (record, task score). A diverged record has no scores: it gets one row per task
+    of its cell, with a missing value, so that it is counted (not dropped) on every track it belongs
+    to. ``reference_points``: methods marked ``reference`` (shown apart, never ranked);
+    ``reevaluated``: cell ids whose acceptance verified, or cell id → that acceptance
+    (:func:`load_acceptances`): an accepted record's ``value`` is the value the maintainers
+    reproduced, ``reported`` the record's own (so the tolerance cannot be spent on a raised
+    score)."""
     rows: list[dict[str, Any]] = []
     refs = set(reference_points)
     accepted = set(reevaluated)
@@ -226,15 +229,18 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points
             for t in cell.get("tasks") or [{}]:
                 rows.append({**base, "task": (t or {}).get("name"), "card_name": None, "card_id": None,
                              "card_summary": None, "selects_on_test": False, "metric": None,
-                             "higher_is_better": True, "value": float("nan"), "reported": float("nan")})
+                             "higher_is_better": True, "value": float("nan"),
+                             "reported": float("nan")})
     return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
 
 
 def reproduced_value(acceptance: Mapping[str, Any] | None, score: Any) -> float | None:
-    """The main value of ``score`` as the acceptance reproduced it (None: no acceptance, or it has no such value)."""
+    """The main value of ``score`` as the acceptance reproduced it (None: no acceptance, or it has
+    no such value)."""
     for entry in (acceptance or {}).get("scores") or []:
         if (isinstance(entry, Mapping) and entry.get("task") == score.task
-                and entry.get("card_id") == score.card.card_id and entry.get("key") == score.main_metric
+                and entry.get("card_id") == score.card.card_id
+                and entry.get("key") == score.main_metric
                 and isinstance(entry.get("reproduced"), (int, float))):
             return float(entry["reproduced"])
     return None
@@ -283,7 +289,8 @@ class TrackTable:
 TABLE_COLUMNS = [
     "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
     "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
-    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank",
+    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean",
+    "rank",
     "noise_group", "reference", "bytes",
     "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
     "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
@@ -371,7 +378,8 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
         "partition_params": first["partition_params"], "alpha": first["alpha"],
         "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
         "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
-        # the records' own values, when re-evaluation reproduced another (shown beside the reproduced one)
+        # the records' own values, when re-evaluation reproduced another (shown beside the
+        # reproduced one)
         "reported_values": reported if reported != values else [],
         "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
         "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
@@ -412,7 +420,8 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
                 **{k: s[k] for k in ("partition_label", "partition_digest", "alpha", "partition_short",
                                      "partition_name", "partition_params")},
                 "status": "missing", "machines": [], "git_shas": [], "n_seeds": 0, "n_diverged": 0, "seeds": [],
-                "values": [], "reported_values": [], "mean": math.nan, "std": math.nan, "ci_low": math.nan,
+                "values": [], "reported_values": [], "mean": math.nan, "std": math.nan,
+                "ci_low": math.nan,
                 "ci_high": math.nan,
                 "partial_mean": math.nan, "bytes": math.nan, "bytes_per_client": math.nan, "wall_time_s": math.nan,
                 "gpu_hours": math.nan, "client_steps": math.nan, "uses_public_data": False, "verified": True,

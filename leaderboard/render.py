@@ -646,13 +646,15 @@ _CSV_RISKY = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells a spreadsheet would run as a formula (``=HYPERLINK(...)`` in a method name, also after leading
-    spaces, tabs or line breaks) get a leading apostrophe; numbers are left alone. Lists and dicts are written as
-    JSON. The writer quotes every field, so a carriage return inside a name cannot start a row."""
+    """Text cells a spreadsheet would run as a formula (``=HYPERLINK(...)`` in a method name, also
+    after leading spaces, tabs or line breaks) get a leading apostrophe; numbers are left alone.
+    Lists and dicts are written as JSON. The writer quotes every field, so a carriage return inside
+    a name cannot start a row."""
     def fix(v: Any) -> Any:
         if isinstance(v, (list, tuple, dict)):
             v = json.dumps(_clean(v), sort_keys=True, default=str)
-        if isinstance(v, str) and (v.startswith(_CSV_RISKY) or v.lstrip(" \t\r\n\f\v").startswith(_CSV_RISKY)):
+        if isinstance(v, str) and (v.startswith(_CSV_RISKY)
+                                   or v.lstrip(" \t\r\n\f\v").startswith(_CSV_RISKY)):
             return "'" + v
         return v
 
@@ -660,7 +662,8 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 _TRACK_CSV = ["track", "method", "variant", "method_version", "partition_short", "partition_label", "alpha",
-              "partition_digest", "status", "n_seeds", "seeds", "values", "reported_values", "mean", "std",
+              "partition_digest", "status", "n_seeds", "seeds", "values", "reported_values", "mean",
+              "std",
               "ci_low", "ci_high", "rank",
               "noise_group", "reference", "fl_rounds", "fl_local_epochs", "client_steps", "bytes_per_client",
               "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "reevaluated",

@@ -36,14 +36,16 @@ def write_record(path: Path, record: ResultRecord) -> None:
     atomic_write_text(path, to_json(record))
 
 
-MAX_RECORD_BYTES = 8 << 20  # a record is a few kB; a larger "record" (or /dev/zero behind a link) is not read
+# a record is a few kB; a larger "record" (or /dev/zero behind a link) is not read
+MAX_RECORD_BYTES = 8 << 20
 
 
 def read_text_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
-    """The text of the regular file ``path`` if it holds at most ``limit`` bytes; RecordError otherwise (a device,
-    a FIFO or a huge file is refused before it is read)."""
+    """The text of the regular file ``path`` if it holds at most ``limit`` bytes; RecordError
+    otherwise (a device, a FIFO or a huge file is refused before it is read)."""
     try:
-        if not stat.S_ISREG(Path(path).stat().st_mode):  # before opening: a FIFO would block the open
+        # before opening: a FIFO would block the open
+        if not stat.S_ISREG(Path(path).stat().st_mode):
             raise RecordError(f"{path} is not a regular file")
         with Path(path).open("rb") as fh:
             info = os.fstat(fh.fileno())
@@ -61,5 +63,5 @@ def read_record(path: Path) -> ResultRecord:
     return from_json(read_text_bounded(Path(path)))
 
 
-__all__ = ["MAX_RECORD_BYTES", "RecordExists", "atomic_write_text", "read_record", "read_text_bounded",
-           "write_record"]
+__all__ = ["MAX_RECORD_BYTES", "RecordExists", "atomic_write_text", "read_record",
+           "read_text_bounded", "write_record"]

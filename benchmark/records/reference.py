@@ -225,7 +225,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
 
 def load_reference(path: Path) -> ReferenceTable:
     try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
     except (OSError, yaml.YAMLError) as exc:
         raise ReferenceError(f"{path}: {exc}") from None
     return parse_reference(raw, path)

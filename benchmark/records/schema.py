@@ -198,7 +198,8 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     record = _build(ResultRecord, data, "record")
     if record.status not in ("ok", "diverged"):
         raise RecordError(f"status must be ok or diverged, got {record.status!r}")
-    check_name("method", record.method)  # names that become paths under results/ (benchmark.records.names)
+    # names that become paths under results/ (benchmark.records.names)
+    check_name("method", record.method)
     check_id("cell_id", record.cell_id)
     check_id("pretrain_key", record.pretrain_key)
     check_shape(record)

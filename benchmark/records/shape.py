@@ -1,7 +1,8 @@
-"""The types inside a record, checked field by field where a record is read: a sealed record of the wrong shape
-(``env.plugins`` entries that are not provenance, ``task_failures`` a list, ``comm.bytes_up`` a string) is a
-:class:`RecordError` with the field's path, so ``collect`` and ``accept`` refuse it and ``leaderboard build`` lists
-it on the skipped page instead of failing on it. Torch-free."""
+"""The types inside a record, checked field by field where a record is read: a sealed record of the
+wrong shape (``env.plugins`` entries that are not provenance, ``task_failures`` a list,
+``comm.bytes_up`` a string) is a :class:`RecordError` with the field's path, so ``collect`` and
+``accept`` refuse it and ``leaderboard build`` lists it on the skipped page instead of failing on
+it. Torch-free."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ from typing import Any
 
 from benchmark.records.errors import RecordError
 
-# an entry of env.plugins (benchmark.provenance.component_provenance): the keys a page reads, with their types
+# an entry of env.plugins (benchmark.provenance.component_provenance): the keys a page reads, with
+# their types
 PLUGIN_KEYS: Mapping[str, tuple[type, ...]] = {
-    "module": (str,), "distribution": (str, type(None)), "version": (str, type(None)), "source_digest": (str,),
+    "module": (str,), "distribution": (str, type(None)), "version": (str, type(None)),
+    "source_digest": (str,),
     "files": (int,), "commit": (str,), "url": (str, type(None)),
 }
 PLUGIN_REQUIRED = ("module", "distribution", "version", "source_digest")
 
 
 def check_shape(obj: Any, where: str = "record") -> None:
-    """Raise RecordError naming the first field of ``obj`` (a record dataclass) whose value has the wrong type."""
+    """Raise RecordError naming the first field of ``obj`` (a record dataclass) whose value has the
+    wrong type."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
@@ -36,8 +40,8 @@ def check_shape(obj: Any, where: str = "record") -> None:
                 if dataclasses.is_dataclass(item):
                     check_shape(item, f"{path}[{i}]")
         if not _fits(value, hints[f.name]):
-            raise RecordError(f"{path} has the wrong type ({type(value).__name__}: {_short(value)}), expected "
-                              f"{_name(hints[f.name])}")
+            raise RecordError(f"{path} has the wrong type ({type(value).__name__}: "
+                              f"{_short(value)}), expected {_name(hints[f.name])}")
     if hasattr(obj, "plugins"):
         _check_plugins(obj.plugins, f"{where}.plugins")
 
@@ -89,7 +93,8 @@ def _check_plugins(plugins: Mapping[str, Any], where: str) -> None:
             if allowed is None:
                 raise RecordError(f"{where}[{key!r}] has an unknown key {name!r}")
             if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-                raise RecordError(f"{where}[{key!r}].{name} has the wrong type ({type(value).__name__})")
+                raise RecordError(f"{where}[{key!r}].{name} has the wrong type "
+                                  f"({type(value).__name__})")
 
 
 def _short(value: Any) -> str:

@@ -20,7 +20,8 @@ RESULTS_SUBDIR = Path("records") / "v1"
 class Skipped:
     path: Path
     reason: str
-    unsafe: bool = False  # a name that would become a path outside results/ (benchmark.records.names)
+    # a name that would become a path outside results/ (benchmark.records.names)
+    unsafe: bool = False
 
 
 def iter_record_files(root: Path) -> Iterator[Path]:
@@ -51,8 +52,9 @@ def load_records(roots: list[Path]) -> tuple[list[tuple[Path, ResultRecord]], li
 
 
 def results_path(results: Path, record: ResultRecord) -> Path:
-    """``results/records/v1/<method>/<cell_id>.json``; UnsafeName when the names are not the runner's or the path
-    would leave ``results`` (the second guard: the schema already refuses such names where records are read)."""
+    """``results/records/v1/<method>/<cell_id>.json``; UnsafeName when the names are not the
+    runner's or the path would leave ``results`` (the second guard: the schema already refuses such
+    names where records are read)."""
     check_name("method", record.method)
     check_id("cell_id", record.cell_id)
     path = Path(results) / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json"
@@ -61,7 +63,8 @@ def results_path(results: Path, record: ResultRecord) -> Path:
 
 
 def refuse_unsafe(skipped: list[Skipped]) -> None:
-    """UsageError (exit 2, before anything is written) naming the first record whose names are not safe paths."""
+    """UsageError (exit 2, before anything is written) naming the first record whose names are not
+    safe paths."""
     unsafe = [s for s in skipped if s.unsafe]
     if unsafe:
         more = f" (and {len(unsafe) - 1} more)" if len(unsafe) > 1 else ""

@@ -144,8 +144,9 @@ def test_accept_rejects_a_bundle_whose_score_was_raised(bundle: Path, tmp_path: 
 
 
 def test_accept_checks_the_record_digest_and_the_checkpoint_sha256(bundle: Path, tmp_path: Path, capsys) -> None:
-    """Refused in one line before anything is re-run (exit 2): a file that does not match the manifest, a record
-    whose digest does not match its content, a checkpoint whose entry disagrees with the manifest's files."""
+    """Refused in one line before anything is re-run (exit 2): a file that does not match the
+    manifest, a record whose digest does not match its content, a checkpoint whose entry disagrees
+    with the manifest's files."""
     edited = tmp_path / "edited"
     shutil.copytree(bundle, edited)
     entry = _manifest(edited)["records"][0]
