@@ -52,6 +52,7 @@ from benchmark.records.acceptance import (
     make_acceptance,
     read_acceptance,
 )
+from benchmark.records.names import UnsafeName
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import results_path
 from benchmark.reevaluation import file_sha256, reevaluate
@@ -132,8 +133,10 @@ def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = N
         spec = _track_of(manifest, track)
         records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
         for _, record in records:
-            # the second guard, before any work: every target stays in results
-            results_path(results, record)
+            try:  # the second guard, before any work: every target stays in results
+                results_path(results, record)
+            except UnsafeName as exc:
+                raise BundleError(f"{bundle}: {exc}") from None
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
