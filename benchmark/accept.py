@@ -193,13 +193,16 @@ def _admit(root: Path, i: int, entry: Mapping[str, Any],
     if not record.scores:
         problems.append(f"the record has no scores (status {record.status}): nothing to "
                         "re-evaluate, so accept cannot vouch for it")
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    plugins = plugin_problems(record)  # first: the checks below look the method up in the registry
+    if plugins:
+        raise BundleError(_one_line(f"{where}: ", plugins))
     check = RecordCheck(path, record)
     check_identity(record, check)
     check_track(record, spec, check)
     problems += [f"{name}: {why}" for name, why in check.problems]
     problems += protocol_problems(record)
-    if not problems:
-        problems += plugin_problems(record)
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
     return entry, record
@@ -240,10 +243,10 @@ def protocol_problems(record: ResultRecord) -> list[str]:
     """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
     cannot)."""
     from benchmark.config import from_mapping
-    from benchmark.registries import TASKS, load_builtins
-    from tasks.cards import CardError, load_card
+    from benchmark.registries import TASKS, load_builtins, plugin_point
 
     load_builtins()
+    load_card = plugin_point("published_card")
     out = []
     for spec in record.cell.get("tasks") or []:
         try:
@@ -255,7 +258,7 @@ def protocol_problems(record: ResultRecord) -> list[str]:
             continue
         try:
             published = load_card(card.name).settings
-        except (CardError, KeyError, OSError) as exc:
+        except (ValueError, KeyError, OSError) as exc:  # tasks.cards.CardError is a ValueError
             out.append(f"task {spec['name']}: card {card.name!r} is not one of the project's cards "
                        f"({exc})")
             continue

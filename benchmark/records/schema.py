@@ -201,7 +201,6 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     # names that become paths under results/ (benchmark.records.names)
     check_name("method", record.method)
     check_id("cell_id", record.cell_id)
-    check_id("pretrain_key", record.pretrain_key)
     check_shape(record)
     return record
 

@@ -384,6 +384,31 @@ def test_a_bundle_level_failure_stops_before_any_record_is_re_run(
     assert calls == []
 
 
+# ---- 10. a plugin the maintainer has not installed ----------------------------------------------
+def test_accept_without_the_plugin_names_its_distribution_and_version(
+    honest: ResultRecord, scratch: Path, capsys
+) -> None:
+    prov = {"module": "fssl_fedsimsiam.method", "distribution": "fssl-fedsimsiam",
+            "version": "0.1.0", "source_digest": "ab" * 32, "files": 2}
+    plugin = renamed(honest, "fedsimsiam")
+    plugin = seal(dataclasses.replace(
+        plugin, env=dataclasses.replace(plugin.env, plugins={"method:fedsimsiam": prov})))
+    refused(scratch, capsys, accept_argv(scratch, one_record_bundle(scratch / "b", plugin)),
+            "method 'fedsimsiam' is not installed here",
+            "pip install 'fssl-fedsimsiam==0.1.0'")
+
+
+def test_accept_refuses_an_installed_method_whose_sources_differ(honest: ResultRecord,
+                                                                 scratch: Path, capsys) -> None:
+    """The record claims plugin code for fedavg_simclr; the installed one is in-tree (no digest)."""
+    prov = {"module": "fssl_x.method", "distribution": "fssl-x", "version": "1.0",
+            "source_digest": "cd" * 32, "files": 1}
+    claimed = seal(dataclasses.replace(
+        honest, env=dataclasses.replace(honest.env, plugins={"method:fedavg_simclr": prov})))
+    refused(scratch, capsys, accept_argv(scratch, one_record_bundle(scratch / "b", claimed)),
+            "the installed plugin's source digest", "install fssl-x 1.0")
+
+
 # ---- 4. bounds -----------------------------------------------------------------------------------
 def _tarball(path: Path, members: list[tuple[str, bytes | None, bytes]]) -> Path:
     """members: (name, data or None for a symlink, link target)."""
