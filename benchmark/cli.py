@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument("--out", default=None, help="write under this folder instead of the repository")
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
+    new.add_argument("--class-name", default=None,
+                     help="the method's class name (default: CamelCase of NAME, "
+                          "fed_sim_siam → FedSimSiam)")
     new.add_argument("--plugin", action="store_true",
                      help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
                           "benchmark.api; tests and a digits smoke grid) instead of files in the repository")
@@ -390,7 +393,7 @@ def cmd_new_method(args: argparse.Namespace) -> int:
 
     try:
         written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force,
-                                 plugin=args.plugin)
+                                 plugin=args.plugin, class_name=args.class_name)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     for path in written:

@@ -16,6 +16,8 @@ check                       what it asserts
                             server and client states after round 1 (the second run is the interrupted one below)
 ``resume``                  stop after round 1, a *fresh* method instance resumes from the checkpoint (client
                             states read back from disk): final server and client states equal the straight run's
+``upload_fold``             a method's optional ``upload_fold`` finishes to ``server_aggregate``
+                            of the same uploads, bit for bit (skipped for methods without one)
 ``knn_above_no_pretrain``   kNN top-1 of the exported encoder exceeds ``no_pretrain`` (the seeded random init of
                             the same backbone) on the same data
 ==========================  =====================================================================================

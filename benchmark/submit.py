@@ -151,7 +151,8 @@ class SubmitReport:
         tail = "no bundle written"
         if self.bundle:
             tail = (f"bundle written to {self.bundle}: {self.bundle_bytes:,} bytes on disk; its files "
-                    f"{self.unpacked_bytes:,} bytes, of which encoder checkpoints {self.checkpoint_bytes:,} bytes")
+                    f"{self.unpacked_bytes:,} bytes, of which final pre-training states (the "
+                    f"server state the encoder is rebuilt from) {self.checkpoint_bytes:,} bytes")
             if not self.reevaluate:
                 tail += ("\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "
                          "word until the maintainers' accept step re-runs them")
