@@ -1,5 +1,5 @@
-"""Names that become paths: a record's method, cell id and pre-training key name the folders and
-files that ``collect`` and ``accept`` write under ``results/``. They are checked where a record is
+"""Names that become paths: a record's method and cell id name the folders and files that
+``collect`` and ``accept`` write under ``results/``. They are checked where a record is
 read (the schema refuses a record whose names do not match), and every write is confined to the
 results root as a second guard. Torch-free."""
 
@@ -12,7 +12,7 @@ from benchmark.records.errors import RecordError
 
 # a method's registry name: a lower-case slug (no "/"; ".." is refused separately)
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]*")
-ID_RE = re.compile(r"[0-9a-f]{16}")  # cell ids and pre-training keys: 16 hex characters of a sha256
+ID_RE = re.compile(r"[0-9a-f]{16}")  # cell ids: 16 hex characters of a sha256
 MAX_NAME = 64
 
 
@@ -31,7 +31,7 @@ def check_name(kind: str, value: object) -> str:
 
 
 def check_id(kind: str, value: object) -> str:
-    """``value`` when it is 16 lower-case hex characters (a cell id, a pre-training key)."""
+    """``value`` when it is 16 lower-case hex characters (a cell id)."""
     if not isinstance(value, str) or not ID_RE.fullmatch(value):
         raise UnsafeName(f"{kind} {_show(value)} is not 16 lower-case hex characters: it would "
                          "name a file under results/")
