@@ -577,7 +577,9 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     skipped = skipped + bad_acceptances
     frame = records_frame(records, config.reference_points, acceptances)
     tracks = list(tracks) if tracks is not None else load_tracks()
-    ref_tables, ref_errors = load_references(references_dir if references_dir is not None else DEFAULT_REFERENCES)
+    ref_tables, ref_errors = load_references(
+        references_dir if references_dir is not None else DEFAULT_REFERENCES,
+        plugins=references_dir is None)  # the default site also shows installed plugins' tables
     refs = [v for t in ref_tables for v in t.values]
     built = [build_track(frame, t, refs) for t in tracks]
     shown = set().union(*(t.cell_ids for t in built)) if built else set()
