@@ -1,9 +1,15 @@
 """``python -m benchmark accept BUNDLE --results DIR``: the maintainers' re-evaluation of a submission bundle.
 
-For every record of the bundle (``benchmark.submit`` writes it):
+Before anything is re-run, the bundle and every record are checked, and the first problem is refused
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed):
+the archive within its limits (``benchmark.bundle``), the manifest's shape, every manifest path
+inside the bundle and every file's sha256; each record's schema (names that become paths, every
+field's type), digest, cell id and pre-training key, its track and protocol card (as ``submit``
+checks them), a score to re-evaluate (a record without scores is refused: there is nothing to vouch
+for), a re-evaluation cost within the project's card files, and its method installed here with the
+plugin source the record names. Then, for every record:
 
-1. the bundle's files match the sha256s of its manifest; the record's own digest matches its content and its cell id
-   its cell; the cell's partition, rebuilt, is the record's;
+1. the cell's partition, rebuilt, is the record's;
 2. the record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle) matches the sha256
    the manifest states, loads as tensors and plain values only (``torch.load(weights_only=True)``: a bundle is
    someone else's file, and a pickle could run code), and its server tensors hash to the record's
@@ -14,24 +20,30 @@ For every record of the bundle (``benchmark.submit`` writes it):
 4. every value of every score must be reproduced within the task's tolerance
    (:data:`benchmark.records.acceptance.TOLERANCES`).
 
-All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each gets an
-acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported and as reproduced,
-tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it marks the row *re-evaluated*. Otherwise
-exit 1 with one line per failing check or score (reported vs reproduced) and nothing is written.
-"""
+All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
+gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
+and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
+marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
+failing check or score (reported vs reproduced) and nothing is written. Every write is confined to
+``DIR`` (docs/submitting.md). """
 
 from __future__ import annotations
 
-import json
-import tarfile
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.bundle import (
+    DEFAULT_LIMITS,
+    BundleError,
+    BundleLimits,
+    bundle_problems,
+    inside,
+    opened_bundle,
+    read_manifest,
+)
 from benchmark.errors import UsageError
 from benchmark.records.acceptance import (
     ScoreCheck,
@@ -40,9 +52,10 @@ from benchmark.records.acceptance import (
     make_acceptance,
     read_acceptance,
 )
+from benchmark.records.names import UnsafeName
 from benchmark.records.schema import ResultRecord
+from benchmark.records.store import results_path
 from benchmark.reevaluation import file_sha256, reevaluate
-
 
 # re-evaluation itself lives in benchmark.reevaluation (submit uses it too; this module uses submit's checks)
 
@@ -104,86 +117,107 @@ class AcceptReport:
 # ------------------------------------------------------------------------------------------------ accept
 
 
-@contextmanager
-def opened_bundle(bundle: Path) -> Iterator[Path]:
-    """The bundle's root folder (a ``.tar.gz`` is extracted to a temporary folder). Bad input: UsageError."""
-    bundle = Path(bundle)
-    if not bundle.exists():
-        raise UsageError(f"bundle {bundle} does not exist")
-    if bundle.is_dir():
-        root = bundle
-        if not (root / "manifest.json").is_file():
-            raise UsageError(f"{bundle} is not a submission bundle (no manifest.json): make one with "
-                             "python -m benchmark submit")
-        yield root
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            with tarfile.open(bundle, "r:*") as tar:
-                tar.extractall(tmp, filter="data")
-        except (tarfile.TarError, OSError) as exc:
-            raise UsageError(f"{bundle} is not a submission bundle (a folder or a .tar.gz): {exc}") from None
-        if not (Path(tmp) / "manifest.json").is_file():
-            raise UsageError(f"{bundle} is not a submission bundle (no manifest.json)")
-        yield Path(tmp)
-
-
-def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = None) -> AcceptReport:
-    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with acceptance files."""
+def accept(bundle: Path | str, results: Path | str, *, data_root: str | None = None,
+           track: str | None = None, limits: BundleLimits = DEFAULT_LIMITS) -> AcceptReport:
+    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
     results = Path(results)
     if results.exists() and not results.is_dir():
         raise UsageError(f"--results {results} is a file, not a folder")
     report = AcceptReport(Path(bundle), results)
-    with opened_bundle(Path(bundle)) as root:
-        try:
-            manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{bundle}: manifest.json unreadable: {exc}") from None
-        from benchmark.submit import verify_bundle
-
-        report.bundle_problems += verify_bundle(root)
-        entries = manifest.get("records") if isinstance(manifest, Mapping) else None
-        if not isinstance(entries, list) or not entries:
-            report.bundle_problems.append("the manifest lists no records")
-            return report
+    with opened_bundle(Path(bundle), limits) as root:
+        manifest = read_manifest(root, limits)
+        problems = bundle_problems(root, manifest)
+        if problems:
+            raise BundleError(_one_line(f"{bundle}: ", problems))
+        spec = _track_of(manifest, track)
+        records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
+        for _, record in records:
+            try:  # the second guard, before any work: every target stays in results
+                results_path(results, record)
+            except UnsafeName as exc:
+                raise BundleError(f"{bundle}: {exc}") from None
+        ids = [r.cell_id for _, r in records]
+        if len(set(ids)) != len(ids):
+            raise BundleError(f"{bundle}: a cell id is listed twice")
         from benchmark.submit import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
-        for entry in entries:
-            report.records.append(_accept_one(root, entry if isinstance(entry, Mapping) else {}, oracle, data_root))
+        for entry, record in records:
+            report.records.append(_accept_one(root, entry, record, oracle, data_root))
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, results, manifest_sha)
     return report
 
 
-def _accept_one(root: Path, entry: Mapping[str, Any], oracle: Any, data_root: str | None) -> RecordAcceptance:
+def _one_line(prefix: str, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return f"{prefix}{problems[0]}{more}; nothing re-run, nothing written"
+
+
+def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
+    from benchmark.submit import SubmitError, find_track
+
+    track_id = track or manifest.get("track")
+    if not track_id:
+        raise BundleError("the manifest names no track: pass --track ID (python -m benchmark list "
+                          "tracks)")
+    try:
+        return find_track(track_id)
+    except SubmitError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def _admit(root: Path, i: int, entry: Mapping[str, Any],
+           spec: Any) -> tuple[Mapping[str, Any], ResultRecord]:
+    """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
+    (BundleError)."""
     from benchmark.records.files import read_record
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
+    from benchmark.submit import RecordCheck, check_identity, check_track
 
-    out = RecordAcceptance(entry)
-    rel = entry.get("path")
-    path = _inside(root, rel)
+    where = f"records[{i}] {entry['path']}"
+    path = inside(root, entry["path"])
     if path is None:
-        out.problems.append(f"record path {rel!r} points outside the bundle")
-        return out
+        raise BundleError(f"{where}: not a file inside the bundle (refused, not read)")
     try:
         record = read_record(path)
-    except (RecordError, TypeError) as exc:
-        out.problems.append(f"record {rel}: {exc}")
-        return out
-    out.record = record
-    out.problems += [f"integrity: {p}" for p in verify_record(record)]
-    if entry.get("cell_id") != record.cell_id:
-        out.problems.append(f"the manifest names cell {entry.get('cell_id')!r}, the record is {record.cell_id}")
+    except RecordError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    problems = verify_record(record)
+    if entry["cell_id"] != record.cell_id:
+        problems.append(f"the manifest names cell {entry['cell_id']!r}, the record is "
+                        f"{record.cell_id}")
+    if not record.scores:
+        problems.append(f"the record has no scores (status {record.status}): nothing to "
+                        "re-evaluate, so accept cannot vouch for it")
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    plugins = plugin_problems(record)  # first: the checks below look the method up in the registry
+    if plugins:
+        raise BundleError(_one_line(f"{where}: ", plugins))
+    check = RecordCheck(path, record)
+    check_identity(record, check)
+    check_track(record, spec, check)
+    problems += [f"{name}: {why}" for name, why in check.problems]
+    problems += protocol_problems(record)
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    return entry, record
+
+
+def _accept_one(root: Path, entry: Mapping[str, Any], record: ResultRecord, oracle: Any,
+                data_root: str | None) -> RecordAcceptance:
     from benchmark.submit import RecordCheck
 
-    part = RecordCheck(path, record)
+    out = RecordAcceptance(entry, record)
+    part = RecordCheck(Path(entry["path"]), record)
     oracle.check(record, part)
     out.problems += [f"{name}: {why}" for name, why in part.problems]
-    if out.problems or not record.scores:
-        return out  # nothing to re-run for a diverged record (no scores); a broken record is not re-run
+    if out.problems:
+        return out
     pre = _checkpoint(root, entry, record, out)
     if pre is None:
         return out
@@ -198,12 +232,78 @@ def _accept_one(root: Path, entry: Mapping[str, Any], oracle: Any, data_root: st
     return out
 
 
-def _inside(root: Path, rel: Any) -> Path | None:
-    """``root / rel`` when it stays inside the bundle (a manifest names files; it must not reach beyond it)."""
-    if not isinstance(rel, str) or not rel:
-        return None
-    path = (root / rel).resolve()
-    return path if path.is_relative_to(root.resolve()) else None
+# The fields of a protocol card that set what a re-evaluation costs. A record's task may cost less
+# than the project's card of the same name (a 1-epoch smoke probe), never more: re-evaluation runs
+# within the protocol the maintainers published (tasks/cards/*.json), not whatever a record's own
+# task configuration asks for.
+COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
+
+
+def protocol_problems(record: ResultRecord) -> list[str]:
+    """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
+    cannot)."""
+    from benchmark.config import from_mapping
+    from benchmark.registries import TASKS, load_builtins, plugin_point
+
+    load_builtins()
+    load_card = plugin_point("published_card")
+    out = []
+    for spec in record.cell.get("tasks") or []:
+        try:
+            cls = TASKS.get(spec["name"])
+            card = cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card()
+        except Exception as exc:  # noqa: BLE001 - a task this installation cannot build is refused
+            name = spec.get("name") if isinstance(spec, Mapping) else spec
+            out.append(f"task {name!r} cannot be built here: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            published = load_card(card.name).settings
+        except (ValueError, KeyError, OSError) as exc:  # tasks.cards.CardError is a ValueError
+            out.append(f"task {spec['name']}: card {card.name!r} is not one of the project's cards "
+                       f"({exc})")
+            continue
+        for key in COST_FIELDS:
+            mine, limit = card.settings.get(key), published.get(key)
+            if _number(mine) and _number(limit) and mine > limit:
+                out.append(f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
+                           f"{limit} (the track's protocol bounds a re-evaluation)")
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plugin_problems(record: ResultRecord) -> list[str]:
+    """The record's method (and plugin tasks) must be installed here, from the plugin source the
+    record names."""
+    from benchmark.provenance import component_provenance
+    from benchmark.registries import METHODS, TASKS, load_builtins
+
+    load_builtins()
+    out = []
+    claimed = dict(record.env.plugins)
+    names = [("method", METHODS, record.method)]
+    names += [("task", TASKS, t.get("name")) for t in record.cell.get("tasks") or []
+              if isinstance(t, Mapping)]
+    for kind, registry, name in names:
+        prov = claimed.get(f"{kind}:{name}")
+        if name not in registry:
+            out.append(f"{kind} {name!r} is not installed here: " + (
+                "install the plugin the record ran, pip install "
+                f"'{prov['distribution']}=={prov['version']}', then accept again"
+                if prov and prov.get("distribution") else
+                "the record names no plugin distribution that provides it"))
+            continue
+        if prov is None:
+            continue
+        mine = component_provenance(registry.get(name)) or {}
+        if mine.get("source_digest") != prov.get("source_digest"):
+            out.append(f"{kind} {name!r}: the installed plugin's source digest "
+                       f"{str(mine.get('source_digest'))[:12]}… is not the record's "
+                       f"{str(prov['source_digest'])[:12]}… (install {prov.get('distribution')} "
+                       f"{prov.get('version')}, the code the record ran)")
+    return out
 
 
 def _checkpoint(root: Path, entry: Mapping[str, Any], record: ResultRecord, out: RecordAcceptance) -> Any:
@@ -216,8 +316,8 @@ def _checkpoint(root: Path, entry: Mapping[str, Any], record: ResultRecord, out:
         out.problems.append("checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
                             "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)")
         return None
-    path = _inside(root, ckpt["path"])
-    if path is None or not path.is_file():
+    path = inside(root, ckpt["path"])
+    if path is None:
         out.problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
         return None
     actual = file_sha256(path)
@@ -242,8 +342,8 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
     """Copy the records and write their acceptance files; a conflict with results/ is a failure, nothing written."""
     from benchmark.records.env import collect_env
     from benchmark.records.files import atomic_write_text
+    from benchmark.records.names import confined
     from benchmark.records.schema import to_json
-    from benchmark.records.store import results_path
 
     plans = []
     for r in report.records:
@@ -251,7 +351,7 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
         target = results_path(results, r.record)
         if target.exists() and target.read_text(encoding="utf-8") != to_json(r.record):
             r.problems.append(f"{target} exists with different content (records are immutable)")
-        acc_path = acceptance_path(results, r.record.cell_id)
+        acc_path = confined(results, acceptance_path(results, r.record.cell_id))
         keep = False
         if acc_path.exists():
             try:
@@ -283,4 +383,5 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
     return written
 
 
-__all__ = ["AcceptReport", "RecordAcceptance", "accept", "file_sha256", "opened_bundle", "reevaluate"]
+__all__ = ["COST_FIELDS", "AcceptReport", "RecordAcceptance", "accept", "file_sha256",
+           "opened_bundle", "plugin_problems", "protocol_problems", "reevaluate"]

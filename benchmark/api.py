@@ -20,7 +20,7 @@ from benchmark.device import DeviceConfig, prepare_module
 from benchmark.local_train import IndexView, LocalStats, run_local_epochs
 from benchmark.tensors import BN_TYPES, bn_tensor_names, divergence, load_tensors, reset_num_batches, select, tensors_of
 from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
-from benchmark.grid import Cell, ComponentSpec, FLConfig
+from benchmark.grid import Cell, ComponentSpec, FLConfig, expand_grid, load_grid
 from benchmark.method import Federation, InputSpec, Method, MethodBase, UploadFold
 from benchmark.records.schema import ProtocolCard, TaskScores
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
@@ -119,4 +119,17 @@ __all__ = [
     # the projection head and the contrastive loss the built-in SimCLR-family methods use (benchmark.blocks)
     "mlp_head",
     "ntxent_2b",
+    # what a plugin's own tests call: its smoke grid, and the conformance check (check-method)
+    "check_method",  # noqa: F822 - lazy, module __getattr__ below
+    "expand_grid",
+    "load_grid",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``check_method`` is imported on first use (benchmark.conformance imports the runner)."""
+    if name == "check_method":
+        from benchmark.conformance import check_method
+
+        return check_method
+    raise AttributeError(f"module 'benchmark.api' has no attribute {name!r}")

@@ -1,10 +1,10 @@
 """``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it calls.
 
-Exit codes (docs/grids.md): 0 every cell done or skipped as finished; 1 some cell failed or diverged, in this run or
-in an earlier one left alone (``status``: any such cell); 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong type, α ≤ 0, more
-clients than samples, an unusable device or root, absent data): one line naming the problem, before anything is
-written.
-"""
+Exit codes (docs/grids.md; accept and collect: docs/submitting.md): 0 every cell done or skipped as
+finished; 1 some cell failed or diverged, in this run or in an earlier one left alone (``status``:
+any such cell); 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong
+type, α ≤ 0, more clients than samples, an unusable device or root, absent data; a bundle or record
+that accept or collect refuses): one line naming the problem, before anything is written. """
 
 from __future__ import annotations
 
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument("--out", default=None, help="write under this folder instead of the repository")
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
+    new.add_argument("--class-name", default=None,
+                     help="the method's class name (default: CamelCase of NAME, "
+                          "fed_sim_siam → FedSimSiam)")
     new.add_argument("--plugin", action="store_true",
                      help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
                           "benchmark.api; tests and a digits smoke grid) instead of files in the repository")
@@ -94,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_submission(sub: Any) -> None:
     """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the leaderboard."""
+    from benchmark.bundle import DEFAULT_LIMITS as limits  # torch-free, small
+    from benchmark.bundle import MB
+
     sbm = sub.add_parser("submit", help="validate records for a leaderboard track and write a submission bundle")
     sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
     sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
@@ -111,11 +117,25 @@ def _add_submission(sub: Any) -> None:
                                         "re-evaluated",
                          epilog="exit codes: 0 every record re-evaluated within tolerance (docs/integrity.md), copied "
                                 "with its acceptance file; 1 one line per failing check or score (reported vs "
-                                "reproduced), nothing written; 2 not a bundle, or --results is a file")
+                                "reproduced), nothing written; 2 refused before anything is re-run "
+                                "(not a bundle, over a limit, a bad manifest, a path outside the "
+                                "bundle, a record that fails its checks, its track or card, has no "
+                                "scores, or needs a plugin not installed here; --results is a "
+                                "file): one line, nothing written (docs/submitting.md)")
     acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
     acc.add_argument("--results", default="results",
                      help="where accepted records and their acceptance files go (default results/)")
     acc.add_argument("--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)")
+    acc.add_argument("--track", default=None,
+                     help="the track to accept for (default: the manifest's)")
+    acc.add_argument("--max-total-mb", type=int, default=limits.max_total_bytes // MB,
+                     help="uncompressed size a bundle may hold "
+                          f"(default {limits.max_total_bytes // MB})")
+    acc.add_argument("--max-file-mb", type=int, default=limits.max_file_bytes // MB,
+                     help=f"size one file of a bundle may hold (default "
+                          f"{limits.max_file_bytes // MB})")
+    acc.add_argument("--max-members", type=int, default=limits.max_members,
+                     help=f"files a bundle may hold (default {limits.max_members})")
 
 
 def _add_launcher_options(run: Any) -> None:
@@ -178,8 +198,8 @@ def _dry_run(args: argparse.Namespace) -> int:
     """Everything ``run`` checks at the door, nothing run or written: configuration, device, precision, data
     presence, partitions and each method's own data check (a missing dataset is exit 2, as in a real run)."""
     from benchmark.errors import MissingData
-    from benchmark.rundir import RunDir
     from benchmark.run_grid import plan_run
+    from benchmark.rundir import RunDir
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds)
     for cell in cells:
@@ -303,7 +323,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from benchmark.status import grid_status_counts
 
-    grid, cells = _load_cells(args.grid, args.only, args.seeds)
+    _grid, cells = _load_cells(args.grid, args.only, args.seeds)
     text, counts = grid_status_counts(cells, Path(args.root))
     print(text)
     return 1 if counts["failed"] or counts["diverged"] else 0  # the run's exit-code policy
@@ -373,7 +393,7 @@ def cmd_new_method(args: argparse.Namespace) -> int:
 
     try:
         written = write_scaffold(args.name, Path(args.out) if args.out else None, force=args.force,
-                                 plugin=args.plugin)
+                                 plugin=args.plugin, class_name=args.class_name)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     for path in written:
@@ -411,9 +431,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_accept(args: argparse.Namespace) -> int:
     """0: every record re-evaluated within tolerance, copied with its acceptance; 1: one line per failing check or
     score (reported vs reproduced), nothing written; 2: not a bundle, or a bad --results."""
-    from benchmark.accept import accept
+    import signal
 
-    report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root)
+    from benchmark.accept import accept
+    from benchmark.bundle import MB, BundleLimits
+
+    limits = BundleLimits(max_total_bytes=args.max_total_mb * MB,
+                          max_file_bytes=args.max_file_mb * MB, max_members=args.max_members)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the scratch folder is removed
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        report = accept(Path(args.bundle), Path(args.results), data_root=args.data_root,
+                        track=args.track, limits=limits)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(report.format())
     return 0 if report.ok else 1
 

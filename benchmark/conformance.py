@@ -16,6 +16,8 @@ check                       what it asserts
                             server and client states after round 1 (the second run is the interrupted one below)
 ``resume``                  stop after round 1, a *fresh* method instance resumes from the checkpoint (client
                             states read back from disk): final server and client states equal the straight run's
+``upload_fold``             a method's optional ``upload_fold`` finishes to ``server_aggregate``
+                            of the same uploads, bit for bit (skipped for methods without one)
 ``knn_above_no_pretrain``   kNN top-1 of the exported encoder exceeds ``no_pretrain`` (the seeded random init of
                             the same backbone) on the same data
 ==========================  =====================================================================================
@@ -250,13 +252,12 @@ def _digest(tensors: Mapping[str, Any]) -> str:
 
 def _checkpoint_digests(work_dir: Path, round_: int) -> tuple[str, dict[int, str]]:
     """Server and client-state digests of a simulation's round checkpoint (client states read from disk)."""
-    import torch
 
     from benchmark.rundir import PretrainDir
-    from benchmark.simulate import ClientStateStore
+    from benchmark.simulate import ClientStateStore, load_round_checkpoint
 
     pdir = PretrainDir(Path(work_dir))
-    ckpt = torch.load(pdir.checkpoint(round_), map_location="cpu", weights_only=False)
+    ckpt = load_round_checkpoint(pdir.checkpoint(round_))
     store = ClientStateStore(pdir.states, mem_budget=0)
     store.restore(ckpt["clients"])
     clients = {int(k): _client_digest(store.get(int(k))) for k in ckpt["clients"]}

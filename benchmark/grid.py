@@ -10,6 +10,7 @@ A grid file is flat (DESIGN §3)::
       method: [fedavg_simclr, {name: flesd, with: {public: {name: holdout, fraction: 0.1}}}]
       partition: [iid, {name: dirichlet, alpha: 0.1}]
     exclude: [{method: flesd, partition: iid}]
+    smoke: true                            # optional: each method's smoke_settings (check-method's)
 
 A string value is shorthand for ``{name: ...}``; ``with:`` sets other cell fields together with one axis value.
 Every component's params are validated against its config dataclass (unknown keys and wrong types are rejected)
@@ -37,7 +38,7 @@ from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, PUB
 GRIDS_DIR = Path(__file__).parent / "grids"
 CELL_FIELDS = ("dataset", "backbone", "method", "partition", "partition_seed", "public", "fl", "seed", "tasks",
                "precision")
-GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget"}
+GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget", "smoke"}
 
 
 def pretrain_key_for(cell: Mapping[str, Any]) -> str:
@@ -135,6 +136,9 @@ class GridSpec:
     description: str = ""
     budget: Mapping[str, Any] = field(default_factory=dict)  # stated budget (documentation, checked by tests)
     path: str | None = None
+    # each cell takes its method's ``smoke_settings`` (backbone, public split, small heads), as
+    # check-method does; the grid's explicit method params still win (a smoke grid runs small)
+    smoke: bool = False
 
 
 def with_seeds(grid: GridSpec, seeds: Sequence[int]) -> GridSpec:
@@ -180,7 +184,7 @@ def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
     if unknown:
         import difflib
 
-        key = sorted(unknown)[0]
+        key = min(unknown)
         hint = difflib.get_close_matches(key, sorted(GRID_KEYS), n=1)
         raise ConfigError(f"{where}: unknown grid key {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
     base = raw.get("base") or {}
@@ -203,8 +207,12 @@ def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
     if not isinstance(common, Mapping):
         raise ConfigError(f"{where}: method_common must be a mapping")
     name = raw.get("name") or (Path(path).stem if path else "grid")
-    return GridSpec(str(name), dict(base), {k: list(v) for k, v in axes.items()}, tuple(exclude), dict(common),
-                    str(raw.get("description", "")), dict(raw.get("budget") or {}), path)
+    smoke = raw.get("smoke", False)
+    if not isinstance(smoke, bool):
+        raise ConfigError(f"{where}: smoke must be true or false")
+    return GridSpec(str(name), dict(base), {k: list(v) for k, v in axes.items()}, tuple(exclude),
+                    dict(common), str(raw.get("description", "")),
+                    dict(raw.get("budget") or {}), path, smoke=smoke)
 
 
 def _as_component(value: Any, where: str) -> dict[str, Any]:
@@ -388,6 +396,16 @@ def parse_only(only: str | None) -> dict[str, str]:
     return out
 
 
+def with_smoke_settings(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` with its method's ``smoke_settings`` applied (as in ``conformance.smoke_cell``): cell
+    fields are replaced, method params filled where the grid sets none."""
+    out = dict(raw)
+    method = _as_component(raw.get("method"), "method")
+    for key, value in dict(METHODS.get(METHODS.canonical(method["name"])).smoke_settings).items():
+        out[key] = {**value, **method} if key == "method" else copy.deepcopy(value)
+    return out
+
+
 def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> list[Cell]:
     """Product of the axes, merged into ``base``, minus ``exclude``, validated; duplicates collapse by cell id."""
     load_builtins()
@@ -427,6 +445,8 @@ def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> lis
             filt = {k: (v["name"] if isinstance(v, Mapping) and set(v) == {"name"} else v) for k, v in filt.items()}
             if not _matches(canon, {k: (int(v) if k in ("seed", "partition_seed") else v) for k, v in filt.items()}):
                 continue
+        if grid.smoke:
+            raw = with_smoke_settings(raw)
         # method_common only fills fields the method's config has; explicit params win
         cell = resolve_cell(raw, common)
         if only and "cell" in only and not cell.cell_id.startswith(only["cell"]):

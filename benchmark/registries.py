@@ -34,6 +34,8 @@ _loaded = False
 PLUGIN_POINTS: dict[str, str] = {
     "task_data_needs": "tasks.data_needs",  # torch-free: datasets a task reads besides its cell's own
     "site_builder": "leaderboard.site:build_site",  # `run --site DIR` builds the leaderboard after the grid
+    # accept bounds a re-evaluation by the project's published card of the same name
+    "published_card": "tasks.cards:load_card",
 }
 
 

@@ -41,7 +41,17 @@ class Scaffold:
     files: dict[Path, str]
 
 
-def class_name_of(name: str) -> str:
+CLASS_RE = re.compile(r"[A-Z][A-Za-z0-9]*")
+
+
+def class_name_of(name: str, class_name: str | None = None) -> str:
+    """``class_name`` when given (``--class-name FedSimSiam``), else the CamelCase of the snake_case
+    name (``fed_sim_siam`` → ``FedSimSiam``; ``fedsimsiam`` → ``Fedsimsiam``: no word guessing)."""
+    if class_name is not None:
+        if not CLASS_RE.fullmatch(class_name) or keyword.iskeyword(class_name):
+            raise ScaffoldError(f"class name {class_name!r} must be a CamelCase identifier "
+                                "(e.g. 'FedSimSiam')")
+        return class_name
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
 
 
@@ -146,8 +156,9 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     requires: ClassVar[frozenset[Requirement]] = frozenset()  # e.g. {{Requirement.PUBLIC_DATA}}
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")  # fnmatch patterns of uploaded tensors
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
-    # settings for the tiny CPU cells of tests and check-method (backbone family, public split, method params)
-    smoke_settings: ClassVar[dict] = {{}}
+    # the tiny CPU cells of check-method and of the smoke grid (`smoke: true`): backbone
+    # family, public split, small heads (no paper-size projector on the width-4 backbone)
+    smoke_settings: ClassVar[dict] = {{"method": {{"proj_dim": 16}}}}
 
     def __init__(self, cfg: {cls}Config, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
@@ -287,16 +298,17 @@ base:
   fl: {{num_clients: 2, participation: 1.0, rounds: 2, local_epochs: 1}}
   tasks: [knn]
 method_common: {{batch_size: 16}}
+smoke: true  # each method's smoke_settings (small heads), as check-method
 axes:
   method: [{name}, fedavg_simclr, no_pretrain]
   seed: [0]
 '''
 
 
-def method_source(name: str, *, plugin: bool = False) -> str:
+def method_source(name: str, *, plugin: bool = False, class_name: str | None = None) -> str:
     """The method file: in the repository it registers itself with ``@METHODS.register``; in a plugin package the
     entry point registers it, and it imports nothing of the project but ``benchmark.api``."""
-    cls = class_name_of(name)
+    cls = class_name_of(name, class_name)
     if plugin:
         return METHOD_TEMPLATE.format(name=name, cls=cls, plugin_flag=" --plugin", methods_import="",
                                       import_rule="``benchmark.api``",
@@ -306,10 +318,10 @@ def method_source(name: str, *, plugin: bool = False) -> str:
                                   register=f'@METHODS.register("{name}")\n')
 
 
-def render(name: str) -> Scaffold:
-    cls = class_name_of(name)
+def render(name: str, class_name: str | None = None) -> Scaffold:
+    cls = class_name_of(name, class_name)
     files = {
-        Path("methods") / f"{name}.py": method_source(name),
+        Path("methods") / f"{name}.py": method_source(name, class_name=class_name),
         Path("tests") / "methods" / f"test_{name}.py": TEST_TEMPLATE.format(name=name, cls=cls, loss_test=LOSS_TEST),
         Path("benchmark") / "grids" / f"{name}_smoke.yaml": GRID_TEMPLATE.format(name=name,
                                                                                 grid_ref=f"{name}_smoke"),
@@ -367,7 +379,7 @@ from pathlib import Path
 
 import torch
 
-from benchmark.api import METHODS, MethodBase
+from benchmark.api import METHODS, MethodBase, check_method, expand_grid, load_grid
 from fssl_{name} import method as module
 
 GRID = Path(__file__).resolve().parents[1] / "grids" / "{name}_smoke.yaml"
@@ -381,15 +393,11 @@ def test_registered_through_the_entry_point() -> None:
 {loss_test}
 
 def test_smoke_grid_runs_the_method() -> None:
-    from benchmark.grid import expand_grid, load_grid
-
     cells = expand_grid(load_grid(GRID))
     assert "{name}" in {{cell.method.name for cell in cells}}
 
 
 def test_conformance() -> None:
-    from benchmark.conformance import check_method
-
     report = check_method("{name}", rounds=1, knn=False)
     assert report.ok, report.format()
 '''
@@ -406,35 +414,42 @@ base:
   fl: {{num_clients: 2, participation: 1.0, rounds: 1, local_epochs: 1}}
   tasks: [knn]
 method_common: {{batch_size: 16}}
+smoke: true  # the method's smoke_settings (small heads), as check-method; not its paper defaults
 axes:
   method: [{name}, no_pretrain]
   seed: [0]
 """
 
 
-def render_plugin(name: str) -> Scaffold:
+def render_plugin(name: str, class_name: str | None = None) -> Scaffold:
     """An installable package: the method (registered by its entry point, importing only ``benchmark.api``), its
     tests and a smoke grid."""
-    cls = class_name_of(name)
+    cls = class_name_of(name, class_name)
     dist = name.replace("_", "-")
     pkg = Path(f"fssl-{dist}")
     return Scaffold(name, cls, {
         pkg / "pyproject.toml": PLUGIN_PYPROJECT.format(name=name, cls=cls, dist=dist),
         pkg / "README.md": PLUGIN_README.format(name=name, cls=cls, dist=dist),
         pkg / "src" / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
-        pkg / "src" / f"fssl_{name}" / "method.py": method_source(name, plugin=True),
+        pkg / "src" / f"fssl_{name}" / "method.py": method_source(name, plugin=True,
+                                                                  class_name=class_name),
         pkg / "tests" / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(name=name, cls=cls, loss_test=LOSS_TEST),
         pkg / "grids" / f"{name}_smoke.yaml": PLUGIN_GRID_TEMPLATE.format(name=name),
     })
 
 
 def write_scaffold(name: str, out: Path | None = None, *, force: bool = False,
-                   check_registry: bool = True, plugin: bool = False) -> list[Path]:
+                   check_registry: bool = True, plugin: bool = False,
+                   class_name: str | None = None) -> list[Path]:
     """Write the scaffold of ``name`` under ``out`` (default: the repository; for ``plugin``, the current folder);
-    returns the files written."""
+    returns the files written. A plugin goes to ``out/fssl-NAME/``, or to ``out`` itself when
+    ``out`` is already named ``fssl-NAME`` (never ``fssl-NAME/fssl-NAME/``)."""
     validate_name(name, check_registry=check_registry)
     root = Path(out) if out is not None else (Path.cwd() if plugin else REPO)
-    scaffold = render_plugin(name) if plugin else render(name)
+    scaffold = render_plugin(name, class_name) if plugin else render(name, class_name)
+    package = f"fssl-{name.replace('_', '-')}"
+    if plugin and root.name == package:
+        root = root.parent
     targets = [root / rel for rel in scaffold.files]
     existing = [t for t in targets if t.exists()]
     if existing and not force:

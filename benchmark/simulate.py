@@ -321,8 +321,8 @@ class Checkpointer:
     def load_latest(self) -> dict[str, Any] | None:
         for r in reversed(self.rounds()):
             try:
-                return torch.load(self.path(r), map_location="cpu", weights_only=False)
-            except Exception:  # a torn file (killed mid-write before os.replace cannot happen; be safe anyway)
+                return load_round_checkpoint(self.path(r))
+            except Exception:  # noqa: BLE001, S112 - torn or refused: the next older one is tried
                 continue
         return None
 
@@ -331,10 +331,20 @@ class Checkpointer:
         for r in self.rounds():
             try:
                 # mmap: only the small manifest is read; the model tensors stay on disk (this runs every round)
-                out.append(torch.load(self.path(r), map_location="cpu", weights_only=False, mmap=True)["clients"])
-            except Exception:
+                out.append(load_round_checkpoint(self.path(r), mmap=True)["clients"])
+            except Exception:  # noqa: BLE001, S112 - an unreadable checkpoint names no client files
                 continue
         return out
+
+
+def load_round_checkpoint(path: Path, *, mmap: bool = False) -> dict[str, Any]:
+    """A round checkpoint, unpickled as tensors, plain values and the client index only
+    (``weights_only=True`` with :class:`ClientManifest` and its int64 arrays allowed): a run folder
+    someone sent cannot run code when ``status``, ``submit`` or a resumed run reads it."""
+    allowed = [ClientManifest, np.core.multiarray._reconstruct, np.ndarray, np.dtype,
+               type(np.dtype(np.int64))]
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 @dataclass

@@ -55,13 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.grid import pretrain_key_for
-from benchmark.records.identity import cell_id_of
 from benchmark.records.canonical import to_plain
+from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError, ResultRecord, TaskScores, from_json
 from benchmark.records.store import iter_record_files
 from benchmark.records.tracks import Track, TrackError, load_tracks
-from benchmark.rundir import RunDir
 from benchmark.records.tracks import find_track as find_track_in
+from benchmark.rundir import RunDir
 
 BUNDLE_VERSION = 1
 BUNDLE_RECORDS = "records"  # the bundle's run root: records/<method>/<cell_id>/ as in a run root
@@ -151,7 +151,8 @@ class SubmitReport:
         tail = "no bundle written"
         if self.bundle:
             tail = (f"bundle written to {self.bundle}: {self.bundle_bytes:,} bytes on disk; its files "
-                    f"{self.unpacked_bytes:,} bytes, of which encoder checkpoints {self.checkpoint_bytes:,} bytes")
+                    f"{self.unpacked_bytes:,} bytes, of which final pre-training states (the "
+                    f"server state the encoder is rebuilt from) {self.checkpoint_bytes:,} bytes")
             if not self.reevaluate:
                 tail += ("\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "
                          "word until the maintainers' accept step re-runs them")
@@ -281,7 +282,12 @@ def _check_final_state(rd: RunDir, record: ResultRecord, check: RecordCheck, ree
     from benchmark.pretrained import Pretrained
     from benchmark.simulate import state_digest
 
-    pre = Pretrained.load(final)
+    try:  # tensors and plain values only: a run folder may be someone else's (docs/submitting.md)
+        pre = Pretrained.load(final, untrusted=True)
+    except Exception as exc:  # noqa: BLE001 - one that needs full unpickling is refused
+        check.fail("integrity", f"{rd.relative(final)} does not load as tensors and plain values "
+                                f"(refused, not unpickled): {type(exc).__name__}")
+        return
     if state_digest(dict(pre.server.model)) != record.final_state_digest:
         check.fail("integrity", f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}")
         return
@@ -361,7 +367,8 @@ class PartitionOracle:
                                     f"partition_seed {record.cell.get('partition_seed')})")
         if known and record.partition_digest not in known:
             check.fail("partition", f"partition_digest {record.partition_digest[:12]}… differs from the digest "
-                                    f"the leaderboard holds for {record.partition_label} ({sorted(known)[0][:12]}…)")
+                                    f"the leaderboard holds for {record.partition_label} "
+                                    f"({min(known)[:12]}…)")
 
 
 def known_partition_digests(against: Sequence[Path], manifests: Path | None) -> dict[str, set[str]]:
@@ -544,8 +551,8 @@ def _manifest_reevaluation(report: SubmitReport) -> dict[str, Any]:
 def write_bundle(report: SubmitReport, out: Path) -> Path:
     """Write the records, their sidecars, the encoder checkpoints their tasks need and ``manifest.json`` (sha256 of
     every file, provenance and checkpoint of every record, whether the submitter re-evaluated, the total size)."""
-    from benchmark.reevaluation import file_sha256
     from benchmark.records.env import collect_env
+    from benchmark.reevaluation import file_sha256
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
     if out.exists():
@@ -611,40 +618,38 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
     return out
 
 
-def verify_bundle(bundle: Path) -> list[str]:
-    """Problems with a bundle as received: missing or extra files, sha256 mismatches, unreadable records."""
-    from benchmark.reevaluation import file_sha256
+def verify_bundle(bundle: Path, limits: Any = None) -> list[str]:
+    """Problems with a bundle as received: a refused archive or manifest, paths that leave the
+    bundle, missing or extra files, sha256 mismatches, unreadable records (``benchmark.bundle``:
+    bounded, confined before reading)."""
+    from benchmark.bundle import (
+        DEFAULT_LIMITS,
+        BundleError,
+        bundle_problems,
+        inside,
+        opened_bundle,
+        read_manifest,
+    )
+    from benchmark.records.files import read_record
 
-    bundle = Path(bundle)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = bundle
-        if bundle.is_file():
-            with tarfile.open(bundle, "r:gz") as tar:
-                tar.extractall(tmp, filter="data")
-            root = Path(tmp)
-        try:
-            manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            return [f"manifest.json unreadable: {exc}"]
-        problems = []
-        present = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} - {"manifest.json"}
-        for rel, digest in manifest.get("files", {}).items():
-            path = root / rel
-            if not path.is_file():
-                problems.append(f"{rel} is missing")
-            elif file_sha256(path) != digest:
-                problems.append(f"{rel} does not match its sha256 in the manifest")
-        for extra in sorted(present - set(manifest.get("files", {}))):
-            problems.append(f"{extra} is not in the manifest")
-        for entry in manifest.get("records", []):
-            try:
-                r = from_json((root / entry["path"]).read_text(encoding="utf-8"))
-            except (OSError, RecordError, KeyError) as exc:
-                problems.append(f"record {entry.get('path')}: {exc}")
-                continue
-            if cell_id_of(dict(r.cell)) != r.cell_id:
-                problems.append(f"record {entry['path']}: cell_id does not match its cell")
-        return problems
+    try:
+        with opened_bundle(Path(bundle), limits or DEFAULT_LIMITS) as root:
+            manifest = read_manifest(root, limits or DEFAULT_LIMITS)
+            problems = bundle_problems(root, manifest)
+            if problems:
+                return problems
+            for entry in manifest["records"]:
+                path = inside(root, entry["path"])
+                try:
+                    r = read_record(path) if path is not None else None
+                except RecordError as exc:
+                    problems.append(f"record {entry['path']}: {exc}")
+                    continue
+                if r is None or cell_id_of(dict(r.cell)) != r.cell_id:
+                    problems.append(f"record {entry['path']}: cell_id does not match its cell")
+            return problems
+    except BundleError as exc:
+        return [str(exc)]
 
 
 __all__ = ["SubmitError", "SubmitReport", "Track", "find_track", "submit", "verify_bundle",

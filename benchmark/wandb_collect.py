@@ -11,6 +11,7 @@ netrc or ``WANDB_API_KEY``): nothing here reads, logs or writes it.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 
 from benchmark.errors import UsageError
 from benchmark.records.files import read_record
+from benchmark.records.names import UnsafeName
 from benchmark.records.schema import RecordError, ResultRecord
-from benchmark.records.store import Skipped, copy_validated
+from benchmark.records.store import Skipped, copy_validated, refuse_unsafe
 from benchmark.rundir import RECORD_FILE
 
 RECORD_NAME = RECORD_FILE  # the run file the tracker saved: the record under its run-directory name
@@ -51,10 +53,16 @@ def _runs(api: Any, entity: str, project: str, group: str | None) -> Iterable[An
         raise UsageError(f"cannot list the runs of {entity}/{project}: {type(exc).__name__}: {exc}") from None
 
 
-def _record_of(run: Any, tmp: Path) -> ResultRecord | str:
-    """The run's record, or why there is none."""
+# W&B run ids (the cell id here): one names a scratch folder
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _record_of(run: Any, tmp: Path) -> ResultRecord | str | RecordError:
+    """The run's record, or why there is none (a RecordError when the record itself was refused)."""
     if getattr(run, "state", "finished") != "finished":
         return f"run state is {run.state!r}, not finished"
+    if not isinstance(run.id, str) or not RUN_ID_RE.fullmatch(run.id):
+        return UnsafeName(f"run id {run.id!r} is not a W&B run id")
     files = [f for f in run.files() if f.name == RECORD_NAME]
     if not files:
         return f"no {RECORD_NAME} among the run's files (a failed cell, or a run logged before records travelled " \
@@ -64,7 +72,7 @@ def _record_of(run: Any, tmp: Path) -> ResultRecord | str:
     try:
         return read_record(target / RECORD_NAME)
     except RecordError as exc:
-        return str(exc)
+        return exc
 
 
 def collect_wandb(spec: str, results: Path, *, api: Any = None) -> tuple[list[Path], list[Skipped]]:
@@ -76,10 +84,11 @@ def collect_wandb(spec: str, results: Path, *, api: Any = None) -> tuple[list[Pa
         for run in _runs(api, entity, project, group):
             where = Path(f"wandb:{entity}/{project}/{run.id}")
             got = _record_of(run, Path(tmp))
-            if isinstance(got, str):
-                skipped.append(Skipped(where, got))
+            if isinstance(got, (str, RecordError)):
+                skipped.append(Skipped(where, str(got), unsafe=isinstance(got, UnsafeName)))
             else:
                 found.append((where, got))
+        refuse_unsafe(skipped)  # before anything is written: one line, exit 2
         copied, refused = copy_validated(found, Path(results))
     return copied, skipped + refused
 

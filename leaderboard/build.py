@@ -94,6 +94,10 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
             if problems:  # edited, unsealed or inconsistent: the skipped page says why, never a table
                 skipped.append(Skipped(path, "; ".join(problems)))
                 continue
+            shape = row_problem(path, record)
+            if shape:  # a sealed record whose cell the tables cannot hold
+                skipped.append(Skipped(path, shape))
+                continue
             prior = seen.get(record.cell_id)
             if prior is not None:
                 if prior[1] != record:
@@ -103,6 +107,17 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
             seen[record.cell_id] = (path, record)
             good.append((path, record))
     return good, skipped
+
+
+def row_problem(path: Path, record: ResultRecord) -> str | None:
+    """Why ``record`` cannot become table rows (its cell's sections of the wrong type), or None. The
+    schema checks the record's typed fields; the cell is free-form, so its rows are built once here,
+    where a failure is one skipped file and not a failed build."""
+    try:
+        records_frame([(path, record)])
+    except Exception as exc:  # noqa: BLE001 - a bad file must never stop the build
+        return f"the record's cell has the wrong shape for the tables ({type(exc).__name__}: {exc})"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------- frames
@@ -128,7 +143,8 @@ RECORD_COLUMNS = [
     "partition_digest", "partition_params", "partition_short", "config_key", "row_key", "row_config", "method_params",
     "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
     "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
-    "value", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps", "machine", "git_sha",
+    "value", "reported", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps",
+    "machine", "git_sha",
     "uses_public_data", "verified", "reevaluated", "reference", "path", "record",
 ]
 
@@ -163,13 +179,17 @@ def machine_of(record: ResultRecord) -> str:
 
 def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = (),
                   reevaluated: Iterable[str] = ()) -> pd.DataFrame:
-    """One row per (record, task score). A diverged record has no scores: it gets one row per task of its cell,
-    with a missing value, so that it is counted (not dropped) on every track it belongs to. ``reference_points``:
-    methods marked ``reference`` (shown apart, never ranked); ``reevaluated``: cell ids whose acceptance verified
-    (:func:`load_acceptances`)."""
+    """One row per (record, task score). A diverged record has no scores: it gets one row per task
+    of its cell, with a missing value, so that it is counted (not dropped) on every track it belongs
+    to. ``reference_points``: methods marked ``reference`` (shown apart, never ranked);
+    ``reevaluated``: cell ids whose acceptance verified, or cell id → that acceptance
+    (:func:`load_acceptances`): an accepted record's ``value`` is the value the maintainers
+    reproduced, ``reported`` the record's own (so the tolerance cannot be spent on a raised
+    score)."""
     rows: list[dict[str, Any]] = []
     refs = set(reference_points)
     accepted = set(reevaluated)
+    acceptances = reevaluated if isinstance(reevaluated, Mapping) else {}
     for path, r in records:
         cell = r.cell if isinstance(r.cell, dict) else dict(r.cell)
         part = cell.get("partition") or {}
@@ -200,15 +220,30 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points
         }
         if r.scores:
             for s in r.scores:
+                again = reproduced_value(acceptances.get(r.cell_id), s)
                 rows.append({**base, "task": s.task, "card_name": s.card.name, "card_id": s.card.card_id,
                              "card_summary": s.card.summary, "selects_on_test": s.card.selects_on_test,
-                             "metric": s.main_metric, "higher_is_better": s.higher_is_better, "value": s.main})
+                             "metric": s.main_metric, "higher_is_better": s.higher_is_better,
+                             "value": s.main if again is None else again, "reported": s.main})
         else:
             for t in cell.get("tasks") or [{}]:
                 rows.append({**base, "task": (t or {}).get("name"), "card_name": None, "card_id": None,
                              "card_summary": None, "selects_on_test": False, "metric": None,
-                             "higher_is_better": True, "value": float("nan")})
+                             "higher_is_better": True, "value": float("nan"),
+                             "reported": float("nan")})
     return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
+
+
+def reproduced_value(acceptance: Mapping[str, Any] | None, score: Any) -> float | None:
+    """The main value of ``score`` as the acceptance reproduced it (None: no acceptance, or it has
+    no such value)."""
+    for entry in (acceptance or {}).get("scores") or []:
+        if (isinstance(entry, Mapping) and entry.get("task") == score.task
+                and entry.get("card_id") == score.card.card_id
+                and entry.get("key") == score.main_metric
+                and isinstance(entry.get("reproduced"), (int, float))):
+            return float(entry["reproduced"])
+    return None
 
 
 def _per_client(total: int, num_clients: Any) -> float:
@@ -254,7 +289,9 @@ class TrackTable:
 TABLE_COLUMNS = [
     "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
     "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
-    "seeds", "values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank", "noise_group", "reference", "bytes",
+    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean",
+    "rank",
+    "noise_group", "reference", "bytes",
     "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
     "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
 ]
@@ -330,6 +367,7 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
     ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
     n_div = int((g["status"] == "diverged").sum())
     values = [float(v) for v in ok["value"]]
+    reported = [float(v) for v in ok["reported"]]
     complete = len(values) >= track.min_seeds
     summary = stats.summarize(values) if complete else None
     card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
@@ -340,6 +378,9 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
         "partition_params": first["partition_params"], "alpha": first["alpha"],
         "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
         "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
+        # the records' own values, when re-evaluation reproduced another (shown beside the
+        # reproduced one)
+        "reported_values": reported if reported != values else [],
         "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
         "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
         # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never ranked
@@ -379,7 +420,9 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
                 **{k: s[k] for k in ("partition_label", "partition_digest", "alpha", "partition_short",
                                      "partition_name", "partition_params")},
                 "status": "missing", "machines": [], "git_shas": [], "n_seeds": 0, "n_diverged": 0, "seeds": [],
-                "values": [], "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                "values": [], "reported_values": [], "mean": math.nan, "std": math.nan,
+                "ci_low": math.nan,
+                "ci_high": math.nan,
                 "partial_mean": math.nan, "bytes": math.nan, "bytes_per_client": math.nan, "wall_time_s": math.nan,
                 "gpu_hours": math.nan, "client_steps": math.nan, "uses_public_data": False, "verified": True,
                 "reevaluated": False, "cell_ids": []})
@@ -534,7 +577,9 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     skipped = skipped + bad_acceptances
     frame = records_frame(records, config.reference_points, acceptances)
     tracks = list(tracks) if tracks is not None else load_tracks()
-    ref_tables, ref_errors = load_references(references_dir if references_dir is not None else DEFAULT_REFERENCES)
+    ref_tables, ref_errors = load_references(
+        references_dir if references_dir is not None else DEFAULT_REFERENCES,
+        plugins=references_dir is None)  # the default site also shows installed plugins' tables
     refs = [v for t in ref_tables for v in t.values]
     built = [build_track(frame, t, refs) for t in tracks]
     shown = set().union(*(t.cell_ids for t in built)) if built else set()

@@ -10,6 +10,7 @@ path: record files are named relative to the results folder they were found in.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -23,9 +24,9 @@ from urllib.parse import quote, urlparse
 import jinja2
 import pandas as pd
 
-from benchmark.records.reference import ReferenceValue
 from benchmark.deviations import deviations as parse_deviations_of
 from benchmark.records.canonical import to_plain
+from benchmark.records.reference import ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
@@ -198,6 +199,7 @@ def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, An
         compute_text, compute_sort = fmt_compute(r["gpu_hours"], r["wall_time_s"])
         rows.append({
             **r, "mean_text": mean_text, "mean_sort": _num(r["mean"], ".10g"), "ci_text": ci,
+            "reported_text": ", ".join(f"{v:.2f}" for v in r.get("reported_values") or []),
             "alpha_text": fmt_alpha(r["alpha"]), "alpha_sort": _alpha_sort(r["alpha"]),
             "partition_file": partition_file(tt.track.dataset, r["partition_label"]),
             "bytes_text": fmt_bytes(r["bytes_per_client"]), "bytes_sort": _num(r["bytes_per_client"], ".0f"),
@@ -644,12 +646,15 @@ _CSV_RISKY = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells a spreadsheet would run as a formula (``=HYPERLINK(...)`` in a method name) get a leading
-    apostrophe; numbers are left alone. Lists and dicts are written as JSON."""
+    """Text cells a spreadsheet would run as a formula (``=HYPERLINK(...)`` in a method name, also
+    after leading spaces, tabs or line breaks) get a leading apostrophe; numbers are left alone.
+    Lists and dicts are written as JSON. The writer quotes every field, so a carriage return inside
+    a name cannot start a row."""
     def fix(v: Any) -> Any:
         if isinstance(v, (list, tuple, dict)):
             v = json.dumps(_clean(v), sort_keys=True, default=str)
-        if isinstance(v, str) and v.startswith(_CSV_RISKY):
+        if isinstance(v, str) and (v.startswith(_CSV_RISKY)
+                                   or v.lstrip(" \t\r\n\f\v").startswith(_CSV_RISKY)):
             return "'" + v
         return v
 
@@ -657,7 +662,9 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 _TRACK_CSV = ["track", "method", "variant", "method_version", "partition_short", "partition_label", "alpha",
-              "partition_digest", "status", "n_seeds", "seeds", "values", "mean", "std", "ci_low", "ci_high", "rank",
+              "partition_digest", "status", "n_seeds", "seeds", "values", "reported_values", "mean",
+              "std",
+              "ci_low", "ci_high", "rank",
               "noise_group", "reference", "fl_rounds", "fl_local_epochs", "client_steps", "bytes_per_client",
               "wall_time_s", "gpu_hours", "machines", "git_shas", "uses_public_data", "verified", "reevaluated",
               "cell_ids"]
@@ -672,7 +679,7 @@ def _write_csv(path: Path, frame: pd.DataFrame) -> None:
     for col in _INTEGERS:
         if col in frame.columns:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
-    csv_safe(frame).to_csv(path, index=False, lineterminator="\n")
+    csv_safe(frame).to_csv(path, index=False, lineterminator="\n", quoting=csv.QUOTE_ALL)
 
 
 def _track_frames(model: SiteModel) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -6,12 +6,14 @@ re-runs the record's tasks and, when every score is reproduced within :data:`TOL
 reported and as reproduced, the tolerance applied, the fssl-bench commit that re-ran it, and a digest over all of it.
 The record itself is never touched (its own digest stays what the runner sealed).
 
-``leaderboard build`` shows a row as *re-evaluated* only when every record behind it has an acceptance that verifies
-here (:func:`reevaluated`): the acceptance's own digest matches its content, it names the record's digest (so an
-edited record loses its mark), it covers every score of the record, each reproduced value lies within the stated
-tolerance of the record's value, and no stated tolerance is looser than this file's. What that proves and what it
-does not: like a record's digest, an acceptance's digest catches careless edits, not a forger with write access to
-``results/`` — the protection there is that ``results/`` is the maintainers' repository (reviewed, with history).
+``leaderboard build`` shows a row as *re-evaluated* only when every record behind it has an
+acceptance that verifies here (:func:`reevaluated`): the acceptance's own digest matches its
+content, it names the record's digest (so an edited record loses its mark), the record has scores (a
+record without any is never marked), it covers every score of the record, each reproduced value lies
+within the stated tolerance of the record's value, and no stated tolerance is looser than this
+file's. What that proves and what it does not: like a record's digest, an acceptance's digest
+catches careless edits, not a forger with write access to ``results/`` — the protection there is
+that ``results/`` is the maintainers' repository (reviewed, with history).
 
 Torch-free: the site imports it.
 """
@@ -163,6 +165,9 @@ def reevaluated(record: Any, acceptance: Mapping[str, Any]) -> str | None:
     """Why ``acceptance`` (already read, its digest verified) does not mark ``record`` as re-evaluated, or None."""
     if acceptance.get("record_digest") != record.digest or acceptance.get("cell_id") != record.cell_id:
         return "it names another record digest (the record changed after it was accepted)"
+    # nothing was re-run, so nothing is vouched for: never badged (accept refuses these records)
+    if not record.scores:
+        return "the record has no scores: there is nothing an acceptance could vouch for"
     stated = {(s.get("task"), s.get("card_id"), s.get("key")): s for s in acceptance.get("scores") or []
               if isinstance(s, Mapping)}
     for s in record.scores:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -35,12 +36,32 @@ def write_record(path: Path, record: ResultRecord) -> None:
     atomic_write_text(path, to_json(record))
 
 
-def read_record(path: Path) -> ResultRecord:
+# a record is a few kB; a larger "record" (or /dev/zero behind a link) is not read
+MAX_RECORD_BYTES = 8 << 20
+
+
+def read_text_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
+    """The text of the regular file ``path`` if it holds at most ``limit`` bytes; RecordError
+    otherwise (a device, a FIFO or a huge file is refused before it is read)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # before opening: a FIFO would block the open
+        if not stat.S_ISREG(Path(path).stat().st_mode):
+            raise RecordError(f"{path} is not a regular file")
+        with Path(path).open("rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise RecordError(f"{path} is not a regular file")
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise RecordError(f"{path} is larger than {limit:,} bytes")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordError(f"cannot read {path}: {exc}") from None
-    return from_json(text)
 
 
-__all__ = ["RecordExists", "atomic_write_text", "read_record", "write_record"]
+def read_record(path: Path) -> ResultRecord:
+    return from_json(read_text_bounded(Path(path)))
+
+
+__all__ = ["MAX_RECORD_BYTES", "RecordExists", "atomic_write_text", "read_record",
+           "read_text_bounded", "write_record"]

@@ -24,6 +24,7 @@ a number, ``"mean±std"``, a number with a trailing ``?`` (uncertain reading in 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -237,10 +238,44 @@ def iter_reference_files(root: Path) -> Iterator[Path]:
         yield from sorted(p for p in root.glob("*.yaml") if p.is_file())
 
 
-def load_references(root: Path) -> tuple[list[ReferenceTable], list[tuple[Path, str]]]:
-    """Every valid table under ``root``; invalid files come back as (path, reason), never raised."""
+# A plugin ships its paper's tables as YAML files in one of its packages and names that package in
+# this entry-point group:
+#   [project.entry-points."fssl_bench.references"]
+#   fedfoo = "fssl_fedfoo.references"
+REFERENCE_GROUP = "fssl_bench.references"
+
+
+def plugin_reference_dirs() -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The folders of the packages installed plugins name in :data:`REFERENCE_GROUP` (found without
+    importing them), and (entry point, reason) for those that name no package."""
+    from importlib import metadata
+
+    dirs, bad = [], []
+    for ep in metadata.entry_points(group=REFERENCE_GROUP):
+        try:
+            spec = importlib.util.find_spec(ep.value)
+        except (ImportError, ValueError) as exc:
+            spec, why = None, f"{type(exc).__name__}: {exc}"
+        else:
+            why = "it names no package"
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if locations:
+            dirs += [Path(p) for p in locations]
+        else:
+            bad.append((Path(f"{REFERENCE_GROUP}:{ep.name}"), f"{ep.value!r}: {why}"))
+    return dirs, bad
+
+
+def load_references(root: Path, *, plugins: bool = False
+                    ) -> tuple[list[ReferenceTable], list[tuple[Path, str]]]:
+    """Every valid table under ``root`` (and, with ``plugins``, in the folders plugins name in
+    :data:`REFERENCE_GROUP`); invalid files come back as (path, reason), never raised."""
     good, bad = [], []
-    for path in iter_reference_files(root):
+    roots = [Path(root)]
+    if plugins:
+        extra, bad = plugin_reference_dirs()
+        roots += extra
+    for path in (p for r in roots for p in iter_reference_files(r)):
         try:
             good.append(load_reference(path))
         except ReferenceError as exc:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from benchmark.records.canonical import pretty_json, short_digest
 from benchmark.records.errors import RecordError
 from benchmark.records.migrate import migrate
+from benchmark.records.names import check_id, check_name
+from benchmark.records.shape import check_shape
 
 SCHEMA_VERSION = 1
 SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test")
@@ -196,6 +198,10 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     record = _build(ResultRecord, data, "record")
     if record.status not in ("ok", "diverged"):
         raise RecordError(f"status must be ok or diverged, got {record.status!r}")
+    # names that become paths under results/ (benchmark.records.names)
+    check_name("method", record.method)
+    check_id("cell_id", record.cell_id)
+    check_shape(record)
     return record
 
 
@@ -204,4 +210,6 @@ def from_json(text: str) -> ResultRecord:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RecordError("not a record: JSON nested too deeply") from None
     return record_from_dict(raw)

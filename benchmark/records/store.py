@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark.errors import UsageError
 from benchmark.records.files import RecordExists, atomic_write_text, read_record, write_record
+from benchmark.records.names import UnsafeName, check_id, check_name, confined
 from benchmark.records.schema import RecordError, ResultRecord, to_json
 from benchmark.rundir import is_run_record
 
@@ -18,6 +20,8 @@ RESULTS_SUBDIR = Path("records") / "v1"
 class Skipped:
     path: Path
     reason: str
+    # a name that would become a path outside results/ (benchmark.records.names)
+    unsafe: bool = False
 
 
 def iter_record_files(root: Path) -> Iterator[Path]:
@@ -43,12 +47,28 @@ def load_records(roots: list[Path]) -> tuple[list[tuple[Path, ResultRecord]], li
             try:
                 good.append((path, read_record(path)))
             except RecordError as exc:
-                bad.append(Skipped(path, str(exc)))
+                bad.append(Skipped(path, str(exc), unsafe=isinstance(exc, UnsafeName)))
     return good, bad
 
 
 def results_path(results: Path, record: ResultRecord) -> Path:
-    return Path(results) / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json"
+    """``results/records/v1/<method>/<cell_id>.json``; UnsafeName when the names are not the
+    runner's or the path would leave ``results`` (the second guard: the schema already refuses such
+    names where records are read)."""
+    check_name("method", record.method)
+    check_id("cell_id", record.cell_id)
+    path = Path(results) / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json"
+    confined(Path(results), path)
+    return path
+
+
+def refuse_unsafe(skipped: list[Skipped]) -> None:
+    """UsageError (exit 2, before anything is written) naming the first record whose names are not
+    safe paths."""
+    unsafe = [s for s in skipped if s.unsafe]
+    if unsafe:
+        more = f" (and {len(unsafe) - 1} more)" if len(unsafe) > 1 else ""
+        raise UsageError(f"refused {unsafe[0].path}: {unsafe[0].reason}{more}; nothing collected")
 
 
 def verify_record(record: ResultRecord) -> list[str]:
@@ -68,6 +88,7 @@ def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
     """Validate records under ``source`` and copy them to results/records/v1/<method>/<cell_id>.json. Records inside
     W&B offline run folders (``wandb/offline-run-*/files/record.json``) are found like any other."""
     records, skipped = load_records([source])
+    refuse_unsafe(skipped)
     copied, refused = copy_validated(records, results)
     return copied, skipped + refused
 
@@ -77,12 +98,18 @@ def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> t
     same record found twice (its run folder and its W&B files) is copied once; rerunning copies nothing twice."""
     copied: list[Path] = []
     skipped: list[Skipped] = []
-    for path, record in records:
+    targets = []
+    for path, record in records:  # every target is checked before the first write
+        try:
+            targets.append(results_path(results, record))
+        except UnsafeName as exc:
+            skipped.append(Skipped(path, str(exc), unsafe=True))
+    refuse_unsafe(skipped)
+    for (path, record), target in zip(records, targets):
         problems = verify_record(record)
         if problems:
             skipped.append(Skipped(path, "; ".join(problems)))
             continue
-        target = results_path(results, record)
         text = to_json(record)
         if target.exists():
             if hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(text.encode()).digest():
@@ -94,6 +121,18 @@ def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> t
     return copied, skipped
 
 
-__all__ = ["RESULTS_SUBDIR", "RecordExists", "Skipped", "atomic_write_text", "collect", "copy_validated",
-           "iter_record_files",
-           "load_records", "read_record", "results_path", "verify_record", "write_record"]
+__all__ = [
+    "RESULTS_SUBDIR",
+    "RecordExists",
+    "Skipped",
+    "atomic_write_text",
+    "collect",
+    "copy_validated",
+    "iter_record_files",
+    "load_records",
+    "read_record",
+    "refuse_unsafe",
+    "results_path",
+    "verify_record",
+    "write_record",
+]

@@ -144,16 +144,27 @@ def test_accept_rejects_a_bundle_whose_score_was_raised(bundle: Path, tmp_path: 
 
 
 def test_accept_checks_the_record_digest_and_the_checkpoint_sha256(bundle: Path, tmp_path: Path, capsys) -> None:
+    """Refused in one line before anything is re-run (exit 2): a file that does not match the
+    manifest, a record whose digest does not match its content, a checkpoint whose entry disagrees
+    with the manifest's files."""
     edited = tmp_path / "edited"
     shutil.copytree(bundle, edited)
     entry = _manifest(edited)["records"][0]
-    rec = edited / entry["path"]
-    rec.write_text(rec.read_text().replace('"seed": 0', '"seed": 5', 1))  # no digest recomputed
     ckpt = edited / entry["checkpoint"]["path"]
     ckpt.write_bytes(ckpt.read_bytes() + b"\0")
-    assert main(["accept", str(edited), "--results", str(tmp_path / "results")]) == 1
-    out = capsys.readouterr().out
-    assert "digest mismatch" in out and "does not match its sha256" in out
+    assert main(["accept", str(edited), "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert "final.pt does not match its sha256" in err and len(err.strip().splitlines()) == 1
+    # the record edited, every sha256 of the manifest updated: the record's own digest refuses it
+    resealed = tmp_path / "resealed"
+    shutil.copytree(bundle, resealed)
+    manifest = _manifest(resealed)
+    rec = resealed / manifest["records"][0]["path"]
+    rec.write_text(rec.read_text().replace('"seed": 0', '"seed": 5', 1))  # no digest recomputed
+    manifest["files"][manifest["records"][0]["path"]] = _sha(rec)
+    (resealed / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["accept", str(resealed), "--results", str(tmp_path / "results")]) == 2
+    assert "digest mismatch" in capsys.readouterr().err
     # the checkpoint alone (everything else honest, the manifest's file list updated): its sha256 in the entry
     swapped = tmp_path / "swapped"
     shutil.copytree(bundle, swapped)
@@ -162,8 +173,9 @@ def test_accept_checks_the_record_digest_and_the_checkpoint_sha256(bundle: Path,
     ckpt.write_bytes(ckpt.read_bytes() + b"\0")
     manifest["files"][manifest["records"][0]["checkpoint"]["path"]] = _sha(ckpt)
     (swapped / "manifest.json").write_text(json.dumps(manifest))
-    assert main(["accept", str(swapped), "--results", str(tmp_path / "results")]) == 1
-    assert re.search(r"FAIL .*checkpoint: .*final\.pt has sha256", capsys.readouterr().out)
+    assert main(["accept", str(swapped), "--results", str(tmp_path / "results")]) == 2
+    assert re.search(r"checkpoint .*final\.pt has sha256 .* in its entry", capsys.readouterr().err)
+    assert not (tmp_path / "results").exists()
 
 
 def test_accept_usage_errors_are_exit_2(tmp_path: Path, capsys) -> None:

@@ -67,3 +67,33 @@ def test_load_references_never_raises(tmp_path: Path) -> None:
     good, bad = load_references(tmp_path)
     assert [t.path.name for t in good] == ["ok.yaml"] and good[0].values[0].display == "0.70"
     assert sorted(p.name for p, _ in bad) == ["bad.yaml", "wrong.yaml"]
+
+
+def test_plugin_reference_tables_are_found_through_their_entry_point(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A plugin's paper numbers reach the site without editing this repository: its package of YAML
+    tables, named in the ``fssl_bench.references`` entry-point group, is read with the repository's
+    own; a name that is no package is reported, not raised; and only the default site looks."""
+    import shutil
+    import sys
+    from importlib import metadata
+
+    from benchmark.records.reference import REFERENCE_GROUP
+
+    pkg = tmp_path / "site" / "fssl_fedx_refs"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copy(repo / "results" / "reference" / "flesd_table4.yaml", pkg / "fedx_table1.yaml")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    eps = [metadata.EntryPoint("fedx", "fssl_fedx_refs", REFERENCE_GROUP),
+           metadata.EntryPoint("broken", "no_such_pkg_33", REFERENCE_GROUP)]
+    monkeypatch.setattr(metadata, "entry_points",
+                        lambda group=None: [e for e in eps if e.group == group])
+    empty = tmp_path / "refs"
+    empty.mkdir()
+    good, bad = load_references(empty, plugins=True)
+    assert [t.path for t in good] == [pkg / "fedx_table1.yaml"] and good[0].table == "Table 4"
+    assert [str(p) for p, _ in bad] == [f"{REFERENCE_GROUP}:broken"]
+    assert load_references(empty) == ([], [])
+    assert "no_such_pkg_33" not in sys.modules

@@ -184,3 +184,46 @@ def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_pat
                             "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=900)
     assert tests.returncode == 0 and "4 passed" in tests.stdout, tests.stdout + tests.stderr
+
+
+# ---- issue 33, item 9 and 11: the plugin author's path ------------------------------------------
+def test_a_smoke_grid_takes_each_methods_smoke_settings(tmp_path: Path) -> None:
+    """``smoke: true``: orchestra's smoke_settings (50 global steps, 8 clusters) reach the grid's
+    cells, an explicit grid param still wins; without the key a cell keeps its defaults."""
+    from benchmark.grid import expand_grid, load_grid
+
+    text = """name: s
+base: {dataset: digits, backbone: {name: resnet_micro, width: 4}, partition: iid,
+       fl: {num_clients: 2, participation: 1.0, rounds: 1, local_epochs: 1}, tasks: [knn]}
+axes:
+  method: [orchestra, {name: orchestra, num_global_clusters: 4}]
+"""
+    (tmp_path / "plain.yaml").write_text(text)
+    (tmp_path / "smoke.yaml").write_text(text + "smoke: true\n")
+    plain_cells = expand_grid(load_grid(tmp_path / "plain.yaml"))
+    plain = {c.method.params["num_global_clusters"] for c in plain_cells}
+    cells = expand_grid(load_grid(tmp_path / "smoke.yaml"))
+    assert {c.method.params["num_global_clusters"] for c in cells} == {8, 4} and 8 not in plain
+    assert {c.method.params["global_steps"] for c in cells} == {50}
+
+
+def test_the_plugin_smoke_grid_runs_small_heads(tmp_path: Path) -> None:
+    import yaml
+
+    write_scaffold("fedplug", tmp_path, plugin=True, class_name="FedPlug")
+    pkg = tmp_path / "fssl-fedplug"
+    assert yaml.safe_load((pkg / "grids" / "fedplug_smoke.yaml").read_text())["smoke"] is True
+    method = (pkg / "src" / "fssl_fedplug" / "method.py").read_text()
+    assert 'smoke_settings: ClassVar[dict] = {"method": {"proj_dim": 16}}' in method
+    assert "class FedPlug(MethodBase)" in method
+    tests = (pkg / "tests" / "test_fedplug.py").read_text()
+    assert project_imports(tests) == {"benchmark.api"}  # the stable surface only
+    assert 'fedplug = "fssl_fedplug.method:FedPlug"' in (pkg / "pyproject.toml").read_text()
+
+
+def test_out_named_like_the_package_is_not_nested(tmp_path: Path) -> None:
+    written = write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True)
+    assert (tmp_path / "fssl-fedplug" / "pyproject.toml") in written
+    assert not (tmp_path / "fssl-fedplug" / "fssl-fedplug").exists()
+    with pytest.raises(ScaffoldError, match="CamelCase"):
+        write_scaffold("fedplug2", tmp_path, plugin=True, class_name="fed plug")

@@ -54,7 +54,9 @@ def _serve(out: Path):
 @pytest.fixture()
 def site(tmp_path: Path):
     records = showcase_records() + [
-        make_record("<script>alert(1)</script>", alpha=0.1, seed=0, value=50.0),
+        # a method name is a slug where records are read (issue 33): the markup rides in the
+        # machine model, which the track table shows
+        make_record("evil", alpha=0.1, seed=0, value=50.0, machine="<script>alert(1)</script>"),
         make_record("fedema", alpha=1.0, seed=0, value=99.0, runner="someone-else"),
         make_record("fedema", alpha=1.0, seed=1, value=98.0, tracking=TrackingRef(url="javascript:alert(2)", run_id="x")),
     ]
@@ -172,7 +174,7 @@ def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_di
         assert all(r.find_elements(By.TAG_NAME, "td")[5].text == "—"
                    for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)"))
 
-        # the script-named method renders as text, and no script ran
+        # the script-named machine renders as text, and no script ran
         assert "<script>alert(1)</script>" in text
         assert not driver.find_elements(By.XPATH, "//tbody//script")
         assert driver.execute_script("return window.__pwned === undefined")

@@ -1,0 +1,76 @@
+"""A plugin's provenance is real however it is installed (issue 33, item 8).
+
+The scaffolded plugin is pip-installed into a throwaway virtual environment
+(``--system-site-packages``, offline, no build isolation), once editable and once as a regular
+install, and a fresh process of that environment computes the provenance a record would carry: the
+same non-empty source digest both ways, no ``file://`` URL of the author's disk, and another digest
+once a source line changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.scaffold import write_scaffold
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = """
+import json
+from benchmark.provenance import component_provenance
+from benchmark.registries import METHODS, load_builtins
+load_builtins()
+print(json.dumps(component_provenance(METHODS.get("fedprov"))))
+"""
+
+
+def _run(cmd: list[str], **kw: object) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, check=False,
+                          **kw)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv that sees the system's packages (torch, setuptools); its own older setuptools, which
+    cannot build wheels offline, is removed so that the system's builds the plugin."""
+    where = tmp_path_factory.mktemp("venv") / "env"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", str(where)])
+    python = where / "bin" / "python"
+    _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "setuptools"])
+    return python
+
+
+def _install(python: Path, package: Path, *, editable: bool) -> dict:
+    pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+           "-q"]
+    _run([*pip, *(["-e"] if editable else []), str(package)])
+    try:
+        return json.loads(_run([str(python), "-c", PROBE]))
+    finally:
+        _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "fssl-fedprov"])
+
+
+@pytest.mark.slow
+def test_editable_and_regular_installs_give_the_same_real_digest(venv: Path,
+                                                                 tmp_path: Path) -> None:
+    write_scaffold("fedprov", tmp_path, plugin=True)
+    package = tmp_path / "fssl-fedprov"
+    editable = _install(venv, package, editable=True)
+    regular = _install(venv, package, editable=False)
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of nothing
+    assert editable["source_digest"] == regular["source_digest"] != empty
+    assert editable["files"] == regular["files"] == 2  # __init__.py and method.py
+    assert (editable["distribution"], editable["version"]) == ("fssl-fedprov", "0.1.0")
+    assert "url" not in editable and "file://" not in json.dumps(editable)
+    method = package / "src" / "fssl_fedprov" / "method.py"
+    method.write_text(method.read_text().replace("tau: float = 0.5", "tau: float = 0.2"))
+    changed = _install(venv, package, editable=True)
+    assert changed["source_digest"] not in (editable["source_digest"], empty)
