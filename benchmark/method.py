@@ -1,4 +1,4 @@
-"""The ``Method`` protocol and the capabilities a method declares (DESIGN §3; docs/architecture.md).
+"""The ``Method`` protocol and the capabilities a method declares (docs/design.md §3; docs/architecture.md).
 
 The harness owns this contract, so it lives here and not in ``methods/``: the runner, the simulation, conformance
 and submit are typed against :class:`Method` and never import a plugin package. ``methods/base.py`` and
