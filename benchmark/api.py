@@ -1,5 +1,5 @@
-"""The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on), versioned by
-``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises)."""
+"""The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on),
+versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises)."""
 
 from benchmark.backbones import arch_fingerprint, build_backbone
 from benchmark.blocks import mlp_head, ntxent_2b

@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="exit codes (run, status): 0 every cell done or skipped as finished; 1 some cell failed or diverged "
                "(now, or earlier and left alone: --retry-failed); 2 usage error, found before any cell ran (one line, "
                "nothing written)")
-    p.add_argument("--version", action="version", version=f"fssl-bench {__version__} (plugin API {API_VERSION})")
+    p.add_argument("--version", action="version",
+                   version=f"fssl-bench {__version__} (plugin API {API_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)")

@@ -43,7 +43,8 @@ class Registry(Generic[T]):
         self.kind = kind
         self.entry_point_group = entry_point_group
         self.base = base  # every component must subclass it (its declared capabilities have defaults there)
-        self.explain = explain  # a refusal more specific than "must subclass" (an older plugin API), or None
+        # a refusal more specific than "must subclass" (an older plugin API), or None
+        self.explain = explain
         self._items: dict[str, T | None] = {}
         self._targets: dict[str, str] = {}
         self._aliases: dict[str, str] = {}

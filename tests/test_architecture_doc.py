@@ -1,6 +1,7 @@
-"""docs/architecture.md names real code: every backticked file exists, every ``file.py: Name`` is an attribute of
-that module, and every backticked code name (``RunDir.done``, ``export_encoder(...)``, ``preflight.preflight``) is
-defined somewhere in the packages. A renamed function fails here until the page follows."""
+"""docs/architecture.md names real code: every backticked file exists, every ``file.py: Name`` is an
+attribute of that module, and every backticked code name (``RunDir.done``, ``export_encoder(...)``,
+``preflight.preflight``) is defined somewhere in the packages. A renamed function fails here until
+the page follows."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
 PACKAGES = ("benchmark", "methods", "tasks", "leaderboard", "benchmarks")
 FILE = re.compile(r"^([\w/.]+\.py|[\w/]+/)(?::\s*(\w+))?")
-RUN_DIRS = {"scores", "ckpt", "states", "tasks"}  # folders of a run directory (benchmark.rundir.DIR_NAMES)
+RUN_DIRS = {
+    "scores",
+    "ckpt",
+    "states",
+    "tasks",
+}  # folders of a run directory (benchmark.rundir.DIR_NAMES)
 CODE_NAME = re.compile(r"^(\w+(?:\.\w+)*)(\(.*\))?$")
 
 
@@ -25,8 +31,8 @@ def spans() -> list[str]:
 
 @cache
 def defined() -> frozenset[str]:
-    """Every name the packages define: modules, classes, functions and methods, their arguments, assigned names,
-    dataclass fields and ``self.x`` attributes; plus the builtins."""
+    """Every name the packages define: modules, classes, functions and methods, their arguments,
+    assigned names, dataclass fields and ``self.x`` attributes; plus the builtins."""
     names = set(dir(builtins))
     for pkg in PACKAGES:
         for path in (REPO / pkg).rglob("*.py"):
@@ -45,33 +51,42 @@ def defined() -> frozenset[str]:
 
 @cache
 def signatures() -> dict[str, list[list[str]]]:
-    """Each function name -> the positional parameter names of every definition of it (self/cls dropped)."""
+    """Each function name -> the positional parameter names of every definition of it (self/cls
+    dropped)."""
     out: dict[str, list[list[str]]] = {}
     for pkg in PACKAGES:
         for path in (REPO / pkg).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    params = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+                    params = [
+                        a.arg
+                        for a in node.args.posonlyargs + node.args.args
+                        if a.arg not in ("self", "cls")
+                    ]
                     out.setdefault(node.name, []).append(params)
     return out
 
 
 def signature_problem(name: str, call: str) -> str | None:
-    """``f(a, b)`` as the page writes it: the leading plain identifiers must be f's first parameters in some
-    definition of f (``...`` ends the comparison; a method defined nowhere as a function is not compared)."""
+    """``f(a, b)`` as the page writes it: the leading plain identifiers must be f's first parameters
+    in some definition of f (``...`` ends the comparison; a method defined nowhere as a function is
+    not compared)."""
     args = []
     for arg in (a.strip() for a in call[1:-1].split(",")):
         if not arg.isidentifier():
             break
         args.append(arg)
     defs = signatures().get(name.split(".")[-1])
-    if not args or not defs or any(d[:len(args)] == args for d in defs):
+    if not args or not defs or any(d[: len(args)] == args for d in defs):
         return None
     return f"{name}{call}: its parameters are {' / '.join('(' + ', '.join(d) + ')' for d in defs)}"
 
 
 def resolve_file(path: str) -> Path | None:
-    for base in (REPO, REPO / "benchmark"):  # "records/env.py" and "locks.py" are read inside benchmark/
+    for base in (
+        REPO,
+        REPO / "benchmark",
+    ):  # "records/env.py" and "locks.py" are read inside benchmark/
         if (base / path).exists():
             return base / path
     return None
@@ -80,7 +95,11 @@ def resolve_file(path: str) -> Path | None:
 def problems(texts: list[str]) -> list[str]:
     out = []
     for text in texts:
-        if "<" in text or re.fullmatch(r"[\w.-]+\.(json|jsonl|pt|yaml)", text) or text.rstrip("/") in RUN_DIRS:
+        if (
+            "<" in text
+            or re.fullmatch(r"[\w.-]+\.(json|jsonl|pt|yaml)", text)
+            or text.rstrip("/") in RUN_DIRS
+        ):
             continue  # a path template, or a file or folder of a run directory
         m = FILE.match(text)
         if m and (m.group(2) or m.end() == len(text)):
@@ -109,7 +128,12 @@ def test_every_code_name_in_the_architecture_page_exists() -> None:
 
 
 def test_the_check_sees_a_renamed_function_and_a_missing_file() -> None:
-    assert problems(["benchmark/stages.py: export_encoder", "RunDir.done", "export_encoder(method, server)"]) == []
+    assert (
+        problems(
+            ["benchmark/stages.py: export_encoder", "RunDir.done", "export_encoder(method, server)"]
+        )
+        == []
+    )
     assert problems(["benchmark/stages.py: export_the_encoder"]) and problems(["RunDir.is_done"])
     assert problems(["benchmark/no_such_module.py"]) and problems(["export_the_encoder(method)"])
     assert problems(["export_encoder(method, pretrained)"])  # the signature the page once gave

@@ -1,6 +1,6 @@
-"""The plugin API is versioned: ``benchmark.api.API_VERSION``, the package version, ``--version``, and a plugin
-written for plugin API 1 (a plain class with the method hooks) refused in one line naming the change and the
-migration (docs/adding-a-method.md §10)."""
+"""The plugin API is versioned: ``benchmark.api.API_VERSION``, the package version, ``--version``,
+and a plugin written for plugin API 1 (a plain class with the method hooks) refused in one line
+naming the change and the migration (docs/adding-a-method.md §10)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class FedSimSiam:
-    """A plugin as plugin API 1 documented it: a plain class with the four hooks, no base class, the encoder built
-    from the server state alone and completed by the runner."""
+    """A plugin as plugin API 1 documented it: a plain class with the four hooks, no base class, the
+    encoder built from the server state alone and completed by the runner."""
 
     name = "fedsimsiam"
     version = "1"
@@ -65,7 +65,9 @@ def test_the_shipped_methods_registry_gives_the_api1_refusal() -> None:
     from benchmark.registries import METHODS
 
     assert METHODS.explain is not None and METHODS.explain("x", FedSimSiam)
-    assert METHODS.explain("x", type("NoHooks", (), {})) is None  # anything else: the generic message
+    assert (
+        METHODS.explain("x", type("NoHooks", (), {})) is None
+    )  # anything else: the generic message
 
 
 def test_versions_agree_and_the_cli_prints_them() -> None:
@@ -74,7 +76,13 @@ def test_versions_agree_and_the_cli_prints_them() -> None:
     assert f'version = "{benchmark.__version__}"' in pyproject
     changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"## [{benchmark.__version__}]" in changelog
-    out = subprocess.run([sys.executable, "-m", "benchmark", "--version"], capture_output=True, text=True, check=False,
-                         timeout=120, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmark", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"fssl-bench {benchmark.__version__} (plugin API {API_VERSION})"

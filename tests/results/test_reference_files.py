@@ -1,4 +1,5 @@
-"""The committed paper-reported numbers (results/reference/*.yaml) load, and match the docs/ pages they cite."""
+"""The committed paper-reported numbers (results/reference/*.yaml) load, and match the docs/ pages
+they cite."""
 
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ def test_spot_values_exactly_as_the_specs_report_them() -> None:
 
 
 def cited_sections(spec: str) -> list[tuple[str, str]]:
-    """``"docs/methods/orchestra.md §5; docs/methods/fedavg_simclr.md §6"`` -> [(page, "5"), (page, "6")]."""
+    """``"docs/methods/orchestra.md §5; docs/methods/fedavg_simclr.md §6"`` ->
+    [(page, "5"), (page, "6")]."""
     return re.findall(r"(docs/[\w/]+\.md) §(\d+)", spec)
 
 
 def section(page: Path, number: str) -> str:
-    """The text under the heading ``## <number>. ...`` of a docs page, up to the next heading of that level."""
+    """The text under the heading ``## <number>. ...`` of a docs page, up to the next heading of that
+    level."""
     text = page.read_text(encoding="utf-8")
     m = re.search(rf"(?ms)^## {re.escape(number)}\.\s.*?(?=^## |\Z)", text)
     assert m, f"{page.relative_to(REPO)} has no section §{number}"
@@ -47,8 +50,8 @@ def section(page: Path, number: str) -> str:
 
 
 def test_every_number_appears_in_the_cited_docs_section() -> None:
-    """Every value of every reference file is printed in the docs/ section its ``spec:`` field cites (the paper's
-    table as a markdown table there); none is skipped."""
+    """Every value of every reference file is printed in the docs/ section its ``spec:`` field cites
+    (the paper's table as a markdown table there); none is skipped."""
     good, _ = load_references(REFERENCE)
     checked = 0
     for t in good:
