@@ -158,3 +158,36 @@ def test_the_citation_check_sees_a_missing_page_and_a_missing_section(tmp_path: 
 def test_every_docs_page_is_linked_from_the_index(page: str) -> None:
     index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
     assert f"]({page})" in index, f"docs/README.md does not link {page}"
+
+
+def listed_tests(page: Path) -> list[tuple[str, str]]:
+    """(test file, test function) pairs a method or protocol page lists under "Tests in the
+    repository": a line "`tests/....py`:" followed by "- `test_name`" items."""
+    out, current = [], None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"`(tests/[\w/]+\.py)`:", line.strip())
+        if m:
+            current = m.group(1)
+        elif current and (t := re.match(r"- `(test_\w+)`", line)):
+            out.append((current, t.group(1)))
+    return out
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(
+        p.relative_to(REPO).as_posix()
+        for sub in ("methods", "protocols")
+        for p in (REPO / "docs" / sub).glob("*.md")
+    ),
+)
+def test_every_test_a_docs_page_names_exists(page: str) -> None:
+    listed = listed_tests(REPO / page)
+    assert listed, f"{page} lists no tests"
+    missing = [
+        f"{f}::{name}"
+        for f, name in listed
+        if not (REPO / f).is_file()
+        or not re.search(rf"^def {name}\(", (REPO / f).read_text(encoding="utf-8"), re.MULTILINE)
+    ]
+    assert not missing, f"{page} names tests that do not exist: {missing}"
