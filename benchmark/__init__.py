@@ -1,3 +1,3 @@
 """fssl-bench: a reproducible benchmark for federated self-supervised learning."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

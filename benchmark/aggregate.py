@@ -119,7 +119,7 @@ class RunningAverage:
 
 
 def aggregation_weights(num_examples: Sequence[int], mode: str, num_batches: Sequence[int] | None = None) -> list[float]:
-    """``uniform`` → 1/|M|; ``num_examples`` → n_k/Σn; ``num_batches`` → b_k/Σb (fedavg_simclr.md §2.2)."""
+    """``uniform`` → 1/|M|; ``num_examples`` → n_k/Σn; ``num_batches`` → b_k/Σb (docs/methods/fedavg_simclr.md §2.2)."""
     m = len(num_examples)
     if mode == "uniform":
         return [1.0 / m] * m

@@ -1,4 +1,5 @@
-"""The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on)."""
+"""The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on),
+versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises)."""
 
 from benchmark.backbones import arch_fingerprint, build_backbone
 from benchmark.blocks import mlp_head, ntxent_2b
@@ -21,7 +22,7 @@ from benchmark.local_train import IndexView, LocalStats, run_local_epochs
 from benchmark.tensors import BN_TYPES, bn_tensor_names, divergence, load_tensors, reset_num_batches, select, tensors_of
 from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
 from benchmark.grid import Cell, ComponentSpec, FLConfig, expand_grid, load_grid
-from benchmark.method import Federation, InputSpec, Method, MethodBase, UploadFold
+from benchmark.method import API_VERSION, Federation, InputSpec, Method, MethodBase, UploadFold
 from benchmark.records.schema import ProtocolCard, TaskScores
 from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
 from benchmark.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
@@ -41,6 +42,7 @@ from benchmark.types import (
 
 
 __all__ = [
+    "API_VERSION",
     "BACKBONES",
     "DATASETS",
     "METHODS",

@@ -1,6 +1,6 @@
 """Vision Transformers built from timm's blocks: a plain ViT encoder and the masked auto-encoder of FedMAE.
 
-Parameter names follow MAE (He et al. 2022, ``models_mae.py``) and FedMAE (shared/specs/fedmae.md §2.1):
+Parameter names follow MAE (He et al. 2022, ``models_mae.py``) and FedMAE (docs/methods/fedmae.md §2.1):
 ``patch_embed.proj``, ``cls_token``, ``blocks.<i>.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}``, ``norm``,
 and for the auto-encoder ``decoder_embed``, ``mask_token``, ``decoder_blocks.<i>``, ``decoder_norm``,
 ``decoder_pred``. Position embeddings are fixed 2-D sin-cos tables held as non-persistent buffers: they are rebuilt
@@ -10,7 +10,7 @@ from (width, grid) on every side, never trained, never in a state dict, never co
 so tasks evaluate a ViT exactly as a ResNet. ``MaskedAutoencoderViT`` is a ``ViTEncoder`` plus a decoder; with
 ``depth=1`` it is FedMAE's one-block client model, with ``depth=N`` the server's cascade.
 
-Registered sizes (fedmae.md §2.7): ``vit_micro`` (tiny-16 widths, 2 blocks; CPU tests and the embedded default),
+Registered sizes (docs/methods/fedmae.md §2.7): ``vit_micro`` (tiny-16 widths, 2 blocks; CPU tests and the embedded default),
 ``vit_tiny_p4`` (small-32), ``vit_base_p4`` (cifar32-b, alias ``mae_one_block``: the suite's FedMAE backbone on 32-px
 data), ``vit_base_p16`` (the paper's 224-px preset). ``depth`` is the downstream depth (FedMAE's cascade depth N).
 """
@@ -149,7 +149,7 @@ class ViTEncoder(nn.Module):
 
 
 class MaskedAutoencoderViT(ViTEncoder):
-    """MAE (He et al. 2022) with MAE's names; FedMAE's one-block client at ``depth=1`` (fedmae.md §2.1)."""
+    """MAE (He et al. 2022) with MAE's names; FedMAE's one-block client at ``depth=1`` (docs/methods/fedmae.md §2.1)."""
 
     def __init__(self, *, img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int,
                  decoder_embed_dim: int, decoder_num_heads: int, decoder_depth: int = 1, mlp_ratio: float = 4.0,
@@ -172,7 +172,7 @@ class MaskedAutoencoderViT(ViTEncoder):
         return patchify(imgs, self.patch_size)
 
     def decode(self, latent: torch.Tensor, ids_restore: torch.Tensor) -> torch.Tensor:
-        """Decoder of fedmae.md §2.1 step 4: (B, 1 + L_keep, D) → x̂ (B, L, p²·3), cls position dropped."""
+        """Decoder of docs/methods/fedmae.md §2.1 step 4: (B, 1 + L_keep, D) → x̂ (B, L, p²·3), cls position dropped."""
         x = self.decoder_embed(latent)
         b, n, d = x.shape
         L = ids_restore.shape[1]
@@ -194,7 +194,7 @@ class MaskedAutoencoderViT(ViTEncoder):
 
 @dataclass(frozen=True, kw_only=True)
 class ViTSpec:
-    """A ViT size. Defaults: tiny-16 widths (fedmae.md §2.7) with two blocks."""
+    """A ViT size. Defaults: tiny-16 widths (docs/methods/fedmae.md §2.7) with two blocks."""
 
     version: ClassVar[str] = "1"
     family: ClassVar[str] = "vit"
@@ -206,7 +206,7 @@ class ViTSpec:
     mlp_ratio: float = 4.0
     decoder_embed_dim: int = 16  # D_d (only used by masked auto-encoders)
     decoder_num_heads: int = 2
-    pool: Literal["mean", "cls"] = "mean"  # fedmae.md §2.6 step 5 / §6.12
+    pool: Literal["mean", "cls"] = "mean"  # docs/methods/fedmae.md §2.6 step 5 / §6.12
 
     def __post_init__(self) -> None:
         if self.img_size % self.patch_size:
@@ -245,7 +245,7 @@ class ViTMicro(ViTSpec):
 @BACKBONES.register("vit_tiny_p4")
 @dataclass(frozen=True, kw_only=True)
 class ViTTinyP4(ViTSpec):
-    """fedmae.md ``small-32``: 32×32, patch 4, width 192 (3 heads), 5 blocks; decoder 96 (3 heads)."""
+    """docs/methods/fedmae.md ``small-32``: 32×32, patch 4, width 192 (3 heads), 5 blocks; decoder 96 (3 heads)."""
 
     img_size: int = 32
     embed_dim: int = 192
@@ -258,7 +258,7 @@ class ViTTinyP4(ViTSpec):
 @BACKBONES.register("vit_base_p4", aliases=("mae_one_block",))
 @dataclass(frozen=True, kw_only=True)
 class ViTBaseP4(ViTSpec):
-    """fedmae.md ``cifar32-b`` (GPU runs on 32-px data): ViT-B widths at patch 4, 5 blocks; decoder 512 (16 heads)."""
+    """docs/methods/fedmae.md ``cifar32-b`` (GPU runs on 32-px data): ViT-B widths at patch 4, 5 blocks; decoder 512 (16 heads)."""
 
     img_size: int = 32
     embed_dim: int = 768
@@ -271,7 +271,7 @@ class ViTBaseP4(ViTSpec):
 @BACKBONES.register("vit_base_p16")
 @dataclass(frozen=True, kw_only=True)
 class ViTBaseP16(ViTBaseP4):
-    """fedmae.md ``paper`` preset: 224×224, patch 16, ViT-B widths, 5 blocks (Table 2: 11.62 M / 39.97 M)."""
+    """docs/methods/fedmae.md ``paper`` preset: 224×224, patch 16, ViT-B widths, 5 blocks (Table 2: 11.62 M / 39.97 M)."""
 
     img_size: int = 224
     patch_size: int = 16

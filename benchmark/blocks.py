@@ -34,7 +34,7 @@ def mlp_head(in_dim: int, hidden_dim: int, out_dim: int, *, num_layers: int = 2,
 
 @fp32_math  # the similarity matrix in fp32 under any autocast (benchmark.precision)
 def ntxent_2b(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
-    """SimCLR NT-Xent over 2B views (fedavg_simclr.md §2.3, Dec-SSL ``SimCLR.forward``).
+    """SimCLR NT-Xent over 2B views (docs/methods/fedavg_simclr.md §2.3, Dec-SSL ``SimCLR.forward``).
 
     L = 1/(2B) Σ_a −log( exp(s_{a,π(a)}/τ) / Σ_{b≠a} exp(s_ab/τ) ), s = cosine similarity, π(a) the other view:
     one cross-entropy over the 2B × 2B similarity matrix with the diagonal masked and target π(a).

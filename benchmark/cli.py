@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark import __version__
 from benchmark.errors import UsageError
+from benchmark.method import API_VERSION
 
 EXIT_BAD_INPUT = 2  # bad input (UsageError and the config / registry / partition errors): one line, nothing written
 
@@ -25,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="exit codes (run, status): 0 every cell done or skipped as finished; 1 some cell failed or diverged "
                "(now, or earlier and left alone: --retry-failed); 2 usage error, found before any cell ran (one line, "
                "nothing written)")
+    p.add_argument("--version", action="version",
+                   version=f"fssl-bench {__version__} (plugin API {API_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)")

@@ -1,4 +1,4 @@
-"""The one parser of ``# DEVIATION:`` comments (DESIGN §4.12): methods/README.md's table and the site's method pages
+"""The one parser of ``# DEVIATION:`` comments (docs/design.md §4.12): methods/README.md's table and the site's method pages
 both list them from here. Standard library only (the leaderboard imports it).
 
 A deviation is a comment ``# DEVIATION: what the paper does, what the code does, why`` on the line where the departure

@@ -1,6 +1,6 @@
 """Grids as YAML: ``base`` + ``axes`` crossed − ``exclude`` → fully resolved, content-addressed cells.
 
-A grid file is flat (DESIGN §3)::
+A grid file is flat (docs/design.md §3)::
 
     name: quickstart
     description: ...

@@ -1,4 +1,5 @@
-"""The ``Method`` protocol and the capabilities a method declares (DESIGN §3; docs/architecture.md).
+"""The ``Method`` protocol and the capabilities a method declares (docs/design.md §3;
+docs/architecture.md).
 
 The harness owns this contract, so it lives here and not in ``methods/``: the runner, the simulation, conformance
 and submit are typed against :class:`Method` and never import a plugin package. ``methods/base.py`` and
@@ -96,6 +97,26 @@ class UploadFold(Protocol):
 
     def add(self, client_id: int, up: Payload) -> None: ...
     def finish(self) -> ServerState: ...
+
+
+# The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
+# previous one stops working (a hook's signature, a required base class); MINOR when names are only
+# added.
+API_VERSION = "2.0"
+_API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
+
+
+def explain_refusal(name: str, obj: Any) -> str | None:
+    """The one-line refusal of a plugin written for plugin API 1 (a plain class with the method
+    hooks), naming the change and the migration; None for anything else (the registry's generic
+    message applies)."""
+    if not (isinstance(obj, type) and all(callable(getattr(obj, h, None)) for h in _API1_HOOKS)):
+        return None
+    return (f"method {name!r} ({obj.__module__}.{obj.__qualname__}) is a plain class written for "
+            f"plugin API 1; plugin API {API_VERSION} requires "
+            f"`class {obj.__name__}(benchmark.api.MethodBase)`, the constructor (cfg, backbone, "
+            f"inputs) and encoder(server, clients=None) returning a complete Encoder, with "
+            f"capabilities declared as class attributes (see docs/adding-a-method.md §10)")
 
 
 class MethodBase:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from benchmark.method import MethodBase
+from benchmark.method import MethodBase, explain_refusal
 from benchmark.registry import Registry
 
-METHODS: Registry[Any] = Registry("method", entry_point_group="fssl_bench.methods", base=MethodBase)
+METHODS: Registry[Any] = Registry("method", entry_point_group="fssl_bench.methods", base=MethodBase,
+                                explain=explain_refusal)
 TASKS: Registry[Any] = Registry("task", entry_point_group="fssl_bench.tasks")
 PARTITIONERS: Registry[Any] = Registry("partitioner", entry_point_group="fssl_bench.partitioners")
 DATASETS: Registry[Any] = Registry("dataset")

@@ -38,10 +38,13 @@ class DuplicateName(RegistryError):
 class Registry(Generic[T]):
     """Name → component. ``get`` resolves aliases and lazy targets; ``names`` lists canonical names."""
 
-    def __init__(self, kind: str, *, entry_point_group: str | None = None, base: type | None = None) -> None:
+    def __init__(self, kind: str, *, entry_point_group: str | None = None, base: type | None = None,
+                 explain: Callable[[str, Any], str | None] | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
         self.base = base  # every component must subclass it (its declared capabilities have defaults there)
+        # a refusal more specific than "must subclass" (an older plugin API), or None
+        self.explain = explain
         self._items: dict[str, T | None] = {}
         self._targets: dict[str, str] = {}
         self._aliases: dict[str, str] = {}
@@ -120,6 +123,9 @@ class Registry(Generic[T]):
 
     def _check_base(self, name: str, obj: Any) -> None:
         if self.base is not None and not (isinstance(obj, type) and issubclass(obj, self.base)):
+            specific = self.explain(name, obj) if self.explain is not None else None
+            if specific:
+                raise RegistryError(specific)
             raise RegistryError(f"{self.kind} {name!r} must subclass {self.base.__module__}.{self.base.__name__} "
                                 f"(it declares the capabilities the harness relies on), got {obj!r}")
 

@@ -1,4 +1,4 @@
-"""``run_cell``: the one function launchers call. Idempotent and resumable (DESIGN §1.1 steps 1–5).
+"""``run_cell``: the one function launchers call. Idempotent and resumable (docs/design.md §1.1 steps 1–5).
 
 It composes the stages of ``benchmark.stages`` in the run directory ``benchmark.rundir.RunDir`` owns: a finished
 cell returns its record; a cell whose pre-training was interrupted resumes from its latest round checkpoint; a cell

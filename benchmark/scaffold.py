@@ -74,7 +74,7 @@ weights; the server averages them weighted by client size. Replace the parts mar
 paper's algorithm and mark every departure from the paper with a ``# DEVIATION: why`` comment on its line
 (methods/README.md collects them).
 
-Rules (DESIGN §3-4): import only from {import_rule}; everything that must survive a
+Rules (docs/design.md §3-4): import only from {import_rule}; everything that must survive a
 round lives in ``ServerState`` / ``ClientState`` (a fresh instance given the same states continues identically);
 all randomness comes from ``ctx.generator`` / ``ctx.rng`` or ``scoped_torch_seed``; every tensor sent must match
 ``payload_up`` / ``payload_down``. Check with ``python -m benchmark check-method {name}``.
@@ -177,7 +177,7 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
             self._device = device
         return self._net
 
-    # ---- hooks (DESIGN §3; methods/base.py) --------------------------------------------------------------------
+    # ---- hooks (docs/design.md §3; methods/base.py) --------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()

@@ -1,4 +1,4 @@
-"""Derived random streams (DESIGN §4.10): every draw comes from a stream named by (seed, purpose, *path).
+"""Derived random streams (docs/design.md §4.10): every draw comes from a stream named by (seed, purpose, *path).
 
 Client sampling, data order, augmentation and masking are then the same in a sequential loop, a Ray worker or a
 SLURM array task, and a checkpoint needs no RNG state: round r's streams depend only on (seed, r, client).

@@ -1,4 +1,4 @@
-"""The federated round loop, written once (DESIGN §1.1 step 3, §4.7).
+"""The federated round loop, written once (docs/design.md §1.1 step 3, §4.7).
 
 For r = 1..R: sample clients from the (seed, SAMPLING, r) stream; broadcast; ``client_update`` for each sampled
 client in client-id order with its own (seed, CLIENT, r, k) stream; ``server_aggregate``; count payload bytes;

@@ -232,7 +232,7 @@ def evaluate(cell: Cell, encoder: Encoder, ds: DatasetSplits, partition: Partiti
 
 def apply_member_rule(s: TaskScores, encoder: Encoder) -> TaskScores:
     """A score taken as the maximum over exported members selects on the test set: its card says so, so that the
-    leaderboard keeps it out of main columns (featarc.md §3, evaluation.md §6)."""
+    leaderboard keeps it out of main columns (docs/methods/featarc.md §3, docs/protocols/evaluation.md §6)."""
     rule = encoder.member_rule
     if rule not in SELECTS_ON_TEST or len(encoder.members) < 2:
         return s

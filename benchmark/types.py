@@ -1,4 +1,4 @@
-"""Core value types exchanged between the engine, methods and tasks (DESIGN §3).
+"""Core value types exchanged between the engine, methods and tasks (docs/design.md §3).
 
 Hooks return new states instead of mutating their inputs. Freezing a dataclass does not freeze the tensors inside
 its dicts: treat those dicts as values.
@@ -125,7 +125,7 @@ class Encoder:
     designated_member: int = 0
     # Optional training-side weights of the members (FeatARC: cluster masses); a weighted mean is then also reported.
     member_weights: tuple[float, ...] = ()
-    # The model associated with each client, for personalised cards (evaluation.md §3.7): client k is evaluated with
+    # The model associated with each client, for personalised cards (docs/protocols/evaluation.md §3.7): client k is evaluated with
     # client_models[client_index[k]]. Empty: local_ssl-style members (one per client) if there are K of them, else
     # the global ``module`` for every client. FeatARC: its cluster models and each client's last assignment.
     client_models: tuple[nn.Module, ...] = ()
@@ -152,7 +152,7 @@ class TaskNotApplicable(RuntimeError):
 
 @dataclass(frozen=True, eq=False)
 class TaskContext:
-    """What a task may use besides the encoder (DESIGN §3). The harness builds it; tasks never see the method."""
+    """What a task may use besides the encoder (docs/design.md §3). The harness builds it; tasks never see the method."""
 
     dataset: DatasetSplits  # the cell's dataset (train split = the union the clients drew from)
     data_root: Path

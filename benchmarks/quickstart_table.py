@@ -1,4 +1,4 @@
-"""The README's table of the embedded default, computed from records: ``python benchmarks/quickstart_table.py [ROOT]``
+"""The table of the embedded default (README, docs/quickstart.md), computed from records: ``python benchmarks/quickstart_table.py [ROOT]``
 
 ROOT (default ``results``) holds the quickstart's records. Prints two markdown tables: per configuration, mean kNN
 and linear top-1 over the seeds by partition, the kNN margins over ``no_pretrain`` and ``no_pretrain_bn`` of the same

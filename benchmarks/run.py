@@ -11,7 +11,7 @@ bare loop in fresh processes (benchmarks/p6_flower.py; Flower from the ``bench``
 ``--flower-python``), P7 10,000 vs 100 registered clients (benchmarks/p7_registered.py), P8 1,000 sampled clients
 of 10 images, engine vs bare loop (benchmarks/p8_client_overhead.py). Prints the machine first (CPU model, cores, torch version and
 threads, load average), then one line per benchmark: the ratio, its target and whether it is met. ``--markdown``
-also prints the README table. A benchmark that cannot run here (say Ray missing) is reported as such; the others go on.
+also prints the table of docs/performance.md. A benchmark that cannot run here (say Ray missing) is reported as such; the others go on.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run of the suite)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads for P1-P3 (1: CPU-time ratios free of OpenMP spinning)")
-    ap.add_argument("--markdown", action="store_true", help="also print the README table")
+    ap.add_argument("--markdown", action="store_true", help="also print the table of docs/performance.md")
     ap.add_argument("--json", default=None, help="write every figure to this file")
     ap.add_argument("--flower-python", default=None,
                     help="P6: interpreter with flwr[simulation] installed (default: this one, or $FSSL_BENCH_PYTHON)")

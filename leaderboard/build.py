@@ -1,4 +1,4 @@
-"""Records → tables: load, select per track, aggregate seeds, rank (DESIGN §1.2). Pure pandas; no HTML here.
+"""Records → tables: load, select per track, aggregate seeds, rank (docs/design.md §1.2). Pure pandas; no HTML here.
 
 ``build_model(results_dirs)`` loads the records and builds the :class:`SiteModel`; ``leaderboard.site.build_site`` hands
 it to :mod:`leaderboard.render` (the one-call entry point of ``python -m leaderboard build`` and the quickstart).

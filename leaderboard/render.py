@@ -1,4 +1,4 @@
-"""Tables → static HTML, SVG plots, data.json and CSV files (DESIGN §1.2). Jinja2 with autoescape on for every
+"""Tables → static HTML, SVG plots, data.json and CSV files (docs/design.md §1.2). Jinja2 with autoescape on for every
 template; all numbers come from :mod:`leaderboard.build` and :mod:`leaderboard.summary`; this module only formats
 them and writes files.
 

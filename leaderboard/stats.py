@@ -1,4 +1,4 @@
-"""Seed statistics, ranks and "within noise" groups (DESIGN §1.2 Leaderboard). Pure functions, no I/O.
+"""Seed statistics, ranks and "within noise" groups (docs/design.md §1.2 Leaderboard). Pure functions, no I/O.
 
 A leaderboard cell aggregates the seeds of one (method, partition) setting. Its number is the mean over seeds with
 the sample standard deviation (ddof = 1) and a two-sided Student-t confidence interval. Ranks are competition ranks

@@ -1,4 +1,4 @@
-"""Track tables → per-dataset summary tables and "ours beside the paper's" pairs (DESIGN §1.2). Pure pandas, no I/O.
+"""Track tables → per-dataset summary tables and "ours beside the paper's" pairs (docs/design.md §1.2). Pure pandas, no I/O.
 
 A summary table has one row per method configuration (rounds and local epochs included) and one column per
 (track, partition) of one dataset: the track fixes the task, protocol card and federation, so a column never mixes

@@ -1,4 +1,4 @@
-"""Reference points of the Dec-SSL paper (fedavg_simclr.md §3): central_ssl, local_ssl, dec_sl, no_pretrain.
+"""Reference points of the Dec-SSL paper (docs/methods/fedavg_simclr.md §3): central_ssl, local_ssl, dec_sl, no_pretrain.
 
 central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local update (methods/_shared/simclr.py)
 and differ only in what is federated:
@@ -63,7 +63,7 @@ from methods._shared.simclr import (
 
 @dataclass(frozen=True, kw_only=True)
 class CentralSSLConfig(SimCLRConfig):
-    # fedavg_simclr.md §3: one optimizer over the whole run (the round milestones become epoch milestones).
+    # docs/methods/fedavg_simclr.md §3: one optimizer over the whole run (the round milestones become epoch milestones).
     optimizer_state: Literal["reset", "keep"] = "keep"
 
 
@@ -128,7 +128,7 @@ class CentralSSL(MethodBase):
 
 @dataclass(frozen=True, kw_only=True)
 class LocalSSLConfig(SimCLRConfig):
-    """FedAvg-SimCLR's fields (fedavg_simclr.md §4); ``weighting`` has nothing to weigh."""
+    """FedAvg-SimCLR's fields (docs/methods/fedavg_simclr.md §4); ``weighting`` has nothing to weigh."""
 
 
 @METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))

@@ -1,5 +1,5 @@
 """FeatARC (Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from Self Supervision?",
-ICLR 2023, arXiv 2210.10947, §5, App. C.3, Algorithms 1–2; code liruiw/Dec-SSL). Spec: shared/specs/featarc.md.
+ICLR 2023, arXiv 2210.10947, §5, App. C.3, Algorithms 1–2; code liruiw/Dec-SSL). Spec: docs/methods/featarc.md.
 
 IFCA-style clustered FedAvg-SimCLR with C cluster models. A sampled client scores each cluster model by how well
 its (eval-mode, clean-image, normalised) backbone features align with those of the client's own previous local
@@ -54,13 +54,13 @@ from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import SimCLRConfig, encoder_of, local_bn_names, simclr_net
 
 LOCAL = "local."
-CLUSTER_SEED_PATH = 0xC1A5  # (seed, INIT, "cluster", j) for cluster j >= 1 (featarc.md §2.1 step 1)
+CLUSTER_SEED_PATH = 0xC1A5  # (seed, INIT, "cluster", j) for cluster j >= 1 (docs/methods/featarc.md §2.1 step 1)
 FEATURE_BATCH = 512  # images per no-grad forward of the assignment step (a memory knob, not a hyperparameter)
 
 
 @dataclass(frozen=True, kw_only=True)
 class FeatARCConfig(SimCLRConfig):
-    """featarc.md §4; SimCLR / optimisation fields are FedAvg-SimCLR's (fedavg_simclr.md §4)."""
+    """docs/methods/featarc.md §4; SimCLR / optimisation fields are FedAvg-SimCLR's (docs/methods/fedavg_simclr.md §4)."""
 
     num_clusters: int = 2  # C, paper C.1/C.3, --num_clusters 2
     reg_scale: float = 1.0  # λ, paper C.3, --reg_scale 1
@@ -78,10 +78,10 @@ class FeatARCConfig(SimCLRConfig):
         if self.num_clusters < 1 or self.reg_scale < 0:
             raise ValueError("num_clusters must be >= 1 and reg_scale >= 0")
         if self.optimizer_state != "reset":
-            raise ValueError("FeatARC uses a fresh optimizer every round (featarc.md §4)")
+            raise ValueError("FeatARC uses a fresh optimizer every round (docs/methods/featarc.md §4)")
 
 
-# featarc.md §5: ablation presets of Dec-SSL Fig. 5 (config overrides on the project default)
+# docs/methods/featarc.md §5: ablation presets of Dec-SSL Fig. 5 (config overrides on the project default)
 PRESETS: dict[str, dict] = {
     "featarc_align_only": {"num_clusters": 1, "reg_scale": 1.0},
     "featarc_cluster_only": {"num_clusters": 2, "reg_scale": 0.0},
@@ -221,10 +221,10 @@ class FeatARC(MethodBase):
         def local_out(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
             return z if cfg.align_local == "projector" else h
 
-        def step(idx: torch.Tensor) -> torch.Tensor:  # LocalUpdate-FAR (Algorithm 2, featarc.md §2.3)
+        def step(idx: torch.Tensor) -> torch.Tensor:  # LocalUpdate-FAR (Algorithm 2, docs/methods/featarc.md §2.3)
             batch = images[idx.to(images.device)]
             v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
-            h1, h2 = net.encoder(v1), net.encoder(v2)  # one forward pass per view (featarc.md §2.3, the code)
+            h1, h2 = net.encoder(v1), net.encoder(v2)  # one forward pass per view (docs/methods/featarc.md §2.3, the code)
             z1, z2 = net.projector(h1), net.projector(h2)
             loss = loss_fn(z1, z2, cfg.tau)
             if cfg.reg_scale == 0:
@@ -251,7 +251,7 @@ class FeatARC(MethodBase):
     ) -> ServerState:
         cfg = self.cfg
         C = cfg.num_clusters
-        ids = sorted(ups)  # client-id order, whatever order the mapping has (featarc.md §7.5)
+        ids = sorted(ups)  # client-id order, whatever order the mapping has (docs/methods/featarc.md §7.5)
         extra = self.grow_extra(server.extra, (max(ids) + 1) if ids else 0)
         if not ids:
             return ServerState(model=server.model, extra=extra)
@@ -297,7 +297,7 @@ class FeatARC(MethodBase):
         clusters = tuple(self.cluster_encoder(server, j) for j in range(self.cfg.num_clusters))
         enc = clusters[reported]
         a, n = server.extra["assign"], server.extra["n"]
-        # perclient@v1: each client is evaluated with the cluster of its last assignment (evaluation.md §3.7)
+        # perclient@v1: each client is evaluated with the cluster of its last assignment (docs/protocols/evaluation.md §3.7)
         common = dict(client_models=clusters, client_index=tuple(int(j) for j in a.tolist()))
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
         if self.cfg.report_model == "largest_cluster":

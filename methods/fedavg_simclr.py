@@ -2,7 +2,7 @@
 
 Plain FedAvg whose local objective is SimCLR: each participating client starts from the global weights, runs E local
 epochs of SimCLR (NT-Xent, τ = 0.5, Adam 1e-3, wd 1e-6, optimizer reset each round), and the server averages the
-returned weights. Spec: shared/specs/fedavg_simclr.md (§2 algorithm, §4 hyperparameters, §7 resolutions).
+returned weights. Spec: docs/methods/fedavg_simclr.md (§2 algorithm, §4 hyperparameters, §7 resolutions).
 
 Config keys beyond the spec's names: ``proj_hidden``/``proj_out`` (None = the backbone's feature dimension, which is
 the spec's 512 for ResNet-18), ``augment`` (the two-view pipeline; default = Dec-SSL CIFAR, §2.5).
@@ -51,7 +51,7 @@ from methods._shared.simclr import (
 
 @dataclass(frozen=True, kw_only=True)
 class FedAvgSimCLRConfig(SimCLRConfig):
-    """Hyperparameters of fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted); the fields are
+    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted); the fields are
     :class:`~methods._shared.simclr.SimCLRConfig`'s."""
 
 

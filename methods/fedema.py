@@ -1,5 +1,5 @@
 """FedEMA (Zhuang et al., "Divergence-aware Federated Self-Supervised Learning", ICLR 2022, arXiv 2204.04385;
-official code EasyFL ``applications/fedssl``). Spec: shared/specs/fedema.md.
+official code EasyFL ``applications/fedssl``). Spec: docs/methods/fedema.md.
 
 Same BYOL networks, local training, payloads and aggregation as FedU (both compose methods/_shared/fedbyol.py);
 only the merge of the received global model differs: the client's online encoder and predictor become an EMA of
@@ -58,9 +58,9 @@ from methods._shared.nets import WorkingNets
 
 @dataclass(frozen=True, kw_only=True)
 class FedEMAConfig(BYOLConfig):
-    """fedema.md §3; BYOL and optimisation fields are FedU's (fedu.md §3)."""
+    """docs/methods/fedema.md §3; BYOL and optimisation fields are FedU's (docs/methods/fedu.md §3)."""
 
-    # fedema.md §6 item 2 (amended): the authors' EasyFL code's drift of the client's own last local training
+    # docs/methods/fedema.md §6 item 2 (amended): the authors' EasyFL code's drift of the client's own last local training
     divergence_ref: Literal["global", "local_drift"] = "local_drift"
     autoscaler: bool = True  # --auto_scaler y
     autoscaler_tau: float = 0.7  # τ, the expected μ at the first merge (README --auto_scaler_target 0.7)
@@ -80,7 +80,7 @@ class FedEMAConfig(BYOLConfig):
 
 
 def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float]:
-    """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), fedema.md §2.4 steps 4–5 and §6.11."""
+    """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), docs/methods/fedema.md §2.4 steps 4–5 and §6.11."""
     if math.isnan(scaler):
         scaler = autoscaler(cfg.autoscaler_tau, d) if cfg.autoscaler else cfg.scaler
     return scaler, divergence_weight(d, scaler, cfg.mu_max)
@@ -88,7 +88,7 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
 
 @METHODS.register("fedema")
 class FedEMA(MethodBase):
-    """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (fedema.md §2.4)."""
+    """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (docs/methods/fedema.md §2.4)."""
 
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "2"
@@ -109,10 +109,10 @@ class FedEMA(MethodBase):
         return byol_net(self.backbone, self.cfg)
 
     def divergence_names(self) -> list[str]:
-        """D's tensor set, as FedU's (fedema.md §2.4 step 3, fedu.md §2.4)."""
+        """D's tensor set, as FedU's (docs/methods/fedema.md §2.4 step 3, docs/methods/fedu.md §2.4)."""
         return divergence_names(self.nets.structure())
 
-    # ---- hooks: FedU's (fedema.md §2.2, §2.5, §2.6), but for the merge ----------------------------------------
+    # ---- hooks: FedU's (docs/methods/fedema.md §2.2, §2.5, §2.6), but for the merge ----------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()
@@ -125,7 +125,7 @@ class FedEMA(MethodBase):
         return Payload(shared(server.model))
 
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
-        """fedema.md §2.4 steps 1–6: first participation (or a stale client under ``reset``) copies the global
+        """docs/methods/fedema.md §2.4 steps 1–6: first participation (or a stale client under ``reset``) copies the global
         model; later ones take θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k d, μ_max)."""
         cfg = self.cfg
         glob = {k: v.clone() for k, v in down.tensors.items()}
@@ -150,7 +150,7 @@ class FedEMA(MethodBase):
             pred.update(ema_update(local, glob, mu, keys=sorted(pred_params)))
         elif cfg.predictor_update == "global":
             pred = select(glob, PREDICTOR)
-        else:  # "dapu": FedU's rule (fedu.md §2.4 step 2)
+        else:  # "dapu": FedU's rule (docs/methods/fedu.md §2.4 step 2)
             pred = {k: v.clone() for k, v in select(glob if d < cfg.dapu_threshold else local, PREDICTOR).items()}
         start = {**online, **pred, **select(local, TARGET)}  # target: unchanged by the server
         extra = {"scaler": torch.tensor(scaler, dtype=torch.float64)}

@@ -1,5 +1,5 @@
 """FedMAE (Yang, Chen, Liu, Yuan, Bao, Cui; arXiv 2303.11339): one-block masked auto-encoders on the clients,
-cascaded into a multi-block ViT on the server. Spec: shared/specs/fedmae.md.
+cascaded into a multi-block ViT on the server. Spec: docs/methods/fedmae.md.
 
 - Client (§2.1, §2.4): a one-block MAE (one encoder block that sees the 25 % visible patches, one decoder block that
   reconstructs the masked 75 % in pixel space), trained for E local epochs with AdamW on MAE's pre-training
@@ -64,7 +64,7 @@ MAE_AUGMENT = AugmentConfig(crop_scale=(0.2, 1.0), interpolation="bicubic", flip
 
 @dataclass(frozen=True, kw_only=True)
 class FedMAEConfig:
-    """FedMAE hyperparameters (fedmae.md §3; project defaults = the closest code, FedMAR-DecMAR, where unstated)."""
+    """FedMAE hyperparameters (docs/methods/fedmae.md §3; project defaults = the closest code, FedMAR-DecMAR, where unstated)."""
 
     mask_ratio: float = 0.75  # ρ, Fig. 1 / §3.3
     norm_pix_loss: bool = False  # §2.1 step 5; FedMAR-DecMAR default False (§6.7)
@@ -233,7 +233,7 @@ class FedMAE(MethodBase):
         entries = pool_entries(server.extra)[: self.pretrained]
         if len(entries) < self.pretrained:
             warnings.warn(f"FedMAE: the block pool holds {len(entries)} entries, the cascade wants "
-                          f"{self.pretrained}; the missing blocks are freshly initialised (fedmae.md §2.6)",
+                          f"{self.pretrained}; the missing blocks are freshly initialised (docs/methods/fedmae.md §2.6)",
                           stacklevel=2)
         return [e.tensors for e in entries]
 

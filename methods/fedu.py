@@ -1,5 +1,5 @@
 """FedU (Zhuang et al., "Collaborative Unsupervised Visual Representation Learning from Decentralized Data",
-ICCV 2021, arXiv 2108.06492; official code EasyFL ``applications/fedssl``). Spec: shared/specs/fedu.md.
+ICCV 2021, arXiv 2108.06492; official code EasyFL ``applications/fedssl``). Spec: docs/methods/fedu.md.
 
 BYOL on every client. Clients upload the online encoder (backbone + projector) and the predictor; the server
 averages them with n_k weights; the target encoder never leaves the client (ClientState). At the start of a round
@@ -54,13 +54,13 @@ from methods._shared.nets import WorkingNets
 
 @dataclass(frozen=True, kw_only=True)
 class FedUConfig(BYOLConfig):
-    """Hyperparameters of fedu.md §3 (project defaults = EasyFL ``main.py`` / ``model.py``); the fields are
+    """Hyperparameters of docs/methods/fedu.md §3 (project defaults = EasyFL ``main.py`` / ``model.py``); the fields are
     :class:`~methods._shared.fedbyol.BYOLConfig`'s."""
 
 
 @METHODS.register("fedu")
 class FedU(MethodBase):
-    """FedU (Zhuang et al., ICCV 2021): BYOL clients, online encoder + predictor aggregated, DAPU (fedu.md §2)."""
+    """FedU (Zhuang et al., ICCV 2021): BYOL clients, online encoder + predictor aggregated, DAPU (docs/methods/fedu.md §2)."""
 
     name: ClassVar[str] = "fedu"
     version: ClassVar[str] = "1"
@@ -81,7 +81,7 @@ class FedU(MethodBase):
         return byol_net(self.backbone, self.cfg)
 
     def divergence_names(self) -> list[str]:
-        """𝒞 of fedu.md §2.4: the online backbone's non-shortcut conv weights (17 for ResNet-18)."""
+        """𝒞 of docs/methods/fedu.md §2.4: the online backbone's non-shortcut conv weights (17 for ResNet-18)."""
         return divergence_names(self.nets.structure())
 
     # ---- hooks ------------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ class FedU(MethodBase):
         return Payload(shared(server.model))
 
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
-        """fedu.md §2.4 steps 1–2: first participation copies the global model; later ones apply DAPU."""
+        """docs/methods/fedu.md §2.4 steps 1–2: first participation copies the global model; later ones apply DAPU."""
         glob = {k: v.clone() for k, v in down.tensors.items()}
         if state.last_round is None:
             return first_merge(glob)
@@ -117,7 +117,7 @@ class FedU(MethodBase):
     def server_aggregate(
         self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
     ) -> ServerState:
-        """fedu.md §2.5: n_k-weighted average of every up-link tensor (parameters and BN running statistics)."""
+        """docs/methods/fedu.md §2.5: n_k-weighted average of every up-link tensor (parameters and BN running statistics)."""
         if not ups:
             return server
         return ServerState(model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra)
@@ -127,5 +127,5 @@ class FedU(MethodBase):
         return FedAvgFold(server, sizes, self.cfg.weighting)
 
     def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
-        """The global online backbone f_θg, projector removed (fedu.md §2.6)."""
+        """The global online backbone f_θg, projector removed (docs/methods/fedu.md §2.6)."""
         return self.export(*online_backbone(self.backbone, server.model))

@@ -1,6 +1,6 @@
 """FLESD (Shi, Zhang, Shen, Tang, Li, Guo, Zhuang; arXiv 2109.14611): ensemble similarity distillation.
 
-Spec: shared/specs/flesd.md. Implemented: local SimCLR (one-directional cross-view InfoNCE, Adam) from the global
+Spec: docs/methods/flesd.md. Implemented: local SimCLR (one-directional cross-view InfoNCE, Adam) from the global
 model (§2.6), inference on the public set D_pub with the uploaded N × 128 embeddings (default) or the paper's N × N
 similarity matrix, dense or top-n% sparsified (§2.4, §2.7), the server's ensemble of sharpened similarities
 (Eq. 5-6) and the similarity distillation with a momentum encoder and an anchor queue (Eq. 7-10, §2.8), with the
@@ -71,7 +71,7 @@ IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 @dataclass(frozen=True, kw_only=True)
 class FLESDConfig:
-    """Hyperparameters of flesd.md §3 (project defaults = the official CIFAR scripts)."""
+    """Hyperparameters of docs/methods/flesd.md §3 (project defaults = the official CIFAR scripts)."""
 
     local_loss: Literal["crossview_1dir", "ntxent_2b"] = "crossview_1dir"  # §6 item 1 [C]
     local_tau: float = 0.4  # τ, local InfoNCE (CIFAR, §2 of the paper)
@@ -91,7 +91,7 @@ class FLESDConfig:
     topk_percent: float = 100.0  # top-n% of each similarity row kept (§4.3 ablation) [P]
     skip_fill: Literal["every_epoch", "first_epoch"] = "every_epoch"  # §6 item 10 [C]
     # DEVIATION: the paper uploads the N × N similarity matrix M_k; the official code (and our default) uploads the
-    # N × 128 embeddings and the server forms M_k (DESIGN §4.12, flesd.md §6 item 4). Training is identical; bytes
+    # N × 128 embeddings and the server forms M_k (docs/design.md §4.12, docs/methods/flesd.md §6 item 4). Training is identical; bytes
     # are counted for what is actually sent. "similarity" reproduces the paper's protocol and byte counts.
     upload: Literal["embeddings", "similarity"] = "embeddings"
     infer_normalization: Literal["train", "imagenet"] = "train"  # §6 item 5
@@ -115,7 +115,7 @@ class FLESDConfig:
 
 @dataclass
 class AnchorQueue:
-    """m anchors (rows, unit norm) with the D_pub index each one came from; FIFO pointer (flesd.md §2.8 step 2-3)."""
+    """m anchors (rows, unit norm) with the D_pub index each one came from; FIFO pointer (docs/methods/flesd.md §2.8 step 2-3)."""
 
     keys: torch.Tensor  # m × h
     index: torch.Tensor  # m, long
@@ -214,7 +214,7 @@ class FLESD(MethodBase):
         return torch.cat(outs)
 
     def upload(self, embeddings: torch.Tensor) -> dict[str, torch.Tensor]:
-        """What a client sends (flesd.md §2.4) for its D_pub embeddings."""
+        """What a client sends (docs/methods/flesd.md §2.4) for its D_pub embeddings."""
         cfg = self.cfg
         if cfg.upload == "embeddings":
             return {"embeddings": embeddings.detach().to("cpu", torch.float32).contiguous()}

@@ -1,6 +1,6 @@
 """Orchestra (Lubana, Tang, Kawsar, Dick, Mathur; ICML 2022, arXiv 2205.11506): globally consistent clustering.
 
-Spec: shared/specs/orchestra.md. Implemented: online + EMA target networks (§2.2, §2.6), the cluster-assignment loss
+Spec: docs/methods/orchestra.md. Implemented: online + EMA target networks (§2.2, §2.6), the cluster-assignment loss
 against the server's global centroids, the 4-way rotation-prediction degeneracy loss, the FIFO memory of target
 projections clustered locally into N_l equal-size centroids (§2.7, Sinkhorn-Knopp §2.8), FedAvg of the encoders and
 the server's gradient-based global clustering into N_G centroids (§2.9), the extra initialisation round (engine
@@ -68,7 +68,7 @@ _UNIT = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))  # "normalisation" that keeps pixels 
 
 @dataclass(frozen=True, kw_only=True)
 class OrchestraConfig:
-    """Hyperparameters of orchestra.md §3 (project defaults = CIFAR-10 cross-device)."""
+    """Hyperparameters of docs/methods/orchestra.md §3 (project defaults = CIFAR-10 cross-device)."""
 
     num_global_clusters: int = 32  # N_G; Table 2 base for CIFAR-10 (256 for CIFAR-100), §6 item 1
     num_local_clusters: int = 8  # N_l; paper §6 (16 for CIFAR-100)

@@ -1,4 +1,4 @@
-"""``e2e-classifier@v1`` (evaluation.md §3.4): top-1 of the federated classifier itself (``dec_sl``: backbone +
+"""``e2e-classifier@v1`` (docs/protocols/evaluation.md §3.4): top-1 of the federated classifier itself (``dec_sl``: backbone +
 linear head trained end to end), eval mode, final round, the full test split read once. Encoders that export no
 classifier raise ``TaskNotApplicable`` (the task is left out of their records)."""
 

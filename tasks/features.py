@@ -1,4 +1,4 @@
-"""Feature extraction (evaluation.md §2.2): fp32, eval mode, no augmentation, whole split in index order, cached
+"""Feature extraction (docs/protocols/evaluation.md §2.2): fp32, eval mode, no augmentation, whole split in index order, cached
 per (encoder, split) in the task context so kNN and the linear probe share one pass."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``finetune/fedmae`` (evaluation.md §3.5; fedmae.md §3 and §5.1): full fine-tuning of the exported encoder.
+"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5; docs/methods/fedmae.md §3 and §5.1): full fine-tuning of the exported encoder.
 
 FedMAE "replace[s] the decoder part of the pre-trained backbone with the head layer" and trains all layers for
 100 epochs at batch 64 on 100 % or 10 % of the labels (§5.1). Everything else is unreported; the card completes it
@@ -76,12 +76,12 @@ NO_WEIGHT_DECAY = ("cls_token", "pos_embed", "dist_token")  # MAE / timm ``no_we
 
 @dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
-    """fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the closest code's MAE recipe."""
+    """docs/methods/fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the closest code's MAE recipe."""
 
     # None = the cell's own dataset; a registered name = fine-tune and test on that dataset instead (FedMAE §5.1:
     # Mini-ImageNet pre-training, CIFAR-10/100 fine-tuning), its images resized to the encoder's input size
     target: str | None = None
-    label_fraction: float = 1.0  # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (evaluation.md §2.3)
+    label_fraction: float = 1.0  # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (docs/protocols/evaluation.md §2.3)
     subset_seed: int = 0
     epochs: int = 100  # paper §5.1
     batch_size: int = 64  # paper §5.1 (closest code: 128 × accum 2)
@@ -251,7 +251,7 @@ class Classifier(nn.Module):
 
     DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's final norm and
     applies a freshly initialised ``fc_norm`` after pooling. Here the head sits on the exported encoder's own pooled
-    feature (final norm, then the mean of the patch tokens or the cls token, fedmae.md §2.6 step 5 / §6.12), so the
+    feature (final norm, then the mean of the patch tokens or the cls token, docs/methods/fedmae.md §2.6 step 5 / §6.12), so the
     fine-tuned network is exactly the evaluated encoder plus a head, for ViTs and ResNets alike.
     """
 

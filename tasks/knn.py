@@ -1,4 +1,4 @@
-"""``knn@v1`` (evaluation.md §3.1): InstDisc-style weighted kNN on L2-normalised cached features, k = 200, t = 0.1."""
+"""``knn@v1`` (docs/protocols/evaluation.md §3.1): InstDisc-style weighted kNN on L2-normalised cached features, k = 200, t = 0.1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``linear@v1`` (evaluation.md §3.2): a linear head on cached, standardised features; final epoch; test read once."""
+"""``linear@v1`` (docs/protocols/evaluation.md §3.2): a linear head on cached, standardised features; final epoch; test read once."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ def encoder_features(encoder: Encoder, member: int, ctx: Any) -> tuple[torch.Ten
 
 def score_members(encoder: Encoder, score: Callable[[int], float], metric: str) -> tuple[dict[str, float], dict]:
     """One score per member. Under the default rule several members report the mean (main value) and the minimum,
-    never the maximum (selecting the best client would select on the test set, fedavg_simclr.md §3). Under
-    ``member_rule == "max_over_models_test"`` (a reproduction mode, featarc.md §3) the maximum is the value and the
+    never the maximum (selecting the best client would select on the test set, docs/methods/fedavg_simclr.md §3). Under
+    ``member_rule == "max_over_models_test"`` (a reproduction mode, docs/methods/featarc.md §3) the maximum is the value and the
     runner flags the score's card as selecting on the test set. Member weights add a weighted mean."""
     n = len(modules_of(encoder))
     scores = [score(i) for i in range(n)]

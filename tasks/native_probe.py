@@ -1,4 +1,4 @@
-"""The papers' own evaluation protocols (evaluation.md §3.3, §3.5, §3.6) as ONE probe engine driven by card fields.
+"""The papers' own evaluation protocols (docs/protocols/evaluation.md §3.3, §3.5, §3.6) as ONE probe engine driven by card fields.
 
 Every behaviour comes from the resolved card (``tasks/cards/*.json`` plus the task's overrides), never from a
 branch on the card's name: optimizer (sgd / adam / adamw; lr scaled by batch/``lr_reference_batch`` when set),
@@ -404,7 +404,7 @@ class SemisupNativeConfig:
 
 @TASKS.register("semisup_native")
 class SemisupNative(_NativeTask):
-    """Orchestra's semi-supervised fine-tuning (semisup/orchestra, evaluation.md §3.5)."""
+    """Orchestra's semi-supervised fine-tuning (semisup/orchestra, docs/protocols/evaluation.md §3.5)."""
 
     name: ClassVar[str] = "semisup_native"
     family: ClassVar[str] = "semisup"

@@ -1,9 +1,9 @@
-"""``perclient@v1`` (evaluation.md §3.7): personalised evaluation without best-of selection.
+"""``perclient@v1`` (docs/protocols/evaluation.md §3.7): personalised evaluation without best-of selection.
 
 For each client k take the encoder associated with it (FeatARC: the cluster model of its last assignment;
 ``local_ssl``: its own model; every other method: the global encoder), train one ``linear@v1`` probe per distinct
 encoder on the centralised training split, and score it on the client's ``label_matched_test`` split
-(partitioning.md §3.14: the test images that follow the client's own train label mix). Reported: the mean over
+(docs/protocols/partitioning.md §3.14: the test images that follow the client's own train label mix). Reported: the mean over
 clients weighted by their train sizes (main value) and the minimum over clients; selection ``final``. This is the
 FeatARC paper's "test on each local dataset using the corresponding cluster model", with final-epoch probes and
 without its average of best accuracies.
@@ -23,7 +23,7 @@ from tasks.cards import load_card
 from tasks.features import cached_features
 from tasks.linear_probe import LinearProbeConfig, standardize, train_linear_head
 
-# The per-encoder probe is linear@v1 (evaluation.md §3.2), configured by the same fields.
+# The per-encoder probe is linear@v1 (docs/protocols/evaluation.md §3.2), configured by the same fields.
 PerClientConfig = LinearProbeConfig
 
 

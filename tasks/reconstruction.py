@@ -1,4 +1,4 @@
-"""``recon/mae@v1`` (evaluation.md §5): masked-patch reconstruction error of an exported masked auto-encoder.
+"""``recon/mae@v1`` (docs/protocols/evaluation.md §5): masked-patch reconstruction error of an exported masked auto-encoder.
 
 A project addition for FedMAE, which shows reconstructions only qualitatively (Fig. 1); no reference numbers exist.
 Held-out images (the dataset's test split, optionally its first ``max_images`` in index order) are masked at
@@ -84,7 +84,7 @@ class ReconstructionConfig:
 
 @TASKS.register("reconstruction", aliases=("recon",))
 class Reconstruction:
-    """Masked-patch MSE / PSNR on held-out images (evaluation.md §5, card ``recon/mae@v1``)."""
+    """Masked-patch MSE / PSNR on held-out images (docs/protocols/evaluation.md §5, card ``recon/mae@v1``)."""
 
     name: ClassVar[str] = "reconstruction"
     version: ClassVar[str] = "1"

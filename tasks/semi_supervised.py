@@ -1,4 +1,4 @@
-"""``semisup@v1`` (evaluation.md §3.5): full fine-tuning of backbone + Linear(d, C) on a class-balanced label subset.
+"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): full fine-tuning of backbone + Linear(d, C) on a class-balanced label subset.
 
 The subset is drawn with its own seed (§2.3; identical across methods and training seeds), training runs a fixed
 step budget with SGD + Nesterov and a per-step cosine to 0, and the full test split is read once after the last
@@ -132,7 +132,7 @@ def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, device: torch.
 
 @TASKS.register("semi_supervised", aliases=("semisup",))
 class SemiSupervised:
-    """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card, evaluation.md §3.5)."""
+    """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card, docs/protocols/evaluation.md §3.5)."""
 
     name: ClassVar[str] = "semi_supervised"
     version: ClassVar[str] = "1"

@@ -1,4 +1,4 @@
-"""Class-balanced label subsets (evaluation.md §2.3): a pure function of (labels, fraction, subset seed).
+"""Class-balanced label subsets (docs/protocols/evaluation.md §2.3): a pure function of (labels, fraction, subset seed).
 
 Per class, m = ceil(N f / C) images (Orchestra ``utils.py:get_dataset_subset`` formula), taken from a per-class
 shuffle drawn with ``np.random.default_rng(subset_seed)`` in ascending class order, then the union is sorted.

@@ -1,4 +1,4 @@
-"""``transfer-linear@v1`` (evaluation.md §3.6): ``linear@v1`` with the probe trained and tested on a target dataset.
+"""``transfer-linear@v1`` (docs/protocols/evaluation.md §3.6): ``linear@v1`` with the probe trained and tested on a target dataset.
 
 CIFAR-10 → STL-10 (labelled train split, 5,000 images; test 8,000; resized 96 → 32 with antialiased bilinear
 resampling, flag ``target_resolution``) and CIFAR-100 → CIFAR-10. Label fractions 100/10/1 % are class-balanced

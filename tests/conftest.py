@@ -1,4 +1,4 @@
-"""Test-wide settings: offline by construction (DESIGN §7), small thread pools, artefacts folder."""
+"""Test-wide settings: offline by construction (docs/design.md §7), small thread pools, artefacts folder."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ blur), which is what makes CPU tests cheap and GPU runs input-bound-free. Every 
 the CPU, from the caller's ``torch.Generator`` (``draw``; results do not depend on the device), then the view is built:
 each colour op runs only on the images it was drawn for (index_select, in-place arithmetic, index_copy_), and on the
 CPU in chunks of images small enough to be recycled by the allocator instead of page-faulted in afresh (issue 10,
-P2; profile in README "Performance").
+P2; profile in docs/performance.md).
 
 Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``
 and ``GaussianBlur``; departures are marked DEVIATION.

@@ -82,7 +82,7 @@ _CACHE: dict[Any, DatasetSplits] = {}
 # Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics (default), the
 # papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), or ImageNet's. It sets the statistics the
 # clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's own statistics
-# (evaluation.md, card field "input").
+# (docs/protocols/evaluation.md, card field "input").
 Normalize = Literal["dataset", "half", "imagenet"]
 NORMALIZATIONS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
@@ -300,7 +300,7 @@ class CIFAR100(HubImageDataset):
 @dataclass(frozen=True, kw_only=True)
 class STL10(HubImageDataset):
     """STL-10 labelled splits at native 96×96: train (5,000; the 10 predefined folds and the 100,000 unlabelled
-    images unused) and test (8,000), evaluation.md §3.6. Resizing to the encoder's resolution is the transfer
+    images unused) and test (8,000), docs/protocols/evaluation.md §3.6. Resizing to the encoder's resolution is the transfer
     card's business (``target_resolution``), not the loader's."""
 
     name: ClassVar[str] = "stl10"

@@ -209,7 +209,7 @@ class ImageNet100(HubClassification):
 @DATASETS.register("mini_imagenet", aliases=("miniimagenet", "mini-imagenet"))
 @dataclass(frozen=True, kw_only=True)
 class MiniImageNet(HubClassification):
-    """Mini-ImageNet (100 classes; FedMAE's pre-training set, fedmae.md §4): train 50,000 / test = the hub's
+    """Mini-ImageNet (100 classes; FedMAE's pre-training set, docs/methods/fedmae.md §4): train 50,000 / test = the hub's
     ``validation`` 10,000 (together the 60,000 images the FedMAE paper cites); the hub's 5,000-image ``test`` split,
     taken from ImageNet's validation set, is not used."""
 
@@ -257,7 +257,7 @@ class CocoLayout:
 @dataclass(frozen=True, kw_only=True)
 class Coco2017:
     """COCO 2017 detection data under ``<data root>/<folder>``: ``train2017/``, ``val2017/`` and
-    ``annotations/instances_{train,val}2017.json`` (evaluation.md §4; docs/detection.md). Not a pre-training set:
+    ``annotations/instances_{train,val}2017.json`` (docs/protocols/evaluation.md §4; docs/detection.md). Not a pre-training set:
     ``load`` returns a ``CocoLayout`` (paths), for the ``coco_detection`` task."""
 
     version: ClassVar[str] = "1"

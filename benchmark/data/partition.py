@@ -1,4 +1,4 @@
-"""The partition contract (specs/partitioning.md §1, §4, §5): ``Partition``, ``PartitionError``, digest and statistics.
+"""The partition contract (docs/protocols/partitioning.md §1, §4, §5): ``Partition``, ``PartitionError``, digest and statistics.
 
 Partitioners are frozen dataclasses holding their parameters and registered in ``PARTITIONERS``; calling one with
 ``(labels, num_clients, seed)`` returns a :class:`Partition`. They are pure functions of the label array: no dataset
@@ -38,7 +38,7 @@ class Partition:
         return np.array([len(ix) for ix in self.client_indices], dtype=np.int64)
 
     def digest(self) -> str:
-        """sha256 per partitioning.md §5 (plus a ``public`` block when a public split was carved)."""
+        """sha256 per docs/protocols/partitioning.md §5 (plus a ``public`` block when a public split was carved)."""
         h = hashlib.sha256(b"fssl-partition-v1\n")
         h.update(np.uint64(len(self.client_indices)).astype("<u8").tobytes())
         for ix in self.client_indices:
@@ -72,7 +72,7 @@ def labels_sha256(labels: np.ndarray) -> str:
 
 
 def substream(seed: int, tag: str) -> np.random.RandomState:
-    """Named sub-stream (partitioning.md §1.4): RandomState(SeedSequence([seed, crc32(tag)]).generate_state(1)[0])."""
+    """Named sub-stream (docs/protocols/partitioning.md §1.4): RandomState(SeedSequence([seed, crc32(tag)]).generate_state(1)[0])."""
     word = np.random.SeedSequence([int(seed), zlib.crc32(tag.encode())]).generate_state(1)[0]
     return np.random.RandomState(int(word))
 
@@ -123,7 +123,7 @@ def _entropy_bits(p: np.ndarray) -> np.ndarray:
 
 
 def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) -> dict[str, Any]:
-    """Statistics of partitioning.md §4 (sizes, label entropy, classes per client, EMD to the global mix)."""
+    """Statistics of docs/protocols/partitioning.md §4 (sizes, label entropy, classes per client, EMD to the global mix)."""
     counts = partition.label_counts(labels, num_classes)
     sizes = counts.sum(axis=1)
     nonempty = sizes > 0
@@ -158,7 +158,7 @@ def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) 
         "tries": int(partition.meta.get("tries", 1)),
         "constraint_violated": bool(partition.meta.get("constraint_violated", False)),
     }
-    if partition.public_indices is not None:  # the server's public split (FLESD D_pub, flesd.md §6 item 12)
+    if partition.public_indices is not None:  # the server's public split (FLESD D_pub, docs/methods/flesd.md §6 item 12)
         pub = np.asarray(labels)[partition.public_indices]
         out["public_class_counts"] = np.bincount(pub, minlength=num_classes).astype(int).tolist()
     return out

@@ -5,7 +5,7 @@ A public spec wraps the partitioner call, so the carve is part of the partition 
 - ``holdout(fraction)``: a class-stratified ``fraction`` of the train split is held out first (stream
   ``(partition_seed, "public")``), and the partitioner splits the remaining indices among the K clients.
 - ``first_shard``: the partitioner splits the train split into K + 1 shards and shard 0 becomes D_pub, the FLESD
-  paper's choice (flesd.md "Data roles": the official code's ``user_groups['0']``).
+  paper's choice (docs/methods/flesd.md "Data roles": the official code's ``user_groups['0']``).
 """
 
 from __future__ import annotations

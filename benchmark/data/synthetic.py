@@ -1,4 +1,4 @@
-"""``shapes_coco``: a procedurally generated detection / instance-segmentation set in COCO format (DESIGN §7).
+"""``shapes_coco``: a procedurally generated detection / instance-segmentation set in COCO format (docs/design.md §7).
 
 Each image (64×64 RGB by default) holds 1–3 filled shapes of 2 categories, ``rectangle`` (id 1) and ``ellipse``
 (id 2), in random colours on a random plain background. Every instance has a COCO ``bbox`` (x, y, w, h), an

@@ -1,6 +1,6 @@
 """Ray launcher: one ``ray.remote`` task per cell, results streamed with ``ray.wait`` as cells finish.
 
-Ray core, not Tune (DESIGN §6): the grid is exhaustive and the results tree is ours. Each task is
+Ray core, not Tune (docs/design.md §6): the grid is exhaustive and the results tree is ours. Each task is
 ``execute_cell`` with the cell's resources (``num_cpus``/``num_gpus``); Ray retries a task whose worker died
 (``max_retries``: a node lost, the OOM killer) and the retried task resumes from the cell's latest round checkpoint.
 A task that still cannot finish is failed with its reason written to the cell's ``run directory`` (the worker could

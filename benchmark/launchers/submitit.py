@@ -1,4 +1,4 @@
-"""SLURM through submitit: the grid as one job array, requeued on preemption or timeout (DESIGN §6, submitit).
+"""SLURM through submitit: the grid as one job array, requeued on preemption or timeout (docs/design.md §6, submitit).
 
 Each array task runs ``CellJob(cell)``, a ``submitit.helpers.Checkpointable``. When SLURM signals a timeout or a
 preemption, submitit calls ``CellJob.checkpoint``; nothing needs saving there, because ``run_cell`` checkpoints every

@@ -1,7 +1,7 @@
 """Canonical JSON and content digests: the one definition (torch-free; cells, cards, partitions and records use it).
 
 ``canonical_json`` is compact, key-sorted, ASCII-agnostic and refuses NaN, so equal content gives equal bytes and a
-digest names content (DESIGN §4.8). ``pretty_json`` is the same content indented for files people read (records,
+digest names content (docs/design.md §4.8). ``pretty_json`` is the same content indented for files people read (records,
 score files); re-serialising a record is byte-identical.
 """
 

@@ -4,10 +4,10 @@ One YAML file holds one table of one paper, transcribed exactly as the spec repo
 
     source: "Orchestra (Lubana et al., ICML 2022)"      # the paper
     table: "Table 1"                                     # where in the paper
-    spec: "orchestra.md §5"                              # the spec section the numbers were copied from
+    spec: "docs/methods/orchestra.md §5"                              # the spec section the numbers were copied from
     metric: top1                                         # what the numbers are
     unit: percent                                        # percent | fraction | AP | points
-    selection: final                                     # evaluation.md §1/§6: final | best_epoch_test | ... | unknown
+    selection: final                                     # docs/protocols/evaluation.md §1/§6: final | best_epoch_test | ... | unknown
     notes: "..."                                         # optional free text (caveats, "?" readings)
     ablation: false                                      # true: a sensitivity/ablation study, kept off track pages
     settings: {dataset: cifar10, partition: dirichlet, alpha: 0.1, rounds: 100}   # shared by every number
@@ -16,7 +16,7 @@ One YAML file holds one table of one paper, transcribed exactly as the spec repo
     rows:                                                # one entry per printed row
       - {label: f-SimCLR, method: fedavg_simclr, settings: {...}, values: ["58.36±0.19", ...]}
 
-``card`` names a protocol card of evaluation.md; ``card_id`` (optional, on a column or the file) is set only when the
+``card`` names a protocol card of docs/protocols/evaluation.md; ``card_id`` (optional, on a column or the file) is set only when the
 paper's protocol is exactly one of our cards, and only then may the leaderboard rank the number with ours. A value is
 a number, ``"mean±std"``, a number with a trailing ``?`` (uncertain reading in the spec), or ``null`` / ``"-"``
 (not reported). Settings merge file < column < row.
@@ -57,7 +57,7 @@ class ReferenceValue:
     row: str
     column: str
     method: str | None  # our registry name, when the row is a method we implement
-    card: str  # protocol card name (evaluation.md)
+    card: str  # protocol card name (docs/protocols/evaluation.md)
     card_id: str | None  # set only when the protocol is exactly one of our cards
     selection: str
     metric: str

@@ -1,4 +1,4 @@
-"""The ``ResultRecord`` schema (DESIGN §3): one immutable JSON per finished cell.
+"""The ``ResultRecord`` schema (docs/design.md §3): one immutable JSON per finished cell.
 
 Torch-free by design. ``to_json`` is canonical (sorted keys, indent 2, no NaN) so that re-serialising a record is
 byte-identical; ``from_json`` migrates older schema versions and then constructs strictly (unknown or missing keys
@@ -26,7 +26,7 @@ SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_gri
 
 @dataclass(frozen=True, kw_only=True)
 class ProtocolCard:
-    """Binds a number to the exact evaluation protocol (evaluation.md §1). Equal ``card_id`` ⇔ comparable."""
+    """Binds a number to the exact evaluation protocol (docs/protocols/evaluation.md §1). Equal ``card_id`` ⇔ comparable."""
 
     task: str
     version: str

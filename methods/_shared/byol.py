@@ -1,6 +1,6 @@
-"""BYOL building blocks shared by FedU and FedEMA (fedu.md §2.1, §2.4): networks, loss, lr schedule, local step.
+"""BYOL building blocks shared by FedU and FedEMA (docs/methods/fedu.md §2.1, §2.4): networks, loss, lr schedule, local step.
 
-Tensor layout (fedu.md §2.3): ``online.backbone.*``, ``online.projector.*``, ``predictor.*``, ``target.backbone.*``,
+Tensor layout (docs/methods/fedu.md §2.3): ``online.backbone.*``, ``online.projector.*``, ``predictor.*``, ``target.backbone.*``,
 ``target.projector.*``. The projector and predictor are EasyFL's Linear → BN → ReLU → Linear (``model.py``).
 """
 
@@ -41,7 +41,7 @@ def byol_heads(feat_dim: int, proj_hidden: int, proj_out: int, pred_hidden: int)
 
 
 def byol_pair_loss(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """ℓ(p, z) = 2 − 2⟨p, z⟩ / (‖p‖‖z‖), per row (fedu.md §2.4 step 3). ℓ(p, p) = 0, ℓ(p, −p) = 4."""
+    """ℓ(p, z) = 2 − 2⟨p, z⟩ / (‖p‖‖z‖), per row (docs/methods/fedu.md §2.4 step 3). ℓ(p, p) = 0, ℓ(p, −p) = 4."""
     return 2.0 - 2.0 * (F.normalize(p.float(), dim=-1) * F.normalize(z.float(), dim=-1)).sum(dim=-1)
 
 

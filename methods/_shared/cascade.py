@@ -1,4 +1,4 @@
-"""FedMAE's server side as pure functions (fedmae.md §2.2 block pool, §2.6 cascade).
+"""FedMAE's server side as pure functions (docs/methods/fedmae.md §2.2 block pool, §2.6 cascade).
 
 The block pool lives in ``ServerState.extra`` as ``pool.<slot>.<tensor name>`` plus 0-d integer tensors
 ``pool.<slot>.round`` and ``pool.<slot>.client``; slot 0 is first in pool order (round descending, client id
@@ -70,7 +70,7 @@ def _mean(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def cascade_tensors(sources: Sequence[TensorDict], fresh: TensorDict, depth: int, *,
                     shared: str = "first_last", prefix: str = "mae.") -> dict[str, torch.Tensor]:
-    """Tensors of the N-block cascaded MAE (fedmae.md §2.6 steps 2–4).
+    """Tensors of the N-block cascaded MAE (docs/methods/fedmae.md §2.6 steps 2–4).
 
     ``sources`` are s_1..s_{N_p} (one-block MAEs, ``prefix``-named); ``fresh`` is a seeded N-block initialisation
     with the same names. Block i ← s_i's ``blocks.0`` (bitwise) for i < N_p, fresh block i otherwise. Shared

@@ -1,4 +1,4 @@
-"""Balanced clustering maths (Orchestra, Lubana et al. ICML 2022; orchestra.md §2.7-§2.9): pure functions.
+"""Balanced clustering maths (Orchestra, Lubana et al. ICML 2022; docs/methods/orchestra.md §2.7-§2.9): pure functions.
 
 - ``sinkhorn_knopp``: the official code's ``sknopp`` (Genevay et al. 2019 style balanced soft assignment).
 - ``equal_size_kmeans``: the client's local clustering of its projection memory (``orchestra.local_clustering``).
@@ -21,7 +21,7 @@ from benchmark.api import FP32, fp32_math
 @fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 @torch.no_grad()
 def sinkhorn_knopp(scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 100, tol: float = 1e-2) -> torch.Tensor:
-    """Balanced soft assignment Q (N × K) of N points to K centroids from scores S (orchestra.md §2.8).
+    """Balanced soft assignment Q (N × K) of N points to K centroids from scores S (docs/methods/orchestra.md §2.8).
 
     P = row-softmax(λS)ᵀ (K × N); alternate r = (1/K)/(P c), c' = (1/N)/(Pᵀ r); every 10 iterations
     err = Σ|c/c' − 1| (NaN terms count 0); stop when err < tol; Q_nk = N c_n P_kn r_k.
@@ -127,7 +127,7 @@ def global_clustering(
 @fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
 def cluster_assignment_loss(z_online: torch.Tensor, z_target: torch.Tensor, centroids: torch.Tensor,
                             temperature: float) -> torch.Tensor:
-    """Orchestra's L_cluster = −(1/B) Σ_i Σ_j p^T_ij log p^O_ij (orchestra.md §2.6 step 5).
+    """Orchestra's L_cluster = −(1/B) Σ_i Σ_j p^T_ij log p^O_ij (docs/methods/orchestra.md §2.6 step 5).
 
     p = softmax(⟨z, c_j⟩/T) over the global centroids; the target side and the centroids carry no gradient;
     log-softmax (not log of softmax); p^T is a plain temperature softmax, neither balanced nor sharpened.
@@ -140,7 +140,7 @@ def cluster_assignment_loss(z_online: torch.Tensor, z_target: torch.Tensor, cent
 
 def fifo_push(memory: torch.Tensor, rows: torch.Tensor, capacity: int, *, keep: str = "last") -> torch.Tensor:
     """Append ``rows`` to ``memory`` (detached) and keep the ``capacity`` most recent (``keep="last"``, the FIFO of
-    orchestra.md §2.2) or the first ``capacity`` ever pushed (``keep="first"``, the initialisation round)."""
+    docs/methods/orchestra.md §2.2) or the first ``capacity`` ever pushed (``keep="first"``, the initialisation round)."""
     out = torch.cat([memory, rows.detach().to(memory.dtype)])
     return out[-capacity:] if keep == "last" else out[:capacity]
 

@@ -1,4 +1,4 @@
-"""The local step of the SimCLR-style methods (fedavg_simclr.md §2.3, flesd.md §2.6): two augmented views of a
+"""The local step of the SimCLR-style methods (docs/methods/fedavg_simclr.md §2.3, docs/methods/flesd.md §2.6): two augmented views of a
 batch, one forward pass per view (the specs' z1 = g(f(v1)); z2 = g(f(v2)) and the official code: BatchNorm statistics
 over B images and two running-stat updates per step, not one batch of 2B), a contrastive loss of the two."""
 

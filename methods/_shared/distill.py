@@ -1,4 +1,4 @@
-"""Ensemble similarity distillation maths (FLESD, Shi et al. arXiv 2109.14611; flesd.md §2.6-§2.8): pure functions.
+"""Ensemble similarity distillation maths (FLESD, Shi et al. arXiv 2109.14611; docs/methods/flesd.md §2.6-§2.8): pure functions.
 
 - ``similarity_matrix``: M = Rᵀ R of unit-norm representations (Eq. 4; rows here are samples, so M = R Rᵀ).
 - ``topk_sparsify`` / ``topk_payload`` / ``densify_topk``: top-n% of each row kept (self + k' others), the rest set
@@ -26,7 +26,7 @@ def similarity_matrix(reps: torch.Tensor) -> torch.Tensor:
 
 
 def topk_count(percent: float, n: int) -> int:
-    """k' = floor(n · N / 100) off-diagonal entries kept per row (flesd.md §2.4)."""
+    """k' = floor(n · N / 100) off-diagonal entries kept per row (docs/methods/flesd.md §2.4)."""
     return int(percent * n // 100)
 
 
@@ -56,7 +56,7 @@ def densify_topk(values: torch.Tensor, indices: torch.Tensor, n: int) -> torch.T
 def topk_sparsify(sim: torch.Tensor, k: int) -> torch.Tensor:
     """Keep, per row, the self entry and the k largest other entries (ties at the threshold kept); zero the rest.
 
-    Code semantics (flesd.md §2.7 step 2, §6 item 8): zeroed in cosine space, so after the shifted exponential a
+    Code semantics (docs/methods/flesd.md §2.7 step 2, §6 item 8): zeroed in cosine space, so after the shifted exponential a
     dropped entry weighs exp(−1/τ_T), not 0. The result is no longer symmetric.
     """
     s = sim.float()
@@ -106,7 +106,7 @@ def similarity_distill_loss(queries: torch.Tensor, keys: torch.Tensor, targets: 
 
 
 def esd_schedule(num_public: int, batch_size: int, queue_size: int, epochs: int, skip_fill: str) -> int:
-    """Optimiser steps of one ESD round (flesd.md §2.8 step 4, §6 item 10); raises on an invalid setting.
+    """Optimiser steps of one ESD round (docs/methods/flesd.md §2.8 step 4, §6 item 10); raises on an invalid setting.
 
     Each epoch has floor(N/B') batches (drop_last); the first m/B' batches are skipped every epoch
     (``every_epoch``, the code) or only in epoch 1 (``first_epoch``).

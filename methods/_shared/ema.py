@@ -1,7 +1,7 @@
 """EMA and model-divergence maths shared by FedU, FedEMA (and the BYOL target network): small, pure, tested alone.
 
-Notation of fedema.md §1: μ is the EMA decay (weight kept on the local model), λ_k the per-client scaler, τ the
-autoscaler target. D(A, B) is the divergence of fedu.md §2.4: the mean, over the backbone's non-shortcut
+Notation of docs/methods/fedema.md §1: μ is the EMA decay (weight kept on the local model), λ_k the per-client scaler, τ the
+autoscaler target. D(A, B) is the divergence of docs/methods/fedu.md §2.4: the mean, over the backbone's non-shortcut
 convolution weights, of the Frobenius norm of the difference (EasyFL ``_calculate_divergence``).
 """
 
@@ -43,7 +43,7 @@ def ema_update(old: TensorDict, new: TensorDict, momentum: float, *, keys: Itera
 
 @torch.no_grad()
 def ema_params_(target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], momentum: float) -> None:
-    """In place: ξ ← m·ξ + (1 − m)·θ for paired parameter lists (BYOL target update, fedu.md §2.4 step 3)."""
+    """In place: ξ ← m·ξ + (1 − m)·θ for paired parameter lists (BYOL target update, docs/methods/fedu.md §2.4 step 3)."""
     if len(target) != len(online):
         raise ValueError("target and online parameter lists differ in length")
     for t, o in zip(target, online):
@@ -51,14 +51,14 @@ def ema_params_(target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], 
 
 
 def divergence_weight(d: float, scaler: float, mu_max: float = 1.0) -> float:
-    """μ = min(λ_k · d, μ_max) (fedema.md §2.4 step 5); an unset scaler (NaN) gives μ = 0 (§6.11)."""
+    """μ = min(λ_k · d, μ_max) (docs/methods/fedema.md §2.4 step 5); an unset scaler (NaN) gives μ = 0 (§6.11)."""
     if math.isnan(scaler):
         return 0.0
     return float(min(scaler * d, mu_max))
 
 
 def autoscaler(tau: float, d: float) -> float:
-    """λ_k = τ / d at the client's first EMA merge, so that μ = τ there (fedema.md §2.4 step 4); NaN when d = 0."""
+    """λ_k = τ / d at the client's first EMA merge, so that μ = τ there (docs/methods/fedema.md §2.4 step 4); NaN when d = 0."""
     return float(tau / d) if d > 0 else math.nan
 
 
@@ -67,7 +67,7 @@ def divergence_tensor_names(backbone: nn.Module, prefix: str = "") -> list[str]:
 
     Selected by role, not by name: a convolution is a shortcut when it sits inside a block's ``downsample``
     (torchvision) or ``shortcut`` (EasyFL, kuangliu) branch. For a CIFAR ResNet-18 this is the stem conv plus the
-    16 3×3 block convs: 17 tensors (fedu.md §2.4).
+    16 3×3 block convs: 17 tensors (docs/methods/fedu.md §2.4).
     """
     shortcut: set[int] = set()
     for mod in backbone.modules():

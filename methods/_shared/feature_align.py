@@ -1,4 +1,4 @@
-"""FeatARC maths (Dec-SSL, Wang et al. ICLR 2023, §5 and Algorithms 1–2; featarc.md §2–3): small and pure.
+"""FeatARC maths (Dec-SSL, Wang et al. ICLR 2023, §5 and Algorithms 1–2; docs/methods/featarc.md §2–3): small and pure.
 
 D(z1, z2) = −⟨z1, z2⟩ / (‖z1‖ ‖z2‖) everywhere (paper App. C.3).
 """
@@ -41,7 +41,7 @@ def cluster_average(current: Sequence[TensorDict], uploads: Sequence[TensorDict]
                     weights: Sequence[float]) -> list[dict[str, torch.Tensor]]:
     """θ_j = Σ_{k∈M_j} w_k θ̃_k / Σ_{k∈M_j} w_k for every cluster j; an empty cluster is returned unchanged.
 
-    ``uploads``, ``assign`` and ``weights`` are aligned lists in client-id order (featarc.md §2.2, 7.4–7.5).
+    ``uploads``, ``assign`` and ``weights`` are aligned lists in client-id order (docs/methods/featarc.md §2.2, 7.4–7.5).
     """
     out = []
     for j, cur in enumerate(current):

@@ -1,10 +1,10 @@
-"""Federated BYOL as FedU and FedEMA run it (fedu.md §2, §3; fedema.md §2): the config fields, the client's
+"""Federated BYOL as FedU and FedEMA run it (docs/methods/fedu.md §2, §3; docs/methods/fedema.md §2): the config fields, the client's
 networks, the first-participation copy, the local training after a merge, and the tensors that are shared.
 
 The two methods differ only in how a returning client merges the global model into its own (FedU: DAPU, FedEMA: a
 divergence-aware EMA); each method file holds its merge, and everything here is the same for both.
 
-Tensor layout (fedu.md §2.3): ``online.backbone.*``, ``online.projector.*``, ``predictor.*`` (shared with the
+Tensor layout (docs/methods/fedu.md §2.3): ``online.backbone.*``, ``online.projector.*``, ``predictor.*`` (shared with the
 server) and ``target.backbone.*``, ``target.projector.*`` (never leave the client).
 """
 
@@ -33,7 +33,7 @@ from methods._shared.local_train import run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
 
 ONLINE, PREDICTOR, TARGET = "online.", "predictor.", "target."
-SHARED_PREFIXES = (ONLINE, PREDICTOR)  # the 116 tensors of fedu.md §2.3 (at ResNet-18 size)
+SHARED_PREFIXES = (ONLINE, PREDICTOR)  # the 116 tensors of docs/methods/fedu.md §2.3 (at ResNet-18 size)
 
 # EasyFL transform.py SimCLRTransform: ColorJitter(0.8, 0.8, 0.8, 0.2) p=0.8, grayscale p=0.2, no blur.
 EASYFL_AUGMENT = AugmentConfig(jitter=(0.8, 0.8, 0.8, 0.2))
@@ -44,7 +44,7 @@ BYOL_SMOKE = {"method": {"proj_hidden": 32, "proj_out": 16, "pred_hidden": 32}}
 
 @dataclass(frozen=True, kw_only=True)
 class BYOLConfig:
-    """Hyperparameters of fedu.md §3 (project defaults = EasyFL ``main.py`` / ``model.py``)."""
+    """Hyperparameters of docs/methods/fedu.md §3 (project defaults = EasyFL ``main.py`` / ``model.py``)."""
 
     dapu_threshold: float = 0.4  # μ_dapu, EasyFL main.py --dapu_threshold
     divergence_ref: Literal["global", "local_drift"] = "global"  # §6.1
@@ -88,12 +88,12 @@ def byol_net(backbone: ComponentSpec, cfg: BYOLConfig) -> BYOLNet:
 
 
 def shared(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The tensors that travel between client and server: online encoder and predictor (fedu.md §2.3)."""
+    """The tensors that travel between client and server: online encoder and predictor (docs/methods/fedu.md §2.3)."""
     return {k: v for k, v in tensors.items() if k.startswith(SHARED_PREFIXES)}
 
 
 def divergence_names(net: BYOLNet) -> list[str]:
-    """𝒞: non-shortcut backbone conv weights of the online encoder (17 for ResNet-18), fedu.md §2.4."""
+    """𝒞: non-shortcut backbone conv weights of the online encoder (17 for ResNet-18), docs/methods/fedu.md §2.4."""
     return divergence_tensor_names(net.online.backbone, f"{ONLINE}backbone.")
 
 
@@ -108,12 +108,12 @@ def as_target(online: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def first_merge(glob: Mapping[str, torch.Tensor], extra: dict[str, torch.Tensor] | None = None) -> MergeResult:
-    """First participation (fedu.md §2.4 step 1): the global networks, the target a copy of the online encoder."""
+    """First participation (docs/methods/fedu.md §2.4 step 1): the global networks, the target a copy of the online encoder."""
     return MergeResult({**glob, **as_target(glob)}, extra or {}, {}, True)
 
 
 def local_divergence(cfg: BYOLConfig, down: Payload, state: ClientState, names: list[str]) -> float:
-    """d for the merge rule: D(θ_g, θ_k) (``global``) or the stored drift of the last training (fedu.md §6.1)."""
+    """d for the merge rule: D(θ_g, θ_k) (``global``) or the stored drift of the last training (docs/methods/fedu.md §6.1)."""
     if cfg.divergence_ref == "local_drift":
         return float(state.tensors["drift"])
     return divergence(down.tensors, state.tensors, names)
@@ -121,7 +121,7 @@ def local_divergence(cfg: BYOLConfig, down: Payload, state: ClientState, names: 
 
 def local_update(net: BYOLNet, cfg: BYOLConfig, merged: MergeResult, data: ClientData, ctx: RoundContext
                  ) -> tuple[Payload, ClientState]:
-    """fedu.md §2.4 steps 3–5 after the merge: E epochs of BYOL with SGD on θ and h (lr cosine over rounds,
+    """docs/methods/fedu.md §2.4 steps 3–5 after the merge: E epochs of BYOL with SGD on θ and h (lr cosine over rounds,
     fresh momentum), ξ ← m ξ + (1 − m) θ after each step; uploads θ and h, keeps θ, h, ξ (and the drift)."""
     load_tensors(net, merged.start)
     net.train()
@@ -136,7 +136,7 @@ def local_update(net: BYOLNet, cfg: BYOLConfig, merged: MergeResult, data: Clien
         v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
         return byol_forward_loss(net, v1, v2, target_alias=alias)
 
-    def after_step() -> None:  # ξ ← m ξ + (1 − m) θ on parameters only (fedu.md §2.4 step 3)
+    def after_step() -> None:  # ξ ← m ξ + (1 − m) θ on parameters only (docs/methods/fedu.md §2.4 step 3)
         if not alias:
             ema_params_(target_params, online_params, cfg.target_momentum)
 
@@ -155,7 +155,7 @@ def local_update(net: BYOLNet, cfg: BYOLConfig, merged: MergeResult, data: Clien
 
 
 def online_backbone(backbone: ComponentSpec, model: Mapping[str, torch.Tensor]) -> tuple[nn.Module, int]:
-    """The global online backbone f_θg, projector removed (fedu.md §2.6), in eval mode, and its feature size."""
+    """The global online backbone f_θg, projector removed (docs/methods/fedu.md §2.6), in eval mode, and its feature size."""
     module, feat_dim = build_backbone(backbone.name, dict(backbone.params))
     load_tensors(module, select(model, f"{ONLINE}backbone.", strip=True))
     return module.eval(), feat_dim

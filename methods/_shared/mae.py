@@ -1,4 +1,4 @@
-"""Masked auto-encoding maths (MAE, He et al. 2022; FedMAE fedmae.md §2.1): masks, targets, the masked-patch loss."""
+"""Masked auto-encoding maths (MAE, He et al. 2022; FedMAE docs/methods/fedmae.md §2.1): masks, targets, the masked-patch loss."""
 
 from __future__ import annotations
 
@@ -35,6 +35,6 @@ def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tenso
 
 def mae_loss(pred: torch.Tensor, target_patches: torch.Tensor, mask: torch.Tensor, *,
              norm_pix_loss: bool = False) -> torch.Tensor:
-    """FedMAE's client loss (fedmae.md §2.1 step 5; MAE ``forward_loss``)."""
+    """FedMAE's client loss (docs/methods/fedmae.md §2.1 step 5; MAE ``forward_loss``)."""
     target = normalize_patches(target_patches) if norm_pix_loss else target_patches
     return masked_patch_mse(pred, target, mask)

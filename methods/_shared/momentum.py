@@ -1,6 +1,6 @@
 """Momentum (EMA) target updates over module parameters: θ_T ← m·θ_T + (1 − m)·θ_O (BYOL; Orchestra Alg. 1;
 FLESD Eq. 10). Buffers (BN running statistics) are deliberately not averaged: they evolve through the target's own
-forward passes (orchestra.md §2.6 step 8, flesd.md §2.8 step 2)."""
+forward passes (docs/methods/orchestra.md §2.6 step 8, docs/methods/flesd.md §2.8 step 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Optimizers and per-round learning rates shared by the SimCLR-family methods (fedavg_simclr.md §2.4, §4).
+"""Optimizers and per-round learning rates shared by the SimCLR-family methods (docs/methods/fedavg_simclr.md §2.4, §4).
 
 A config passed here needs ``optimizer`` ("adam" | "sgd"), ``lr``, ``weight_decay``, ``momentum`` and, for
 :func:`scheduled_lr`, ``lr_schedule`` ("step_rounds" | "step_epochs" | "constant"), ``lr_milestones`` and ``lr_gamma``.
@@ -14,7 +14,7 @@ from torch import nn
 
 
 def round_lr(base_lr: float, round_1based: int, num_rounds: int, milestones: tuple[float, ...], gamma: float) -> float:
-    """lr_t = lr · γ^{#{m ∈ milestones : m ≤ t}}, t = round − 1, milestones int(f·R) (fedavg_simclr.md §2.4)."""
+    """lr_t = lr · γ^{#{m ∈ milestones : m ≤ t}}, t = round − 1, milestones int(f·R) (docs/methods/fedavg_simclr.md §2.4)."""
     t = round_1based - 1
     steps = sum(1 for f in milestones if int(f * num_rounds) <= t)
     return base_lr * gamma**steps

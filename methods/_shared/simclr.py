@@ -1,5 +1,5 @@
 """SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and FeatARC
-(fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the client's local update of FedAvg-SimCLR.
+(docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the client's local update of FedAvg-SimCLR.
 
 Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
 """
@@ -34,7 +34,7 @@ SIMCLR_NAMES = ("encoder", "projector")
 
 @dataclass(frozen=True, kw_only=True)
 class SimCLRConfig:
-    """Hyperparameters of fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted)."""
+    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted)."""
 
     loss_form: Literal["ntxent_2b", "crossview_1dir"] = "ntxent_2b"  # §2.3
     tau: float = 0.5  # τ, hard-coded 0.5 in the Dec-SSL code
@@ -68,7 +68,7 @@ class SimCLRConfig:
 
 
 def simclr_projector(cfg: SimCLRConfig, feat_dim: int) -> nn.Sequential:
-    """The projector of the configured shape (fedavg_simclr.md §5)."""
+    """The projector of the configured shape (docs/methods/fedavg_simclr.md §5)."""
     hidden = cfg.proj_hidden or feat_dim
     if cfg.projector == "orchestra":
         return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim, bias_hidden=False, bn_last=True,
@@ -96,7 +96,7 @@ def upload_weighting(cfg: SimCLRConfig) -> str:
 
 
 def local_bn_names(net: nn.Module, cfg: SimCLRConfig) -> set[str]:
-    """The tensors ``bn: local`` keeps on the client, by ``cfg.bn_filter`` (fedavg_simclr.md §7.1)."""
+    """The tensors ``bn: local`` keeps on the client, by ``cfg.bn_filter`` (docs/methods/fedavg_simclr.md §7.1)."""
     if cfg.bn_filter == "decssl_names":
         return {k for k in net.state_dict() if not k.endswith("num_batches_tracked")
                 and ("bn" in _decssl_name(k) or "running" in k)}
@@ -124,7 +124,7 @@ def local_start(down: Payload, state: ClientState, cfg: SimCLRConfig) -> dict[st
 
 def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRConfig, state: ClientState,
                  data: ClientData, ctx: RoundContext) -> tuple[Payload, ClientState]:
-    """FedAvg-SimCLR's client step (fedavg_simclr.md §2.1–2.4): E local epochs of SimCLR from ``start`` with a
+    """FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local epochs of SimCLR from ``start`` with a
     fresh (or, ``optimizer_state: keep``, restored) optimizer at the round's lr; uploads every tensor, keeps the
     BN tensors (``bn: local``) and the optimizer state (``keep``) on the client."""
     load_tensors(net, start)

@@ -1,4 +1,4 @@
-"""Protocol cards as data (evaluation.md §1): one JSON per card in this folder, a closed schema, and the digest.
+"""Protocol cards as data (docs/protocols/evaluation.md §1): one JSON per card in this folder, a closed schema, and the digest.
 
 A card file holds ``name``, ``description``, ``references`` (documentation, not identity) and ``task``,
 ``version``, ``settings`` (identity). ``card_digest`` = sha256 of the canonical JSON of every field except name,
@@ -7,7 +7,7 @@ description and references, truncated to 16 hex characters. That body is exactly
 card's digest as its ``card_id``, and the record can be traced back to the JSON file.
 
 ``settings`` is flat (so records and the leaderboard read ``settings["selection"]`` as before); every key belongs to
-one group of evaluation.md §1 (:data:`FIELD_GROUPS`), and a key outside that vocabulary is rejected. A task obtains
+one group of docs/protocols/evaluation.md §1 (:data:`FIELD_GROUPS`), and a key outside that vocabulary is rejected. A task obtains
 its card with :meth:`CardSpec.protocol_card`, overlaying its resolved config on the card's fields; overriding a
 field the card does not have raises, so a config cannot smuggle unreviewed fields into a card. A task run with
 values that differ from the JSON (e.g. a 1-epoch smoke probe) keeps the card's name but gets another ``card_id``,
@@ -36,7 +36,7 @@ TASK_KINDS = ("knn", "linear", "semisup", "finetune", "transfer_linear", "e2e_cl
               "reconstruction")
 STATUSES = ("canonical", "native", "project", "documentation_only")
 
-# evaluation.md §1 groups; every settings key belongs to exactly one. Adding a key is a schema change (review it).
+# docs/protocols/evaluation.md §1 groups; every settings key belongs to exactly one. Adding a key is a schema change (review it).
 FIELD_GROUPS: dict[str, tuple[str, ...]] = {
     "status": ("status", "protocol_assumed", "member_rule", "source"),
     "data": ("train_split", "test_split", "label_fraction", "subset_rule", "subset_seed", "subset_rng", "target",

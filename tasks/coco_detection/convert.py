@@ -1,4 +1,4 @@
-"""ResNet encoder weights → Detectron2 backbone weights (evaluation.md §4.2). Pure: no Detectron2, no I/O but the
+"""ResNet encoder weights → Detectron2 backbone weights (docs/protocols/evaluation.md §4.2). Pure: no Detectron2, no I/O but the
 final pickle writer.
 
 Source names are torchvision's (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer1.0.downsample.0`` …), which is what
@@ -144,7 +144,7 @@ def inflate_kernel(w3: np.ndarray, size: int = 7) -> np.ndarray:
 def to_detectron2(state_dict: Mapping[str, Any], stem_policy: StemPolicy = "reinit") -> dict[str, np.ndarray]:
     """Detectron2 backbone weights (name → numpy array) from a ResNet encoder's state dict.
 
-    Full stem: every tensor maps 1:1 (table in evaluation.md §4.2). CIFAR stem: ``reinit`` omits ``stem.*``,
+    Full stem: every tensor maps 1:1 (table in docs/protocols/evaluation.md §4.2). CIFAR stem: ``reinit`` omits ``stem.*``,
     ``inflate`` writes a 7×7 ``stem.conv1.weight`` with the 3×3 kernel in its centre and keeps the stem BN.
     """
     if stem_policy not in ("reinit", "inflate"):

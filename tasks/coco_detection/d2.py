@@ -356,7 +356,7 @@ def train_and_evaluate(cfg: Any, layout: Mapping[str, Any], weights: Mapping[str
     if num_gpus > 1 and int(settings["ims_per_batch"]) % num_gpus:
         raise ValueError(f"coco_detection: {settings['ims_per_batch']} images per batch do not split over {num_gpus} GPUs")
     if layout["stem"] == "cifar" and cfg.stem_policy == "reinit" and settings["freeze_at"] != 0:
-        raise ValueError("a re-initialised stem must be trained: FREEZE_AT must be 0 (evaluation.md §4.2)")
+        raise ValueError("a re-initialised stem must be trained: FREEZE_AT must be 0 (docs/protocols/evaluation.md §4.2)")
     out = Path(ctx.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     train, test, num_classes, data = register_data(cfg, ctx, coco_root)

@@ -1,4 +1,4 @@
-"""``coco_detection``: Mask R-CNN R18-FPN fine-tuning of the encoder through Detectron2 (evaluation.md §4).
+"""``coco_detection``: Mask R-CNN R18-FPN fine-tuning of the encoder through Detectron2 (docs/protocols/evaluation.md §4).
 
 Presets:
 - ``decssl_1x`` (COCO 2017; cards ``detection/maskrcnn-r18fpn-1x@v1`` for full-stem encoders and
@@ -27,7 +27,7 @@ from tasks.base import TaskContext, TaskNotApplicable
 INSTALL_HINT = (
     "coco_detection needs Detectron2 and pycocotools: `pip install pycocotools` and then "
     "`pip install --no-build-isolation 'git+https://github.com/facebookresearch/detectron2.git'` "
-    "(GPU, official) or `bash ../shared/tools/install-detectron2-cpu.sh` (CPU, Python-only); see docs/detection.md"
+    "(GPU, official) or `bash tools/install-detectron2-cpu.sh` (CPU, Python-only); see docs/detection.md"
 )
 
 
@@ -64,7 +64,7 @@ class CocoDetectionConfig:
         if self.preset == "decssl_1x" and self.dataset != "coco2017":
             # the R18-FPN 1x cards name COCO 2017 (their settings say so): on another dataset the card's name would
             # claim a protocol the numbers were not measured under
-            raise ValueError(f"preset decssl_1x is COCO 2017's protocol (evaluation.md §4.1); dataset {self.dataset!r} "
+            raise ValueError(f"preset decssl_1x is COCO 2017's protocol (docs/protocols/evaluation.md §4.1); dataset {self.dataset!r} "
                              "runs preset cpu_smoke (or auto)")
 
     @property
@@ -75,12 +75,12 @@ class CocoDetectionConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "decssl_1x": {  # evaluation.md §4.1 (Dec-SSL mask_rcnn_R_18_FPN_1x_coco.yaml on Base-RCNN-FPN.yaml)
+    "decssl_1x": {  # docs/protocols/evaluation.md §4.1 (Dec-SSL mask_rcnn_R_18_FPN_1x_coco.yaml on Base-RCNN-FPN.yaml)
         "max_iter": 90000, "steps": (60000, 80000), "ims_per_batch": 16, "base_lr": 0.02, "warmup_iters": 1000,
         "min_size_train": (640, 672, 704, 736, 768, 800), "max_size_train": 1333, "min_size_test": 800,
         "max_size_test": 1333, "clip_gradients": False, "num_workers": 4, "trainable_bn": False,
     },
-    "cpu_smoke": {  # evaluation.md §4.3: what a from-scratch CPU run needs not to diverge
+    "cpu_smoke": {  # docs/protocols/evaluation.md §4.3: what a from-scratch CPU run needs not to diverge
         "max_iter": 5, "steps": (60000, 80000), "ims_per_batch": 2, "base_lr": 0.0025, "warmup_iters": 1000,
         "min_size_train": (128,), "max_size_train": 160, "min_size_test": 128, "max_size_test": 160,
         "clip_gradients": True, "num_workers": 0, "trainable_bn": True,

@@ -1,4 +1,4 @@
-"""ViT backbones from timm blocks (fedmae.md §2.1, §2.7; tests 3, 9, 10)."""
+"""ViT backbones from timm blocks (docs/methods/fedmae.md §2.1, §2.7; tests 3, 9, 10)."""
 
 from __future__ import annotations
 

@@ -75,13 +75,13 @@ def test_main_budget_is_equal_and_stated() -> None:
     grid = load_grid("main")
     r, e = grid.budget["rounds"], grid.budget["local_epochs"]
     for c in cells_of("main"):
-        init_round = 1 if c.method.name == "orchestra" else 0  # orchestra.md §3: + 1 initialisation round
+        init_round = 1 if c.method.name == "orchestra" else 0  # docs/methods/orchestra.md §3: + 1 initialisation round
         assert (c.fl.rounds - init_round, c.fl.local_epochs) == (r, e), c.label()
     assert grid.budget["total_epochs"] == r * e
 
 
 def test_main_orchestra_variants_follow_the_regime_and_dataset() -> None:
-    # orchestra.md §3/§4: CD B 16 / eta 0.003 / m 0.996; CS B 256 / eta 0.01 / m 0.99; (32, 8) C10, (256, 16) C100
+    # docs/methods/orchestra.md §3/§4: CD B 16 / eta 0.003 / m 0.996; CS B 256 / eta 0.01 / m 0.99; (32, 8) C10, (256, 16) C100
     for c in cells_of("main"):
         if c.method.name != "orchestra":
             continue
@@ -136,13 +136,13 @@ def test_run_main_without_data_stops_with_the_missing_datasets(tmp_path: Path) -
 # ------------------------------------------------------------------------------------------------- native grids
 # Values transcribed from the specs (section cited at each table); the test compares resolved cells against them.
 
-# orchestra.md §4 "Native settings to reproduce" + §3 (N_G, N_l; R = 100 training + 1 init round)
+# docs/methods/orchestra.md §4 "Native settings to reproduce" + §3 (N_G, N_l; R = 100 training + 1 init round)
 ORCHESTRA = {
     "cross-device": {"fl": (100, 0.5, 101, 10), "method": {"batch_size": 16, "lr": 0.003, "ema": 0.996}},
     "cross-silo": {"fl": (10, 1.0, 101, 10), "method": {"batch_size": 256, "lr": 0.01, "ema": 0.99}},
 }
 ORCHESTRA_CLUSTERS = {"cifar10": (32, 8), "cifar100": (256, 16)}
-# fedavg_simclr.md §5 orchestra_fsimclr_cd / _cs
+# docs/methods/fedavg_simclr.md §5 orchestra_fsimclr_cd / _cs
 FSIMCLR = {"loss_form": "ntxent_2b", "tau": 0.1, "optimizer": "sgd", "momentum": 0.9, "weight_decay": 1e-4,
            "lr_schedule": "constant", "optimizer_state": "reset", "weighting": "num_batches", "projector": "orchestra"}
 FSIMCLR_REGIME = {100: {"lr": 0.003, "batch_size": 16, "fl": (100, 0.5, 100, 10)},
@@ -156,7 +156,7 @@ def test_native_orchestra_matches_spec() -> None:
     assert {c.dataset.name for c in cells} == {"cifar10", "cifar100"}
     for c in cells:
         assert c.backbone.name == "resnet18_cifar"
-        assert c.dataset.params["normalize"] == "half"  # Normalize(0.5, 0.5) on every view (orchestra.md §2.10)
+        assert c.dataset.params["normalize"] == "half"  # Normalize(0.5, 0.5) on every view (docs/methods/orchestra.md §2.10)
         assert (c.partition.name, c.partition.params["alpha"], c.partition_seed) == ("orchestra_sinkhorn", 0.1, 0)
         p = c.method.params
         if c.method.name == "orchestra":
@@ -177,7 +177,7 @@ def test_native_orchestra_matches_spec() -> None:
     assert {c.seed for c in cells} == {0, 1, 2}  # Table 1: mean ± std over 3 seeds
 
 
-# fedavg_simclr.md §5 decssl_cifar, featarc.md §4-§5 featarc_decssl (Table 2: K 5, p 1, E 5, R 100)
+# docs/methods/fedavg_simclr.md §5 decssl_cifar, docs/methods/featarc.md §4-§5 featarc_decssl (Table 2: K 5, p 1, E 5, R 100)
 DECSSL_FL = (5, 1.0, 100, 5)
 DECSSL_FEDAVG = {"weighting": "uniform", "bn": "average", "optimizer": "adam", "lr": 1e-3, "weight_decay": 1e-6,
                  "batch_size": 256, "tau": 0.5, "lr_schedule": "step_rounds", "optimizer_state": "reset"}
@@ -190,7 +190,7 @@ def test_native_decssl_matches_spec() -> None:
     from methods.featarc import PRESETS
 
     preset = dict(PRESETS["featarc_decssl"])
-    assert preset.pop("report_model") == "max_over_clusters"  # featarc.md §5: the preset reports as the paper
+    assert preset.pop("report_model") == "max_over_clusters"  # docs/methods/featarc.md §5: the preset reports as the paper
     assert DECSSL_FEATARC.items() >= preset.items()  # the method's own preset agrees
     cells = cells_of("native_decssl")
     for c in cells:
@@ -217,7 +217,7 @@ def test_native_decssl_matches_spec() -> None:
         "largest_cluster", "max_over_clusters"}
 
 
-# flesd.md §3-§4: K 6, p 1, E_total 200; FLESD T 2 x E 100 with shard 0 = D_pub; FedAvg T 10 x E 20 on all 6;
+# docs/methods/flesd.md §3-§4: K 6, p 1, E_total 200; FLESD T 2 x E 100 with shard 0 = D_pub; FedAvg T 10 x E 20 on all 6;
 # local B / tau per dataset; ImageNet-100 on ResNet-50
 FLESD_LOCAL = {"cifar10": (1024, 0.4), "cifar100": (1024, 0.4), "tiny_imagenet": (256, 0.4), "imagenet100": (128, 0.2)}
 FLESD_ESD = {"tau_teacher": 0.1, "tau_student": 0.1, "distill_batch_size": 128, "distill_epochs": 200,
@@ -228,7 +228,7 @@ FLESD_FEDAVG = {"loss_form": "crossview_1dir", "optimizer": "adam", "lr": 1e-3, 
                 "projector": "flesd"}
 FLESD_AUG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8, "gray_p": 0.2,
              "flip_p": 0.5, "blur_p": 0.0}
-# flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale and blur)
+# docs/methods/flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale and blur)
 FLESD_AUG_BIG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.4), "jitter_p": 0.8, "gray_p": 0.5,
                  "flip_p": 0.5, "blur_p": 0.5, "blur_sigma": (0.1, 2.0)}
 
@@ -238,7 +238,7 @@ def test_native_flesd_matches_spec() -> None:
     assert {c.partition.params["alpha"] for c in cells} == {100, 1, 0.01}
     for c in cells:
         assert c.partition.name == "flesd_minshare" and c.partition_seed == 0
-        # flesd.md §4 augmentation table: Normalize(0.5) on CIFAR, ImageNet statistics on Tiny-ImageNet / IN-100
+        # docs/methods/flesd.md §4 augmentation table: Normalize(0.5) on CIFAR, ImageNet statistics on Tiny-ImageNet / IN-100
         assert c.dataset.params["normalize"] == ("half" if c.dataset.name.startswith("cifar") else "imagenet")
         b, tau = FLESD_LOCAL[c.dataset.name]
         assert c.backbone.name == ("resnet50" if c.dataset.name == "imagenet100" else "resnet18_cifar")
@@ -262,7 +262,7 @@ def test_native_flesd_matches_spec() -> None:
             assert ("transfer", "cifar100") in [(t.name, t.params.get("target")) for t in c.tasks]
 
 
-# fedmae.md §3-§4: Mini-ImageNet 224 px, 100 clients, 5 per round, 200 x 10, IID and Dirichlet 0.1
+# docs/methods/fedmae.md §3-§4: Mini-ImageNet 224 px, 100 clients, 5 per round, 200 x 10, IID and Dirichlet 0.1
 def test_native_fedmae_matches_spec() -> None:
     cells = cells_of("native_fedmae")
     for c in cells:
@@ -282,7 +282,7 @@ def test_native_fedmae_matches_spec() -> None:
     assert {c.method.name for c in cells} == {"fedmae", "fedavg_simclr", "fedu", "fedema", "orchestra"}
 
 
-# fedu.md §3-§4 and fedema.md §3-§4 (EasyFL defaults)
+# docs/methods/fedu.md §3-§4 and docs/methods/fedema.md §3-§4 (EasyFL defaults)
 EASYFL = {"lr": 0.032, "momentum": 0.9, "weight_decay": 5e-4, "batch_size": 128, "drop_last": True,
           "target_momentum": 0.99, "dapu_threshold": 0.4, "proj_hidden": 4096, "proj_out": 2048, "pred_hidden": 4096}
 EASYFL_AUG = {"crop_scale": (0.08, 1.0), "flip_p": 0.5, "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8,
@@ -304,7 +304,7 @@ def test_native_fedu_fedema_match_spec(method: str) -> None:
             assert (approx_tuple(got) if isinstance(v, tuple) else got) == \
                 (approx_tuple(v) if isinstance(v, tuple) else v), k
         if method == "fedema":
-            # fedema.md §6 items 2, 7: mu_max 1.0 under local_drift (EasyFL), 0.7 under the printed global formula
+            # docs/methods/fedema.md §6 items 2, 7: mu_max 1.0 under local_drift (EasyFL), 0.7 under the printed global formula
             want = 1.0 if p["divergence_ref"] == "local_drift" else 0.7
             assert (p["autoscaler"], p["autoscaler_tau"], p["mu_max"]) == (True, 0.7, want)
         assert ("semi_supervised", 0.1) in [(t.name, t.params.get("label_fraction")) for t in c.tasks]
@@ -358,7 +358,7 @@ def test_reference_mapping_points_at_existing_rows_and_cells() -> None:
             assert cells and all(c.method.name == row["method"] for c in cells), (ref_file, row)
 
 
-# evaluation.md §3.3-§3.6: each native grid scores its cells with the paper's own cards (tasks linear_native,
+# docs/protocols/evaluation.md §3.3-§3.6: each native grid scores its cells with the paper's own cards (tasks linear_native,
 # semisup_native, transfer_native) next to the canonical ones; name -> (expected native card names, selects on test)
 NATIVE_CARDS = {
     "native_orchestra": ({"linear/orchestra", "semisup/orchestra"}, False),

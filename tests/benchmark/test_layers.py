@@ -1,4 +1,4 @@
-"""Import rules of DESIGN §4.2 and docs/architecture.md, checked on the source (AST), imports inside functions
+"""Import rules of docs/design.md §4.2 and docs/architecture.md, checked on the source (AST), imports inside functions
 included (``if TYPE_CHECKING:`` blocks, which never run, are not imports):
 
 - methods/ and tasks/ reach the harness only through ``benchmark.api``;

@@ -49,7 +49,7 @@ def test_launchers_are_built_from_typed_configs() -> None:
 
 
 def test_a_setting_the_data_makes_impossible_stops_at_the_door(tmp_path: Path) -> None:
-    """MethodBase.check_data runs in the preflight: FLESD whose queue fills every ESD epoch (flesd.md §6 item 10)
+    """MethodBase.check_data runs in the preflight: FLESD whose queue fills every ESD epoch (docs/methods/flesd.md §6 item 10)
     is refused before any cell runs, not after a round of local training."""
     from benchmark.errors import UsageError
 

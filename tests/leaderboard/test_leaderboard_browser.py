@@ -1,4 +1,4 @@
-"""The leaderboard in a real headless browser (Debian's chromium via selenium; DESIGN §7 "Browser test").
+"""The leaderboard in a real headless browser (Debian's chromium via selenium; docs/design.md §7 "Browser test").
 
 Screenshots of the index, a summary table, a track, a method and a cell page at 1400 and 400 px are saved as test
 artefacts. On every one of them: nothing scrolls sideways at the document level (wide tables scroll in their own

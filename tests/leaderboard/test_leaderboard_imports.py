@@ -1,4 +1,4 @@
-"""Layer rules (DESIGN §4.2): the leaderboard and benchmark.records import neither torch nor wandb."""
+"""Layer rules (docs/design.md §4.2): the leaderboard and benchmark.records import neither torch nor wandb."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FeatARC faithfulness tests: the items of featarc.md §9 (numbers in the comments are the spec's)."""
+"""FeatARC faithfulness tests: the items of docs/methods/featarc.md §9 (numbers in the comments are the spec's)."""
 
 from __future__ import annotations
 

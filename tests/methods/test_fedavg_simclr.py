@@ -1,4 +1,4 @@
-"""fedavg_simclr.md §9: the faithfulness properties of FedAvg-SimCLR and its reference points."""
+"""docs/methods/fedavg_simclr.md §9: the faithfulness properties of FedAvg-SimCLR and its reference points."""
 
 from __future__ import annotations
 
@@ -273,7 +273,7 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(tmp_path: 
 
 
 def test_bn_filter_decssl_names_keeps_what_the_dec_ssl_imagenet_code_keeps() -> None:
-    """fedavg_simclr.md §7.1: the code reloads averaged weights except keys containing "bn" or "running": the stem's
+    """docs/methods/fedavg_simclr.md §7.1: the code reloads averaged weights except keys containing "bn" or "running": the stem's
     (Dec-SSL f.1) and the downsample's (downsample.1) BN affine parameters are averaged, their statistics kept."""
     from benchmark.api import build_backbone
     from methods._shared.modules import bn_tensor_names
@@ -307,7 +307,7 @@ def test_step_epochs_schedule_is_a_multistep_lr_over_epochs() -> None:
 
 
 def test_client_sampling_size_uniqueness_and_the_engine_uses_it(tmp_path) -> None:
-    """fedavg_simclr.md §9 item 6: |M_t| = max(floor(p K), 1) clients without replacement, a pure function of (seed,
+    """docs/methods/fedavg_simclr.md §9 item 6: |M_t| = max(floor(p K), 1) clients without replacement, a pure function of (seed,
     round) — so every launcher, resumed or not, trains the same clients — and the round loop trains exactly them."""
     from benchmark.grid import FLConfig
     from benchmark.rundir import PretrainDir

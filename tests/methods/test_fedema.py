@@ -1,4 +1,4 @@
-"""FedEMA faithfulness tests: every item of fedema.md §7, plus the partial-participation kill/resume acceptance test
+"""FedEMA faithfulness tests: every item of docs/methods/fedema.md §7, plus the partial-participation kill/resume acceptance test
 (client states included)."""
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def _mu_over_rounds(divergence_ref: str, tmp_path: Path) -> tuple[float, dict[in
 
 
 def test_default_divergence_ref_is_the_authors_code_and_global_clips_at_0_7() -> None:
-    """fedema.md §6 items 2 and 7 (amended): local_drift by default with μ_max 1; global with μ_max 0.7."""
+    """docs/methods/fedema.md §6 items 2 and 7 (amended): local_drift by default with μ_max 1; global with μ_max 0.7."""
     assert FedEMAConfig().divergence_ref == "local_drift" and FedEMAConfig().mu_max == 1.0
     assert FedEMAConfig(divergence_ref="global").mu_max == 0.7
     assert FedEMAConfig(divergence_ref="global", mu_max=0.9).mu_max == 0.9
@@ -230,7 +230,7 @@ def test_default_divergence_ref_is_the_authors_code_and_global_clips_at_0_7() ->
 
 @pytest.mark.parametrize("divergence_ref", ["local_drift", "global"])
 def test_mu_over_rounds(divergence_ref: str, tmp_path: Path) -> None:
-    """fedema.md §7 test 8b: in local_drift mode no client's μ reaches μ_max after its first merge and each client's
+    """docs/methods/fedema.md §7 test 8b: in local_drift mode no client's μ reaches μ_max after its first merge and each client's
     μ falls from one merge to the next as the cosine lr falls; in global mode μ never exceeds 0.7."""
     mu_max, mus = _mu_over_rounds(divergence_ref, tmp_path)
     assert sorted(mus) == [0, 1, 2, 3] and all(len(v) == 5 for v in mus.values())  # rounds 2..6 merge

@@ -1,4 +1,4 @@
-"""FedMAE (fedmae.md §7 tests 4–8): payloads, `none` and `mean` state, the block pool, the cascade's weights."""
+"""FedMAE (docs/methods/fedmae.md §7 tests 4–8): payloads, `none` and `mean` state, the block pool, the cascade's weights."""
 
 from __future__ import annotations
 

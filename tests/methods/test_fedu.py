@@ -1,4 +1,4 @@
-"""FedU faithfulness tests: every item of fedu.md §7 (numbers in the comments are the spec's)."""
+"""FedU faithfulness tests: every item of docs/methods/fedu.md §7 (numbers in the comments are the spec's)."""
 
 from __future__ import annotations
 

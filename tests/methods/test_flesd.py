@@ -1,4 +1,4 @@
-"""FLESD (flesd.md §7 items 4-6, 9-13, 15) and the public-data requirement of grid expansion."""
+"""FLESD (docs/methods/flesd.md §7 items 4-6, 9-13, 15) and the public-data requirement of grid expansion."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
 
 
 def test_the_public_split_size_and_class_histogram_are_logged() -> None:
-    """flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its class histogram are logged
+    """docs/methods/flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its class histogram are logged
     (partition.json, the record's partition statistics)."""
     import numpy as np
 

@@ -1,4 +1,4 @@
-"""Masking and the masked-patch loss (fedmae.md §7 tests 1–2)."""
+"""Masking and the masked-patch loss (docs/methods/fedmae.md §7 tests 1–2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Orchestra (orchestra.md §7 items 6-13, 15): losses, gradient, EMA and memory on the method's own steps, rotation,
+"""Orchestra (docs/methods/orchestra.md §7 items 6-13, 15): losses, gradient, EMA and memory on the method's own steps, rotation,
 initialisation round, payloads, bytes, aggregation."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_small_client_uploads_weight_zero() -> None:
 
 
 def test_resnet18_bytes_match_spec() -> None:
-    """orchestra.md §8 worked example (ResNet-18, CIFAR stem)."""
+    """docs/methods/orchestra.md §8 worked example (ResNet-18, CIFAR stem)."""
     r18 = ComponentSpec("resnet18_cifar", "1", {})
     for (ng, nl), down_b in (((32, 8), 93_720_080), ((256, 16), 94_178_832)):
         m = Orchestra(OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18, digits_inputs())
@@ -199,7 +199,7 @@ def _captured_step(m: Orchestra, n: int):
 
 
 def test_one_real_step_losses_gradient_and_ema() -> None:
-    """orchestra.md §7 items 6-7 on one step of the method itself (not toy modules): with the step's own views, the
+    """docs/methods/orchestra.md §7 items 6-7 on one step of the method itself (not toy modules): with the step's own views, the
     reported L_cluster is −(1/B) Σ p^T log p^O and L_deg the cross-entropy of the rotation head on x3; the online
     weights after the step are one SGD step on L_cluster + w L_deg from the broadcast; every target parameter is then
     0.996 target_old + 0.004 online_new (EMA after the SGD step) and the target's BN buffers are those of its own
@@ -242,7 +242,7 @@ def test_one_real_step_losses_gradient_and_ema() -> None:
 
 
 def test_memory_after_real_steps_is_the_last_target_projections_in_push_order() -> None:
-    """orchestra.md §7 item 9 on the method's own steps: after s = 4 steps at B = 16 with room for 32, the memory
+    """docs/methods/orchestra.md §7 item 9 on the method's own steps: after s = 4 steps at B = 16 with room for 32, the memory
     clustered into the upload is exactly the last 32 target projections, in push order, unit norm."""
     m = method()  # memory_size 32, batch 16
     _, up, views, targets, memories = _captured_step(m, n=64)

@@ -1,4 +1,4 @@
-"""Every registered method, generated from the registry (DESIGN §4.11): a real 2-client cell on digits, resume
+"""Every registered method, generated from the registry (docs/design.md §4.11): a real 2-client cell on digits, resume
 equivalence (interrupted + resumed == straight through, which catches state hidden in the method object), and
 determinism (same cell twice → identical final state)."""
 

@@ -130,7 +130,7 @@ def test_byol_loss_decreases_under_gradient_steps() -> None:
 
 def test_heads_shapes_and_names() -> None:
     proj, pred = byol_heads(512, 4096, 2048, 4096)
-    assert sum(p.numel() for p in proj.parameters()) == 10_500_096  # fedu.md §2.1
+    assert sum(p.numel() for p in proj.parameters()) == 10_500_096  # docs/methods/fedu.md §2.1
     assert sum(p.numel() for p in pred.parameters()) == 16_791_552
     names = {k for k in pred.state_dict() if not k.endswith("num_batches_tracked")}
     assert names == {"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var", "3.weight",

@@ -1,4 +1,4 @@
-"""Two views, two forward passes (fedavg_simclr.md §2.2 "z1 = g(f(v1)); z2 = g(f(v2))", flesd.md §2.6.2, the official
+"""Two views, two forward passes (docs/methods/fedavg_simclr.md §2.2 "z1 = g(f(v1)); z2 = g(f(v2))", docs/methods/flesd.md §2.6.2, the official
 code): BatchNorm in training mode never sees the two views of a batch as one batch of 2B images."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Protocol cards as data (evaluation.md §1, §7 items 4 and 9): every JSON validates against the closed schema, the
+"""Protocol cards as data (docs/protocols/evaluation.md §1, §7 items 4 and 9): every JSON validates against the closed schema, the
 canonical digests are golden, the digest covers every comparability field and nothing else, and the tasks'
 cards are the JSON's."""
 

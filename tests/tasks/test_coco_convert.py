@@ -1,4 +1,4 @@
-"""ResNet → Detectron2 key mapping (evaluation.md §4.2, §7.6). Pure: no Detectron2 needed."""
+"""ResNet → Detectron2 key mapping (docs/protocols/evaluation.md §4.2, §7.6). Pure: no Detectron2 needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``coco_detection`` (evaluation.md §4, §7.6–7.7): lazy registration, presets and cards without Detectron2; with it
+"""``coco_detection`` (docs/protocols/evaluation.md §4, §7.6–7.7): lazy registration, presets and cards without Detectron2; with it
 (marker ``detectron2``) converted weights load with no missing backbone tensors and the CPU smoke trains on
 ``shapes_coco`` and is scored by COCOEvaluator; without it a grid cell fails with the install hint and the grid goes
 on."""
@@ -197,7 +197,7 @@ def test_a_leftover_checkpoint_of_other_weights_is_never_resumed(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "resnet18_cifar"])
 def test_the_spec_r18_fpn_mask_rcnn_trains_a_few_iterations_on_cpu(tmp_path, name):
-    """evaluation.md §4.3: the CI smoke trains the R18-FPN Mask R-CNN of §4.1 (Detectron2's stock ResNet-FPN builder at
+    """docs/protocols/evaluation.md §4.3: the CI smoke trains the R18-FPN Mask R-CNN of §4.1 (Detectron2's stock ResNet-FPN builder at
     depth 18, width 64), not only the width-8 resnet_micro: a randomly initialised canonical ResNet-18 (and the CIFAR
     stem, re-initialised) is converted, loaded without missing res2-res5 tensors, trained 3 iterations with finite
     losses and scored by COCOEvaluator (bbox and segm)."""

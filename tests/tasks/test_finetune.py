@@ -1,4 +1,4 @@
-"""``finetune/fedmae`` (evaluation.md §3.5, fedmae.md §3): layer decay, weight-decay exclusions, schedule, mixup,
+"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5, docs/methods/fedmae.md §3): layer decay, weight-decay exclusions, schedule, mixup,
 determinism without global-RNG side effects, the encoder untouched, the test split read once, ResNets, a real cell."""
 
 from __future__ import annotations

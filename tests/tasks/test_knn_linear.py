@@ -1,4 +1,4 @@
-"""evaluation.md §7.1-7.2: kNN against brute force and hand-computed scores; the linear probe's contract."""
+"""docs/protocols/evaluation.md §7.1-7.2: kNN against brute force and hand-computed scores; the linear probe's contract."""
 
 from __future__ import annotations
 

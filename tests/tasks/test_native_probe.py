@@ -1,4 +1,4 @@
-"""The native evaluation cards as one card-driven probe engine (evaluation.md §3.3, §3.5, §7.5): Dec-SSL's reported
+"""The native evaluation cards as one card-driven probe engine (docs/protocols/evaluation.md §3.3, §3.5, §7.5): Dec-SSL's reported
 value is the maximum of its per-epoch test accuracies and its BN statistics move only in epoch 1; `final` cards read
 the test split once; drop_last counts; EasyFL's per-batch mean; MoCo's head init; Orchestra's lr = 30 x bs/256."""
 

@@ -1,4 +1,4 @@
-"""perclient@v1 (evaluation.md §3.7): per-client encoders, one probe per distinct encoder, label-matched tests."""
+"""perclient@v1 (docs/protocols/evaluation.md §3.7): per-client encoders, one probe per distinct encoder, label-matched tests."""
 
 from __future__ import annotations
 

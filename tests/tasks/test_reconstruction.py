@@ -1,4 +1,4 @@
-"""``recon/mae@v1`` (evaluation.md §7 item 8) and the FedMAE export it reads."""
+"""``recon/mae@v1`` (docs/protocols/evaluation.md §7 item 8) and the FedMAE export it reads."""
 
 from __future__ import annotations
 

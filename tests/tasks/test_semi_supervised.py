@@ -1,4 +1,4 @@
-"""``semisup@v1`` (evaluation.md §3.5): subset recorded, encoder untouched, deterministic, card fields."""
+"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): subset recorded, encoder untouched, deterministic, card fields."""
 
 from __future__ import annotations
 

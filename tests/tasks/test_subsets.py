@@ -1,4 +1,4 @@
-"""Class-balanced label subsets (evaluation.md §2.3, §7.3)."""
+"""Class-balanced label subsets (docs/protocols/evaluation.md §2.3, §7.3)."""
 
 from __future__ import annotations
 

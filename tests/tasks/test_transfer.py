@@ -1,4 +1,4 @@
-"""``transfer-linear@v1`` (evaluation.md §3.6): target loading, resizing, subsets, and the unavailable message."""
+"""``transfer-linear@v1`` (docs/protocols/evaluation.md §3.6): target loading, resizing, subsets, and the unavailable message."""
 
 from __future__ import annotations
 

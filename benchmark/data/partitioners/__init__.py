@@ -1,4 +1,4 @@
-"""The partitioner catalogue (specs/partitioning.md §2). Importing this package registers every partitioner.
+"""The partitioner catalogue (docs/protocols/partitioning.md §2). Importing this package registers every partitioner.
 
 One module per family; each partitioner is a frozen dataclass holding its parameters, registered in
 ``benchmark.registries.PARTITIONERS`` and called as ``partitioner(labels, num_clients, seed) -> Partition``.

@@ -1,4 +1,4 @@
-"""Helpers shared by the partitioner modules (specs/partitioning.md §1): validation, RNG, spec, errors, finishing.
+"""Helpers shared by the partitioner modules (docs/protocols/partitioning.md §1): validation, RNG, spec, errors, finishing.
 
 Every partitioner is a frozen dataclass whose ``__call__`` draws generation-order client lists and hands them to
 :func:`finish`, which applies the modifiers (§3.13), sorts, computes ``dropped`` and fills ``spec``.

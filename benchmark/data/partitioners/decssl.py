@@ -1,4 +1,4 @@
-"""Dec-SSL partitioners (specs/partitioning.md §3.4, §3.9-§3.11).
+"""Dec-SSL partitioners (docs/protocols/partitioning.md §3.4, §3.9-§3.11).
 
 Source: Wang, Lin, Tian, Isola, Lai, "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from
 Self Supervision?" (ICLR 2023), code github.com/liruiw/Dec-SSL ``src/sampling.py``:

@@ -1,4 +1,4 @@
-"""``easyfl_class``: EasyFL's class partition (specs/partitioning.md §3.8).
+"""``easyfl_class``: EasyFL's class partition (docs/protocols/partitioning.md §3.8).
 
 Source: EasyFL (Zhuang et al.), ``easyfl/datasets/simulation.py:non_iid_class``, the partition of the FedU and
 FedEMA code (``--data_partition class``; 2 classes per client on CIFAR-10, 20 on CIFAR-100).

@@ -1,4 +1,4 @@
-"""``flesd_minshare``: FLESD's Dirichlet split with a floor on each client's share (specs/partitioning.md §3.5).
+"""``flesd_minshare``: FLESD's Dirichlet split with a floor on each client's share (docs/protocols/partitioning.md §3.5).
 
 Source: Shi et al., "Federated Self-Supervised Contrastive Learning via Ensemble Similarity Distillation"
 (FLESD), code ``sampling.py:generate_noniid_inds`` (the paper cites Lin et al. 2020). FLESD stored its partitions

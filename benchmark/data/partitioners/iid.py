@@ -1,4 +1,4 @@
-"""``iid``: uniform random split into near-equal parts (specs/partitioning.md §3.1).
+"""``iid``: uniform random split into near-equal parts (docs/protocols/partitioning.md §3.1).
 
 Source: NIID-Bench ``utils.py:partition_data``, scheme ``homo`` (``np.random.permutation`` then
 ``np.array_split``); FedMAE's "alpha = 0". With the same seed it is bit-identical to NIID-Bench ``homo``.
@@ -29,7 +29,7 @@ class IID:
 
     name: ClassVar[str] = "iid"
     version: ClassVar[str] = "1"
-    # DEVIATION: partitioning.md §3.13 allows decssl_prefix only after the Dec-SSL partitioners, but Dec-SSL's IID
+    # DEVIATION: docs/protocols/partitioning.md §3.13 allows decssl_prefix only after the Dec-SSL partitioners, but Dec-SSL's IID
     # cells (cifar_iid) go through the same train_val_test, which keeps the first 80 % of each client's list. A
     # client's list here is a slice of one random permutation, so its generation order is random and the prefix a
     # uniform 80 % subset, as in the official code (the review's finding: native_decssl's IID cells trained on all).

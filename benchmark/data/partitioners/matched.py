@@ -1,6 +1,6 @@
 """``label_matched_test``: per-client test splits that follow each client's train label mix (§3.14).
 
-A project addition, used for per-client evaluation cards (evaluation.md). Not a partitioner of the train split,
+A project addition, used for per-client evaluation cards (docs/protocols/evaluation.md). Not a partitioner of the train split,
 so it is a function, not a registry entry.
 """
 

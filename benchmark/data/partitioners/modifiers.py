@@ -1,4 +1,4 @@
-"""Partition modifiers (specs/partitioning.md §3.13): ``decssl_prefix`` and ``subsample``.
+"""Partition modifiers (docs/protocols/partitioning.md §3.13): ``decssl_prefix`` and ``subsample``.
 
 A modifier is not a partitioner: it post-processes the client lists of a base partitioner, after the draw and
 before sorting and hashing. Modifiers are expressed in a grid as the ``modifiers`` field that every partitioner
@@ -60,7 +60,7 @@ def check_modifiers(modifiers: Sequence[Modifier], *, generation_order: bool, ow
             if not generation_order:
                 raise ValueError(
                     f"{owner}: decssl_prefix needs a client generation order, which only the Dec-SSL "
-                    "partitioners (decssl_*) define (partitioning.md §3.13)"
+                    "partitioners (decssl_*) define (docs/protocols/partitioning.md §3.13)"
                 )
             if pos != 0:
                 raise ValueError(f"{owner}: decssl_prefix must be the first modifier (subsample loses the order)")

@@ -1,4 +1,4 @@
-"""``orchestra_sinkhorn``: Orchestra's balanced Dirichlet sampler (specs/partitioning.md §3.3).
+"""``orchestra_sinkhorn``: Orchestra's balanced Dirichlet sampler (docs/protocols/partitioning.md §3.3).
 
 Source: Lubana et al., "Orchestra: Unsupervised Federated Learning via Globally Consistent Clustering" (ICML 2022),
 ``sampler.py`` with ``use_balance=True``; the paper cites Hsu et al. 2019. Bit-faithful: the original seeds the

@@ -1,4 +1,4 @@
-"""Quantity skew: ``quantity_dirichlet`` and ``quantity_weights`` (specs/partitioning.md §3.12).
+"""Quantity skew: ``quantity_dirichlet`` and ``quantity_weights`` (docs/protocols/partitioning.md §3.12).
 
 Label mixes stay IID; only client sizes differ.
 - ``quantity_dirichlet``: NIID-Bench ``utils.py:partition_data`` "iid-diff-quantity", bit-faithful.

@@ -1,4 +1,4 @@
-"""``fedavg_shards``: the pathological shard split of FedAvg (specs/partitioning.md §3.7).
+"""``fedavg_shards``: the pathological shard split of FedAvg (docs/protocols/partitioning.md §3.7).
 
 Source: McMahan et al., "Communication-Efficient Learning of Deep Networks from Decentralized Data" (AISTATS
 2017): sort by label, cut into shards, give each client s random shards. Dec-SSL ``cifar_noniid`` (200 shards of

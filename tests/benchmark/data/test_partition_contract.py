@@ -1,4 +1,4 @@
-"""The partition contract itself (benchmark/data/partition.py; specs/partitioning.md §1, §4, §5)."""
+"""The partition contract itself (benchmark/data/partition.py; docs/protocols/partitioning.md §1, §4, §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Behaviour of individual partitioners (specs/partitioning.md §6.2-§6.4, §3.10-§3.14, §1.7-§1.8)."""
+"""Behaviour of individual partitioners (docs/protocols/partitioning.md §6.2-§6.4, §3.10-§3.14, §1.7-§1.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registry-parametrised partitioner tests (specs/partitioning.md §6.1): disjointness, coverage, determinism,
+"""Registry-parametrised partitioner tests (docs/protocols/partitioning.md §6.1): disjointness, coverage, determinism,
 purity, golden digests, bit-faithful references, and hypothesis properties over random labels.
 
 Every registered partitioner is covered automatically; a new one must add its parameters to ``example_params``.
@@ -427,7 +427,7 @@ def test_bit_faithful_quantity_and_homo(k: int, beta: float, seed: int) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Hypothesis: random labels, client counts and seeds (§6.1.1-3 as properties; DESIGN §7)
+# Hypothesis: random labels, client counts and seeds (§6.1.1-3 as properties; docs/design.md §7)
 # ----------------------------------------------------------------------------------------------------------------
 
 

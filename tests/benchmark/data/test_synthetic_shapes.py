@@ -1,4 +1,4 @@
-"""``shapes_coco`` (DESIGN §7): deterministic per seed, valid COCO, annotations agree with the pixels."""
+"""``shapes_coco`` (docs/design.md §7): deterministic per seed, valid COCO, annotations agree with the pixels."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """methods/_shared/aggregate.py ``average_uploads``: FedAvg of the uploads, in client-id order (weighted_average
-and aggregation_weights are tested in test_fedavg_simclr.py, fedavg_simclr.md §9.3)."""
+and aggregation_weights are tested in test_fedavg_simclr.py, docs/methods/fedavg_simclr.md §9.3)."""
 
 from __future__ import annotations
 

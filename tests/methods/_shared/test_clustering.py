@@ -1,4 +1,4 @@
-"""Orchestra's clustering maths (orchestra.md §7 items 1-6, 9): Sinkhorn-Knopp, local and global clustering."""
+"""Orchestra's clustering maths (docs/methods/orchestra.md §7 items 1-6, 9): Sinkhorn-Knopp, local and global clustering."""
 
 from __future__ import annotations
 

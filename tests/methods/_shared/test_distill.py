@@ -1,4 +1,4 @@
-"""FLESD's similarity and distillation maths (flesd.md §7 items 1-3, 7, 8)."""
+"""FLESD's similarity and distillation maths (docs/methods/flesd.md §7 items 1-3, 7, 8)."""
 
 from __future__ import annotations
 

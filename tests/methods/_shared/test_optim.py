@@ -1,5 +1,5 @@
 """methods/_shared/optim.py: the round lr and the optimizer state that ``optimizer_state: keep`` carries between
-rounds (fedavg_simclr.md §2.4, §4); round_lr's milestones are tested in test_fedavg_simclr.py (§9.5)."""
+rounds (docs/methods/fedavg_simclr.md §2.4, §4); round_lr's milestones are tested in test_fedavg_simclr.py (§9.5)."""
 
 from __future__ import annotations
 

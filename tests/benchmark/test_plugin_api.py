@@ -1,0 +1,88 @@
+"""The plugin API is versioned: ``benchmark.api.API_VERSION``, the package version, ``--version``,
+and a plugin written for plugin API 1 (a plain class with the method hooks) refused in one line
+naming the change and the migration (docs/adding-a-method.md §10)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import benchmark
+from benchmark.api import API_VERSION, MethodBase
+from benchmark.registry import Registry, RegistryError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FedSimSiam:
+    """A plugin as plugin API 1 documented it: a plain class with the four hooks, no base class, the
+    encoder built from the server state alone and completed by the runner."""
+
+    name = "fedsimsiam"
+    version = "1"
+
+    def __init__(self, cfg: Any, backbone: Any) -> None:
+        self.cfg, self.backbone = cfg, backbone
+
+    def broadcast(self, server: Any, ctx: Any) -> Any: ...
+
+    def client_update(self, down: Any, state: Any, data: Any, ctx: Any) -> Any: ...
+
+    def server_aggregate(self, server: Any, uploads: Any, ctx: Any, public: Any = None) -> Any: ...
+
+    def encoder(self, server: Any) -> Any: ...
+
+
+def _methods_registry() -> Registry:
+    from benchmark.method import explain_refusal
+
+    return Registry("method", base=MethodBase, explain=explain_refusal)
+
+
+def test_an_api1_plugin_is_refused_in_one_line_naming_the_migration() -> None:
+    reg = _methods_registry()
+    with pytest.raises(RegistryError) as err:
+        reg.register("fedsimsiam")(FedSimSiam)
+    msg = str(err.value)
+    assert "\n" not in msg and "plugin API 1" in msg and f"plugin API {API_VERSION}" in msg
+    assert "class FedSimSiam(benchmark.api.MethodBase)" in msg and "(cfg, backbone, inputs)" in msg
+    assert "docs/adding-a-method.md §10" in msg
+
+
+def test_an_api1_plugin_from_an_entry_point_is_refused_alike() -> None:
+    reg = _methods_registry()
+    reg.register("fedsimsiam", target=f"{__name__}:FedSimSiam")  # what an entry point becomes
+    with pytest.raises(RegistryError, match="plain class written for plugin API 1"):
+        reg.get("fedsimsiam")
+
+
+def test_the_shipped_methods_registry_gives_the_api1_refusal() -> None:
+    from benchmark.registries import METHODS
+
+    assert METHODS.explain is not None and METHODS.explain("x", FedSimSiam)
+    assert (
+        METHODS.explain("x", type("NoHooks", (), {})) is None
+    )  # anything else: the generic message
+
+
+def test_versions_agree_and_the_cli_prints_them() -> None:
+    assert re.fullmatch(r"\d+\.\d+", API_VERSION)
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'version = "{benchmark.__version__}"' in pyproject
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"## [{benchmark.__version__}]" in changelog
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmark", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"fssl-bench {benchmark.__version__} (plugin API {API_VERSION})"

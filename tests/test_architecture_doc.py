@@ -1,0 +1,139 @@
+"""docs/architecture.md names real code: every backticked file exists, every ``file.py: Name`` is an
+attribute of that module, and every backticked code name (``RunDir.done``, ``export_encoder(...)``,
+``preflight.preflight``) is defined somewhere in the packages. A renamed function fails here until
+the page follows."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import re
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "architecture.md"
+PACKAGES = ("benchmark", "methods", "tasks", "leaderboard", "benchmarks")
+FILE = re.compile(r"^([\w/.]+\.py|[\w/]+/)(?::\s*(\w+))?")
+RUN_DIRS = {
+    "scores",
+    "ckpt",
+    "states",
+    "tasks",
+}  # folders of a run directory (benchmark.rundir.DIR_NAMES)
+CODE_NAME = re.compile(r"^(\w+(?:\.\w+)*)(\(.*\))?$")
+
+
+def spans() -> list[str]:
+    return re.findall(r"`([^`\n]+)`", DOC.read_text(encoding="utf-8"))
+
+
+@cache
+def defined() -> frozenset[str]:
+    """Every name the packages define: modules, classes, functions and methods, their arguments,
+    assigned names, dataclass fields and ``self.x`` attributes; plus the builtins."""
+    names = set(dir(builtins))
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            names.update(path.relative_to(REPO).with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.arg):
+                    names.add(node.arg)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+    return frozenset(names)
+
+
+@cache
+def signatures() -> dict[str, list[list[str]]]:
+    """Each function name -> the positional parameter names of every definition of it (self/cls
+    dropped)."""
+    out: dict[str, list[list[str]]] = {}
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    params = [
+                        a.arg
+                        for a in node.args.posonlyargs + node.args.args
+                        if a.arg not in ("self", "cls")
+                    ]
+                    out.setdefault(node.name, []).append(params)
+    return out
+
+
+def signature_problem(name: str, call: str) -> str | None:
+    """``f(a, b)`` as the page writes it: the leading plain identifiers must be f's first parameters
+    in some definition of f (``...`` ends the comparison; a method defined nowhere as a function is
+    not compared)."""
+    args = []
+    for arg in (a.strip() for a in call[1:-1].split(",")):
+        if not arg.isidentifier():
+            break
+        args.append(arg)
+    defs = signatures().get(name.split(".")[-1])
+    if not args or not defs or any(d[: len(args)] == args for d in defs):
+        return None
+    return f"{name}{call}: its parameters are {' / '.join('(' + ', '.join(d) + ')' for d in defs)}"
+
+
+def resolve_file(path: str) -> Path | None:
+    for base in (
+        REPO,
+        REPO / "benchmark",
+    ):  # "records/env.py" and "locks.py" are read inside benchmark/
+        if (base / path).exists():
+            return base / path
+    return None
+
+
+def problems(texts: list[str]) -> list[str]:
+    out = []
+    for text in texts:
+        if (
+            "<" in text
+            or re.fullmatch(r"[\w.-]+\.(json|jsonl|pt|yaml)", text)
+            or text.rstrip("/") in RUN_DIRS
+        ):
+            continue  # a path template, or a file or folder of a run directory
+        m = FILE.match(text)
+        if m and (m.group(2) or m.end() == len(text)):
+            path = resolve_file(m.group(1))
+            if path is None:
+                out.append(f"{text}: no such file")
+            elif m.group(2):
+                module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+                if not hasattr(importlib.import_module(module), m.group(2)):
+                    out.append(f"{text}: {module} has no {m.group(2)}")
+            continue
+        m = CODE_NAME.match(text)
+        if " " in text.split("(")[0]:
+            continue  # a command line or prose in code font
+        if m and ("." in m.group(1) or m.group(2) or "_" in m.group(1) or m.group(1)[:1].isupper()):
+            missing = [part for part in m.group(1).split(".") if part not in defined()]
+            if missing:
+                out.append(f"{text}: {', '.join(missing)} defined nowhere in {', '.join(PACKAGES)}")
+            elif m.group(2) and (wrong := signature_problem(m.group(1), m.group(2))):
+                out.append(wrong)
+    return out
+
+
+def test_every_code_name_in_the_architecture_page_exists() -> None:
+    assert problems(spans()) == []
+
+
+def test_the_check_sees_a_renamed_function_and_a_missing_file() -> None:
+    assert (
+        problems(
+            ["benchmark/stages.py: export_encoder", "RunDir.done", "export_encoder(method, server)"]
+        )
+        == []
+    )
+    assert problems(["benchmark/stages.py: export_the_encoder"]) and problems(["RunDir.is_done"])
+    assert problems(["benchmark/no_such_module.py"]) and problems(["export_the_encoder(method)"])
+    assert problems(["export_encoder(method, pretrained)"])  # the signature the page once gave

@@ -1,0 +1,71 @@
+"""The files a user, a packager or a citation manager reads first: LICENSE, CITATION.cff,
+CHANGELOG.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+import benchmark
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_citation_cff_parses_with_the_required_keys() -> None:
+    """The keys CFF 1.2.0 requires (cff-version, message, title, authors: each a person or an entity
+    name), and the version and licence the project declares."""
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0"
+    for key in ("message", "title"):
+        assert isinstance(cff[key], str) and cff[key].strip()
+    assert cff["authors"] and all(
+        isinstance(a, dict) and (a.get("name") or a.get("family-names")) for a in cff["authors"]
+    )
+    assert str(cff["version"]) == benchmark.__version__
+    assert cff["license"] == "MIT"
+    assert set(cff) <= {
+        "cff-version",
+        "message",
+        "title",
+        "authors",
+        "version",
+        "license",
+        "keywords",
+        "abstract",
+        "type",
+        "date-released",
+        "doi",
+        "url",
+        "repository-code",
+        "preferred-citation",
+        "identifiers",
+        "references",
+        "commit",
+        "contact",
+        "license-url",
+        "repository",
+    }
+
+
+def test_licence_matches_pyproject() -> None:
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    assert 'license = { text = "MIT" }' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_changelog_follows_keep_a_changelog() -> None:
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(
+        r"^## \[(\d+\.\d+\.\d+)\] - (Unreleased|\d{4}-\d{2}-\d{2})$", text, re.MULTILINE
+    )
+    assert releases and releases[0][0] == benchmark.__version__
+    sections = set(re.findall(r"^### (\w+)$", text, re.MULTILINE))
+    assert sections and sections <= {
+        "Added",
+        "Changed",
+        "Deprecated",
+        "Removed",
+        "Fixed",
+        "Security",
+    }
