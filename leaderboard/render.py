@@ -29,6 +29,7 @@ from benchmark.records.canonical import to_plain
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
+from leaderboard.headline import Headline, MarginCell, dataset_headlines
 from leaderboard.labels import fmt_alpha, round_stat
 from leaderboard.margins import margin_rows
 from leaderboard.plots import Point, alpha_plot, comm_plot
@@ -203,7 +204,8 @@ def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, An
             "bytes_text": fmt_bytes(r["bytes_per_client"]), "bytes_sort": _num(r["bytes_per_client"], ".0f"),
             "compute_text": compute_text, "compute_sort": compute_sort,
             "machine_text": ", ".join(r["machines"] or []),
-            "budget_text": fmt_budget(r["fl_rounds"], r["fl_local_epochs"]),
+            "budget_text": (fmt_budget(r["fl_rounds"], r["fl_local_epochs"]) if _trains([r])
+                            else "no training"),
             "steps_text": f"{r['client_steps']:,.0f} client steps" if _finite(r["client_steps"]) and r["client_steps"]
             else "",
             "budget_sort": _num(r["client_steps"], ".0f"), "method_file": method_file(r["method"]),
@@ -276,7 +278,67 @@ def _pair_view(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _signed(x: Any) -> str:
-    return f"{x:+.2f}".replace("-", "−") if _finite(x) else ""
+    """``+1.23`` / ``−1.23`` (a true minus sign); a value that rounds to zero is ``0.00``, never ``−0.00``."""
+    if not _finite(x):
+        return ""
+    return "0.00" if round(x, 2) == 0 else f"{x:+.2f}".replace("-", "−")
+
+
+# ---------------------------------------------------------------------------------------------------- answers
+
+BASELINE_NAMES = {"no_pretrain": "random init", "no_pretrain_bn": "calibrated random init"}
+
+
+def baseline_name(method: str) -> str:
+    """A reference point's name for readers ("random init"); other methods keep their registry name."""
+    return BASELINE_NAMES.get(method, method)
+
+
+
+def _ci(low: Any, high: Any) -> str:
+    return f"[{_signed(low)}, {_signed(high)}]" if _finite(low) and _finite(high) else "no interval (one seed)"
+
+
+def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
+    if m is None:
+        return {"text": "—", "ci": "no partner of the same seed and backbone", "noise": False, "sort": ""}
+    return {"text": _signed(m.margin), "ci": _ci(m.ci_low, m.ci_high), "noise": m.within_noise,
+            "sort": _num(m.margin, ".10g"), "n": m.n}
+
+
+def headline_view(h: Headline) -> dict[str, Any]:
+    """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's margins."""
+    view: dict[str, Any] = {"track": h.track_label, "track_file": f"{h.track_id}.html", "partition": h.partition_short,
+                            "partition_full": h.partition_label, "metric": h.metric or "score", "tie": h.tie,
+                            "leader": None, "runner": None, "delta": None, "baselines": list(h.baselines)}
+    if h.leader is not None:
+        view["leader"] = {"label": _label(h.leader), "method_file": method_file(h.leader["method"]),
+                          "entry_file": entry_file(h.leader["entry_id"]), "mean": f"{h.leader['mean']:.2f}"}
+    if h.runner_up is not None and h.delta is not None:
+        d = h.delta
+        view["runner"] = {"label": _label(h.runner_up), "entry_file": entry_file(h.runner_up["entry_id"])}
+        how = (f"paired over {d.n} seed{'s' if d.n != 1 else ''}" if d.paired
+               else "Welch interval: the two cells have different seeds")
+        view["delta"] = {"text": _signed(d.delta), "ci": _ci(d.ci_low, d.ci_high), "how": how,
+                         "verdict": "within noise" if d.within_noise else "beyond noise"}
+    view["lines"] = [{"label": _label(x.row), "method_file": method_file(x.row["method"]),
+                      "entry_file": entry_file(x.row["entry_id"]), "rank": x.row["rank"],
+                      "mean": f"{x.row['mean']:.2f}", "sort": _num(x.row["mean"], ".10g"),
+                      "differs": x.row.get("differs") or "", "best": bool(x.row.get("best")),
+                      "margins": [_margin_cell(m) for m in x.margins]} for x in h.lines]
+    return view
+
+
+def answers(model: SiteModel) -> list[dict[str, Any]]:
+    """Per dataset with a ranked cell: its headlines, in tracks.yaml's order."""
+    out = []
+    for dataset in dict.fromkeys(tt.track.dataset for tt in model.tracks):
+        tables = [tt for tt in model.tracks if tt.track.dataset == dataset]
+        hs = dataset_headlines(tables, model.config.margin_baselines)
+        if hs:
+            out.append({"dataset": dataset, "file": dataset_file(dataset),
+                        "headlines": [headline_view(h) for h in hs]})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- summaries
@@ -298,12 +360,29 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
         cells = [_summary_cell(cell, col, i in r.several) for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
         rows.append({"method": r.method, "method_file": method_file(r.method), "reference": r.reference,
                      "variant": r.variant if r.variant != backbone else "", "backbone": backbone,
-                     "budget": fmt_budget(r.rounds, r.local_epochs), "cells": cells,
+                     "budget": _row_budget(r), "cells": cells,
                      "mean_rank": f"{r.mean_rank:.1f}" if r.mean_rank is not None else "—",
                      "mean_rank_sort": _num(r.mean_rank, ".6g"), "n_ranked": r.n_ranked})
+    shared = [f"{st.columns[i].track_label} {st.columns[i].partition_short}" for i in st.shared]
+    left = len(st.columns) - len(shared)
+    note = (f"mean rank over the {len(shared)} column{'s' if len(shared) != 1 else ''} every ranked method "
+            f"shares ({', '.join(shared)})" if shared else "no column is shared by every ranked method: no mean rank")
+    if shared and left:
+        note += (f"; {left} other column{'s' if left != 1 else ''} (ranked among fewer than two methods, or not "
+                 "run by every method) do not count")
     return {"dataset": st.dataset, "file": dataset_file(st.dataset), "groups": groups, "columns": cols,
             "ranked": [r for r in rows if not r["reference"]], "references": [r for r in rows if r["reference"]],
-            "n_columns": len(cols)}
+            "n_columns": len(cols), "mean_rank_note": note}
+
+
+def _trains(cells: Iterable[Mapping[str, Any] | None]) -> bool:
+    """False when every cell of a row ran no optimizer step (random init): it has no training budget to show."""
+    steps = [c.get("client_steps") for c in cells if c is not None and c.get("status") != "missing"]
+    return not steps or any(not _finite(x) or x > 0 for x in steps)
+
+
+def _row_budget(r: Any) -> str:
+    return fmt_budget(r.rounds, r.local_epochs) if _trains(r.cells) else "no training"
 
 
 def _backbone_of(r: Any) -> str:
@@ -442,6 +521,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["bytes"] = fmt_bytes
+    env.filters["baseline_name"] = baseline_name
     from benchmark.records.acceptance import tolerance_text
 
     env.globals["reeval_tolerance"] = tolerance_text()  # the legend's statement of the re-evaluation tolerance
@@ -474,7 +554,8 @@ class _Site:
         build.setdefault("commit", "unknown")
         build.setdefault("repo_url", "")
         self.summarized = {s.dataset for s in model.summaries}
-        self.common = {"n_skipped": len(model.skipped) + len(model.reference_errors),
+        self.answers = answers(model)
+        self.common = {"baselines": list(model.config.margin_baselines), "citation": model.config.citation,"n_skipped": len(model.skipped) + len(model.reference_errors),
                        "build": {**build, "commit_url": commit_url(build["commit"], build["repo_url"])},
                        "datasets": [{"name": s.dataset, "file": dataset_file(s.dataset)} for s in model.summaries]}
 
@@ -496,8 +577,9 @@ def render_site(model: SiteModel, out: Path) -> Path:
     site = _Site(model, out)
     summaries = [_write_track(site, tt) for tt in model.tracks]
     views = [summary_view(st) for st in model.summaries]
+    by_dataset = {a["dataset"]: a for a in site.answers}
     for view in views:
-        site.page(f"datasets/{view['file']}", "summary.html", s=view,
+        site.page(f"datasets/{view['file']}", "summary.html", s=view, a=by_dataset.get(view["dataset"]),
                   reference_points=model.config.reference_points)
     _write_entries(site)
     _write_cells(site)
@@ -522,9 +604,8 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
               margins=_margin_view(tt, rows), excluded=_record_rows(tt.excluded_cards),
               reference_points=site.model.config.reference_points,
               dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None)
-    complete = Counter(r["partition_label"] for r in rows if r["rank"] is not None)
     best = [{"text": f"{r['partition_short']}: {_label(r)}", "entry_file": r["entry_file"]}
-            for r in rows if r["rank"] == 1 and complete[r["partition_label"]] > 1]
+            for r in rows if r["best"]]
     return {"title": t.title, "file": site.track_files[t.id], "dataset": t.dataset, "task": t.task,
             "federation_short": _federation_short(t.federation),
             "card": tt.card_name, "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
@@ -634,7 +715,8 @@ def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict
     sources = sorted({Path(p).name or str(p) for p in model.sources}) or ["the given folders"]
     site.page("index.html", "index.html", tracks=summaries, methods=methods, untracked=untracked,
               n_records=len(model.records), sources=sources, summaries=views,
-              reference_points=model.config.reference_points)
+              reference_points=model.config.reference_points, answers=site.answers)
+    site.page("legend.html", "legend.html")
 
 
 # ---------------------------------------------------------------------------------------------------- data

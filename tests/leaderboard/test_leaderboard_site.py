@@ -88,11 +88,13 @@ def test_every_internal_link_resolves(site: Path) -> None:
 @pytest.mark.parametrize("page", ["datasets/cifar10.html", "tracks/cifar10-knn.html", "tracks/cifar10-linear.html"])
 def test_every_number_in_a_summary_or_track_table_is_a_link(site: Path, page: str) -> None:
     text = (site / page).read_text()
-    table = text[text.index('<table class="sortable'):text.index("</table>") + 8]
-    cells = _parse_fragment(table).num_cells
-    numeric = [(t, linked) for t, linked in cells if re.search(r"\d", t)]
-    assert len(numeric) >= 10
-    assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
+    # the summary page opens with the answer tables, then its summary table: check all of them
+    tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.S)
+    main = next((t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t))
+    for table in [main, *(t for t in tables if "answer-table" in t)]:
+        numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells if re.search(r"\d", t)]
+        assert len(numeric) >= (10 if table is main else 2)
+        assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
 
 
 def _parse_fragment(html: str) -> _Links:
