@@ -23,9 +23,9 @@ from urllib.parse import quote, urlparse
 import jinja2
 import pandas as pd
 
-from benchmark.records.reference import ReferenceValue
 from benchmark.deviations import deviations as parse_deviations_of
 from benchmark.records.canonical import to_plain
+from benchmark.records.reference import ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 import dataclasses
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 from benchmark.records.schema import EnvInfo, TrackingRef
 from leaderboard.build import slug
-from leaderboard.site import build_site
 from leaderboard.render import safe_url
+from leaderboard.site import build_site
 from tests.leaderboard.lb_factory import make_record, standard_records, write_records
 
 EVIL = "<script>alert(1)</script>"

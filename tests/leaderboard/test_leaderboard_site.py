@@ -89,8 +89,8 @@ def test_every_internal_link_resolves(site: Path) -> None:
 def test_every_number_in_a_summary_or_track_table_is_a_link(site: Path, page: str) -> None:
     text = (site / page).read_text()
     # the summary page opens with the answer tables, then its summary table: check all of them
-    tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.S)
-    main = next((t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t))
+    tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.DOTALL)
+    main = next(t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t)
     for table in [main, *(t for t in tables if "answer-table" in t)]:
         numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells if re.search(r"\d", t)]
         assert len(numeric) >= (10 if table is main else 2)
