@@ -32,6 +32,7 @@ from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
 from leaderboard.headline import Headline, MarginCell, dataset_headlines
 from leaderboard.labels import fmt_alpha, round_stat
 from leaderboard.margins import margin_rows
+from leaderboard.papers import MethodPapers, load_papers
 from leaderboard.plots import Point, alpha_plot, comm_plot
 from leaderboard.summary import SummaryTable, best_marks, pairs_frame
 
@@ -154,8 +155,17 @@ def display_path(path: Path | str, sources: Sequence[str]) -> str:
     return path.name
 
 
+def _setting_value(v: Any) -> str:
+    """A paper setting in words: ∞ for an unbounded number (``rounds: .inf``, one-shot methods), never ``inf``."""
+    if isinstance(v, float) and math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return str(v)
+
+
 def _settings_text(settings: Any) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(dict(settings).items()))
+    """``k=v, ...``; a setting the paper does not state (None, NaN) is left out rather than printed as ``None``."""
+    return ", ".join(f"{k}={_setting_value(v)}" for k, v in sorted(dict(settings).items())
+                     if v is not None and not (isinstance(v, float) and math.isnan(v)))
 
 
 def short_source(source: str) -> str:
@@ -448,18 +458,22 @@ def _readme_row(repo: Path, name: str) -> list[tuple[str, str]]:
     return []
 
 
-def _spec_path(repo: Path, name: str) -> str | None:
-    for candidate in (repo / "specs" / f"{name}.md", repo / "docs" / "specs" / f"{name}.md"):
-        if candidate.exists():
-            return str(candidate.relative_to(repo))
-    return None
+def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) -> dict[str, Any]:
+    """A method's own paper(s) (papers.yaml), its reference page in docs/ and, for a reference point that no
+    paper defines, the note saying so."""
+    mine = papers.get(name)
+    if mine is None:
+        return {"papers": [], "docs": None, "docs_url": None, "note": "not listed in leaderboard/papers.yaml"}
+    return {"papers": [{"title": p.title, "authors": ", ".join(p.authors), "venue": p.venue, "year": p.year,
+                        "url": p.url, "arxiv": p.arxiv, "cite": p.cite, "bibtex": p.bibtex()} for p in mine.papers],
+            "docs": mine.docs, "docs_url": f"{blob}/{mine.docs}" if blob else None, "note": mine.note}
 
 
 def _papers(refs: Sequence[ReferenceValue]) -> list[dict[str, Any]]:
     """Reference numbers grouped by paper, then by table: each paper is cited once."""
     by_source: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for v in refs:
-        by_source[v.source][v.table].append(_ref_dict(v))
+        by_source[v.source][v.table].append({**_ref_dict(v), "dataset": str(v.settings.get("dataset") or "—")})
     return [{"source": src, "tables": [{"table": t, "entries": e} for t, e in tables.items()],
              "n": sum(len(e) for e in tables.values())} for src, tables in by_source.items()]
 
@@ -476,6 +490,7 @@ def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[
     sources = _method_sources(model.repo)
     refs = [v for t in model.references for v in t.values]
     blob = _blob_base(model.build)
+    papers = load_papers()
     pages = []
     for name in sorted(by_method):
         recs = by_method[name]
@@ -494,7 +509,10 @@ def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[
             "name": name, "file": method_file(name), "n_records": len(recs),
             "reference_point": model.config.reference_points.get(name),
             "versions": sorted({r.method_version for r in recs}), "papers": _papers(mine),
-            "n_references": len(mine), "spec": _spec_path(model.repo, name),
+            "n_references": len(mine), "own": own_papers(name, blob, papers),
+            "datasets": sorted({r.dataset for r in recs}),
+            "ref_datasets": sorted({str(v.settings.get("dataset")) for v in mine if v.settings.get("dataset")}),
+            "commit": model.build.get("commit", ""),
             "source": str(src.relative_to(model.repo)) if src else None,
             "source_url": f"{blob}/{src.relative_to(model.repo)}" if src and blob else None,
             "deviations": deviations(src, model.repo) if src else [], "readme": readme, "results": results,
