@@ -159,6 +159,8 @@ def _setting_value(v: Any) -> str:
     """A paper setting in words: ∞ for an unbounded number (``rounds: .inf``, one-shot methods), never ``inf``."""
     if isinstance(v, float) and math.isinf(v):
         return "∞" if v > 0 else "−∞"
+    if isinstance(v, str) and v.strip().lower() in ("inf", ".inf", "infinity"):  # YAML reads bare `inf` as text
+        return "∞"
     return str(v)
 
 
