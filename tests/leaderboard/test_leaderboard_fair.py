@@ -113,6 +113,8 @@ def test_mean_rank_columns_are_shared_and_contested() -> None:
     assert shared_columns([a, b], cols[:3]) == [0, 1]  # the singleton column does not count
     assert shared_columns([a, b, c], cols) == []  # no column has all three: no mean rank, rather than a biased one
     assert shared_columns([a, b], cols) == [0, 1]
+    # a track where one method alone is ranked (FedMAE on fine-tune): rank 1 of 1 is no ranking
+    assert shared_columns([[{"rank": 1}]], [_col(1)]) == []
 
 
 def test_no_page_shows_a_python_value(tmp_path: Path) -> None:
