@@ -454,11 +454,14 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
         why = []
         if r["partition_digest"] != digest:
             why.append("other client data: a different partition digest"
-                       + (" (it carves a public split out of the training set)" if r["uses_public_data"] else ""))
+                       + (" (a public split carved out of the training set)" if r["uses_public_data"] else ""))
         if list(b) != budget:
-            text = f"other budget: {_budget_words(*b)} against {_budget_words(*budget)}"
+            text = f"other budget: {_budget_words(*b)}"
             if _finite_number(r["client_steps"]) and _finite_number(steps_typical) and steps_typical > 0:
-                text += f" ({r['client_steps']:,.0f} client steps against {steps_typical:,.0f})"
+                text += f", {r['client_steps']:,.0f} client steps"
+                text += f" (the others: {_budget_words(*budget)}, {steps_typical:,.0f})"
+            else:
+                text += f" (the others: {_budget_words(*budget)})"
             why.append(text)
         if why:
             out[idx] = "; ".join(why)

@@ -333,7 +333,7 @@ def headline_view(h: Headline) -> dict[str, Any]:
                else "Welch interval: the two cells have different seeds")
         view["delta"] = {"text": _signed(d.delta), "ci": _ci(d.ci_low, d.ci_high), "how": how,
                          "verdict": "within noise" if d.within_noise else "beyond noise"}
-    view["lines"] = [{"label": _label(x.row), "method_file": method_file(x.row["method"]),
+    view["lines"] = [{"label": _label(x.row), "method": x.row["method"], "method_file": method_file(x.row["method"]),
                       "entry_file": entry_file(x.row["entry_id"]), "rank": x.row["rank"],
                       "mean": f"{x.row['mean']:.2f}", "sort": _num(x.row["mean"], ".10g"),
                       "differs": x.row.get("differs") or "", "best": bool(x.row.get("best")),
@@ -369,7 +369,8 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
     rows = []
     for r in st.rows:
         backbone = _backbone_of(r)
-        cells = [_summary_cell(cell, col, i in r.several) for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
+        cells = [{**_summary_cell(cell, col, i in r.several), "f_task": col.track_label,
+                  "f_partition": col.partition_short} for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
         rows.append({"method": r.method, "method_file": method_file(r.method), "reference": r.reference,
                      "variant": r.variant if r.variant != backbone else "", "backbone": backbone,
                      "budget": _row_budget(r), "cells": cells,
@@ -382,7 +383,15 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
     if shared and left:
         note += (f"; {left} other column{'s' if left != 1 else ''} (ranked among fewer than two methods, or not "
                  "run by every method) do not count")
+    filters = {"task": list(dict.fromkeys(c.track_label for c in st.columns)),
+               "partition": list(dict.fromkeys(c.partition_short for c in st.columns)),
+               "method": list(dict.fromkeys(r.method for r in st.rows))}
+    links = {"task": {c.track_label: f"tracks/{c.track_id}.html" for c in st.columns},
+             "partition": {c.partition_short: f"partitions/{partition_file(st.dataset, c.partition_label)}"
+                           for c in st.columns},
+             "method": {r.method: f"methods/{method_file(r.method)}" for r in st.rows}}
     return {"dataset": st.dataset, "file": dataset_file(st.dataset), "groups": groups, "columns": cols,
+            "filters": filters, "filter_links": links,
             "ranked": [r for r in rows if not r["reference"]], "references": [r for r in rows if r["reference"]],
             "n_columns": len(cols), "mean_rank_note": note}
 
@@ -623,7 +632,8 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
               pairs=_pair_view(site.model.pairs.get(t.id, [])), test_selected=_record_rows(tt.selects_on_test),
               margins=_margin_view(tt, rows), excluded=_record_rows(tt.excluded_cards),
               reference_points=site.model.config.reference_points,
-              dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None)
+              dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None,
+              **_track_filters(site, tt, rows))
     best = [{"text": f"{r['partition_short']}: {_label(r)}", "entry_file": r["entry_file"]}
             for r in rows if r["best"]]
     return {"title": t.title, "file": site.track_files[t.id], "dataset": t.dataset, "task": t.task,
@@ -631,6 +641,18 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
             "card": tt.card_name, "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
             "n_methods": len({r["method"] for r in rows}), "n_complete": sum(r["status"] == "complete" for r in rows),
             "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best}
+
+
+def _track_filters(site: _Site, tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The filter bar of a track page: its dataset's other tracks (links), its partitions and its methods."""
+    siblings = [x for x in site.model.tracks if x.track.dataset == tt.track.dataset and not x.table.empty]
+    values = {"task": [x.track.short for x in siblings],
+              "partition": list(dict.fromkeys(r["partition_short"] for r in rows)),
+              "method": list(dict.fromkeys(r["method"] for r in rows))}
+    links = {"task": {x.track.short: f"tracks/{site.track_files[x.track.id]}" for x in siblings},
+             "partition": {r["partition_short"]: f"partitions/{r['partition_file']}" for r in rows},
+             "method": {r["method"]: f"methods/{r['method_file']}" for r in rows}}
+    return {"filter_values": values, "filter_links": links}
 
 
 def _federation_short(federation: Mapping[str, Any]) -> str:
