@@ -250,11 +250,11 @@ def _point(r: Mapping[str, Any], x: float, metric: str | None) -> Point | None:
     title = (f"{_label(r)} · {r['partition_short']} · {metric or 'score'} {y:.2f}"
              + (f" ± {err:.2f}" if err else "") + f" · {fmt_bytes(r['bytes_per_client'])} per client · {seeds}")
     return Point(series=_label(r), x=x, y=y, title=title, href=f"../entries/{entry_file(r['entry_id'])}",
-                 hollow=hollow, err=err, reference=bool(r["reference"]))
+                 hollow=hollow, err=err, reference=bool(r["reference"]), partition=str(r["partition_short"]))
 
 
 def track_plots(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    y_label = f"{tt.metric or 'score'}, mean over seeds"
+    y_label = f"{tt.metric or 'score'}, mean ± std over seeds"
     comm = [p for r in rows if _finite(r["bytes_per_client"]) and (p := _point(r, r["bytes_per_client"], tt.metric))]
     het = [p for r in rows if _valid_alpha(r["alpha"]) and (p := _point(r, float(r["alpha"]), tt.metric))]
     return {"comm": comm_plot(comm, y_label, fmt_bytes), "alpha": alpha_plot(het, y_label)}

@@ -73,8 +73,10 @@ def test_record_fields_render_as_text(tmp_path: Path) -> None:
     seen: dict[str, int] = {}
     for page in pages:
         dom = _dom(page)
-        # the only script element on any page is our own sort.js, loaded by src
-        assert [s.get("src", "").endswith("static/sort.js") for s in dom.scripts] == [True], page
+        # the only script elements on any page are our own sort.js and filter.js, loaded by src
+        srcs = [s.get("src", "") for s in dom.scripts]
+        assert [x.rsplit("/", 1)[-1] for x in srcs] == ["sort.js", "filter.js"], page
+        assert all(x.startswith(("static/", "../static/")) for x in srcs), page
         assert "img" not in dom.tags, page  # plots are inline SVG; an injected <img onerror> must stay text
         assert not [h for h in dom.hrefs if h.strip().lower().startswith("javascript")], page
         seen[page.parent.name] = seen.get(page.parent.name, 0) + "".join(dom.text).count(EVIL)
