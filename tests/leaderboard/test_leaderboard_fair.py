@@ -67,7 +67,7 @@ def test_the_site_shows_one_best_per_column_and_the_flag(fair_site: Path) -> Non
     assert "not like for like" in track and "different partition digest" in track
     index = (fair_site / "index.html").read_text()
     assert index.count('class="leader"') == 1
-    row = re.search(r"<tr class=\"differs\"[^>]*>.*?</tr>", index, flags=re.S)
+    row = re.search(r"<tr class=\"differs\"[^>]*>.*?</tr>", index, flags=re.DOTALL)
     assert row and "flesd" in row.group(0) and "public split" in row.group(0)
 
 
@@ -121,7 +121,7 @@ def test_no_page_shows_a_python_value(tmp_path: Path) -> None:
     site = build_site([REPO / "results"], tmp_path / "site")
     bad = {}
     for page in site.parent.rglob("*.html"):
-        text = re.sub(r"<(script|style|pre)\b.*?</\1>", " ", page.read_text(), flags=re.S)
+        text = re.sub(r"<(script|style|pre)\b.*?</\1>", " ", page.read_text(), flags=re.DOTALL)
         found = re.findall(r"(?<![\w.-])(None|inf|nan|NaN|Infinity)(?![\w-])", _text_of(text))
         if found:
             bad[page.name] = found
