@@ -747,9 +747,7 @@ def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict
     skipped = [{"path": display_path(s.path, site.sources), "reason": s.reason} for s in model.skipped]
     ref_errors = [(display_path(p, site.sources), why) for p, why in model.reference_errors]
     site.page("skipped.html", "skipped.html", skipped=skipped, reference_errors=ref_errors)
-    ref_tables = [{"source": t.source, "table": t.table, "file": t.path.name, "spec": t.spec, "notes": t.notes,
-                   "anchor": slug(t.path.stem), "entries": [_ref_dict(v) for v in t.values]} for t in model.references]
-    site.page("references.html", "references.html", tables=ref_tables)
+    site.page("references.html", "references.html", papers=reference_papers(model))
     by_id = {r.cell_id: r for _, r in model.records}
     untracked = [{"cell_id": c, "file": cell_file(c), "method": by_id[c].method, "dataset": by_id[c].dataset,
                   "partition": by_id[c].partition_label, "seed": by_id[c].seed,
@@ -759,6 +757,73 @@ def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict
               n_records=len(model.records), sources=sources, summaries=views,
               reference_points=model.config.reference_points, answers=site.answers)
     site.page("legend.html", "legend.html")
+    _write_submit(site)
+    site.page("changes.html", "changes.html", entries=results_changelog(model, site.summarized),
+              n_records=len(model.records))
+
+
+_PROTOCOL_DOCS = ("partitioning", "evaluation")
+
+
+def docs_citation(spec: str | None) -> str:
+    """A reference table's pointer to its method notes (``flesd.md §5; evaluation.md §6``) as the repository's
+    documentation paths (``docs/methods/flesd.md §5; docs/protocols/evaluation.md §6``)."""
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return f"docs/{'protocols' if name in _PROTOCOL_DOCS else 'methods'}/{name}.md"
+
+    return re.sub(r"(?<![/\w])([a-z_]+)\.md", one, spec or "")
+
+
+def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
+    """references.html: the reference tables grouped by paper (the file name's prefix is the paper's key in
+    papers.yaml), each paper with its citation and link, each table with an anchor, its dataset column."""
+    known = {p.key: p for m in load_papers().values() for p in m.papers}
+    by_paper: dict[str, list[Any]] = defaultdict(list)
+    for t in model.references:
+        by_paper[t.path.stem.split("_table")[0]].append(t)
+    out = []
+    for key, tables in by_paper.items():
+        paper = known.get(key)
+        out.append({"anchor": f"paper-{slug(key)}", "source": tables[0].source,
+                    "cite": paper.cite if paper else short_source(tables[0].source),
+                    "paper": None if paper is None else {"title": paper.title, "authors": ", ".join(paper.authors),
+                                                         "venue": paper.venue, "year": paper.year,
+                                                         "url": paper.url, "arxiv": paper.arxiv},
+                    "tables": [{"table": t.table, "file": t.path.name, "spec": docs_citation(t.spec),
+                                "notes": t.notes, "anchor": slug(t.path.stem),
+                                "entries": [{**_ref_dict(v), "dataset": str(v.settings.get("dataset") or "—")}
+                                            for v in t.values]} for t in tables]})
+    return out
+
+
+def results_changelog(model: SiteModel, summarized: Iterable[str]) -> list[dict[str, Any]]:
+    """The records grouped by (day created, producing commit, dataset), newest first: what entered when."""
+    groups: dict[tuple[str, str, str], list[ResultRecord]] = defaultdict(list)
+    for _, r in model.records:
+        groups[(str(r.created_at or "")[:10] or "undated", r.env.git_sha or "unknown", r.dataset)].append(r)
+    repo_url, shown = model.build.get("repo_url", ""), set(summarized)
+    out = []
+    for (day, sha, dataset), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True):
+        methods = sorted({r.method for r in recs})
+        out.append({"date": day, "commit": sha, "commit_url": commit_url(sha, repo_url), "dataset": dataset,
+                    "dataset_file": dataset_file(dataset) if dataset in shown else None, "n": len(recs),
+                    "methods": [{"name": m, "file": method_file(m)} for m in methods],
+                    "seeds": ", ".join(str(s) for s in sorted({r.seed for r in recs}))})
+    return out
+
+
+SUBMIT_DOC = "docs/adding-a-method.md"
+
+
+def _write_submit(site: _Site) -> None:
+    """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative links into
+    the repository at the build's commit)."""
+    path = site.model.repo / SUBMIT_DOC
+    text = path.read_text(encoding="utf-8") if path.exists() else f"*{SUBMIT_DOC} is not in this checkout.*"
+    blob = _blob_base(site.model.build)
+    site.page("submit.html", "submit.html", body=mdtext.block(text, blob_base=blob, source_dir="docs"),
+              source=SUBMIT_DOC, source_url=f"{blob}/{SUBMIT_DOC}" if blob else None)
 
 
 # ---------------------------------------------------------------------------------------------------- data
