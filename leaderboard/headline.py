@@ -35,7 +35,9 @@ class MarginCell:
 @dataclass(frozen=True)
 class MethodLine:
     row: Mapping[str, Any]  # the track-table row (ranked, complete)
-    margins: tuple[MarginCell | None, ...]  # aligned with Headline.baselines; None: no partner of the same seed
+    margins: tuple[
+        MarginCell | None, ...
+    ]  # aligned with Headline.baselines; None: no partner of the same seed
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,16 @@ class Headline:
 def _margin(table: pd.DataFrame | None, row: Mapping[str, Any], baseline: str) -> MarginCell | None:
     if table is None or table.empty:
         return None
-    hit = table[(table["config_key"] == row["config_key"])
-                & (table["partition_label"] == row["partition_label"])]
+    hit = table[
+        (table["config_key"] == row["config_key"])
+        & (table["partition_label"] == row["partition_label"])
+    ]
     if hit.empty:
         return None
     m = hit.iloc[0]
-    return MarginCell(baseline, float(m["margin"]), float(m["ci_low"]), float(m["ci_high"]), int(m["n"]))
+    return MarginCell(
+        baseline, float(m["margin"]), float(m["ci_low"]), float(m["ci_high"]), int(m["n"])
+    )
 
 
 def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headline:
@@ -78,15 +84,31 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
     runner = rows[1] if len(rows) > 1 and not tie else None
     delta = None
     if leader is not None and runner is not None:
-        delta = stats.difference(leader["values"], leader["seeds"], runner["values"], runner["seeds"])
+        delta = stats.difference(
+            leader["values"], leader["seeds"], runner["values"], runner["seeds"]
+        )
         if not tt.higher_is_better:  # Δ is how much the leader is better: positive either way
-            delta = stats.Difference(-delta.delta, -delta.ci_high, -delta.ci_low, delta.paired, delta.n)
+            delta = stats.Difference(
+                -delta.delta, -delta.ci_high, -delta.ci_low, delta.paired, delta.n
+            )
     margins_by: Mapping[str, pd.DataFrame] = getattr(tt, "margins_by", {}) or {}
-    lines = tuple(MethodLine(r, tuple(_margin(margins_by.get(b), r, b) for b in baselines)) for r in rows)
-    return Headline(track_id=tt.track.id, track_label=tt.track.short, dataset=tt.track.dataset,
-                    partition_label=partition_label, partition_short=str(first["partition_short"]),
-                    metric=tt.metric, leader=leader, runner_up=runner, tie=tie, delta=delta,
-                    baselines=tuple(baselines), lines=lines)
+    lines = tuple(
+        MethodLine(r, tuple(_margin(margins_by.get(b), r, b) for b in baselines)) for r in rows
+    )
+    return Headline(
+        track_id=tt.track.id,
+        track_label=tt.track.short,
+        dataset=tt.track.dataset,
+        partition_label=partition_label,
+        partition_short=str(first["partition_short"]),
+        metric=tt.metric,
+        leader=leader,
+        runner_up=runner,
+        tie=tie,
+        delta=delta,
+        baselines=tuple(baselines),
+        lines=lines,
+    )
 
 
 def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[Headline]:
@@ -98,7 +120,11 @@ def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[H
             continue
         for label in dict.fromkeys(tt.table["partition_label"]):
             if tt.table[(tt.table["partition_label"] == label)]["rank"].notna().any():
-                out.append(headline(tt, label, [b for b in baselines if b in getattr(tt, "margins_by", {})]))
+                out.append(
+                    headline(
+                        tt, label, [b for b in baselines if b in getattr(tt, "margins_by", {})]
+                    )
+                )
     return out
 
 

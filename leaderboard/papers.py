@@ -41,14 +41,25 @@ class Paper:
     def cite(self) -> str:
         """``Lubana et al., ICML 2022``."""
         lead = self.authors[0].split()[-1]
-        who = lead if len(self.authors) == 1 else (f"{lead} and {self.authors[1].split()[-1]}"
-                                                    if len(self.authors) == 2 else f"{lead} et al.")
+        who = (
+            lead
+            if len(self.authors) == 1
+            else (
+                f"{lead} and {self.authors[1].split()[-1]}"
+                if len(self.authors) == 2
+                else f"{lead} et al."
+            )
+        )
         return f"{who}, {self.short_venue} {self.year}"
 
     def bibtex(self) -> str:
         """A BibTeX entry built from the fields above (never typed by hand, so it cannot disagree with them)."""
         key = f"{_ascii(self.authors[0].split()[-1]).lower()}{self.year}{self.key}"
-        body = {"title": "{" + self.title + "}", "author": " and ".join(self.authors), "year": str(self.year)}
+        body = {
+            "title": "{" + self.title + "}",
+            "author": " and ".join(self.authors),
+            "year": str(self.year),
+        }
         if self.kind == "inproceedings":
             kind, body["booktitle"] = "inproceedings", self.venue
         else:
@@ -79,7 +90,9 @@ def _strict(raw: Any, known: set[str], required: set[str], where: str) -> Mappin
         raise PapersError(f"{where}: must be a mapping")
     unknown, missing = set(raw) - known, required - set(raw)
     if unknown or missing:
-        raise PapersError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
+        raise PapersError(
+            f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}"
+        )
     return raw
 
 
@@ -91,9 +104,16 @@ def parse_papers(raw: Any, where: str = "<memory>") -> dict[str, MethodPapers]:
         p = _strict(p, _PAPER_KEYS, _PAPER_KEYS, f"{where}: papers.{key}")
         if p["kind"] not in ("inproceedings", "preprint"):
             raise PapersError(f"{where}: papers.{key}.kind must be inproceedings or preprint")
-        papers[key] = Paper(key=key, title=str(p["title"]), authors=tuple(str(a) for a in p["authors"]),
-                            venue=str(p["venue"]), short_venue=str(p["short_venue"]), year=int(p["year"]),
-                            arxiv=str(p["arxiv"]), kind=str(p["kind"]))
+        papers[key] = Paper(
+            key=key,
+            title=str(p["title"]),
+            authors=tuple(str(a) for a in p["authors"]),
+            venue=str(p["venue"]),
+            short_venue=str(p["short_venue"]),
+            year=int(p["year"]),
+            arxiv=str(p["arxiv"]),
+            kind=str(p["kind"]),
+        )
     out: dict[str, MethodPapers] = {}
     for name, m in (top["methods"] or {}).items():
         m = _strict(m, _METHOD_KEYS, {"papers", "docs"}, f"{where}: methods.{name}")
@@ -102,8 +122,12 @@ def parse_papers(raw: Any, where: str = "<memory>") -> dict[str, MethodPapers]:
             raise PapersError(f"{where}: methods.{name} names unknown papers {unknown}")
         if not (m["papers"] or m.get("note")):
             raise PapersError(f"{where}: methods.{name} has no paper: its note must say why")
-        out[name] = MethodPapers(method=name, papers=tuple(papers[k] for k in m["papers"] or []),
-                                 docs=str(m["docs"]), note=str(m.get("note") or "").strip())
+        out[name] = MethodPapers(
+            method=name,
+            papers=tuple(papers[k] for k in m["papers"] or []),
+            docs=str(m["docs"]),
+            note=str(m.get("note") or "").strip(),
+        )
     return out
 
 

@@ -21,7 +21,11 @@ from leaderboard.summary import SummaryColumn, shared_columns
 from tests.leaderboard.lb_factory import make_record, write_records
 
 # kNN per seed 0, 1, 2 on IID: flesd leads, with another partition digest (public split) and another budget
-VALUES = {"flesd": [80.0, 81.0, 82.0], "fedavg_simclr": [78.0, 79.5, 80.0], "orchestra": [70.0, 71.0, 72.0]}
+VALUES = {
+    "flesd": [80.0, 81.0, 82.0],
+    "fedavg_simclr": [78.0, 79.5, 80.0],
+    "orchestra": [70.0, 71.0, 72.0],
+}
 
 
 def _records() -> list:
@@ -29,7 +33,9 @@ def _records() -> list:
     for method, values in VALUES.items():
         for seed, v in enumerate(values):
             r = make_record(method, seed=seed, value=v, rounds=2 if method == "flesd" else 100)
-            if method == "flesd":  # FLESD partitions what is left after its public split: another digest
+            if (
+                method == "flesd"
+            ):  # FLESD partitions what is left after its public split: another digest
                 r = dataclasses.replace(r, partition_digest="f" * 64, uses_public_data=True)
             out.append(r)
     out += [make_record("no_pretrain", seed=s, value=60.0 + s, method_params={}) for s in range(3)]
@@ -48,20 +54,28 @@ def fair_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "site"
 
 
-def test_a_different_partition_digest_is_ranked_in_the_same_pool_with_a_flag(tmp_path: Path) -> None:
+def test_a_different_partition_digest_is_ranked_in_the_same_pool_with_a_flag(
+    tmp_path: Path,
+) -> None:
     write_records(tmp_path, _records())
     tt = next(t for t in build_model([tmp_path]).tracks if t.track.id == "cifar10-knn")
     ranked = tt.table[tt.table["rank"].notna()].set_index("method")
-    assert ranked["rank"].to_dict() == {"flesd": 1, "fedavg_simclr": 2, "orchestra": 3}  # one pool, not two
+    assert ranked["rank"].to_dict() == {
+        "flesd": 1,
+        "fedavg_simclr": 2,
+        "orchestra": 3,
+    }  # one pool, not two
     assert ranked["best"].sum() == 1 and ranked.loc["flesd", "best"]
     flag = ranked.loc["flesd", "differs"]
-    assert "partition digest" in flag and "public split" in flag and "R=2" in flag and "R=100" in flag
+    assert (
+        "partition digest" in flag and "public split" in flag and "R=2" in flag and "R=100" in flag
+    )
     assert ranked.loc["fedavg_simclr", "differs"] == "" and ranked.loc["orchestra", "differs"] == ""
 
 
 def test_the_site_shows_one_best_per_column_and_the_flag(fair_site: Path) -> None:
     summary = (fair_site / "datasets" / "cifar10.html").read_text()
-    table = summary[summary.index('id="summary-table"'):]
+    table = summary[summary.index('id="summary-table"') :]
     assert table.count('class="num best') == 1  # the one column (IID kNN) has exactly one bold cell
     track = _text(fair_site / "tracks" / "cifar10-knn.html")
     assert "not like for like" in track and "different partition digest" in track
@@ -80,7 +94,9 @@ def test_a_tie_for_first_has_no_best(tmp_path: Path) -> None:
     assert h.tie and h.leader is None and h.delta is None
 
 
-def test_the_headline_delta_is_paired_by_seed_and_margins_come_from_the_baseline(tmp_path: Path) -> None:
+def test_the_headline_delta_is_paired_by_seed_and_margins_come_from_the_baseline(
+    tmp_path: Path,
+) -> None:
     write_records(tmp_path, _records())
     tt = next(t for t in build_model([tmp_path]).tracks if t.track.id == "cifar10-knn")
     h = headline(tt, "iid", ["no_pretrain"])
@@ -100,8 +116,17 @@ def test_welch_when_the_seeds_differ() -> None:
 
 
 def _col(n_ranked: int) -> SummaryColumn:
-    return SummaryColumn(track_id="t", track_label="t", partition_label="p", partition_short="p", alpha=None,
-                         metric="top1", higher_is_better=True, min_seeds=3, n_ranked=n_ranked)
+    return SummaryColumn(
+        track_id="t",
+        track_label="t",
+        partition_label="p",
+        partition_short="p",
+        alpha=None,
+        metric="top1",
+        higher_is_better=True,
+        min_seeds=3,
+        n_ranked=n_ranked,
+    )
 
 
 def test_mean_rank_columns_are_shared_and_contested() -> None:
@@ -111,7 +136,9 @@ def test_mean_rank_columns_are_shared_and_contested() -> None:
     c = [None, None, None, {"rank": 2}]
     cols = [_col(2), _col(2), _col(1), _col(2)]
     assert shared_columns([a, b], cols[:3]) == [0, 1]  # the singleton column does not count
-    assert shared_columns([a, b, c], cols) == []  # no column has all three: no mean rank, rather than a biased one
+    assert (
+        shared_columns([a, b, c], cols) == []
+    )  # no column has all three: no mean rank, rather than a biased one
     assert shared_columns([a, b], cols) == [0, 1]
     # a track where one method alone is ranked (FedMAE on fine-tune): rank 1 of 1 is no ranking
     assert shared_columns([[{"rank": 1}]], [_col(1)]) == []
@@ -121,7 +148,9 @@ def test_no_page_shows_a_python_value(tmp_path: Path) -> None:
     site = build_site([REPO / "results"], tmp_path / "site")
     bad = {}
     for page in site.parent.rglob("*.html"):
-        if page.name == "submit.html":  # docs/adding-a-method.md: a guide to the Python API, prose about None
+        if (
+            page.name == "submit.html"
+        ):  # docs/adding-a-method.md: a guide to the Python API, prose about None
             continue
         # code (BibTeX, configurations) may say None; page text may not
         text = re.sub(r"<(script|style|pre|code)\b.*?</\1>", " ", page.read_text(), flags=re.DOTALL)
@@ -144,6 +173,9 @@ def test_every_registered_method_names_its_own_paper_and_reference_page() -> Non
     for name in registered:
         mine = papers[name]
         assert mine.papers or mine.note.startswith("reference point, no paper"), name
-    assert papers["fedema"].papers[0].arxiv == "2204.04385" and papers["flesd"].papers[0].arxiv == "2109.14611"
+    assert (
+        papers["fedema"].papers[0].arxiv == "2204.04385"
+        and papers["flesd"].papers[0].arxiv == "2109.14611"
+    )
     missing = sorted({m.docs for m in papers.values() if not (REPO / m.docs).exists()})
     assert not missing, f"docs pages not in this checkout: {missing}"
