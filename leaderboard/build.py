@@ -245,7 +245,8 @@ class TrackTable:
     excluded_cards: pd.DataFrame  # record rows of the track's task whose card is not the track's card
     references: list[dict[str, Any]] = field(default_factory=list)
     margins: pd.DataFrame | None = None  # paired margins over track.baseline (leaderboard.margins), if it has one
-    # baseline → paired margins over it, for each of the site's headline baselines that has records on the track
+    # baseline → paired margins over it, for each of the site's headline baselines that has records
+    # on the track
     margins_by: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
@@ -391,12 +392,14 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
-    """Competition ranks and noise groups among the complete cells of one pool: one partition setting (label) of
-    one track, so one (dataset, partition label, task, card). A method that changes the clients' data (FLESD's
-    public split gives another partition digest) or trains on another budget is ranked in the same pool, never in a
-    pool of its own, and ``differs`` says in words what differs (:func:`pool_differences`). ``best`` marks the one
-    rank-1 cell of a pool with two or more ranked cells; a tie for first marks none. Reference points (random init,
-    central training, ...) are never ranked. Sorted by partition (IID first, then decreasing α), rank, method."""
+    """Competition ranks and noise groups among the complete cells of one pool: one partition
+    setting (label) of one track, so one (dataset, partition label, task, card). A method that
+    changes the clients' data (FLESD's public split gives another partition digest) or trains on
+    another budget is ranked in the same pool, never in a pool of its own, and ``differs`` says in
+    words what differs (:func:`pool_differences`). ``best`` marks the one rank-1 cell of a pool with
+    two or more ranked cells; a tie for first marks none. Reference points (random init, central
+    training, ...) are never ranked. Sorted by partition (IID first, then decreasing α), rank,
+    method."""
     table = table.copy()
     for col in ("rank", "noise_group"):
         table[col] = pd.Series([None] * len(table), dtype=object)
@@ -423,7 +426,8 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
 
 
 def _mode(values: Sequence[Any]) -> Any:
-    """The most common value; among equally common ones the first in sorted text order (deterministic)."""
+    """The most common value; among equally common ones the first in sorted text order
+    (deterministic)."""
     counts: dict[str, tuple[int, Any]] = {}
     for v in values:
         key = json.dumps(v, sort_keys=True, default=str)
@@ -438,9 +442,10 @@ def _budget_words(rounds: Any, epochs: Any) -> str:
 
 
 def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
-    """index → what sets a row apart from the rest of its ranking pool, in words ("" rows are left out): clients'
-    data (a partition digest other than the pool's most common one, e.g. after a public split) and training budget
-    (rounds R × local epochs E other than the pool's most common). A pool of one differs from nothing."""
+    """index → what sets a row apart from the rest of its ranking pool, in words ("" rows are left
+    out): clients' data (a partition digest other than the pool's most common one, e.g. after a
+    public split) and training budget (rounds R × local epochs E other than the pool's most common).
+    A pool of one differs from nothing."""
     rows = rows[rows["status"] != "missing"]
     if rows["method"].nunique() < 2:
         return {}
@@ -512,8 +517,8 @@ def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str 
 
 def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue] = (),
                 baselines: Sequence[str] = ()) -> TrackTable:
-    """One track's table. ``baselines``: the reference points every row's headline margin is paired against
-    (``site.margin_baselines``); those without a record on the track are left out."""
+    """One track's table. ``baselines``: the reference points every row's headline margin is paired
+    against (``site.margin_baselines``); those without a record on the track are left out."""
     rows = select_track(frame, track)
     if track.card_id is not None:
         card_ok = rows["card_id"].isna() | (rows["card_id"] == track.card_id)

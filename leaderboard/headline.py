@@ -1,10 +1,12 @@
-"""The answer first: per track and partition, the leader, its Δ to the runner-up and every ranked method's paired
-margin over the random-init reference points. Pure functions over :class:`leaderboard.build.TrackTable`; no I/O.
+"""The answer first: per track and partition, the leader, its Δ to the runner-up and every ranked
+method's paired margin over the random-init reference points. Pure functions over
+:class:`leaderboard.build.TrackTable`; no I/O.
 
-A reader comes with one question (*which method is best here, by how much, and is it beyond noise?*); the index and
-each dataset summary open with this answer. Nothing is recomputed that the track tables already hold: the ranks,
-means and seeds are theirs; Δ is :func:`leaderboard.stats.difference` (paired by seed when the two cells have the same
-seeds) and the margins are :func:`leaderboard.margins.paired_margins` over each baseline.
+A reader comes with one question (*which method is best here, by how much, and is it beyond
+noise?*); the index and each dataset summary open with this answer. Nothing is recomputed that the
+track tables already hold: the ranks, means and seeds are theirs; Δ is
+:func:`leaderboard.stats.difference` (paired by seed when the two cells have the same seeds) and the
+margins are :func:`leaderboard.margins.paired_margins` over each baseline.
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ def _margin(table: pd.DataFrame | None, row: Mapping[str, Any], baseline: str) -
 
 
 def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headline:
-    """The answer for one pool (a partition of a track): ``tt`` is a ``TrackTable`` whose ``margins_by`` maps each
-    baseline to its paired-margins table."""
+    """The answer for one pool (a partition of a track): ``tt`` is a ``TrackTable`` whose
+    ``margins_by`` maps each baseline to its paired-margins table."""
     table = tt.table
     pool = table[(table["partition_label"] == partition_label) & table["rank"].notna()]
     pool = pool.sort_values(["rank", "method"], kind="mergesort")
@@ -112,8 +114,8 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
 
 
 def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[Headline]:
-    """One headline per (track, partition) with ranked cells, in track order, partitions as the tables sort them
-    (IID first, then decreasing α)."""
+    """One headline per (track, partition) with ranked cells, in track order, partitions as the
+    tables sort them (IID first, then decreasing α)."""
     out = []
     for tt in tables:
         if tt.table.empty:

@@ -47,8 +47,8 @@ def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> 
 
 
 def block(text: str, *, blob_base: str | None = None, source_dir: str = "") -> Markup:
-    """A whole Markdown document (docs/adding-a-method.md on the "Submit your method" page) as HTML, with the
-    same safety rules and link handling as :func:`inline`."""
+    """A whole Markdown document (docs/adding-a-method.md on the "Submit your method" page) as HTML,
+    with the same safety rules and link handling as :func:`inline`."""
     env: dict = {}
     tokens = _MD_DOC.parse(text, env)
     _fix_links(tokens, blob_base, source_dir)

@@ -1,8 +1,9 @@
-"""The papers behind the registered methods (``papers.yaml``, next to this file): typed, frozen, strictly loaded.
+"""The papers behind the registered methods (``papers.yaml``, next to this file): typed, frozen,
+strictly loaded.
 
-Each method page names its own paper from here (authors, venue, year, arXiv link and a BibTeX entry generated from
-the same fields) and links the method's reference page in ``docs/methods/``; reference points that no paper
-defines say so in their ``note``.
+Each method page names its own paper from here (authors, venue, year, arXiv link and a BibTeX entry
+generated from the same fields) and links the method's reference page in ``docs/methods/``;
+reference points that no paper defines say so in their ``note``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ DEFAULT_PAPERS = Path(__file__).with_name("papers.yaml")
 
 
 class PapersError(ValueError):
-    """papers.yaml is malformed: an unknown key, a missing field or a method naming an unknown paper."""
+    """papers.yaml is malformed: an unknown key, a missing field or a method naming an unknown
+    paper."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +55,8 @@ class Paper:
         return f"{who}, {self.short_venue} {self.year}"
 
     def bibtex(self) -> str:
-        """A BibTeX entry built from the fields above (never typed by hand, so it cannot disagree with them)."""
+        """A BibTeX entry built from the fields above (never typed by hand, so it cannot disagree
+        with them)."""
         key = f"{_ascii(self.authors[0].split()[-1]).lower()}{self.year}{self.key}"
         body = {
             "title": "{" + self.title + "}",
@@ -97,7 +100,8 @@ def _strict(raw: Any, known: set[str], required: set[str], where: str) -> Mappin
 
 
 def parse_papers(raw: Any, where: str = "<memory>") -> dict[str, MethodPapers]:
-    """method name → its papers and reference page. Raises :class:`PapersError` on anything unexpected."""
+    """method name → its papers and reference page. Raises :class:`PapersError` on anything
+    unexpected."""
     top = _strict(raw, {"papers", "methods"}, {"papers", "methods"}, where)
     papers: dict[str, Paper] = {}
     for key, p in (top["papers"] or {}).items():

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten light ones), so
-# that 13 series never share a colour; the marker tells the partitions apart (PARTITION_SHAPES, by first appearance)
+# one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
+# light ones), so that 13 series never share a colour; the marker tells the partitions apart
+# (PARTITION_SHAPES, by first appearance)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
            "#dbdb8d", "#9edae5")
@@ -114,7 +115,8 @@ def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Calla
 
 
 def partition_shapes(points: Sequence[Point]) -> dict[str, str]:
-    """partition → marker shape, in order of first appearance; empty when the points name no partition."""
+    """partition → marker shape, in order of first appearance; empty when the points name no
+    partition."""
     parts = list(dict.fromkeys(p.partition for p in points if p.partition))
     return {name: SHAPES[i % len(SHAPES)] for i, name in enumerate(parts)}
 

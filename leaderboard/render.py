@@ -156,7 +156,8 @@ def display_path(path: Path | str, sources: Sequence[str]) -> str:
 
 
 def _setting_value(v: Any) -> str:
-    """A paper setting in words: ∞ for an unbounded number (``rounds: .inf``, one-shot methods), never ``inf``."""
+    """A paper setting in words: ∞ for an unbounded number (``rounds: .inf``, one-shot methods),
+    never ``inf``."""
     if isinstance(v, float) and math.isinf(v):
         return "∞" if v > 0 else "−∞"
     if isinstance(v, str) and v.strip().lower() in ("inf", ".inf", "infinity"):  # YAML reads bare `inf` as text
@@ -165,7 +166,8 @@ def _setting_value(v: Any) -> str:
 
 
 def _settings_text(settings: Any) -> str:
-    """``k=v, ...``; a setting the paper does not state (None, NaN) is left out rather than printed as ``None``."""
+    """``k=v, ...``; a setting the paper does not state (None, NaN) is left out rather than printed
+    as ``None``."""
     return ", ".join(f"{k}={_setting_value(v)}" for k, v in sorted(dict(settings).items())
                      if v is not None and not (isinstance(v, float) and math.isnan(v)))
 
@@ -290,19 +292,22 @@ def _pair_view(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _signed(x: Any) -> str:
-    """``+1.23`` / ``−1.23`` (a true minus sign); a value that rounds to zero is ``0.00``, never ``−0.00``."""
+    """``+1.23`` / ``−1.23`` (a true minus sign); a value that rounds to zero is ``0.00``, never
+    ``−0.00``."""
     if not _finite(x):
         return ""
     return "0.00" if round(x, 2) == 0 else f"{x:+.2f}".replace("-", "−")
 
 
-# ---------------------------------------------------------------------------------------------------- answers
+# ----------------------------------------------------------------------------------------------------
+# answers
 
 BASELINE_NAMES = {"no_pretrain": "random init", "no_pretrain_bn": "calibrated random init"}
 
 
 def baseline_name(method: str) -> str:
-    """A reference point's name for readers ("random init"); other methods keep their registry name."""
+    """A reference point's name for readers ("random init"); other methods keep their registry name.
+    """
     return BASELINE_NAMES.get(method, method)
 
 
@@ -319,7 +324,8 @@ def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
 
 
 def headline_view(h: Headline) -> dict[str, Any]:
-    """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's margins."""
+    """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's
+    margins."""
     view: dict[str, Any] = {"track": h.track_label, "track_file": f"{h.track_id}.html", "partition": h.partition_short,
                             "partition_full": h.partition_label, "metric": h.metric or "score", "tie": h.tie,
                             "leader": None, "runner": None, "delta": None, "baselines": list(h.baselines)}
@@ -397,7 +403,8 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
 
 
 def _trains(cells: Iterable[Mapping[str, Any] | None]) -> bool:
-    """False when every cell of a row ran no optimizer step (random init): it has no training budget to show."""
+    """False when every cell of a row ran no optimizer step (random init): it has no training budget
+    to show."""
     steps = [c.get("client_steps") for c in cells if c is not None and c.get("status") != "missing"]
     return not steps or any(not _finite(x) or x > 0 for x in steps)
 
@@ -470,8 +477,8 @@ def _readme_row(repo: Path, name: str) -> list[tuple[str, str]]:
 
 
 def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) -> dict[str, Any]:
-    """A method's own paper(s) (papers.yaml), its reference page in docs/ and, for a reference point that no
-    paper defines, the note saying so."""
+    """A method's own paper(s) (papers.yaml), its reference page in docs/ and, for a reference point
+    that no paper defines, the note saying so."""
     mine = papers.get(name)
     if mine is None:
         return {"papers": [], "docs": None, "docs_url": None, "note": "not listed in leaderboard/papers.yaml"}
@@ -644,7 +651,8 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
 
 
 def _track_filters(site: _Site, tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The filter bar of a track page: its dataset's other tracks (links), its partitions and its methods."""
+    """The filter bar of a track page: its dataset's other tracks (links), its partitions and its
+    methods."""
     siblings = [x for x in site.model.tracks if x.track.dataset == tt.track.dataset and not x.table.empty]
     values = {"task": [x.track.short for x in siblings],
               "partition": list(dict.fromkeys(r["partition_short"] for r in rows)),
@@ -766,8 +774,9 @@ _PROTOCOL_DOCS = ("partitioning", "evaluation")
 
 
 def docs_citation(spec: str | None) -> str:
-    """A reference table's pointer to its method notes (``flesd.md §5; evaluation.md §6``) as the repository's
-    documentation paths (``docs/methods/flesd.md §5; docs/protocols/evaluation.md §6``)."""
+    """A reference table's pointer to its method notes (``flesd.md §5; evaluation.md §6``) as the
+    repository's documentation paths (``docs/methods/flesd.md §5; docs/protocols/evaluation.md
+    §6``)."""
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
         return f"docs/{'protocols' if name in _PROTOCOL_DOCS else 'methods'}/{name}.md"
@@ -776,8 +785,9 @@ def docs_citation(spec: str | None) -> str:
 
 
 def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
-    """references.html: the reference tables grouped by paper (the file name's prefix is the paper's key in
-    papers.yaml), each paper with its citation and link, each table with an anchor, its dataset column."""
+    """references.html: the reference tables grouped by paper (the file name's prefix is the paper's
+    key in papers.yaml), each paper with its citation and link, each table with an anchor, its
+    dataset column."""
     known = {p.key: p for m in load_papers().values() for p in m.papers}
     by_paper: dict[str, list[Any]] = defaultdict(list)
     for t in model.references:
@@ -798,7 +808,8 @@ def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
 
 
 def results_changelog(model: SiteModel, summarized: Iterable[str]) -> list[dict[str, Any]]:
-    """The records grouped by (day created, producing commit, dataset), newest first: what entered when."""
+    """The records grouped by (day created, producing commit, dataset), newest first: what entered
+    when."""
     groups: dict[tuple[str, str, str], list[ResultRecord]] = defaultdict(list)
     for _, r in model.records:
         groups[(str(r.created_at or "")[:10] or "undated", r.env.git_sha or "unknown", r.dataset)].append(r)
@@ -817,8 +828,8 @@ SUBMIT_DOC = "docs/adding-a-method.md"
 
 
 def _write_submit(site: _Site) -> None:
-    """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative links into
-    the repository at the build's commit)."""
+    """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative
+    links into the repository at the build's commit)."""
     path = site.model.repo / SUBMIT_DOC
     text = path.read_text(encoding="utf-8") if path.exists() else f"*{SUBMIT_DOC} is not in this checkout.*"
     blob = _blob_base(site.model.build)

@@ -102,8 +102,9 @@ def noise_groups(samples: Sequence[Sequence[float]], higher_is_better: bool = Tr
 
 @dataclass(frozen=True)
 class Difference:
-    """``a − b`` of two cells with its interval: ``paired`` over the seeds both have (the Student-t interval of the
-    per-seed differences) or, when their seeds differ, Welch's interval of the difference of means."""
+    """``a − b`` of two cells with its interval: ``paired`` over the seeds both have (the Student-t
+    interval of the per-seed differences) or, when their seeds differ, Welch's interval of the
+    difference of means."""
 
     delta: float
     ci_low: float  # nan when the interval is undefined (fewer than two values on a side)
@@ -113,7 +114,8 @@ class Difference:
 
     @property
     def within_noise(self) -> bool:
-        """The interval holds 0 (or is undefined): the data do not tell the two apart at the 95 % level."""
+        """The interval holds 0 (or is undefined): the data do not tell the two apart at the 95 %
+        level."""
         return not (self.ci_low > 0 or self.ci_high < 0)
 
 

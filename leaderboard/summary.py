@@ -106,9 +106,9 @@ def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str,
 
 
 def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]], columns: Sequence[SummaryColumn]) -> list[int]:
-    """The columns a mean rank may average over: ranked among two or more cells (a rank 1 of 1 says nothing), and
-    ranked for every method row that is ranked in any such column. A mean over other column sets would compare a
-    method's 4 columns with another's 6."""
+    """The columns a mean rank may average over: ranked among two or more cells (a rank 1 of 1 says
+    nothing), and ranked for every method row that is ranked in any such column. A mean over other
+    column sets would compare a method's 4 columns with another's 6."""
     def ranked(cells: Sequence[Mapping[str, Any] | None], i: int) -> bool:
         return cells[i] is not None and cells[i].get("rank") is not None
 
@@ -136,9 +136,9 @@ def _label_variants(rows: Any, row_configs: Mapping[str, str]) -> None:
 
 
 def best_marks(cell: Mapping[str, Any] | None, column: SummaryColumn) -> tuple[bool, bool]:
-    """(best, within noise of the best) for a summary cell: the one best of its pool (``best``, set by
-    ``build.rank_table``: a tie for first has none), or noise group 1, among two or more ranked cells of its column;
-    reference points and unranked cells are neither."""
+    """(best, within noise of the best) for a summary cell: the one best of its pool (``best``, set
+    by ``build.rank_table``: a tie for first has none), or noise group 1, among two or more ranked
+    cells of its column; reference points and unranked cells are neither."""
     if cell is None or cell.get("rank") is None or column.n_ranked < 2:
         return False, False
     return bool(cell.get("best")), cell.get("noise_group") == 1

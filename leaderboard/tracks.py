@@ -25,11 +25,12 @@ def load_tracks(path: Path | None = None) -> list[Track]:
 class SiteConfig:
     """Site-wide settings, from the ``site:`` mapping of tracks.yaml (data, like the tracks).
 
-    ``reference_points``: methods shown as labelled rows apart from the ranking (random init, central training,
-    ...), each with a one-line description. ``repo_url``: the repository's web address; when set, commits and
-    sources become links (``python -m leaderboard build --repo-url`` overrides it). ``margin_baselines``: the
-    reference points the index and the dataset summaries state every method's paired margin over (random init and
-    calibrated random init), in that order. ``citation``: how to cite the benchmark (the footer shows it)."""
+    ``reference_points``: methods shown as labelled rows apart from the ranking (random init,
+    central training, ...), each with a one-line description. ``repo_url``: the repository's web
+    address; when set, commits and sources become links (``python -m leaderboard build --repo-url``
+    overrides it). ``margin_baselines``: the reference points the index and the dataset summaries
+    state every method's paired margin over (random init and calibrated random init), in that order.
+    ``citation``: how to cite the benchmark (the footer shows it)."""
 
     reference_points: Mapping[str, str] = field(default_factory=dict)
     repo_url: str = ""

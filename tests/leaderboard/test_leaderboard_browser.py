@@ -253,8 +253,8 @@ SIGNED = re.compile(r"^(?:[+−]\d+\.\d\d|0\.00)$")
 
 
 def _answer_checks(driver, path: str, width: int) -> None:
-    """The leader, its Δ to the runner-up and the margins over both random-init references are on screen, above
-    the fold's tables (the summary table, the tracks list) rather than under them."""
+    """The leader, its Δ to the runner-up and the margins over both random-init references are on
+    screen, above the fold's tables (the summary table, the tracks list) rather than under them."""
     from selenium.webdriver.common.by import By
 
     answers = driver.find_elements(By.CSS_SELECTOR, "#results section.answer")
@@ -275,7 +275,8 @@ def _answer_checks(driver, path: str, width: int) -> None:
 
 
 def _plot_text_px(driver) -> list[float]:
-    """The rendered size of every text in the track's plots: font-size × (drawn width / viewBox width)."""
+    """The rendered size of every text in the track's plots: font-size × (drawn width / viewBox
+    width)."""
     return driver.execute_script("""
         var out = [];
         document.querySelectorAll("figure.plot svg[viewBox]").forEach(function (svg) {
@@ -288,9 +289,10 @@ def _plot_text_px(driver) -> list[float]:
 
 
 def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts_dir: Path) -> None:
-    """Issue 31: on the site built from results/, at 1400 and 400 px, the index and the digits summary show the
-    leader, its Δ to the runner-up and the paired margins over random init and calibrated random init; the plots'
-    text is at least 10 px at 400 px; a partition header sorts (it does not navigate); a filter hides columns."""
+    """Issue 31: on the site built from results/, at 1400 and 400 px, the index and the digits
+    summary show the leader, its Δ to the runner-up and the paired margins over random init and
+    calibrated random init; the plots' text is at least 10 px at 400 px; a partition header sorts
+    (it does not navigate); a filter hides columns."""
     from selenium.webdriver.common.by import By
 
     out = tmp_path / "site"

@@ -1,6 +1,6 @@
-"""Fair ranks and the answer first (issue 31): one pool per partition setting, one best per column, a flag on the
-row that differs, a mean rank over shared columns only, the headline's Δ and margins, method cards, no Python
-values on any page."""
+"""Fair ranks and the answer first (issue 31): one pool per partition setting, one best per column,
+a flag on the row that differs, a mean rank over shared columns only, the headline's Δ and margins,
+method cards, no Python values on any page."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from leaderboard.site import build_site
 from leaderboard.summary import SummaryColumn, shared_columns
 from tests.leaderboard.lb_factory import make_record, write_records
 
-# kNN per seed 0, 1, 2 on IID: flesd leads, with another partition digest (public split) and another budget
+# kNN per seed 0, 1, 2 on IID: flesd leads, with another partition digest (public split) and another
+# budget
 VALUES = {
     "flesd": [80.0, 81.0, 82.0],
     "fedavg_simclr": [78.0, 79.5, 80.0],
@@ -130,7 +131,8 @@ def _col(n_ranked: int) -> SummaryColumn:
 
 
 def test_mean_rank_columns_are_shared_and_contested() -> None:
-    """Columns 0-1: both methods ranked; column 2: only A ranked (rank 1 of 1); column 3: A and C, not B."""
+    """Columns 0-1: both methods ranked; column 2: only A ranked (rank 1 of 1); column 3: A and C,
+    not B."""
     a = [{"rank": 1}, {"rank": 2}, {"rank": 1}, {"rank": 1}]
     b = [{"rank": 2}, {"rank": 1}, None, None]
     c = [None, None, None, {"rank": 2}]
@@ -165,8 +167,9 @@ def _text_of(markup: str) -> str:
 
 
 def test_every_registered_method_names_its_own_paper_and_reference_page() -> None:
-    """papers.yaml covers every registered method; a method with no paper says why; each docs page exists
-    (docs/methods/ comes with issue 29: until it is merged the last assertion fails in this branch)."""
+    """papers.yaml covers every registered method; a method with no paper says why; each docs page
+    exists (docs/methods/ comes with issue 29: until it is merged the last assertion fails in this
+    branch)."""
     papers = load_papers()
     registered = set(_method_sources(REPO))
     assert registered <= set(papers), sorted(registered - set(papers))

@@ -116,7 +116,8 @@ def test_plots_and_static_assets_are_local(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt; · Dir(0.1)" in text  # the evil method's point title, escaped
     for page in [site / "index.html", *site.rglob("tracks/*.html"), *site.rglob("datasets/*.html")]:
         text = page.read_text()
-        # links out (the repository, the papers) are fine; nothing the page loads may come from elsewhere
+        # links out (the repository, the papers) are fine; nothing the page loads may come from
+        # elsewhere
         loads = re.findall(r'<(?:script|img|link|iframe|source)\b[^>]*>', text)
         assert not [tag for tag in loads if "//" in tag], page
         assert "//cdn" not in text and "url(http" not in text, page

@@ -174,7 +174,8 @@ def test_method_page_cites_each_paper_once_and_renders_the_readme_as_markdown(si
     assert "<code>orchestra</code>" in readme and "`" not in readme  # Markdown rendered, not shown raw
     assert f'href="{URL}/blob/' in readme  # the README's relative link points into the repository
     source = "Orchestra: Unsupervised Federated Learning via Globally Consistent Clustering"
-    # the method's own paper (papers.yaml) in the header and its BibTeX; the reference numbers' heading
+    # the method's own paper (papers.yaml) in the header and its BibTeX; the reference numbers'
+    # heading
     assert page.count(source) == 3
     assert 'href="https://arxiv.org/abs/2205.11506"' in page and "@inproceedings{lubana2022orchestra" in page
 
