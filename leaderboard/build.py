@@ -257,8 +257,9 @@ class TrackTable:
 TABLE_COLUMNS = [
     "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
     "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
-    "seeds", "values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank", "noise_group", "best",
-    "differs", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
+    "seeds", "values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank", "noise_group",
+    "best", "differs", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours",
+    "fl_rounds", "fl_local_epochs", "client_steps", "machines",
     "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
 ]
 
@@ -347,7 +348,8 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
         "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
         # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never ranked
         "partial_mean": math.fsum(values) / len(values) if values and not complete else math.nan,
-        "rank": None, "noise_group": None, "best": False, "differs": "", "reference": bool(first["reference"]),
+        "rank": None, "noise_group": None, "best": False, "differs": "",
+        "reference": bool(first["reference"]),
         "bytes": float(g["bytes"].mean()), "bytes_per_client": float(g["bytes_per_client"].mean()),
         "wall_time_s": float(g["wall_time_s"].mean()), "gpu_hours": float(g["gpu_hours"].mean()),
         "fl_rounds": first["fl_rounds"], "fl_local_epochs": first["fl_local_epochs"],
@@ -458,11 +460,13 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
     for idx, r, b in zip(rows.index, rows.to_dict("records"), budgets):
         why = []
         if r["partition_digest"] != digest:
+            public = " (a public split carved out of the training set)"
             why.append("other client data: a different partition digest"
-                       + (" (a public split carved out of the training set)" if r["uses_public_data"] else ""))
+                       + (public if r["uses_public_data"] else ""))
         if list(b) != budget:
             text = f"other budget: {_budget_words(*b)}"
-            if _finite_number(r["client_steps"]) and _finite_number(steps_typical) and steps_typical > 0:
+            steps_known = _finite_number(r["client_steps"]) and _finite_number(steps_typical)
+            if steps_known and steps_typical > 0:
                 text += f", {r['client_steps']:,.0f} client steps"
                 text += f" (the others: {_budget_words(*budget)}, {steps_typical:,.0f})"
             else:

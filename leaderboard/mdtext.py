@@ -55,4 +55,5 @@ def block(text: str, *, blob_base: str | None = None, source_dir: str = "") -> M
     return Markup(_MD_DOC.renderer.render(tokens, _MD_DOC.options, env))
 
 
-_MD_DOC = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+_MD_DOC = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+_MD_DOC.enable("table")

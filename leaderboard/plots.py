@@ -13,9 +13,9 @@ from typing import Any
 # one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
 # light ones), so that 13 series never share a colour; the marker tells the partitions apart
 # (PARTITION_SHAPES, by first appearance)
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
-           "#dbdb8d", "#9edae5")
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+           "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
 SHAPES = ("circle", "triangle", "square", "diamond")
 W, H = 600, 320
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 48
@@ -45,7 +45,8 @@ class Plot:
     height: int = H
     box: tuple[float, float, float, float] = (LEFT, TOP, W - RIGHT, H - BOTTOM)
     breaks: list[float] = field(default_factory=list)  # x pixel positions of an axis break (the "none" column)
-    shapes: list[dict[str, Any]] = field(default_factory=list)  # partition → marker (the marker legend)
+    # partition → marker (the marker legend)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -104,8 +105,8 @@ def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Calla
         for p in mine:
             cx, cy = xpos(p.x), ypos(p.y)
             err = None if not p.err else (ypos(p.y + p.err), ypos(p.y - p.err))
-            marks.append({"d": _marker(shapes.get(p.partition, shape), cx, cy), "cx": round(cx, 1), "err": err,
-                          "title": p.title, "href": p.href, "hollow": p.hollow})
+            marks.append({"d": _marker(shapes.get(p.partition, shape), cx, cy), "cx": round(cx, 1),
+                          "err": err, "title": p.title, "href": p.href, "hollow": p.hollow})
         solid = [p for p in mine if not p.hollow]
         path = " ".join(f"{'M' if j == 0 else 'L'}{xpos(p.x):.1f},{ypos(p.y):.1f}" for j, p in enumerate(solid))
         out.append({"name": name, "colour": colour, "shape": shape, "swatch": _marker(shape, 6, 6, 4),
@@ -122,7 +123,8 @@ def partition_shapes(points: Sequence[Point]) -> dict[str, str]:
 
 
 def shape_legend(points: Sequence[Point]) -> list[dict[str, Any]]:
-    return [{"name": name, "swatch": _marker(shape, 6, 6, 4)} for name, shape in partition_shapes(points).items()]
+    return [{"name": name, "swatch": _marker(shape, 6, 6, 4)}
+            for name, shape in partition_shapes(points).items()]
 
 
 def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> list[tuple[float, str]]:

@@ -160,7 +160,7 @@ def _setting_value(v: Any) -> str:
     never ``inf``."""
     if isinstance(v, float) and math.isinf(v):
         return "∞" if v > 0 else "−∞"
-    if isinstance(v, str) and v.strip().lower() in ("inf", ".inf", "infinity"):  # YAML reads bare `inf` as text
+    if isinstance(v, str) and v.strip().lower() in ("inf", ".inf", "infinity"):  # YAML: bare inf
         return "∞"
     return str(v)
 
@@ -252,7 +252,8 @@ def _point(r: Mapping[str, Any], x: float, metric: str | None) -> Point | None:
     title = (f"{_label(r)} · {r['partition_short']} · {metric or 'score'} {y:.2f}"
              + (f" ± {err:.2f}" if err else "") + f" · {fmt_bytes(r['bytes_per_client'])} per client · {seeds}")
     return Point(series=_label(r), x=x, y=y, title=title, href=f"../entries/{entry_file(r['entry_id'])}",
-                 hollow=hollow, err=err, reference=bool(r["reference"]), partition=str(r["partition_short"]))
+                 hollow=hollow, err=err, reference=bool(r["reference"]),
+                 partition=str(r["partition_short"]))
 
 
 def track_plots(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -299,8 +300,7 @@ def _signed(x: Any) -> str:
     return "0.00" if round(x, 2) == 0 else f"{x:+.2f}".replace("-", "−")
 
 
-# ----------------------------------------------------------------------------------------------------
-# answers
+# ------------------------------------------------------------------------------------------ answers
 
 BASELINE_NAMES = {"no_pretrain": "random init", "no_pretrain_bn": "calibrated random init"}
 
@@ -313,12 +313,15 @@ def baseline_name(method: str) -> str:
 
 
 def _ci(low: Any, high: Any) -> str:
-    return f"[{_signed(low)}, {_signed(high)}]" if _finite(low) and _finite(high) else "no interval (one seed)"
+    if _finite(low) and _finite(high):
+        return f"[{_signed(low)}, {_signed(high)}]"
+    return "no interval (one seed)"
 
 
 def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
     if m is None:
-        return {"text": "—", "ci": "no partner of the same seed and backbone", "noise": False, "sort": ""}
+        return {"text": "—", "ci": "no partner of the same seed and backbone", "noise": False,
+                "sort": ""}
     return {"text": _signed(m.margin), "ci": _ci(m.ci_low, m.ci_high), "noise": m.within_noise,
             "sort": _num(m.margin, ".10g"), "n": m.n}
 
@@ -326,20 +329,24 @@ def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
 def headline_view(h: Headline) -> dict[str, Any]:
     """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's
     margins."""
-    view: dict[str, Any] = {"track": h.track_label, "track_file": f"{h.track_id}.html", "partition": h.partition_short,
-                            "partition_full": h.partition_label, "metric": h.metric or "score", "tie": h.tie,
-                            "leader": None, "runner": None, "delta": None, "baselines": list(h.baselines)}
+    view: dict[str, Any] = {
+        "track": h.track_label, "track_file": f"{h.track_id}.html", "partition": h.partition_short,
+        "partition_full": h.partition_label, "metric": h.metric or "score", "tie": h.tie,
+        "leader": None, "runner": None, "delta": None, "baselines": list(h.baselines)}
     if h.leader is not None:
         view["leader"] = {"label": _label(h.leader), "method_file": method_file(h.leader["method"]),
-                          "entry_file": entry_file(h.leader["entry_id"]), "mean": f"{h.leader['mean']:.2f}"}
+                          "entry_file": entry_file(h.leader["entry_id"]),
+                          "mean": f"{h.leader['mean']:.2f}"}
     if h.runner_up is not None and h.delta is not None:
         d = h.delta
-        view["runner"] = {"label": _label(h.runner_up), "entry_file": entry_file(h.runner_up["entry_id"])}
+        view["runner"] = {"label": _label(h.runner_up),
+                          "entry_file": entry_file(h.runner_up["entry_id"])}
         how = (f"paired over {d.n} seed{'s' if d.n != 1 else ''}" if d.paired
                else "Welch interval: the two cells have different seeds")
         view["delta"] = {"text": _signed(d.delta), "ci": _ci(d.ci_low, d.ci_high), "how": how,
                          "verdict": "within noise" if d.within_noise else "beyond noise"}
-    view["lines"] = [{"label": _label(x.row), "method": x.row["method"], "method_file": method_file(x.row["method"]),
+    view["lines"] = [{"label": _label(x.row), "method": x.row["method"],
+                      "method_file": method_file(x.row["method"]),
                       "entry_file": entry_file(x.row["entry_id"]), "rank": x.row["rank"],
                       "mean": f"{x.row['mean']:.2f}", "sort": _num(x.row["mean"], ".10g"),
                       "differs": x.row.get("differs") or "", "best": bool(x.row.get("best")),
@@ -376,7 +383,8 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
     for r in st.rows:
         backbone = _backbone_of(r)
         cells = [{**_summary_cell(cell, col, i in r.several), "f_task": col.track_label,
-                  "f_partition": col.partition_short} for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
+                  "f_partition": col.partition_short}
+                 for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
         rows.append({"method": r.method, "method_file": method_file(r.method), "reference": r.reference,
                      "variant": r.variant if r.variant != backbone else "", "backbone": backbone,
                      "budget": _row_budget(r), "cells": cells,
@@ -384,16 +392,19 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
                      "mean_rank_sort": _num(r.mean_rank, ".6g"), "n_ranked": r.n_ranked})
     shared = [f"{st.columns[i].track_label} {st.columns[i].partition_short}" for i in st.shared]
     left = len(st.columns) - len(shared)
-    note = (f"mean rank over the {len(shared)} column{'s' if len(shared) != 1 else ''} every ranked method "
-            f"shares ({', '.join(shared)})" if shared else "no column is shared by every ranked method: no mean rank")
+    plural = "s" if len(shared) != 1 else ""
+    note = (f"mean rank over the {len(shared)} column{plural} every ranked method shares "
+            f"({', '.join(shared)})" if shared
+            else "no column is shared by every ranked method: no mean rank")
     if shared and left:
-        note += (f"; {left} other column{'s' if left != 1 else ''} (ranked among fewer than two methods, or not "
-                 "run by every method) do not count")
+        note += (f"; {left} other column{'s' if left != 1 else ''} (ranked among fewer than two "
+                 "methods, or not run by every method) do not count")
     filters = {"task": list(dict.fromkeys(c.track_label for c in st.columns)),
                "partition": list(dict.fromkeys(c.partition_short for c in st.columns)),
                "method": list(dict.fromkeys(r.method for r in st.rows))}
     links = {"task": {c.track_label: f"tracks/{c.track_id}.html" for c in st.columns},
-             "partition": {c.partition_short: f"partitions/{partition_file(st.dataset, c.partition_label)}"
+             "partition": {c.partition_short:
+                           f"partitions/{partition_file(st.dataset, c.partition_label)}"
                            for c in st.columns},
              "method": {r.method: f"methods/{method_file(r.method)}" for r in st.rows}}
     return {"dataset": st.dataset, "file": dataset_file(st.dataset), "groups": groups, "columns": cols,
@@ -481,17 +492,25 @@ def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) 
     that no paper defines, the note saying so."""
     mine = papers.get(name)
     if mine is None:
-        return {"papers": [], "docs": None, "docs_url": None, "note": "not listed in leaderboard/papers.yaml"}
-    return {"papers": [{"title": p.title, "authors": ", ".join(p.authors), "venue": p.venue, "year": p.year,
-                        "url": p.url, "arxiv": p.arxiv, "cite": p.cite, "bibtex": p.bibtex()} for p in mine.papers],
-            "docs": mine.docs, "docs_url": f"{blob}/{mine.docs}" if blob else None, "note": mine.note}
+        return {"papers": [], "docs": None, "docs_url": None,
+                "note": "not listed in leaderboard/papers.yaml"}
+    return {"papers": [{"title": p.title, "authors": ", ".join(p.authors), "venue": p.venue,
+                        "year": p.year, "url": p.url, "arxiv": p.arxiv, "cite": p.cite,
+                        "bibtex": p.bibtex()} for p in mine.papers],
+            "docs": mine.docs, "docs_url": f"{blob}/{mine.docs}" if blob else None,
+            "note": mine.note}
+
+
+def _ref_dataset(v: ReferenceValue) -> str:
+    """The dataset a paper's number is on (its settings' ``dataset``), "—" when not stated."""
+    return str(v.settings.get("dataset") or "—")
 
 
 def _papers(refs: Sequence[ReferenceValue]) -> list[dict[str, Any]]:
     """Reference numbers grouped by paper, then by table: each paper is cited once."""
     by_source: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for v in refs:
-        by_source[v.source][v.table].append({**_ref_dict(v), "dataset": str(v.settings.get("dataset") or "—")})
+        by_source[v.source][v.table].append({**_ref_dict(v), "dataset": _ref_dataset(v)})
     return [{"source": src, "tables": [{"table": t, "entries": e} for t, e in tables.items()],
              "n": sum(len(e) for e in tables.values())} for src, tables in by_source.items()]
 
@@ -529,7 +548,7 @@ def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[
             "versions": sorted({r.method_version for r in recs}), "papers": _papers(mine),
             "n_references": len(mine), "own": own_papers(name, blob, papers),
             "datasets": sorted({r.dataset for r in recs}),
-            "ref_datasets": sorted({str(v.settings.get("dataset")) for v in mine if v.settings.get("dataset")}),
+            "ref_datasets": sorted({_ref_dataset(v) for v in mine} - {"—"}),
             "commit": model.build.get("commit", ""),
             "source": str(src.relative_to(model.repo)) if src else None,
             "source_url": f"{blob}/{src.relative_to(model.repo)}" if src and blob else None,
@@ -591,7 +610,9 @@ class _Site:
         build.setdefault("repo_url", "")
         self.summarized = {s.dataset for s in model.summaries}
         self.answers = answers(model)
-        self.common = {"baselines": list(model.config.margin_baselines), "citation": model.config.citation,"n_skipped": len(model.skipped) + len(model.reference_errors),
+        self.common = {"baselines": list(model.config.margin_baselines),
+                       "citation": model.config.citation,
+                       "n_skipped": len(model.skipped) + len(model.reference_errors),
                        "build": {**build, "commit_url": commit_url(build["commit"], build["repo_url"])},
                        "datasets": [{"name": s.dataset, "file": dataset_file(s.dataset)} for s in model.summaries]}
 
@@ -615,7 +636,8 @@ def render_site(model: SiteModel, out: Path) -> Path:
     views = [summary_view(st) for st in model.summaries]
     by_dataset = {a["dataset"]: a for a in site.answers}
     for view in views:
-        site.page(f"datasets/{view['file']}", "summary.html", s=view, a=by_dataset.get(view["dataset"]),
+        site.page(f"datasets/{view['file']}", "summary.html", s=view,
+                  a=by_dataset.get(view["dataset"]),
                   reference_points=model.config.reference_points)
     _write_entries(site)
     _write_cells(site)
@@ -650,10 +672,12 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
             "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best}
 
 
-def _track_filters(site: _Site, tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _track_filters(site: _Site, tt: TrackTable,
+                   rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The filter bar of a track page: its dataset's other tracks (links), its partitions and its
     methods."""
-    siblings = [x for x in site.model.tracks if x.track.dataset == tt.track.dataset and not x.table.empty]
+    siblings = [x for x in site.model.tracks
+                if x.track.dataset == tt.track.dataset and not x.table.empty]
     values = {"task": [x.track.short for x in siblings],
               "partition": list(dict.fromkeys(r["partition_short"] for r in rows)),
               "method": list(dict.fromkeys(r["method"] for r in rows))}
@@ -797,12 +821,14 @@ def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
         paper = known.get(key)
         out.append({"anchor": f"paper-{slug(key)}", "source": tables[0].source,
                     "cite": paper.cite if paper else short_source(tables[0].source),
-                    "paper": None if paper is None else {"title": paper.title, "authors": ", ".join(paper.authors),
-                                                         "venue": paper.venue, "year": paper.year,
-                                                         "url": paper.url, "arxiv": paper.arxiv},
-                    "tables": [{"table": t.table, "file": t.path.name, "spec": docs_citation(t.spec),
+                    "paper": None if paper is None else {
+                        "title": paper.title, "authors": ", ".join(paper.authors),
+                        "venue": paper.venue, "year": paper.year, "url": paper.url,
+                        "arxiv": paper.arxiv},
+                    "tables": [{"table": t.table, "file": t.path.name,
+                                "spec": docs_citation(t.spec),
                                 "notes": t.notes, "anchor": slug(t.path.stem),
-                                "entries": [{**_ref_dict(v), "dataset": str(v.settings.get("dataset") or "—")}
+                                "entries": [{**_ref_dict(v), "dataset": _ref_dataset(v)}
                                             for v in t.values]} for t in tables]})
     return out
 
@@ -812,13 +838,16 @@ def results_changelog(model: SiteModel, summarized: Iterable[str]) -> list[dict[
     when."""
     groups: dict[tuple[str, str, str], list[ResultRecord]] = defaultdict(list)
     for _, r in model.records:
-        groups[(str(r.created_at or "")[:10] or "undated", r.env.git_sha or "unknown", r.dataset)].append(r)
+        day = str(r.created_at or "")[:10] or "undated"
+        groups[(day, r.env.git_sha or "unknown", r.dataset)].append(r)
     repo_url, shown = model.build.get("repo_url", ""), set(summarized)
     out = []
-    for (day, sha, dataset), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True):
+    newest = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True)
+    for (day, sha, dataset), recs in newest:
         methods = sorted({r.method for r in recs})
-        out.append({"date": day, "commit": sha, "commit_url": commit_url(sha, repo_url), "dataset": dataset,
-                    "dataset_file": dataset_file(dataset) if dataset in shown else None, "n": len(recs),
+        out.append({"date": day, "commit": sha, "commit_url": commit_url(sha, repo_url),
+                    "dataset": dataset, "n": len(recs),
+                    "dataset_file": dataset_file(dataset) if dataset in shown else None,
                     "methods": [{"name": m, "file": method_file(m)} for m in methods],
                     "seeds": ", ".join(str(s) for s in sorted({r.seed for r in recs}))})
     return out
@@ -831,9 +860,11 @@ def _write_submit(site: _Site) -> None:
     """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative
     links into the repository at the build's commit)."""
     path = site.model.repo / SUBMIT_DOC
-    text = path.read_text(encoding="utf-8") if path.exists() else f"*{SUBMIT_DOC} is not in this checkout.*"
+    text = (path.read_text(encoding="utf-8") if path.exists()
+            else f"*{SUBMIT_DOC} is not in this checkout.*")
     blob = _blob_base(site.model.build)
-    site.page("submit.html", "submit.html", body=mdtext.block(text, blob_base=blob, source_dir="docs"),
+    site.page("submit.html", "submit.html",
+              body=mdtext.block(text, blob_base=blob, source_dir="docs"),
               source=SUBMIT_DOC, source_url=f"{blob}/{SUBMIT_DOC}" if blob else None)
 
 

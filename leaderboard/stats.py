@@ -119,11 +119,12 @@ class Difference:
         return not (self.ci_low > 0 or self.ci_high < 0)
 
 
-def difference(a: Sequence[float], a_seeds: Sequence[int], b: Sequence[float], b_seeds: Sequence[int],
-               confidence: float = CONFIDENCE) -> Difference:
+def difference(a: Sequence[float], a_seeds: Sequence[int], b: Sequence[float],
+               b_seeds: Sequence[int], confidence: float = CONFIDENCE) -> Difference:
     """``mean(a) − mean(b)``, paired by seed when both cells have the same seeds.
 
-    >>> d = difference([3.0, 5.0, 4.0], [0, 1, 2], [1.0, 2.0, 3.0], [0, 1, 2]); (d.delta, d.paired, d.n)
+    >>> d = difference([3.0, 5.0, 4.0], [0, 1, 2], [1.0, 2.0, 3.0], [0, 1, 2])
+    >>> (d.delta, d.paired, d.n)
     (2.0, True, 3)
     """
     if sorted(a_seeds) == sorted(b_seeds) and len(set(a_seeds)) == len(a_seeds) == len(a) == len(b):

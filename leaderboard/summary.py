@@ -52,7 +52,8 @@ class SummaryTable:
     dataset: str
     columns: list[SummaryColumn]
     rows: list[SummaryRow]  # ranked methods first (by mean rank), then reference points
-    shared: list[int] = field(default_factory=list)  # the columns the mean rank averages over (see shared_columns)
+    # the columns the mean rank averages over (see shared_columns)
+    shared: list[int] = field(default_factory=list)
 
 
 def _columns(tables: Sequence[Any]) -> list[tuple[Any, SummaryColumn]]:
@@ -90,22 +91,26 @@ def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str,
             else:
                 row.several.append(ci)
     _label_variants(rows.values(), row_configs)
-    shared = shared_columns([r.cells for r in rows.values() if not r.reference], [c for _, c in cols])
+    shared = shared_columns([r.cells for r in rows.values() if not r.reference],
+                            [c for _, c in cols])
     for row in rows.values():
         ranks = [row.cells[i]["rank"] for i in shared if row.cells[i] is not None]
         ranks = [r for r in ranks if r is not None]
         row.n_ranked = len(ranks)
-        row.mean_rank = math.fsum(ranks) / len(ranks) if ranks and len(ranks) == len(shared) else None
+        complete = bool(ranks) and len(ranks) == len(shared)
+        row.mean_rank = math.fsum(ranks) / len(ranks) if complete else None
     order = {m: i for i, m in enumerate(reference_order)}
     ranked = sorted((r for r in rows.values() if not r.reference),
                     key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, -r.n_ranked, r.method,
                                    r.variant))
     refs = sorted((r for r in rows.values() if r.reference),
                   key=lambda r: (order.get(r.method, len(order)), r.method, r.variant))
-    return SummaryTable(dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs, shared=shared)
+    return SummaryTable(dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs,
+                        shared=shared)
 
 
-def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]], columns: Sequence[SummaryColumn]) -> list[int]:
+def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]],
+                   columns: Sequence[SummaryColumn]) -> list[int]:
     """The columns a mean rank may average over: ranked among two or more cells (a rank 1 of 1 says
     nothing), and ranked for every method row that is ranked in any such column. A mean over other
     column sets would compare a method's 4 columns with another's 6."""

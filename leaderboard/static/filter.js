@@ -1,6 +1,7 @@
-// Filters (nav.filters): without script each value is a link to its own page (the partition's, the track's, the
-// method's). With script a click shows only the matching rows, columns and answer blocks of this page instead:
-// an element carrying data-f-<kind> stays visible when its value is the chosen one; a second click shows all again.
+// Filters (nav.filters): without script each value is a link to its own page (the partition's,
+// the track's, the method's). With script a click shows only the matching rows, columns and answer
+// blocks of this page instead: an element carrying data-f-<kind> stays visible when its value is
+// the chosen one; a second click shows all again.
 (function () {
   var chosen = {};
   var apply = function () {
@@ -12,7 +13,8 @@
       });
     });
     document.querySelectorAll("a.filter").forEach(function (a) {
-      a.classList.toggle("chosen", chosen[a.getAttribute("data-filter")] === a.getAttribute("data-value"));
+      var on = chosen[a.getAttribute("data-filter")] === a.getAttribute("data-value");
+      a.classList.toggle("chosen", on);
       a.setAttribute("aria-pressed", a.classList.contains("chosen") ? "true" : "false");
     });
   };

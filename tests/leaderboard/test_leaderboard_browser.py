@@ -264,10 +264,12 @@ def _answer_checks(driver, path: str, width: int) -> None:
     delta = first.find_element(By.CSS_SELECTOR, ".delta")
     assert leader.is_displayed() and leader.text.strip(), (path, width)
     assert delta.is_displayed() and SIGNED.match(delta.text.strip()), (path, width, delta.text)
-    assert re.search(r"\[[+−]?\d+\.\d\d, [+−]?\d+\.\d\d\]", first.find_element(By.CSS_SELECTOR, ".ci").text)
+    ci = first.find_element(By.CSS_SELECTOR, ".ci").text
+    assert re.search(r"\[[+−]?\d+\.\d\d, [+−]?\d+\.\d\d\]", ci), (path, width, ci)
     for baseline in ("no_pretrain", "no_pretrain_bn"):
         cells = first.find_elements(By.CSS_SELECTOR, f'td.margin[data-baseline="{baseline}"]')
-        shown = [c for c in cells if c.is_displayed() and SIGNED.match(c.text.split("\n")[0].strip())]
+        shown = [c for c in cells
+                 if c.is_displayed() and SIGNED.match(c.text.split("\n")[0].strip())]
         assert shown, f"{path} at {width} px: no margin over {baseline}"
         assert "[" in shown[0].text  # with its interval
     later = driver.find_elements(By.CSS_SELECTOR, "#summary-table, #tracks-table")
@@ -313,19 +315,23 @@ def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts
         _resize(driver, 1400)
         driver.get(f"{base}/datasets/digits.html")
         table = driver.find_element(By.ID, "summary-table")
-        header = table.find_elements(By.CSS_SELECTOR, "thead tr")[1].find_elements(By.TAG_NAME, "th")[0]
+        second_row = table.find_elements(By.CSS_SELECTOR, "thead tr")[1]
+        header = second_row.find_elements(By.TAG_NAME, "th")[0]
         header.click()
-        assert driver.current_url.endswith("/datasets/digits.html") and header.get_attribute("aria-sort")
+        assert driver.current_url.endswith("/datasets/digits.html")  # it sorted, not navigated
+        assert header.get_attribute("aria-sort")
         col = int(header.get_attribute("data-col"))
         values = [r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
                   for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")]
         numbers = [float(v) for v in values if v]
         assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
-        iid = driver.find_element(By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]')
+        iid = driver.find_element(By.CSS_SELECTOR,
+                                  'a.filter[data-filter="partition"][data-value="IID"]')
         iid.click()
-        visible = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
-                   if th.is_displayed()]
-        assert visible and set(visible) == {"IID"} and driver.current_url.endswith("/datasets/digits.html")
+        heads = table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+        visible = [th.text for th in heads if th.is_displayed()]
+        assert visible and set(visible) == {"IID"}
+        assert driver.current_url.endswith("/datasets/digits.html")
         iid.click()
         assert len([th for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
                     if th.is_displayed()]) > len(visible)

@@ -92,7 +92,8 @@ def test_every_number_in_a_summary_or_track_table_is_a_link(site: Path, page: st
     tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.DOTALL)
     main = next(t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t)
     for table in [main, *(t for t in tables if "answer-table" in t)]:
-        numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells if re.search(r"\d", t)]
+        numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells
+                   if re.search(r"\d", t)]
         assert len(numeric) >= (10 if table is main else 2)
         assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
 
@@ -177,7 +178,8 @@ def test_method_page_cites_each_paper_once_and_renders_the_readme_as_markdown(si
     # the method's own paper (papers.yaml) in the header and its BibTeX; the reference numbers'
     # heading
     assert page.count(source) == 3
-    assert 'href="https://arxiv.org/abs/2205.11506"' in page and "@inproceedings{lubana2022orchestra" in page
+    assert 'href="https://arxiv.org/abs/2205.11506"' in page
+    assert "@inproceedings{lubana2022orchestra" in page
 
 
 def test_the_repository_results_folder_builds(tmp_path: Path) -> None:
