@@ -143,9 +143,12 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
     zero_col = any(p.x <= 0 for p in points)
     axis_left = left + (64 if zero_col else 0)
     if positive:
-        ticks = _log_ticks(min(positive), max(positive), fmt_bytes)
-        lo, hi = math.log10(ticks[0][0]), math.log10(ticks[-1][0])
-        hi = hi if hi > lo else lo + 1
+        # the axis spans the data (a fifth of a decade of margin), not the enclosing decades
+        lo, hi = math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.2
+        ticks = [(v, t) for v, t in _log_ticks(10**lo, 10**hi, fmt_bytes)
+                 if lo <= math.log10(v) <= hi]
+        if len(ticks) < 2:  # less than a decade of data: label its ends instead
+            ticks = [(v, fmt_bytes(v)) for v in sorted({min(positive), max(positive)})]
     else:
         ticks, lo, hi = [], 0.0, 1.0
 
