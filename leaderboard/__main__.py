@@ -40,7 +40,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         if getattr(self.server, "verbose", False):
             super().log_message(format, *args)
 

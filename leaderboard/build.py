@@ -280,6 +280,9 @@ class TrackTable:
     excluded_cards: pd.DataFrame  # record rows of the track's task whose card is not the track's card
     references: list[dict[str, Any]] = field(default_factory=list)
     margins: pd.DataFrame | None = None  # paired margins over track.baseline (leaderboard.margins), if it has one
+    # baseline → paired margins over it, for each of the site's headline baselines that has records
+    # on the track
+    margins_by: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def cell_ids(self) -> set[str]:
@@ -289,10 +292,9 @@ class TrackTable:
 TABLE_COLUMNS = [
     "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
     "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
-    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean",
-    "rank",
-    "noise_group", "reference", "bytes",
-    "bytes_per_client", "wall_time_s", "gpu_hours", "fl_rounds", "fl_local_epochs", "client_steps", "machines",
+    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank",
+    "noise_group", "best", "differs", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours",
+    "fl_rounds", "fl_local_epochs", "client_steps", "machines",
     "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
 ]
 
@@ -385,7 +387,8 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
         "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
         # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never ranked
         "partial_mean": math.fsum(values) / len(values) if values and not complete else math.nan,
-        "rank": None, "noise_group": None, "reference": bool(first["reference"]),
+        "rank": None, "noise_group": None, "best": False, "differs": "",
+        "reference": bool(first["reference"]),
         "bytes": float(g["bytes"].mean()), "bytes_per_client": float(g["bytes_per_client"].mean()),
         "wall_time_s": float(g["wall_time_s"].mean()), "gpu_hours": float(g["gpu_hours"].mean()),
         "fl_rounds": first["fl_rounds"], "fl_local_epochs": first["fl_local_epochs"],
@@ -432,14 +435,24 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
-    """Competition ranks and noise groups among complete cells of one partition (label and digest): a column never
-    mixes partitions, and reference points (random init, central training, ...) are never ranked. Sorted by
-    partition (IID first, then decreasing α), rank, method."""
+    """Competition ranks and noise groups among the complete cells of one pool: one partition
+    setting (label) of one track, so one (dataset, partition label, task, card). A method that
+    changes the clients' data (FLESD's public split gives another partition digest) or trains on
+    another budget is ranked in the same pool, never in a pool of its own, and ``differs`` says in
+    words what differs (:func:`pool_differences`). ``best`` marks the one rank-1 cell of a pool with
+    two or more ranked cells; a tie for first marks none. Reference points (random init, central
+    training, ...) are never ranked. Sorted by partition (IID first, then decreasing α), rank,
+    method."""
     table = table.copy()
-    table["rank"] = pd.Series([None] * len(table), dtype=object)
-    table["noise_group"] = pd.Series([None] * len(table), dtype=object)
-    for _, g in table.groupby(["partition_label", "partition_digest"], dropna=False):
-        done = g[(g["status"] == "complete") & ~g["reference"].fillna(False).astype(bool)]
+    for col in ("rank", "noise_group"):
+        table[col] = pd.Series([None] * len(table), dtype=object)
+    table["best"] = False
+    table["differs"] = ""
+    for _, g in table.groupby("partition_label", dropna=False):
+        mine = g[~g["reference"].fillna(False).astype(bool)]
+        for idx, why in pool_differences(mine).items():
+            table.at[idx, "differs"] = why
+        done = mine[mine["status"] == "complete"]
         if done.empty:
             continue
         ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
@@ -447,10 +460,66 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
         for idx, rank, group in zip(done.index, ranks, groups):
             table.at[idx, "rank"] = int(rank)
             table.at[idx, "noise_group"] = int(group)
+        if len(done) > 1 and ranks.count(1) == 1:
+            table.at[done.index[ranks.index(1)], "best"] = True
     order_alpha = table["alpha"].map(lambda a: -a if isinstance(a, (int, float)) and not pd.isna(a) else math.inf)
     table = table.assign(_a=order_alpha, _r=table["rank"].map(lambda r: r if r is not None else 10**9))
     table = table.sort_values(["_a", "partition_label", "_r", "method"], kind="mergesort")
     return table.drop(columns=["_a", "_r"]).reset_index(drop=True)
+
+
+def _mode(values: Sequence[Any]) -> Any:
+    """The most common value; among equally common ones the first in sorted text order
+    (deterministic)."""
+    counts: dict[str, tuple[int, Any]] = {}
+    for v in values:
+        key = json.dumps(v, sort_keys=True, default=str)
+        counts[key] = (counts.get(key, (0, v))[0] + 1, v)
+    return max(sorted(counts.items()), key=lambda kv: kv[1][0])[1][1] if counts else None
+
+
+def _budget_words(rounds: Any, epochs: Any) -> str:
+    parts = [f"{name}={int(v)}" for name, v in (("R", rounds), ("E", epochs))
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return " × ".join(parts) or "not recorded"
+
+
+def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
+    """index → what sets a row apart from the rest of its ranking pool, in words ("" rows are left
+    out): clients' data (a partition digest other than the pool's most common one, e.g. after a
+    public split) and training budget (rounds R × local epochs E other than the pool's most common).
+    A pool of one differs from nothing."""
+    rows = rows[rows["status"] != "missing"]
+    if rows["method"].nunique() < 2:
+        return {}
+    digest = _mode(rows["partition_digest"].tolist())
+    budgets = list(zip(rows["fl_rounds"], rows["fl_local_epochs"]))
+    budget = _mode([list(b) for b in budgets])
+    steps = rows.loc[[list(b) == budget for b in budgets], "client_steps"]
+    steps_typical = float(steps.median()) if steps.notna().any() else math.nan
+    out: dict[Any, str] = {}
+    for idx, r, b in zip(rows.index, rows.to_dict("records"), budgets):
+        why = []
+        if r["partition_digest"] != digest:
+            public = " (a public split carved out of the training set)"
+            why.append("other client data: a different partition digest"
+                       + (public if r["uses_public_data"] else ""))
+        if list(b) != budget:
+            text = f"other budget: {_budget_words(*b)}"
+            steps_known = _finite_number(r["client_steps"]) and _finite_number(steps_typical)
+            if steps_known and steps_typical > 0:
+                text += f", {r['client_steps']:,.0f} client steps"
+                text += f" (the others: {_budget_words(*budget)}, {steps_typical:,.0f})"
+            else:
+                text += f" (the others: {_budget_words(*budget)})"
+            why.append(text)
+        if why:
+            out[idx] = "; ".join(why)
+    return out
+
+
+def _finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def reference_matches(ref: ReferenceValue, track: Track) -> bool:
@@ -491,7 +560,10 @@ def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str 
     return out
 
 
-def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue] = ()) -> TrackTable:
+def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue] = (),
+                baselines: Sequence[str] = ()) -> TrackTable:
+    """One track's table. ``baselines``: the reference points every row's headline margin is paired
+    against (``site.margin_baselines``); those without a record on the track are left out."""
     rows = select_track(frame, track)
     if track.card_id is not None:
         card_ok = rows["card_id"].isna() | (rows["card_id"] == track.card_id)
@@ -514,6 +586,8 @@ def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue
         selects_on_test=test_selected, excluded_cards=excluded,
         references=track_references(refs, track, card_id, table, higher),
         margins=paired_margins(main, task=track.task, baseline=track.baseline) if track.baseline else None,
+        margins_by={b: paired_margins(main, task=track.task, baseline=b) for b in baselines
+                    if (main["method"] == b).any()},
     )
 
 
@@ -581,7 +655,7 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
         references_dir if references_dir is not None else DEFAULT_REFERENCES,
         plugins=references_dir is None)  # the default site also shows installed plugins' tables
     refs = [v for t in ref_tables for v in t.values]
-    built = [build_track(frame, t, refs) for t in tracks]
+    built = [build_track(frame, t, refs, config.margin_baselines) for t in tracks]
     shown = set().union(*(t.cell_ids for t in built)) if built else set()
     untracked = sorted({r.cell_id for _, r in records} - shown)
     return SiteModel(records, skipped, frame, built, ref_tables, ref_errors, untracked,

@@ -44,3 +44,16 @@ def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> 
     tokens = _MD.parseInline(text, env)
     _fix_links(tokens, blob_base, source_dir)
     return Markup(_MD.renderer.render(tokens, _MD.options, env))
+
+
+def block(text: str, *, blob_base: str | None = None, source_dir: str = "") -> Markup:
+    """A whole Markdown document (docs/adding-a-method.md on the "Submit your method" page) as HTML,
+    with the same safety rules and link handling as :func:`inline`."""
+    env: dict = {}
+    tokens = _MD_DOC.parse(text, env)
+    _fix_links(tokens, blob_base, source_dir)
+    return Markup(_MD_DOC.renderer.render(tokens, _MD_DOC.options, env))
+
+
+_MD_DOC = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+_MD_DOC.enable("table")

@@ -10,10 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# colour-blind-friendly first (Okabe-Ito), then more distinct hues; shapes cycle after the colours
-COLOURS = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000", "#8c564b", "#7f7f7f",
-           "#bcbd22")
-SHAPES = ("circle", "square", "diamond", "triangle")
+# one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
+# light ones), so that 13 series never share a colour; the marker tells the partitions apart
+# (PARTITION_SHAPES, by first appearance)
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+           "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
+SHAPES = ("circle", "triangle", "square", "diamond")
 W, H = 600, 320
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 48
 
@@ -28,6 +31,7 @@ class Point:
     hollow: bool = False  # incomplete: fewer seeds than the track requires
     err: float | None = None  # ± (the std over seeds)
     reference: bool = False  # a reference point (random init, central, ...): dashed line, never ranked
+    partition: str = ""  # the partition's short label: its marker shape
 
 
 @dataclass
@@ -41,6 +45,8 @@ class Plot:
     height: int = H
     box: tuple[float, float, float, float] = (LEFT, TOP, W - RIGHT, H - BOTTOM)
     breaks: list[float] = field(default_factory=list)  # x pixel positions of an axis break (the "none" column)
+    # partition → marker (the marker legend)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -89,22 +95,36 @@ def _y_scale(points: Sequence[Point], box: tuple[float, float, float, float]) ->
 def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Callable[[float], float],
             connect: bool) -> list[dict[str, Any]]:
     names = list(dict.fromkeys(p.series for p in points))
+    shapes = partition_shapes(points)
     out = []
     for i, name in enumerate(names):
         mine = sorted((p for p in points if p.series == name), key=lambda p: xpos(p.x))
-        colour, shape = COLOURS[i % len(COLOURS)], SHAPES[(i // len(COLOURS)) % len(SHAPES)]
+        colour = COLOURS[i % len(COLOURS)]
+        shape = SHAPES[(i // len(COLOURS)) % len(SHAPES)] if not shapes else "circle"
         marks = []
         for p in mine:
             cx, cy = xpos(p.x), ypos(p.y)
             err = None if not p.err else (ypos(p.y + p.err), ypos(p.y - p.err))
-            marks.append({"d": _marker(shape, cx, cy), "cx": round(cx, 1), "err": err, "title": p.title,
-                          "href": p.href, "hollow": p.hollow})
+            marks.append({"d": _marker(shapes.get(p.partition, shape), cx, cy), "cx": round(cx, 1),
+                          "err": err, "title": p.title, "href": p.href, "hollow": p.hollow})
         solid = [p for p in mine if not p.hollow]
         path = " ".join(f"{'M' if j == 0 else 'L'}{xpos(p.x):.1f},{ypos(p.y):.1f}" for j, p in enumerate(solid))
         out.append({"name": name, "colour": colour, "shape": shape, "swatch": _marker(shape, 6, 6, 4),
                     "marks": marks, "path": path if connect and len(solid) > 1 else "",
                     "dashed": any(p.reference for p in mine)})
     return out
+
+
+def partition_shapes(points: Sequence[Point]) -> dict[str, str]:
+    """partition → marker shape, in order of first appearance; empty when the points name no
+    partition."""
+    parts = list(dict.fromkeys(p.partition for p in points if p.partition))
+    return {name: SHAPES[i % len(SHAPES)] for i, name in enumerate(parts)}
+
+
+def shape_legend(points: Sequence[Point]) -> list[dict[str, Any]]:
+    return [{"name": name, "swatch": _marker(shape, 6, 6, 4)}
+            for name, shape in partition_shapes(points).items()]
 
 
 def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> list[tuple[float, str]]:
@@ -123,9 +143,12 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
     zero_col = any(p.x <= 0 for p in points)
     axis_left = left + (64 if zero_col else 0)
     if positive:
-        ticks = _log_ticks(min(positive), max(positive), fmt_bytes)
-        lo, hi = math.log10(ticks[0][0]), math.log10(ticks[-1][0])
-        hi = hi if hi > lo else lo + 1
+        # the axis spans the data (a fifth of a decade of margin), not the enclosing decades
+        lo, hi = math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.2
+        ticks = [(v, t) for v, t in _log_ticks(10**lo, 10**hi, fmt_bytes)
+                 if lo <= math.log10(v) <= hi]
+        if len(ticks) < 2:  # less than a decade of data: label its ends instead
+            ticks = [(v, fmt_bytes(v)) for v in sorted({min(positive), max(positive)})]
     else:
         ticks, lo, hi = [], 0.0, 1.0
 
@@ -141,6 +164,7 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
         plot.breaks = [axis_left - 6]
     plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
     plot.series = _series(points, xpos, ypos, connect=False)
+    plot.shapes = shape_legend(points)
     return plot
 
 

@@ -30,8 +30,10 @@ from benchmark.records.reference import ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import VERIFIED_RUNNER, SiteModel, TrackTable, slug
+from leaderboard.headline import Headline, MarginCell, dataset_headlines
 from leaderboard.labels import fmt_alpha, round_stat
 from leaderboard.margins import margin_rows
+from leaderboard.papers import MethodPapers, load_papers
 from leaderboard.plots import Point, alpha_plot, comm_plot
 from leaderboard.summary import SummaryTable, best_marks, pairs_frame
 
@@ -154,8 +156,21 @@ def display_path(path: Path | str, sources: Sequence[str]) -> str:
     return path.name
 
 
+def _setting_value(v: Any) -> str:
+    """A paper setting in words: ∞ for an unbounded number (``rounds: .inf``, one-shot methods),
+    never ``inf``."""
+    if isinstance(v, float) and math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if isinstance(v, str) and v.strip().lower() in ("inf", ".inf", "infinity"):  # YAML: bare inf
+        return "∞"
+    return str(v)
+
+
 def _settings_text(settings: Any) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(dict(settings).items()))
+    """``k=v, ...``; a setting the paper does not state (None, NaN) is left out rather than printed
+    as ``None``."""
+    return ", ".join(f"{k}={_setting_value(v)}" for k, v in sorted(dict(settings).items())
+                     if v is not None and not (isinstance(v, float) and math.isnan(v)))
 
 
 def short_source(source: str) -> str:
@@ -205,7 +220,8 @@ def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, An
             "bytes_text": fmt_bytes(r["bytes_per_client"]), "bytes_sort": _num(r["bytes_per_client"], ".0f"),
             "compute_text": compute_text, "compute_sort": compute_sort,
             "machine_text": ", ".join(r["machines"] or []),
-            "budget_text": fmt_budget(r["fl_rounds"], r["fl_local_epochs"]),
+            "budget_text": (fmt_budget(r["fl_rounds"], r["fl_local_epochs"]) if _trains([r])
+                            else "no training"),
             "steps_text": f"{r['client_steps']:,.0f} client steps" if _finite(r["client_steps"]) and r["client_steps"]
             else "",
             "budget_sort": _num(r["client_steps"], ".0f"), "method_file": method_file(r["method"]),
@@ -238,11 +254,12 @@ def _point(r: Mapping[str, Any], x: float, metric: str | None) -> Point | None:
     title = (f"{_label(r)} · {r['partition_short']} · {metric or 'score'} {y:.2f}"
              + (f" ± {err:.2f}" if err else "") + f" · {fmt_bytes(r['bytes_per_client'])} per client · {seeds}")
     return Point(series=_label(r), x=x, y=y, title=title, href=f"../entries/{entry_file(r['entry_id'])}",
-                 hollow=hollow, err=err, reference=bool(r["reference"]))
+                 hollow=hollow, err=err, reference=bool(r["reference"]),
+                 partition=str(r["partition_short"]))
 
 
 def track_plots(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    y_label = f"{tt.metric or 'score'}, mean over seeds"
+    y_label = f"{tt.metric or 'score'}, mean ± std over seeds"
     comm = [p for r in rows if _finite(r["bytes_per_client"]) and (p := _point(r, r["bytes_per_client"], tt.metric))]
     het = [p for r in rows if _valid_alpha(r["alpha"]) and (p := _point(r, float(r["alpha"]), tt.metric))]
     return {"comm": comm_plot(comm, y_label, fmt_bytes), "alpha": alpha_plot(het, y_label)}
@@ -278,7 +295,77 @@ def _pair_view(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _signed(x: Any) -> str:
-    return f"{x:+.2f}".replace("-", "−") if _finite(x) else ""
+    """``+1.23`` / ``−1.23`` (a true minus sign); a value that rounds to zero is ``0.00``, never
+    ``−0.00``."""
+    if not _finite(x):
+        return ""
+    return "0.00" if round(x, 2) == 0 else f"{x:+.2f}".replace("-", "−")
+
+
+# ------------------------------------------------------------------------------------------ answers
+
+BASELINE_NAMES = {"no_pretrain": "random init", "no_pretrain_bn": "calibrated random init"}
+
+
+def baseline_name(method: str) -> str:
+    """A reference point's name for readers ("random init"); other methods keep their registry name.
+    """
+    return BASELINE_NAMES.get(method, method)
+
+
+
+def _ci(low: Any, high: Any) -> str:
+    if _finite(low) and _finite(high):
+        return f"[{_signed(low)}, {_signed(high)}]"
+    return "no interval (one seed)"
+
+
+def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
+    if m is None:
+        return {"text": "—", "ci": "no partner of the same seed and backbone", "noise": False,
+                "sort": ""}
+    return {"text": _signed(m.margin), "ci": _ci(m.ci_low, m.ci_high), "noise": m.within_noise,
+            "sort": _num(m.margin, ".10g"), "n": m.n}
+
+
+def headline_view(h: Headline) -> dict[str, Any]:
+    """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's
+    margins."""
+    view: dict[str, Any] = {
+        "track": h.track_label, "track_file": f"{h.track_id}.html", "partition": h.partition_short,
+        "partition_full": h.partition_label, "metric": h.metric or "score", "tie": h.tie,
+        "leader": None, "runner": None, "delta": None, "baselines": list(h.baselines)}
+    if h.leader is not None:
+        view["leader"] = {"label": _label(h.leader), "method_file": method_file(h.leader["method"]),
+                          "entry_file": entry_file(h.leader["entry_id"]),
+                          "mean": f"{h.leader['mean']:.2f}"}
+    if h.runner_up is not None and h.delta is not None:
+        d = h.delta
+        view["runner"] = {"label": _label(h.runner_up),
+                          "entry_file": entry_file(h.runner_up["entry_id"])}
+        how = (f"paired over {d.n} seed{'s' if d.n != 1 else ''}" if d.paired
+               else "Welch interval: the two cells have different seeds")
+        view["delta"] = {"text": _signed(d.delta), "ci": _ci(d.ci_low, d.ci_high), "how": how,
+                         "verdict": "within noise" if d.within_noise else "beyond noise"}
+    view["lines"] = [{"label": _label(x.row), "method": x.row["method"],
+                      "method_file": method_file(x.row["method"]),
+                      "entry_file": entry_file(x.row["entry_id"]), "rank": x.row["rank"],
+                      "mean": f"{x.row['mean']:.2f}", "sort": _num(x.row["mean"], ".10g"),
+                      "differs": x.row.get("differs") or "", "best": bool(x.row.get("best")),
+                      "margins": [_margin_cell(m) for m in x.margins]} for x in h.lines]
+    return view
+
+
+def answers(model: SiteModel) -> list[dict[str, Any]]:
+    """Per dataset with a ranked cell: its headlines, in tracks.yaml's order."""
+    out = []
+    for dataset in dict.fromkeys(tt.track.dataset for tt in model.tracks):
+        tables = [tt for tt in model.tracks if tt.track.dataset == dataset]
+        hs = dataset_headlines(tables, model.config.margin_baselines)
+        if hs:
+            out.append({"dataset": dataset, "file": dataset_file(dataset),
+                        "headlines": [headline_view(h) for h in hs]})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- summaries
@@ -297,15 +384,46 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
     rows = []
     for r in st.rows:
         backbone = _backbone_of(r)
-        cells = [_summary_cell(cell, col, i in r.several) for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
+        cells = [{**_summary_cell(cell, col, i in r.several), "f_task": col.track_label,
+                  "f_partition": col.partition_short}
+                 for i, (cell, col) in enumerate(zip(r.cells, st.columns))]
         rows.append({"method": r.method, "method_file": method_file(r.method), "reference": r.reference,
                      "variant": r.variant if r.variant != backbone else "", "backbone": backbone,
-                     "budget": fmt_budget(r.rounds, r.local_epochs), "cells": cells,
+                     "budget": _row_budget(r), "cells": cells,
                      "mean_rank": f"{r.mean_rank:.1f}" if r.mean_rank is not None else "—",
                      "mean_rank_sort": _num(r.mean_rank, ".6g"), "n_ranked": r.n_ranked})
+    shared = [f"{st.columns[i].track_label} {st.columns[i].partition_short}" for i in st.shared]
+    left = len(st.columns) - len(shared)
+    plural = "s" if len(shared) != 1 else ""
+    note = (f"mean rank over the {len(shared)} column{plural} every ranked method shares "
+            f"({', '.join(shared)})" if shared
+            else "no column is shared by every ranked method: no mean rank")
+    if shared and left:
+        note += (f"; {left} other column{'s' if left != 1 else ''} (ranked among fewer than two "
+                 "methods, or not run by every method) do not count")
+    filters = {"task": list(dict.fromkeys(c.track_label for c in st.columns)),
+               "partition": list(dict.fromkeys(c.partition_short for c in st.columns)),
+               "method": list(dict.fromkeys(r.method for r in st.rows))}
+    links = {"task": {c.track_label: f"tracks/{c.track_id}.html" for c in st.columns},
+             "partition": {c.partition_short:
+                           f"partitions/{partition_file(st.dataset, c.partition_label)}"
+                           for c in st.columns},
+             "method": {r.method: f"methods/{method_file(r.method)}" for r in st.rows}}
     return {"dataset": st.dataset, "file": dataset_file(st.dataset), "groups": groups, "columns": cols,
+            "filters": filters, "filter_links": links,
             "ranked": [r for r in rows if not r["reference"]], "references": [r for r in rows if r["reference"]],
-            "n_columns": len(cols)}
+            "n_columns": len(cols), "mean_rank_note": note}
+
+
+def _trains(cells: Iterable[Mapping[str, Any] | None]) -> bool:
+    """False when every cell of a row ran no optimizer step (random init): it has no training budget
+    to show."""
+    steps = [c.get("client_steps") for c in cells if c is not None and c.get("status") != "missing"]
+    return not steps or any(not _finite(x) or x > 0 for x in steps)
+
+
+def _row_budget(r: Any) -> str:
+    return fmt_budget(r.rounds, r.local_epochs) if _trains(r.cells) else "no training"
 
 
 def _backbone_of(r: Any) -> str:
@@ -371,18 +489,30 @@ def _readme_row(repo: Path, name: str) -> list[tuple[str, str]]:
     return []
 
 
-def _spec_path(repo: Path, name: str) -> str | None:
-    for candidate in (repo / "specs" / f"{name}.md", repo / "docs" / "specs" / f"{name}.md"):
-        if candidate.exists():
-            return str(candidate.relative_to(repo))
-    return None
+def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) -> dict[str, Any]:
+    """A method's own paper(s) (papers.yaml), its reference page in docs/ and, for a reference point
+    that no paper defines, the note saying so."""
+    mine = papers.get(name)
+    if mine is None:
+        return {"papers": [], "docs": None, "docs_url": None,
+                "note": "not listed in leaderboard/papers.yaml"}
+    return {"papers": [{"title": p.title, "authors": ", ".join(p.authors), "venue": p.venue,
+                        "year": p.year, "url": p.url, "arxiv": p.arxiv, "cite": p.cite,
+                        "bibtex": p.bibtex()} for p in mine.papers],
+            "docs": mine.docs, "docs_url": f"{blob}/{mine.docs}" if blob else None,
+            "note": mine.note}
+
+
+def _ref_dataset(v: ReferenceValue) -> str:
+    """The dataset a paper's number is on (its settings' ``dataset``), "—" when not stated."""
+    return str(v.settings.get("dataset") or "—")
 
 
 def _papers(refs: Sequence[ReferenceValue]) -> list[dict[str, Any]]:
     """Reference numbers grouped by paper, then by table: each paper is cited once."""
     by_source: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for v in refs:
-        by_source[v.source][v.table].append(_ref_dict(v))
+        by_source[v.source][v.table].append({**_ref_dict(v), "dataset": _ref_dataset(v)})
     return [{"source": src, "tables": [{"table": t, "entries": e} for t, e in tables.items()],
              "n": sum(len(e) for e in tables.values())} for src, tables in by_source.items()]
 
@@ -399,6 +529,7 @@ def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[
     sources = _method_sources(model.repo)
     refs = [v for t in model.references for v in t.values]
     blob = _blob_base(model.build)
+    papers = load_papers()
     pages = []
     for name in sorted(by_method):
         recs = by_method[name]
@@ -417,7 +548,10 @@ def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[
             "name": name, "file": method_file(name), "n_records": len(recs),
             "reference_point": model.config.reference_points.get(name),
             "versions": sorted({r.method_version for r in recs}), "papers": _papers(mine),
-            "n_references": len(mine), "spec": _spec_path(model.repo, name),
+            "n_references": len(mine), "own": own_papers(name, blob, papers),
+            "datasets": sorted({r.dataset for r in recs}),
+            "ref_datasets": sorted({_ref_dataset(v) for v in mine} - {"—"}),
+            "commit": model.build.get("commit", ""),
             "source": str(src.relative_to(model.repo)) if src else None,
             "source_url": f"{blob}/{src.relative_to(model.repo)}" if src and blob else None,
             "deviations": deviations(src, model.repo) if src else [], "readme": readme, "results": results,
@@ -444,6 +578,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["bytes"] = fmt_bytes
+    env.filters["baseline_name"] = baseline_name
     from benchmark.records.acceptance import tolerance_text
 
     env.globals["reeval_tolerance"] = tolerance_text()  # the legend's statement of the re-evaluation tolerance
@@ -476,7 +611,10 @@ class _Site:
         build.setdefault("commit", "unknown")
         build.setdefault("repo_url", "")
         self.summarized = {s.dataset for s in model.summaries}
-        self.common = {"n_skipped": len(model.skipped) + len(model.reference_errors),
+        self.answers = answers(model)
+        self.common = {"baselines": list(model.config.margin_baselines),
+                       "citation": model.config.citation,
+                       "n_skipped": len(model.skipped) + len(model.reference_errors),
                        "build": {**build, "commit_url": commit_url(build["commit"], build["repo_url"])},
                        "datasets": [{"name": s.dataset, "file": dataset_file(s.dataset)} for s in model.summaries]}
 
@@ -498,8 +636,10 @@ def render_site(model: SiteModel, out: Path) -> Path:
     site = _Site(model, out)
     summaries = [_write_track(site, tt) for tt in model.tracks]
     views = [summary_view(st) for st in model.summaries]
+    by_dataset = {a["dataset"]: a for a in site.answers}
     for view in views:
         site.page(f"datasets/{view['file']}", "summary.html", s=view,
+                  a=by_dataset.get(view["dataset"]),
                   reference_points=model.config.reference_points)
     _write_entries(site)
     _write_cells(site)
@@ -523,15 +663,30 @@ def _write_track(site: _Site, tt: TrackTable) -> dict[str, Any]:
               pairs=_pair_view(site.model.pairs.get(t.id, [])), test_selected=_record_rows(tt.selects_on_test),
               margins=_margin_view(tt, rows), excluded=_record_rows(tt.excluded_cards),
               reference_points=site.model.config.reference_points,
-              dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None)
-    complete = Counter(r["partition_label"] for r in rows if r["rank"] is not None)
+              dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None,
+              **_track_filters(site, tt, rows))
     best = [{"text": f"{r['partition_short']}: {_label(r)}", "entry_file": r["entry_file"]}
-            for r in rows if r["rank"] == 1 and complete[r["partition_label"]] > 1]
+            for r in rows if r["best"]]
     return {"title": t.title, "file": site.track_files[t.id], "dataset": t.dataset, "task": t.task,
             "federation_short": _federation_short(t.federation),
             "card": tt.card_name, "card_id": tt.card_id, "federation": federation, "min_seeds": t.min_seeds,
             "n_methods": len({r["method"] for r in rows}), "n_complete": sum(r["status"] == "complete" for r in rows),
             "n_incomplete": sum(r["status"] != "complete" for r in rows), "best": best}
+
+
+def _track_filters(site: _Site, tt: TrackTable,
+                   rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The filter bar of a track page: its dataset's other tracks (links), its partitions and its
+    methods."""
+    siblings = [x for x in site.model.tracks
+                if x.track.dataset == tt.track.dataset and not x.table.empty]
+    values = {"task": [x.track.short for x in siblings],
+              "partition": list(dict.fromkeys(r["partition_short"] for r in rows)),
+              "method": list(dict.fromkeys(r["method"] for r in rows))}
+    links = {"task": {x.track.short: f"tracks/{site.track_files[x.track.id]}" for x in siblings},
+             "partition": {r["partition_short"]: f"partitions/{r['partition_file']}" for r in rows},
+             "method": {r["method"]: f"methods/{r['method_file']}" for r in rows}}
+    return {"filter_values": values, "filter_links": links}
 
 
 def _federation_short(federation: Mapping[str, Any]) -> str:
@@ -626,9 +781,7 @@ def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict
     skipped = [{"path": display_path(s.path, site.sources), "reason": s.reason} for s in model.skipped]
     ref_errors = [(display_path(p, site.sources), why) for p, why in model.reference_errors]
     site.page("skipped.html", "skipped.html", skipped=skipped, reference_errors=ref_errors)
-    ref_tables = [{"source": t.source, "table": t.table, "file": t.path.name, "spec": t.spec, "notes": t.notes,
-                   "anchor": slug(t.path.stem), "entries": [_ref_dict(v) for v in t.values]} for t in model.references]
-    site.page("references.html", "references.html", tables=ref_tables)
+    site.page("references.html", "references.html", papers=reference_papers(model))
     by_id = {r.cell_id: r for _, r in model.records}
     untracked = [{"cell_id": c, "file": cell_file(c), "method": by_id[c].method, "dataset": by_id[c].dataset,
                   "partition": by_id[c].partition_label, "seed": by_id[c].seed,
@@ -636,7 +789,85 @@ def _write_misc(site: _Site, summaries: list[dict[str, Any]], methods: list[dict
     sources = sorted({Path(p).name or str(p) for p in model.sources}) or ["the given folders"]
     site.page("index.html", "index.html", tracks=summaries, methods=methods, untracked=untracked,
               n_records=len(model.records), sources=sources, summaries=views,
-              reference_points=model.config.reference_points)
+              reference_points=model.config.reference_points, answers=site.answers)
+    site.page("legend.html", "legend.html")
+    _write_submit(site)
+    site.page("changes.html", "changes.html", entries=results_changelog(model, site.summarized),
+              n_records=len(model.records))
+
+
+_PROTOCOL_DOCS = ("partitioning", "evaluation")
+
+
+def docs_citation(spec: str | None) -> str:
+    """A reference table's pointer to its method notes (``flesd.md §5; evaluation.md §6``) as the
+    repository's documentation paths (``docs/methods/flesd.md §5; docs/protocols/evaluation.md
+    §6``)."""
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return f"docs/{'protocols' if name in _PROTOCOL_DOCS else 'methods'}/{name}.md"
+
+    return re.sub(r"(?<![/\w])([a-z_]+)\.md", one, spec or "")
+
+
+def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
+    """references.html: the reference tables grouped by paper (the file name's prefix is the paper's
+    key in papers.yaml), each paper with its citation and link, each table with an anchor, its
+    dataset column."""
+    known = {p.key: p for m in load_papers().values() for p in m.papers}
+    by_paper: dict[str, list[Any]] = defaultdict(list)
+    for t in model.references:
+        by_paper[t.path.stem.split("_table")[0]].append(t)
+    out = []
+    for key, tables in by_paper.items():
+        paper = known.get(key)
+        out.append({"anchor": f"paper-{slug(key)}", "source": tables[0].source,
+                    "cite": paper.cite if paper else short_source(tables[0].source),
+                    "paper": None if paper is None else {
+                        "title": paper.title, "authors": ", ".join(paper.authors),
+                        "venue": paper.venue, "year": paper.year, "url": paper.url,
+                        "arxiv": paper.arxiv},
+                    "tables": [{"table": t.table, "file": t.path.name,
+                                "spec": docs_citation(t.spec),
+                                "notes": t.notes, "anchor": slug(t.path.stem),
+                                "entries": [{**_ref_dict(v), "dataset": _ref_dataset(v)}
+                                            for v in t.values]} for t in tables]})
+    return out
+
+
+def results_changelog(model: SiteModel, summarized: Iterable[str]) -> list[dict[str, Any]]:
+    """The records grouped by (day created, producing commit, dataset), newest first: what entered
+    when."""
+    groups: dict[tuple[str, str, str], list[ResultRecord]] = defaultdict(list)
+    for _, r in model.records:
+        day = str(r.created_at or "")[:10] or "undated"
+        groups[(day, r.env.git_sha or "unknown", r.dataset)].append(r)
+    repo_url, shown = model.build.get("repo_url", ""), set(summarized)
+    out = []
+    newest = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True)
+    for (day, sha, dataset), recs in newest:
+        methods = sorted({r.method for r in recs})
+        out.append({"date": day, "commit": sha, "commit_url": commit_url(sha, repo_url),
+                    "dataset": dataset, "n": len(recs),
+                    "dataset_file": dataset_file(dataset) if dataset in shown else None,
+                    "methods": [{"name": m, "file": method_file(m)} for m in methods],
+                    "seeds": ", ".join(str(s) for s in sorted({r.seed for r in recs}))})
+    return out
+
+
+SUBMIT_DOC = "docs/adding-a-method.md"
+
+
+def _write_submit(site: _Site) -> None:
+    """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative
+    links into the repository at the build's commit)."""
+    path = site.model.repo / SUBMIT_DOC
+    text = (path.read_text(encoding="utf-8") if path.exists()
+            else f"*{SUBMIT_DOC} is not in this checkout.*")
+    blob = _blob_base(site.model.build)
+    site.page("submit.html", "submit.html",
+              body=mdtext.block(text, blob_base=blob, source_dir="docs"),
+              source=SUBMIT_DOC, source_url=f"{blob}/{SUBMIT_DOC}" if blob else None)
 
 
 # ---------------------------------------------------------------------------------------------------- data

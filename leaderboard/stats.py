@@ -98,3 +98,46 @@ def noise_groups(samples: Sequence[Sequence[float]], higher_is_better: bool = Tr
             group, leader = group + 1, i
         groups[i] = group
     return groups
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``a − b`` of two cells with its interval: ``paired`` over the seeds both have (the Student-t
+    interval of the per-seed differences) or, when their seeds differ, Welch's interval of the
+    difference of means."""
+
+    delta: float
+    ci_low: float  # nan when the interval is undefined (fewer than two values on a side)
+    ci_high: float
+    paired: bool
+    n: int  # the number of seed pairs (paired) or the smaller sample size (Welch)
+
+    @property
+    def within_noise(self) -> bool:
+        """The interval holds 0 (or is undefined): the data do not tell the two apart at the 95 %
+        level."""
+        return not (self.ci_low > 0 or self.ci_high < 0)
+
+
+def difference(a: Sequence[float], a_seeds: Sequence[int], b: Sequence[float],
+               b_seeds: Sequence[int], confidence: float = CONFIDENCE) -> Difference:
+    """``mean(a) − mean(b)``, paired by seed when both cells have the same seeds.
+
+    >>> d = difference([3.0, 5.0, 4.0], [0, 1, 2], [1.0, 2.0, 3.0], [0, 1, 2])
+    >>> (d.delta, d.paired, d.n)
+    (2.0, True, 3)
+    """
+    if sorted(a_seeds) == sorted(b_seeds) and len(set(a_seeds)) == len(a_seeds) == len(a) == len(b):
+        by_seed = dict(zip(b_seeds, b))
+        s = summarize([x - by_seed[k] for k, x in zip(a_seeds, a)], confidence)
+        return Difference(s.mean, s.ci_low, s.ci_high, True, s.n)
+    sa, sb = summarize(a, confidence), summarize(b, confidence)
+    delta, nan = sa.mean - sb.mean, float("nan")
+    if sa.n < 2 or sb.n < 2:
+        return Difference(delta, nan, nan, False, min(sa.n, sb.n))
+    va, vb = sa.std**2 / sa.n, sb.std**2 / sb.n
+    if va + vb == 0:
+        return Difference(delta, delta, delta, False, min(sa.n, sb.n))
+    dof = (va + vb) ** 2 / (va**2 / (sa.n - 1) + vb**2 / (sb.n - 1))
+    half = float(_st.t.ppf((1 + confidence) / 2, dof)) * math.sqrt(va + vb)
+    return Difference(delta, delta - half, delta + half, False, min(sa.n, sb.n))

@@ -52,6 +52,8 @@ class SummaryTable:
     dataset: str
     columns: list[SummaryColumn]
     rows: list[SummaryRow]  # ranked methods first (by mean rank), then reference points
+    # the columns the mean rank averages over (see shared_columns)
+    shared: list[int] = field(default_factory=list)
 
 
 def _columns(tables: Sequence[Any]) -> list[tuple[Any, SummaryColumn]]:
@@ -89,17 +91,35 @@ def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str,
             else:
                 row.several.append(ci)
     _label_variants(rows.values(), row_configs)
+    shared = shared_columns([r.cells for r in rows.values() if not r.reference],
+                            [c for _, c in cols])
     for row in rows.values():
-        ranks = [c["rank"] for c in row.cells if c is not None and c["rank"] is not None]
+        ranks = [row.cells[i]["rank"] for i in shared if row.cells[i] is not None]
+        ranks = [r for r in ranks if r is not None]
         row.n_ranked = len(ranks)
-        row.mean_rank = math.fsum(ranks) / len(ranks) if ranks else None
+        complete = bool(ranks) and len(ranks) == len(shared)
+        row.mean_rank = math.fsum(ranks) / len(ranks) if complete else None
     order = {m: i for i, m in enumerate(reference_order)}
     ranked = sorted((r for r in rows.values() if not r.reference),
                     key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, -r.n_ranked, r.method,
                                    r.variant))
     refs = sorted((r for r in rows.values() if r.reference),
                   key=lambda r: (order.get(r.method, len(order)), r.method, r.variant))
-    return SummaryTable(dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs)
+    return SummaryTable(dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs,
+                        shared=shared)
+
+
+def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]],
+                   columns: Sequence[SummaryColumn]) -> list[int]:
+    """The columns a mean rank may average over: ranked among two or more cells (a rank 1 of 1 says
+    nothing), and ranked for every method row that is ranked in any such column. A mean over other
+    column sets would compare a method's 4 columns with another's 6."""
+    def ranked(cells: Sequence[Mapping[str, Any] | None], i: int) -> bool:
+        return cells[i] is not None and cells[i].get("rank") is not None
+
+    contested = [i for i, c in enumerate(columns) if c.n_ranked >= 2]
+    rankers = [cells for cells in rows if any(ranked(cells, i) for i in contested)]
+    return [i for i in contested if all(ranked(cells, i) for cells in rankers)]
 
 
 def _new_row(r: Mapping[str, Any], n_columns: int, row_configs: Mapping[str, str]) -> SummaryRow:
@@ -121,11 +141,12 @@ def _label_variants(rows: Any, row_configs: Mapping[str, str]) -> None:
 
 
 def best_marks(cell: Mapping[str, Any] | None, column: SummaryColumn) -> tuple[bool, bool]:
-    """(best, within noise of the best) for a summary cell: rank 1, or noise group 1, among two or more ranked
+    """(best, within noise of the best) for a summary cell: the one best of its pool (``best``, set
+    by ``build.rank_table``: a tie for first has none), or noise group 1, among two or more ranked
     cells of its column; reference points and unranked cells are neither."""
     if cell is None or cell.get("rank") is None or column.n_ranked < 2:
         return False, False
-    return cell["rank"] == 1, cell.get("noise_group") == 1
+    return bool(cell.get("best")), cell.get("noise_group") == 1
 
 
 # ---------------------------------------------------------------------------------------------------- paper

@@ -25,12 +25,17 @@ def load_tracks(path: Path | None = None) -> list[Track]:
 class SiteConfig:
     """Site-wide settings, from the ``site:`` mapping of tracks.yaml (data, like the tracks).
 
-    ``reference_points``: methods shown as labelled rows apart from the ranking (random init, central training,
-    ...), each with a one-line description. ``repo_url``: the repository's web address; when set, commits and
-    sources become links (``python -m leaderboard build --repo-url`` overrides it)."""
+    ``reference_points``: methods shown as labelled rows apart from the ranking (random init,
+    central training, ...), each with a one-line description. ``repo_url``: the repository's web
+    address; when set, commits and sources become links (``python -m leaderboard build --repo-url``
+    overrides it). ``margin_baselines``: the reference points the index and the dataset summaries
+    state every method's paired margin over (random init and calibrated random init), in that order.
+    ``citation``: how to cite the benchmark (the footer shows it)."""
 
     reference_points: Mapping[str, str] = field(default_factory=dict)
     repo_url: str = ""
+    margin_baselines: tuple[str, ...] = ()
+    citation: str = ""
 
     def is_reference(self, method: str) -> bool:
         return method in self.reference_points
@@ -49,8 +54,12 @@ def parse_site_config(raw: Any, where: str = "<memory>") -> SiteConfig:
     points = site.get("reference_points") or {}
     if not isinstance(points, Mapping) or not all(isinstance(k, str) for k in points):
         raise TrackError(f"{where}: site.reference_points must map method names to descriptions")
+    baselines = site.get("margin_baselines") or []
+    if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
+        raise TrackError(f"{where}: site.margin_baselines must be a list of method names")
     return SiteConfig(reference_points={k: str(v or "") for k, v in points.items()},
-                      repo_url=str(site.get("repo_url") or ""))
+                      repo_url=str(site.get("repo_url") or ""), margin_baselines=tuple(baselines),
+                      citation=str(site.get("citation") or "").strip())
 
 
 def load_site_config(path: Path | None = None) -> SiteConfig:

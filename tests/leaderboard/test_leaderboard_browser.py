@@ -9,6 +9,7 @@ local server and nothing 404s (favicon included).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -247,3 +248,97 @@ def test_site_built_from_the_repository_results(tmp_path: Path, artifacts_dir: P
 
 def test_fixture_values_are_golden() -> None:
     assert KNN_VALUES[("orchestra", None)] == [75.0, 75.5, 76.0]
+
+
+ANSWER_PAGES = ("index.html", "datasets/digits.html")
+SIGNED = re.compile(r"^(?:[+−]\d+\.\d\d|0\.00)$")
+
+
+def _answer_checks(driver, path: str, width: int) -> None:
+    """The leader, its Δ to the runner-up and the margins over both random-init references are on
+    screen, above the fold's tables (the summary table, the tracks list) rather than under them."""
+    from selenium.webdriver.common.by import By
+
+    answers = driver.find_elements(By.CSS_SELECTOR, "#results section.answer")
+    assert answers, f"{path} at {width} px: no answer block"
+    first = answers[0]
+    leader = first.find_element(By.CSS_SELECTOR, ".leader")
+    delta = first.find_element(By.CSS_SELECTOR, ".delta")
+    assert leader.is_displayed() and leader.text.strip(), (path, width)
+    assert delta.is_displayed() and SIGNED.match(delta.text.strip()), (path, width, delta.text)
+    ci = first.find_element(By.CSS_SELECTOR, ".ci").text
+    assert re.search(r"\[[+−]?\d+\.\d\d, [+−]?\d+\.\d\d\]", ci), (path, width, ci)
+    for baseline in ("no_pretrain", "no_pretrain_bn"):
+        cells = first.find_elements(By.CSS_SELECTOR, f'td.margin[data-baseline="{baseline}"]')
+        shown = [c for c in cells
+                 if c.is_displayed() and SIGNED.match(c.text.split("\n")[0].strip())]
+        assert shown, f"{path} at {width} px: no margin over {baseline}"
+        assert "[" in shown[0].text  # with its interval
+    later = driver.find_elements(By.CSS_SELECTOR, "#summary-table, #tracks-table")
+    assert later and first.location["y"] < later[0].location["y"], (path, width)
+
+
+def _plot_text_px(driver) -> list[float]:
+    """The rendered size of every text in the track's plots: font-size × (drawn width / viewBox
+    width)."""
+    return driver.execute_script("""
+        var out = [];
+        document.querySelectorAll("figure.plot svg[viewBox]").forEach(function (svg) {
+          var scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+          svg.querySelectorAll("text").forEach(function (t) {
+            out.push(parseFloat(getComputedStyle(t).fontSize) * scale);
+          });
+        });
+        return out;""")
+
+
+def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts_dir: Path) -> None:
+    """Issue 31: on the site built from results/, at 1400 and 400 px, the index and the digits
+    summary show the leader, its Δ to the runner-up and the paired margins over random init and
+    calibrated random init; the plots' text is at least 10 px at 400 px; a partition header sorts
+    (it does not navigate); a filter hides columns."""
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "site"
+    build_site([REPO / "results"], out)
+    if not (out / "datasets" / "digits.html").exists():
+        pytest.skip("results/ holds no digits records")
+    server, base = _serve(out)
+    driver = _driver(tmp_path / "profile")
+    try:
+        for width in WIDTHS:
+            _resize(driver, width)
+            for path in ANSWER_PAGES:
+                driver.get(f"{base}/{path}")
+                _answer_checks(driver, path, width)
+            driver.get(f"{base}/tracks/digits-quickstart-knn.html")
+            sizes = _plot_text_px(driver)
+            assert sizes and min(sizes) >= 10, (width, min(sizes or [0]))
+        _resize(driver, 1400)
+        driver.get(f"{base}/datasets/digits.html")
+        table = driver.find_element(By.ID, "summary-table")
+        second_row = table.find_elements(By.CSS_SELECTOR, "thead tr")[1]
+        header = second_row.find_elements(By.TAG_NAME, "th")[0]
+        header.click()
+        assert driver.current_url.endswith("/datasets/digits.html")  # it sorted, not navigated
+        assert header.get_attribute("aria-sort")
+        col = int(header.get_attribute("data-col"))
+        values = [r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
+                  for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")]
+        numbers = [float(v) for v in values if v]
+        assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
+        iid = driver.find_element(By.CSS_SELECTOR,
+                                  'a.filter[data-filter="partition"][data-value="IID"]')
+        iid.click()
+        heads = table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+        visible = [th.text for th in heads if th.is_displayed()]
+        assert visible and set(visible) == {"IID"}
+        assert driver.current_url.endswith("/datasets/digits.html")
+        iid.click()
+        assert len([th for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+                    if th.is_displayed()]) > len(visible)
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)

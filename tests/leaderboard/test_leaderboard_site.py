@@ -88,11 +88,14 @@ def test_every_internal_link_resolves(site: Path) -> None:
 @pytest.mark.parametrize("page", ["datasets/cifar10.html", "tracks/cifar10-knn.html", "tracks/cifar10-linear.html"])
 def test_every_number_in_a_summary_or_track_table_is_a_link(site: Path, page: str) -> None:
     text = (site / page).read_text()
-    table = text[text.index('<table class="sortable'):text.index("</table>") + 8]
-    cells = _parse_fragment(table).num_cells
-    numeric = [(t, linked) for t, linked in cells if re.search(r"\d", t)]
-    assert len(numeric) >= 10
-    assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
+    # the summary page opens with the answer tables, then its summary table: check all of them
+    tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.DOTALL)
+    main = next(t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t)
+    for table in [main, *(t for t in tables if "answer-table" in t)]:
+        numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells
+                   if re.search(r"\d", t)]
+        assert len(numeric) >= (10 if table is main else 2)
+        assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
 
 
 def _parse_fragment(html: str) -> _Links:
@@ -172,7 +175,11 @@ def test_method_page_cites_each_paper_once_and_renders_the_readme_as_markdown(si
     assert "<code>orchestra</code>" in readme and "`" not in readme  # Markdown rendered, not shown raw
     assert f'href="{URL}/blob/' in readme  # the README's relative link points into the repository
     source = "Orchestra: Unsupervised Federated Learning via Globally Consistent Clustering"
-    assert page.count(source) == 2  # once in the header list, once as the heading of its numbers
+    # the method's own paper (papers.yaml) in the header and its BibTeX; the reference numbers'
+    # heading
+    assert page.count(source) == 3
+    assert 'href="https://arxiv.org/abs/2205.11506"' in page
+    assert "@inproceedings{lubana2022orchestra" in page
 
 
 def test_the_repository_results_folder_builds(tmp_path: Path) -> None:

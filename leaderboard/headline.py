@@ -1,0 +1,134 @@
+"""The answer first: per track and partition, the leader, its Δ to the runner-up and every ranked
+method's paired margin over the random-init reference points. Pure functions over
+:class:`leaderboard.build.TrackTable`; no I/O.
+
+A reader comes with one question (*which method is best here, by how much, and is it beyond
+noise?*); the index and each dataset summary open with this answer. Nothing is recomputed that the
+track tables already hold: the ranks, means and seeds are theirs; Δ is
+:func:`leaderboard.stats.difference` (paired by seed when the two cells have the same seeds) and the
+margins are :func:`leaderboard.margins.paired_margins` over each baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from leaderboard import stats
+
+
+@dataclass(frozen=True)
+class MarginCell:
+    baseline: str
+    margin: float
+    ci_low: float  # nan when fewer than two seeds pair
+    ci_high: float
+    n: int
+
+    @property
+    def within_noise(self) -> bool:
+        return not (self.ci_low > 0 or self.ci_high < 0)
+
+
+@dataclass(frozen=True)
+class MethodLine:
+    row: Mapping[str, Any]  # the track-table row (ranked, complete)
+    margins: tuple[
+        MarginCell | None, ...
+    ]  # aligned with Headline.baselines; None: no partner of the same seed
+
+
+@dataclass(frozen=True)
+class Headline:
+    track_id: str
+    track_label: str
+    dataset: str
+    partition_label: str
+    partition_short: str
+    metric: str | None
+    leader: Mapping[str, Any] | None  # None: nobody ranked, or a tie for first (see ``tie``)
+    runner_up: Mapping[str, Any] | None
+    tie: bool  # two or more cells share rank 1
+    delta: stats.Difference | None  # leader − runner-up
+    baselines: tuple[str, ...]
+    lines: tuple[MethodLine, ...] = field(default_factory=tuple)  # every ranked method, by rank
+
+
+def _margin(table: pd.DataFrame | None, row: Mapping[str, Any], baseline: str) -> MarginCell | None:
+    if table is None or table.empty:
+        return None
+    hit = table[
+        (table["config_key"] == row["config_key"])
+        & (table["partition_label"] == row["partition_label"])
+    ]
+    if hit.empty:
+        return None
+    m = hit.iloc[0]
+    return MarginCell(
+        baseline, float(m["margin"]), float(m["ci_low"]), float(m["ci_high"]), int(m["n"])
+    )
+
+
+def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headline:
+    """The answer for one pool (a partition of a track): ``tt`` is a ``TrackTable`` whose
+    ``margins_by`` maps each baseline to its paired-margins table."""
+    table = tt.table
+    pool = table[(table["partition_label"] == partition_label) & table["rank"].notna()]
+    pool = pool.sort_values(["rank", "method"], kind="mergesort")
+    rows = pool.to_dict("records")
+    first = table[table["partition_label"] == partition_label].iloc[0]
+    tie = sum(r["rank"] == 1 for r in rows) > 1
+    leader = rows[0] if rows and not tie else None
+    runner = rows[1] if len(rows) > 1 and not tie else None
+    delta = None
+    if leader is not None and runner is not None:
+        delta = stats.difference(
+            leader["values"], leader["seeds"], runner["values"], runner["seeds"]
+        )
+        if not tt.higher_is_better:  # Δ is how much the leader is better: positive either way
+            delta = stats.Difference(
+                -delta.delta, -delta.ci_high, -delta.ci_low, delta.paired, delta.n
+            )
+    margins_by: Mapping[str, pd.DataFrame] = getattr(tt, "margins_by", {}) or {}
+    lines = tuple(
+        MethodLine(r, tuple(_margin(margins_by.get(b), r, b) for b in baselines)) for r in rows
+    )
+    return Headline(
+        track_id=tt.track.id,
+        track_label=tt.track.short,
+        dataset=tt.track.dataset,
+        partition_label=partition_label,
+        partition_short=str(first["partition_short"]),
+        metric=tt.metric,
+        leader=leader,
+        runner_up=runner,
+        tie=tie,
+        delta=delta,
+        baselines=tuple(baselines),
+        lines=lines,
+    )
+
+
+def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[Headline]:
+    """One headline per (track, partition) with ranked cells, in track order, partitions as the
+    tables sort them (IID first, then decreasing α)."""
+    out = []
+    for tt in tables:
+        if tt.table.empty:
+            continue
+        for label in dict.fromkeys(tt.table["partition_label"]):
+            if tt.table[(tt.table["partition_label"] == label)]["rank"].notna().any():
+                out.append(
+                    headline(
+                        tt, label, [b for b in baselines if b in getattr(tt, "margins_by", {})]
+                    )
+                )
+    return out
+
+
+def finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
