@@ -298,6 +298,7 @@ def test_native_fedu_fedema_match_spec(method: str) -> None:
     for c in cells:
         assert c.method.name == method and fl(c) == (5, 1.0, 100, 5) and c.backbone.name == "resnet18_cifar"
         per_client = {"cifar10": 2, "cifar100": 20}[c.dataset.name]
+        assert c.dataset.params["normalize"] == "none"  # EasyFL: ToTensor only, no Normalize
         assert (c.partition.name, c.partition.params["classes_per_client"]) == ("easyfl_class", per_client)
         p = c.method.params
         assert sub(p, EASYFL) == EASYFL
