@@ -80,9 +80,9 @@ _CACHE: dict[Any, DatasetSplits] = {}
 
 
 # Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics (default), the
-# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), ImageNet's, or none (mean 0, std 1:
-# pixels in [0, 1], EasyFL's FedU/FedEMA transforms). It sets the statistics the clients normalise with AND
-# the encoder's metadata, so every task evaluates with the encoder's own statistics
+# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), ImageNet's, or none
+# (mean 0, std 1: pixels in [0, 1], EasyFL's FedU/FedEMA transforms). It sets the statistics the
+# clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's own statistics
 # (evaluation.md, card field "input").
 Normalize = Literal["dataset", "half", "imagenet", "none"]
 NORMALIZATIONS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {

@@ -228,8 +228,8 @@ FLESD_FEDAVG = {"loss_form": "crossview_1dir", "optimizer": "adam", "lr": 1e-3, 
                 "projector": "flesd"}
 FLESD_AUG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8, "gray_p": 0.2,
              "flip_p": 0.5, "blur_p": 0.0}
-# flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale and blur);
-# the blur kernel spans +-3 sigma at the largest sigma (2): 2 * 3 * 2 + 1 = 13 taps
+# flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale
+# and blur); the blur kernel spans +-3 sigma at the largest sigma (2): 2 * 3 * 2 + 1 = 13 taps
 FLESD_AUG_BIG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.4), "jitter_p": 0.8, "gray_p": 0.5,
                  "flip_p": 0.5, "blur_p": 0.5, "blur_sigma": (0.1, 2.0),
                  "blur_kernel": 2 * 3 * 2 + 1}

@@ -207,7 +207,8 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
 
 def test_the_public_split_size_and_class_histogram_are_logged(tmp_path: Path) -> None:
     """flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its class histogram are logged
-    in the record's partition statistics (and in partition.json): read from what the run wrote, not recomputed."""
+    in the record's partition statistics (and in partition.json): read from what the run wrote, not
+    recomputed."""
     import numpy as np
 
     from benchmark.rundir import RunDir
@@ -220,7 +221,8 @@ def test_the_public_split_size_and_class_histogram_are_logged(tmp_path: Path) ->
     part = build_partition(cell, labels)
     want = np.bincount(np.asarray(labels)[part.public_indices], minlength=10).tolist()
     rd = RunDir.of(cell, tmp_path)
-    for stats in (rec.partition_stats, rd.read_record().partition_stats, rd.read_partition()["stats"]):
+    written = (rec.partition_stats, rd.read_record().partition_stats, rd.read_partition()["stats"])
+    for stats in written:
         assert "public_class_counts" in stats, sorted(stats)
         hist = stats["public_class_counts"]
         assert sum(hist) == stats["public"] == len(part.public_indices) > 0
