@@ -20,8 +20,8 @@ TWO_VIEW_METHODS = ["fedavg_simclr", "central_ssl", "local_ssl", "featarc", "fle
 
 
 class StepLog:
-    """Per optimizer step of a local phase: the sizes of the augmented views drawn and of the batches
-    every training-mode BatchNorm saw since the previous step."""
+    """Per optimizer step of a local phase: the sizes of the augmented views drawn and of the
+    batches every training-mode BatchNorm saw since the previous step."""
 
     def __init__(self) -> None:
         self.local = False
@@ -42,7 +42,7 @@ class StepLog:
 @pytest.mark.parametrize("name", TWO_VIEW_METHODS)
 def test_each_local_step_batchnorm_sees_one_view_size(name: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every BatchNorm batch of a local optimizer step has exactly one augmented view's size (never 2B)."""
+    """Every BatchNorm batch of a local optimizer step has one augmented view's size (never 2B)."""
     cell = smoke_cell(name, rounds=2 if name == "orchestra" else 1, tasks=[])
     log = StepLog()
     draw = augment_module.draw

@@ -15,7 +15,7 @@ IDENTITY = AugmentConfig(crop_scale=(1.0, 1.0), crop_ratio=(1.0, 1.0), jitter=(0
 def test_normalize_none_leaves_pixels_in_unit_range() -> None:
     ds = load_dataset_splits("digits", {"normalize": "none"})
     assert (ds.mean, ds.std) == ((0.0,) * 3, (1.0,) * 3)
-    assert load_dataset_splits("digits", {}).mean != ds.mean  # default: the dataset's own statistics
+    assert load_dataset_splits("digits", {}).mean != ds.mean  # default: its own statistics
     images = ds.train.images[:4]
     v1, _ = two_views(images, IDENTITY, torch.Generator().manual_seed(0), mean=ds.mean, std=ds.std)
     torch.testing.assert_close(v1, images.float() / 255.0)
