@@ -125,8 +125,8 @@ def test_run_main_without_data_stops_with_the_missing_datasets(tmp_path: Path) -
     empty.mkdir()
     env = {**os.environ, "FSSL_DATA_ROOT": str(empty), "WANDB_MODE": "disabled"}
     proc = subprocess.run([sys.executable, "-m", "benchmark", "run", "--grid", "main", "--root", str(root),
-                           "--no-wandb"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+                           "--no-wandb"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     for name in ("cifar10", "cifar100", "imagenet100"):
         assert f"python -m benchmark prefetch {name}" in proc.stderr

@@ -10,7 +10,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.api import ClientData, ClientState, ConfigError, Payload, RoundContext, Stream, UnlabeledView, np_rng, torch_gen
+from benchmark.api import (
+    ClientData,
+    ClientState,
+    ConfigError,
+    Payload,
+    RoundContext,
+    Stream,
+    UnlabeledView,
+    np_rng,
+    torch_gen,
+)
 from benchmark.grid import ComponentSpec, resolve_cell
 from benchmark.runner import run_cell
 from benchmark.simulate import payload_nbytes
