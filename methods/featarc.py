@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import (
-    PRECISIONS,
     METHODS,
+    PRECISIONS,
     ClientData,
     ClientState,
     ComponentSpec,
@@ -96,9 +96,8 @@ def preset(name: str, **overrides) -> FeatARCConfig:
 
 
 def client_size(up: Payload) -> int:
-    """n_k of an upload: the sent size under ``num_batches`` (whose weight is a batch count), else its weight.
-
-    The cluster mass of featarc.md §3 is Σ n_k in examples, whatever the aggregation weighting."""
+    """n_k of an upload: the sent size under ``num_batches`` (its weight is a batch count), else its
+    weight. The cluster mass of featarc.md §3 is Σ n_k in examples, whatever the weighting."""
     return int(up.tensors["size"]) if "size" in up.tensors else int(up.num_examples)
 
 
@@ -252,7 +251,7 @@ class FeatARC(MethodBase):
         keep = {LOCAL + name: v.clone() for name, v in out.items()}
         keep["cluster"] = torch.tensor(I, dtype=torch.int64)
         up = {**out, "assign": onehot(I, C)}
-        if cfg.weighting == "num_batches":  # the weight is a batch count; the mass of §3 needs n_k itself
+        if cfg.weighting == "num_batches":  # weight = batch count; the mass of §3 needs n_k
             up["size"] = torch.tensor([data.num_examples], dtype=torch.int64)
         return (Payload(up, num_examples=weight, metrics=metrics),
                 ClientState(tensors=keep, last_round=ctx.round))
@@ -270,7 +269,8 @@ class FeatARC(MethodBase):
         assign = [int(torch.argmax(p.tensors["assign"])) for p in payloads]
         mode = "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
         weights = aggregation_weights([p.num_examples for p in payloads], mode)  # normalised per cluster below
-        uploads = [{k: v for k, v in p.tensors.items() if k not in ("assign", "size")} for p in payloads]
+        uploads = [{k: v for k, v in p.tensors.items() if k not in ("assign", "size")}
+                   for p in payloads]
         current = [self.cluster_tensors(server.model, j) for j in range(C)]
         model = {}
         for j, tensors in enumerate(cluster_average(current, uploads, assign, weights)):
@@ -309,7 +309,7 @@ class FeatARC(MethodBase):
         enc = clusters[reported]
         a, n = server.extra["assign"], server.extra["n"]
         # perclient@v1: each client is evaluated with the cluster of its last assignment (evaluation.md §3.7)
-        common = dict(client_models=clusters, client_index=tuple(int(j) for j in a.tolist()))
+        common = {"client_models": clusters, "client_index": tuple(int(j) for j in a.tolist())}
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
         if self.cfg.report_model == "largest_cluster":
             # §3: the largest cluster's scores are the value; every cluster model's and their mass-weighted mean are
