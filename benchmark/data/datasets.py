@@ -228,8 +228,10 @@ class HubImageDataset:
         return self.folder(root) / f"_fssl_uint8_{self.image_size}.npz"
 
     def available(self, root: Path) -> bool:
-        """A saved hub set, or a complete decoded cache (a partial or foreign ``.npz`` does not count)."""
-        return (self.folder(root) / "dataset_dict.json").exists() or cache_complete(self.cache_path(root))
+        """A saved hub set, or a complete decoded cache (a partial or foreign ``.npz`` does not
+        count)."""
+        saved = (self.folder(root) / "dataset_dict.json").exists()
+        return saved or cache_complete(self.cache_path(root))
 
     def prefetch_hint(self, root: Path) -> str:
         return f"`python -m benchmark prefetch {self.name} --data-root {root}`"
@@ -250,28 +252,34 @@ class HubImageDataset:
         return out
 
     def check_features(self, split: Any, root: Path) -> None:
-        """One-line error naming the columns found when the stored set is not in the hub's format."""
+        """One-line error naming the columns found when the stored set is not in the hub's format.
+        """
         cols = set(split.column_names)
         want = {self.image_column, self.label_column}
         if not want <= cols:
             raise DatasetUnavailable(
-                f"{self.name}: expected columns {sorted(want)} (hub {self.hub_id}), found {sorted(cols)} under "
-                f"{self.folder(root)}; re-fetch it: {self.prefetch_hint(root)}")
+                f"{self.name}: expected columns {sorted(want)} (hub {self.hub_id}), found "
+                f"{sorted(cols)} under {self.folder(root)}; "
+                f"re-fetch it: {self.prefetch_hint(root)}")
 
     def square(self, img: Any) -> np.ndarray:
-        """One decoded image as RGB uint8 (image_size, image_size, 3): resized (bicubic) when not that size."""
+        """One decoded image as RGB uint8 (image_size, image_size, 3): resized (bicubic) when not
+        that size."""
         arr = np.asarray(img.convert("RGB") if hasattr(img, "convert") else img, dtype=np.uint8)
         if arr.shape[0] != self.image_size or arr.shape[1] != self.image_size:
             from PIL import Image
 
-            arr = np.asarray(Image.fromarray(arr).resize((self.image_size, self.image_size), Image.BICUBIC))
+            side = (self.image_size, self.image_size)
+            arr = np.asarray(Image.fromarray(arr).resize(side, Image.BICUBIC))
         return arr
 
     def _decode(self, split: Any) -> tuple[np.ndarray, np.ndarray]:
-        """uint8 N×3×S×S images and int64 labels, decoded DECODE_SLICE rows at a time into preallocated arrays.
+        """uint8 N×3×S×S images and int64 labels, decoded DECODE_SLICE rows at a time into
+        preallocated arrays.
 
-        ``split[a:b]`` decodes only those rows in every ``datasets`` version; ``split[column]`` decodes the whole
-        column into a Python list before datasets 4.0 (tens of GB for ImageNet-100's full-size JPEGs)."""
+        ``split[a:b]`` decodes only those rows in every ``datasets`` version; ``split[column]``
+        decodes the whole column into a Python list before datasets 4.0 (tens of GB for
+        ImageNet-100's full-size JPEGs)."""
         n, s = len(split), self.image_size
         x = np.empty((n, 3, s, s), dtype=np.uint8)
         y = np.empty(n, dtype=np.int64)
@@ -297,14 +305,16 @@ class HubImageDataset:
         dd = datasets.load_from_disk(str(folder))
         for split in (self.train_split, self.test_split):
             if split not in dd:
-                raise DatasetUnavailable(f"{self.name}: split {split!r} missing under {folder} (found "
-                                         f"{sorted(dd)}); re-fetch it: {self.prefetch_hint(root)}")
+                raise DatasetUnavailable(
+                    f"{self.name}: split {split!r} missing under {folder} (found {sorted(dd)}); "
+                    f"re-fetch it: {self.prefetch_hint(root)}")
             self.check_features(dd[split], root)
         self.validate(dd[self.train_split])
         xtr, ytr = self._decode(dd[self.train_split])
         xte, yte = self._decode(dd[self.test_split])
-        num_classes = self.num_classes_of(dd[self.train_split]) or int(max(ytr.max(), yte.max())) + 1
-        return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte, "num_classes": np.int64(num_classes)}
+        num_classes = self.num_classes_of(dd[self.train_split]) or label_count(ytr, yte)
+        return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte,
+                "num_classes": np.int64(num_classes)}
 
     def load(self, root: Path) -> DatasetSplits:
         import torch
@@ -319,20 +329,25 @@ class HubImageDataset:
             arrays = self._read_saved(root)
             write_cache_atomically(cache, arrays)
         xtr, ytr, xte, yte = arrays["xtr"], arrays["ytr"], arrays["xte"], arrays["yte"]
-        num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(max(ytr.max(), yte.max())) + 1
+        stored = arrays.get("num_classes")  # absent from caches written before the ClassLabel count
+        num_classes = int(stored) if stored is not None else label_count(ytr, yte)
         train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
         test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
         rev = self.hub_revision or content_revision(ytr, yte, xtr[:64])
         return DatasetSplits(self.name, train, test, rev, self.mean, self.std)
 
 
-DECODE_SLICE = 256  # images decoded at a time: peak memory is one slice of full-size images, not a column
+DECODE_SLICE = 256  # rows decoded at a time: peak memory is one slice of full-size images
 CACHE_ARRAYS = ("xtr", "ytr", "xte", "yte")
 
 
+def label_count(*labels: np.ndarray) -> int:
+    return int(max(y.max() for y in labels)) + 1
+
+
 def cache_complete(path: Path) -> bool:
-    """True for a finished decoded cache: a readable zip that holds every array (a write cut short has no
-    central directory, so it is not a zip)."""
+    """True for a finished decoded cache: a readable zip that holds every array (a write cut short
+    has no central directory, so it is not a zip)."""
     import zipfile
 
     if not path.is_file() or not zipfile.is_zipfile(path):
@@ -343,7 +358,8 @@ def cache_complete(path: Path) -> bool:
 
 
 def write_cache_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write the .npz under a temporary name (not ``*.npz``) in the same folder, then rename it into place."""
+    """Write the .npz under a temporary name (not ``*.npz``) in the same folder, then rename it into
+    place."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a bare path

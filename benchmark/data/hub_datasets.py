@@ -34,8 +34,10 @@ from benchmark.data.datasets import DatasetUnavailable, HubImageDataset
 from benchmark.registries import DATASETS
 
 IMAGENET100_CLASSES_FILE = Path(__file__).with_name("imagenet100_classes.txt")
-# the hub set's ClassLabel names, as served ("bonnet, poke bonnet", "green mamba", ...): the ImageNet synset
-# words of the CMC wnids, line for line (the hub repo's scripts/classes.py maps each wnid to these words)
+# the hub set's ClassLabel names, as served ("bonnet, poke bonnet", "green mamba", ...): the
+# ImageNet synset
+# words of the CMC wnids, line for line (the hub repo's scripts/classes.py maps each wnid to these
+# words)
 IMAGENET100_NAMES_FILE = Path(__file__).with_name("imagenet100_names.txt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -51,9 +53,11 @@ def imagenet100_classes() -> list[str]:
 
 def imagenet100_names() -> list[str]:
     """The hub's human-readable class names, in the order of ``imagenet100_classes()``."""
-    names = [ln.strip() for ln in IMAGENET100_NAMES_FILE.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    text = IMAGENET100_NAMES_FILE.read_text(encoding="utf-8")
+    names = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if len(names) != 100 or len(set(names)) != 100:
-        raise ValueError(f"{IMAGENET100_NAMES_FILE} must list 100 distinct names, found {len(set(names))}")
+        raise ValueError(f"{IMAGENET100_NAMES_FILE} must list 100 distinct names, "
+                         f"found {len(set(names))}")
     return names
 
 
@@ -154,13 +158,15 @@ class ImageNet100(HubClassification):
             raise DatasetUnavailable(f"imagenet100: expected the {len(self.classes)} classes of "
                                      f"{IMAGENET100_CLASSES_FILE.name}, the stored label feature has {n}")
         names = list(getattr(train_split.features[self.label_column], "names", []) or [])
-        if names in (self.classes, imagenet100_names()) or names == [str(i) for i in range(len(names))]:
-            return  # CMC order by wnid or by the hub's names; bare indices carry no order to check
+        indices = [str(i) for i in range(len(names))]  # ClassLabel(num_classes=n): no order
+        if names in (self.classes, imagenet100_names(), indices):
+            return  # CMC order, by wnid or by the names the hub serves
         want = imagenet100_names() if not names[0].startswith("n0") else self.classes
         i = next(i for i, (a, b) in enumerate(zip(names, want)) if a != b)
         raise DatasetUnavailable(
-            f"imagenet100: stored class {i} is {names[i]!r}, {IMAGENET100_CLASSES_FILE.name} (CMC order) has "
-            f"{want[i]!r}: not the hub's clane9/imagenet-100 class order; re-fetch it with prefetch")
+            f"imagenet100: stored class {i} is {names[i]!r}, {IMAGENET100_CLASSES_FILE.name} "
+            f"(CMC order) has {want[i]!r}: not clane9/imagenet-100's class order; re-fetch it with "
+            "`python -m benchmark prefetch imagenet100`")
 
 
 @DATASETS.register("mini_imagenet", aliases=("miniimagenet", "mini-imagenet"))
@@ -219,6 +225,7 @@ class Coco2017:
 
     version: ClassVar[str] = "1"
     hub_id: ClassVar[str | None] = None
+    source_url: ClassVar[str] = COCO_URLS["val2017.zip"]  # prefetch's reachability check probes it
     folder_name: str = "coco"  # tasks/coco_detection reads <data root>/coco unless its coco_root is set
 
     def folder(self, root: Path) -> Path:

@@ -1,6 +1,6 @@
-"""Every data-root dataset loads from a fixture in exactly the hub's format (tests/benchmark/data/hub_fixtures.py),
-a wrong column ends in the loader's own one-line error with the prefetch hint, and the decoded cache counts only
-when complete."""
+"""Every data-root dataset loads from a fixture in exactly the hub's format
+(tests/benchmark/data/hub_fixtures.py), a wrong column ends in the loader's own one-line error with
+the prefetch hint, and the decoded cache counts only when complete."""
 
 from __future__ import annotations
 
@@ -22,8 +22,13 @@ CASES = {
     "cifar10": (fx.cifar10, {}, (4, 3, 32, 32), [1, 2], 10),
     "cifar100": (fx.cifar100, {}, (3, 3, 32, 32), [7, 8], 100),
     "tiny_imagenet": (fx.tiny_imagenet, {}, (4, 3, 64, 64), [3, 199], 200),
-    "imagenet100": (lambda root: fx.imagenet100(root, imagenet100_names()), {"size": 32}, (3, 3, 32, 32),
-                    [5, 6], 100),
+    "imagenet100": (
+        lambda root: fx.imagenet100(root, imagenet100_names()),
+        {"size": 32},
+        (3, 3, 32, 32),
+        [5, 6],
+        100,
+    ),
     "stl10": (fx.stl10, {}, (3, 3, 96, 96), [2, 2], 10),
     "mini_imagenet": (fx.mini_imagenet, {"size": 24}, (3, 3, 24, 24), [3, 4], 100),
 }
@@ -39,7 +44,10 @@ def test_hub_format_fixture_loads(name: str, tmp_path: Path) -> None:
     cfg = DATASETS.get(name)(**params)
     assert cache_complete(cfg.cache_path(tmp_path))
     again = cfg.load(tmp_path)  # from the cache
-    assert np.array_equal(again.train.images.numpy(), ds.train.images.numpy()) and again.revision == ds.revision
+    assert (
+        np.array_equal(again.train.images.numpy(), ds.train.images.numpy())
+        and again.revision == ds.revision
+    )
 
 
 def test_cifar_pixels_and_labels_are_the_stored_ones(tmp_path: Path) -> None:
@@ -63,17 +71,27 @@ WRONG = {  # a copy from another source, with a column the hub's card does not h
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_a_wrong_column_is_the_loaders_one_line_error_with_the_prefetch_hint(name: str, tmp_path: Path) -> None:
+def test_a_wrong_column_is_the_loaders_one_line_error_with_the_prefetch_hint(
+    name: str, tmp_path: Path
+) -> None:
     WRONG[name](tmp_path)
     with pytest.raises(DatasetUnavailable) as info:
         load_dataset_splits(name, {}, tmp_path)
     msg = str(info.value)
-    assert "\n" not in msg and "expected columns" in msg and f"python -m benchmark prefetch {name}" in msg
+    assert (
+        "\n" not in msg
+        and "expected columns" in msg
+        and f"python -m benchmark prefetch {name}" in msg
+    )
 
 
 def test_imagenet100_checks_the_class_order_on_names_as_served(tmp_path: Path) -> None:
     names = imagenet100_names()
-    assert names[:3] == ["bonnet, poke bonnet", "green mamba", "langur"]  # clane9/imagenet-100's card
+    assert names[:3] == [
+        "bonnet, poke bonnet",
+        "green mamba",
+        "langur",
+    ]  # clane9/imagenet-100's card
     swapped = [names[1], names[0], *names[2:]]
     fx.imagenet100(tmp_path, swapped)
     with pytest.raises(DatasetUnavailable, match="green mamba") as info:
@@ -103,7 +121,9 @@ def test_only_a_complete_cache_counts_as_available(tmp_path: Path) -> None:
         cfg.load(tmp_path)
 
 
-def test_the_cache_is_written_under_a_temporary_name_then_renamed(tmp_path: Path, monkeypatch) -> None:
+def test_the_cache_is_written_under_a_temporary_name_then_renamed(
+    tmp_path: Path, monkeypatch
+) -> None:
     fx.stl10(tmp_path)
     cfg = DATASETS.get("stl10")()
     seen: list[tuple[str, bool]] = []
@@ -115,6 +135,6 @@ def test_the_cache_is_written_under_a_temporary_name_then_renamed(tmp_path: Path
 
     monkeypatch.setattr(np, "savez", spy)
     cfg.load(tmp_path)
-    (written, existed), = seen
+    ((written, existed),) = seen
     assert not written.endswith(".npz") and not existed and cache_complete(cfg.cache_path(tmp_path))
     assert [p.name for p in (tmp_path / "stl10").iterdir() if ".part" in p.name] == []
