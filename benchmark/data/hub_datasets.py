@@ -174,7 +174,9 @@ class ImageNet100(HubClassification):
 class MiniImageNet(HubClassification):
     """Mini-ImageNet (100 classes; FedMAE's pre-training set, fedmae.md §4): train 50,000 / test = the hub's
     ``validation`` 10,000 (together the 60,000 images the FedMAE paper cites); the hub's 5,000-image ``test`` split,
-    taken from ImageNet's validation set, is not used."""
+    taken from ImageNet's validation set, is not used. The card says its classes and splits
+    are not Vinyals et al.'s few-shot Mini-ImageNet; FedMAE does not name its list
+    (docs/official-code.md)."""
 
     name: ClassVar[str] = "mini_imagenet"
     hub_id: ClassVar[str] = "timm/mini-imagenet"

@@ -108,7 +108,7 @@ def test_topk_sparsification() -> None:
     assert torch.equal(dense, kept)
 
 
-def test_topk_keeps_floor_of_p_percent_others_and_exact_threshold_ties() -> None:
+def test_topk_floor_count_and_exact_ties() -> None:
     """Our top-n% (docs/official-code.md, FLESD): floor(p·N/100) other entries plus self, threshold
     compared exactly. The official code keeps int(p/100·N) + 1 entries in all (p = 29, N = 100:
     28.999... → 29 in all, one fewer than ours) and every value above thresh − 1e-6 (near-ties)."""
