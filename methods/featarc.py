@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import (
-    PRECISIONS,
     METHODS,
+    PRECISIONS,
     ClientData,
     ClientState,
     ComponentSpec,
@@ -95,6 +95,12 @@ def preset(name: str, **overrides) -> FeatARCConfig:
     return FeatARCConfig(**{**PRESETS[name], **overrides})
 
 
+def client_size(up: Payload) -> int:
+    """n_k of an upload: the sent size under ``num_batches`` (its weight is a batch count), else its
+    weight. The cluster mass of featarc.md §3 is Σ n_k in examples, whatever the weighting."""
+    return int(up.tensors["size"]) if "size" in up.tensors else int(up.num_examples)
+
+
 def onehot(j: int, c: int) -> torch.Tensor:
     return F.one_hot(torch.tensor(j), c).to(torch.float32)
 
@@ -104,10 +110,11 @@ class FeatARC(MethodBase):
     """FeatARC (Dec-SSL, ICLR 2023): C cluster models, alignment-based assignment, SimCLR + λ·L_align."""
 
     name: ClassVar[str] = "featarc"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: the cluster mass counts examples under num_batches
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FeatARCConfig
-    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*", "assign")
+    # "size": n_k, sent only under weighting num_batches (then num_examples holds the batch count)
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*", "assign", "size")
     payload_down: ClassVar[tuple[str, ...]] = ("cluster*.encoder.*", "cluster*.projector.*")
     # read only by encoder(): cells that differ only in it share one pre-training (benchmark.grid.pretrain_key_for)
     export_params: ClassVar[tuple[str, ...]] = ("report_model",)
@@ -243,7 +250,10 @@ class FeatARC(MethodBase):
                    **{f"align_score{j}": float(scores[j]) for j in range(C)}}
         keep = {LOCAL + name: v.clone() for name, v in out.items()}
         keep["cluster"] = torch.tensor(I, dtype=torch.int64)
-        return (Payload({**out, "assign": onehot(I, C)}, num_examples=weight, metrics=metrics),
+        up = {**out, "assign": onehot(I, C)}
+        if cfg.weighting == "num_batches":  # weight = batch count; the mass of §3 needs n_k
+            up["size"] = torch.tensor([data.num_examples], dtype=torch.int64)
+        return (Payload(up, num_examples=weight, metrics=metrics),
                 ClientState(tensors=keep, last_round=ctx.round))
 
     def server_aggregate(
@@ -259,7 +269,8 @@ class FeatARC(MethodBase):
         assign = [int(torch.argmax(p.tensors["assign"])) for p in payloads]
         mode = "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
         weights = aggregation_weights([p.num_examples for p in payloads], mode)  # normalised per cluster below
-        uploads = [{k: v for k, v in p.tensors.items() if k != "assign"} for p in payloads]
+        uploads = [{k: v for k, v in p.tensors.items() if k not in ("assign", "size")}
+                   for p in payloads]
         current = [self.cluster_tensors(server.model, j) for j in range(C)]
         model = {}
         for j, tensors in enumerate(cluster_average(current, uploads, assign, weights)):
@@ -267,7 +278,7 @@ class FeatARC(MethodBase):
         a, n = extra["assign"].clone(), extra["n"].clone()
         row = torch.full((1, a.numel()), -1, dtype=torch.int64)
         for k, j, p in zip(ids, assign, payloads):
-            a[k], n[k], row[0, k] = j, int(p.num_examples), j
+            a[k], n[k], row[0, k] = j, client_size(p), j
         hist = torch.cat([extra["assign_history"], row])
         extra = {"assign": a, "n": n, "assign_history": hist}
         mass = [int(n[a == j].sum()) for j in range(C)]
@@ -298,7 +309,7 @@ class FeatARC(MethodBase):
         enc = clusters[reported]
         a, n = server.extra["assign"], server.extra["n"]
         # perclient@v1: each client is evaluated with the cluster of its last assignment (docs/protocols/evaluation.md §3.7)
-        common = dict(client_models=clusters, client_index=tuple(int(j) for j in a.tolist()))
+        common = {"client_models": clusters, "client_index": tuple(int(j) for j in a.tolist())}
         mass = tuple(float(n[a == j].sum()) for j in range(self.cfg.num_clusters))
         if self.cfg.report_model == "largest_cluster":
             # §3: the largest cluster's scores are the value; every cluster model's and their mass-weighted mean are

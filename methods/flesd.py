@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    PRECISIONS,
+    FP32,
     METHODS,
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
@@ -33,13 +34,12 @@ from benchmark.api import (
     InputSpec,
     MethodBase,
     Payload,
+    Precision,
     Requirement,
     RoundContext,
     ServerState,
     Stream,
     UnlabeledView,
-    FP32,
-    Precision,
     build_backbone,
     normalize,
     scoped_torch_seed,
@@ -204,6 +204,10 @@ class FLESD(MethodBase):
               precision: Precision = FP32) -> torch.Tensor:
         """Raw head outputs on D_pub, in D_pub order: eval mode, no augmentation, batch 128 (§2.6 step 3)."""
         mean, std = (public.mean, public.std) if self.cfg.infer_normalization == "train" else IMAGENET_STATS
+        # DEVIATION: the official ImageNet-100 D_pub inference resizes to 256 and centre-crops 224;
+        # the engine
+        # holds D_pub at the dataset's stored 224-px size (short side 224, centre crop), so no
+        # resize happens here
         net.eval()
         view = public.to(device)
         outs = []
@@ -251,6 +255,10 @@ class FLESD(MethodBase):
         step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
 
         # the official loader keeps the last partial batch (no drop_last) [C]
+        # DEVIATION: a last batch of one image is dropped (UnlabeledView.batch_indices); the
+        # official loader
+        # would take an Adam step on it (its one-sample InfoNCE loss is 0, the step weight decay
+        # only)
         stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.local_batch_size, epochs=ctx.local_epochs,
                                  drop_last=False, nan_policy=cfg.nan_policy, scaler=scaler)
         emb = self.infer(net, ctx.public, ctx.device, ctx.precision)

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    PRECISIONS,
     METHODS,
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
@@ -274,6 +274,9 @@ class Orchestra(MethodBase):
             return loss_cluster + cfg.deg_weight * loss_deg
 
         def after_step() -> None:
+            # DEVIATION: the official code updates the target before each target forward pass (the
+            # first step
+            # of a round included); Algorithm 1's order is kept: a one-step shift per round
             if cfg.use_target:  # Alg. 1 order: EMA after the SGD step (§6 item 7)
                 momentum_update_(net.target, net.online, cfg.ema)
             box["memory"] = fifo_push(box["memory"], box.pop("pending"), cap)

@@ -80,13 +80,15 @@ _CACHE: dict[Any, DatasetSplits] = {}
 
 
 # Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics (default), the
-# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), or ImageNet's. It sets the statistics the
+# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), ImageNet's, or none
+# (mean 0, std 1: pixels in [0, 1], EasyFL's FedU/FedEMA transforms). It sets the statistics the
 # clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's own statistics
 # (docs/protocols/evaluation.md, card field "input").
-Normalize = Literal["dataset", "half", "imagenet"]
+Normalize = Literal["dataset", "half", "imagenet", "none"]
 NORMALIZATIONS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "none": ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
 }
 
 
@@ -222,13 +224,22 @@ class HubImageDataset:
     def folder(self, root: Path) -> Path:
         return Path(root) / self.name
 
+    def cache_path(self, root: Path) -> Path:
+        return self.folder(root) / f"_fssl_uint8_{self.image_size}.npz"
+
     def available(self, root: Path) -> bool:
-        return (self.folder(root) / "dataset_dict.json").exists() or any(self.folder(root).glob("*.npz"))
+        """A saved hub set, or a complete decoded cache (a partial or foreign ``.npz`` does not
+        count)."""
+        saved = (self.folder(root) / "dataset_dict.json").exists()
+        return saved or cache_complete(self.cache_path(root))
+
+    def prefetch_hint(self, root: Path) -> str:
+        return f"`python -m benchmark prefetch {self.name} --data-root {root}`"
 
     def how_to_get(self, root: Path) -> str:
         return (
             f"dataset {self.name!r} is not under {self.folder(root)}. Fetch it once on a machine with network: "
-            f"`python -m benchmark prefetch {self.name} --data-root {root}` (HF hub {self.hub_id}), "
+            f"{self.prefetch_hint(root)} (HF hub {self.hub_id}), "
             "or pass --data-root / set FSSL_DATA_ROOT to a folder that holds it."
         )
 
@@ -240,41 +251,124 @@ class HubImageDataset:
         ds.save_to_disk(str(out))
         return out
 
-    def _decode(self, split: Any) -> tuple[np.ndarray, np.ndarray]:
-        images = []
-        for img in split[self.image_column]:
-            arr = np.asarray(img.convert("RGB") if hasattr(img, "convert") else img, dtype=np.uint8)
-            if arr.shape[0] != self.image_size or arr.shape[1] != self.image_size:
-                from PIL import Image
+    def check_features(self, split: Any, root: Path) -> None:
+        """One-line error naming the columns found when the stored set is not in the hub's format.
+        """
+        cols = set(split.column_names)
+        want = {self.image_column, self.label_column}
+        if not want <= cols:
+            raise DatasetUnavailable(
+                f"{self.name}: expected columns {sorted(want)} (hub {self.hub_id}), found "
+                f"{sorted(cols)} under {self.folder(root)}; "
+                f"re-fetch it: {self.prefetch_hint(root)}")
 
-                arr = np.asarray(Image.fromarray(arr).resize((self.image_size, self.image_size), Image.BICUBIC))
-            images.append(arr)
-        x = np.stack(images).transpose(0, 3, 1, 2).copy()
-        y = np.asarray(split[self.label_column], dtype=np.int64)
+    def square(self, img: Any) -> np.ndarray:
+        """One decoded image as RGB uint8 (image_size, image_size, 3): resized (bicubic) when not
+        that size."""
+        arr = np.asarray(img.convert("RGB") if hasattr(img, "convert") else img, dtype=np.uint8)
+        if arr.shape[0] != self.image_size or arr.shape[1] != self.image_size:
+            from PIL import Image
+
+            side = (self.image_size, self.image_size)
+            arr = np.asarray(Image.fromarray(arr).resize(side, Image.BICUBIC))
+        return arr
+
+    def _decode(self, split: Any) -> tuple[np.ndarray, np.ndarray]:
+        """uint8 N×3×S×S images and int64 labels, decoded DECODE_SLICE rows at a time into
+        preallocated arrays.
+
+        ``split[a:b]`` decodes only those rows in every ``datasets`` version; ``split[column]``
+        decodes the whole column into a Python list before datasets 4.0 (tens of GB for
+        ImageNet-100's full-size JPEGs)."""
+        n, s = len(split), self.image_size
+        x = np.empty((n, 3, s, s), dtype=np.uint8)
+        y = np.empty(n, dtype=np.int64)
+        part = split.select_columns([self.image_column, self.label_column])
+        for lo in range(0, n, DECODE_SLICE):
+            rows = part[lo:lo + DECODE_SLICE]
+            for i, img in enumerate(rows[self.image_column], start=lo):
+                x[i] = self.square(img).transpose(2, 0, 1)
+                if hasattr(img, "close"):
+                    img.close()  # frees the decoded pixels now, not when the slice is dropped
+            y[lo:lo + len(rows[self.label_column])] = rows[self.label_column]
         return x, y
+
+    def num_classes_of(self, split: Any) -> int:
+        feature = split.features[self.label_column]
+        return int(getattr(feature, "num_classes", 0) or 0)
+
+    def validate(self, train_split: Any) -> None:
+        """Dataset-specific checks on the stored train split (class count, class list)."""
+
+    def _read_saved(self, root: Path) -> dict[str, np.ndarray]:
+        import datasets
+
+        folder = self.folder(root)
+        dd = datasets.load_from_disk(str(folder))
+        for split in (self.train_split, self.test_split):
+            if split not in dd:
+                raise DatasetUnavailable(
+                    f"{self.name}: split {split!r} missing under {folder} (found {sorted(dd)}); "
+                    f"re-fetch it: {self.prefetch_hint(root)}")
+            self.check_features(dd[split], root)
+        self.validate(dd[self.train_split])
+        xtr, ytr = self._decode(dd[self.train_split])
+        xte, yte = self._decode(dd[self.test_split])
+        num_classes = self.num_classes_of(dd[self.train_split]) or label_count(ytr, yte)
+        return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte,
+                "num_classes": np.int64(num_classes)}
 
     def load(self, root: Path) -> DatasetSplits:
         import torch
 
-        folder = self.folder(root)
         if not self.available(root):
             raise DatasetUnavailable(self.how_to_get(root))
-        cache = folder / f"_fssl_uint8_{self.image_size}.npz"
-        if cache.exists():
+        cache = self.cache_path(root)
+        if cache_complete(cache):
             with np.load(cache) as z:
-                xtr, ytr, xte, yte = z["xtr"], z["ytr"], z["xte"], z["yte"]
+                arrays = {k: z[k] for k in z.files}
         else:
-            import datasets
-
-            dd = datasets.load_from_disk(str(folder))
-            xtr, ytr = self._decode(dd[self.train_split])
-            xte, yte = self._decode(dd[self.test_split])
-            np.savez(cache, xtr=xtr, ytr=ytr, xte=xte, yte=yte)
-        num_classes = int(max(ytr.max(), yte.max())) + 1
+            arrays = self._read_saved(root)
+            write_cache_atomically(cache, arrays)
+        xtr, ytr, xte, yte = arrays["xtr"], arrays["ytr"], arrays["xte"], arrays["yte"]
+        stored = arrays.get("num_classes")  # absent from caches written before the ClassLabel count
+        num_classes = int(stored) if stored is not None else label_count(ytr, yte)
         train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
         test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
         rev = self.hub_revision or content_revision(ytr, yte, xtr[:64])
         return DatasetSplits(self.name, train, test, rev, self.mean, self.std)
+
+
+DECODE_SLICE = 64  # rows decoded at a time: peak memory is one slice of full-size images (P9)
+CACHE_ARRAYS = ("xtr", "ytr", "xte", "yte")
+
+
+def label_count(*labels: np.ndarray) -> int:
+    return int(max(y.max() for y in labels)) + 1
+
+
+def cache_complete(path: Path) -> bool:
+    """True for a finished decoded cache: a readable zip that holds every array (a write cut short
+    has no central directory, so it is not a zip)."""
+    import zipfile
+
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+    return all(f"{k}.npy" in names for k in CACHE_ARRAYS)
+
+
+def write_cache_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write the .npz under a temporary name (not ``*.npz``) in the same folder, then rename it into
+    place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a bare path
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @DATASETS.register("cifar10", aliases=("cifar-10",))

@@ -30,16 +30,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmark.data.datasets import (
-    DatasetSplit,
-    DatasetSplits,
-    DatasetUnavailable,
-    HubImageDataset,
-    content_revision,
-)
+from benchmark.data.datasets import DatasetUnavailable, HubImageDataset
 from benchmark.registries import DATASETS
 
 IMAGENET100_CLASSES_FILE = Path(__file__).with_name("imagenet100_classes.txt")
+# the hub set's ClassLabel names, as served ("bonnet, poke bonnet", "green mamba", ...): the
+# ImageNet synset
+# words of the CMC wnids, line for line (the hub repo's scripts/classes.py maps each wnid to these
+# words)
+IMAGENET100_NAMES_FILE = Path(__file__).with_name("imagenet100_names.txt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -49,6 +48,16 @@ def imagenet100_classes() -> list[str]:
     names = [ln.strip() for ln in IMAGENET100_CLASSES_FILE.read_text(encoding="utf-8").splitlines() if ln.strip()]
     if len(names) != 100 or len(set(names)) != 100:
         raise ValueError(f"{IMAGENET100_CLASSES_FILE} must list 100 distinct synsets, found {len(set(names))}")
+    return names
+
+
+def imagenet100_names() -> list[str]:
+    """The hub's human-readable class names, in the order of ``imagenet100_classes()``."""
+    text = IMAGENET100_NAMES_FILE.read_text(encoding="utf-8")
+    names = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if len(names) != 100 or len(set(names)) != 100:
+        raise ValueError(f"{IMAGENET100_NAMES_FILE} must list 100 distinct names, "
+                         f"found {len(set(names))}")
     return names
 
 
@@ -93,64 +102,13 @@ class HubClassification(HubImageDataset):
     def how_to_get(self, root: Path) -> str:
         return (
             f"dataset {self.name!r} is not under {self.folder(root)}. Fetch it once on a machine with network: "
-            f"`python -m benchmark prefetch {self.name} --data-root {root}` (HF hub {self.hub_id}; gated ImageNet "
+            f"{self.prefetch_hint(root)} (HF hub {self.hub_id}; gated ImageNet "
             "derivatives need `huggingface-cli login` and the licence accepted on the hub page first), "
             "or pass --data-root / set FSSL_DATA_ROOT to a folder that holds it."
         )
 
-    def check_features(self, split: Any) -> None:
-        """Fail with the column names found when the stored set is not in the expected format."""
-        cols = set(split.column_names)
-        want = {self.image_column, self.label_column}
-        if not want <= cols:
-            raise DatasetUnavailable(f"{self.name}: expected columns {sorted(want)} (hub {self.hub_id}), "
-                                     f"found {sorted(cols)}; re-run prefetch")
-
-    def _decode(self, split: Any) -> tuple[np.ndarray, np.ndarray]:
-        n, s = len(split), self.image_size
-        x = np.empty((n, 3, s, s), dtype=np.uint8)
-        for i, img in enumerate(split[self.image_column]):  # preallocated: no second full-size copy from np.stack
-            x[i] = resize_center_crop(img, s).transpose(2, 0, 1)
-        y = np.asarray(split[self.label_column], dtype=np.int64)
-        return x, y
-
-    def num_classes_of(self, split: Any) -> int:
-        feature = split.features[self.label_column]
-        return int(getattr(feature, "num_classes", 0) or 0)
-
-    def load(self, root: Path) -> DatasetSplits:
-        import torch
-
-        folder = self.folder(root)
-        if not self.available(root):
-            raise DatasetUnavailable(self.how_to_get(root))
-        cache = folder / f"_fssl_uint8_{self.image_size}.npz"
-        if cache.exists():
-            with np.load(cache) as z:
-                xtr, ytr, xte, yte, num_classes = z["xtr"], z["ytr"], z["xte"], z["yte"], int(z["num_classes"])
-        else:
-            import datasets
-
-            dd = datasets.load_from_disk(str(folder))
-            for split in (self.train_split, self.test_split):
-                if split not in dd:
-                    raise DatasetUnavailable(f"{self.name}: split {split!r} missing under {folder} "
-                                             f"(found {sorted(dd)}); re-run prefetch")
-                self.check_features(dd[split])
-            self.validate(dd[self.train_split])
-            xtr, ytr = self._decode(dd[self.train_split])
-            xte, yte = self._decode(dd[self.test_split])
-            num_classes = self.num_classes_of(dd[self.train_split]) or int(max(ytr.max(), yte.max())) + 1
-            tmp = cache.with_name(cache.stem + ".tmp.npz")
-            np.savez(tmp, xtr=xtr, ytr=ytr, xte=xte, yte=yte, num_classes=np.int64(num_classes))
-            tmp.replace(cache)
-        train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
-        test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
-        rev = self.hub_revision or content_revision(ytr, yte, xtr[:64])
-        return DatasetSplits(self.name, train, test, rev, self.mean, self.std)
-
-    def validate(self, train_split: Any) -> None:
-        """Dataset-specific checks on the stored train split (class count, class list)."""
+    def square(self, img: Any) -> np.ndarray:
+        return resize_center_crop(img, self.image_size)
 
 
 @DATASETS.register("tiny_imagenet", aliases=("tinyimagenet", "tiny-imagenet"))
@@ -200,10 +158,15 @@ class ImageNet100(HubClassification):
             raise DatasetUnavailable(f"imagenet100: expected the {len(self.classes)} classes of "
                                      f"{IMAGENET100_CLASSES_FILE.name}, the stored label feature has {n}")
         names = list(getattr(train_split.features[self.label_column], "names", []) or [])
-        wnids = [v for v in names if v.startswith("n") and v[1:].isdigit()]
-        if wnids and wnids != self.classes:  # a copy labelled by wnid must follow the CMC list order
-            raise DatasetUnavailable("imagenet100: the stored ClassLabel wnids differ from (or are ordered "
-                                     f"differently than) {IMAGENET100_CLASSES_FILE.name}")
+        indices = [str(i) for i in range(len(names))]  # ClassLabel(num_classes=n): no order
+        if names in (self.classes, imagenet100_names(), indices):
+            return  # CMC order, by wnid or by the names the hub serves
+        want = imagenet100_names() if not names[0].startswith("n0") else self.classes
+        i = next(i for i, (a, b) in enumerate(zip(names, want)) if a != b)
+        raise DatasetUnavailable(
+            f"imagenet100: stored class {i} is {names[i]!r}, {IMAGENET100_CLASSES_FILE.name} "
+            f"(CMC order) has {want[i]!r}: not clane9/imagenet-100's class order; re-fetch it with "
+            "`python -m benchmark prefetch imagenet100`")
 
 
 @DATASETS.register("mini_imagenet", aliases=("miniimagenet", "mini-imagenet"))
@@ -211,7 +174,9 @@ class ImageNet100(HubClassification):
 class MiniImageNet(HubClassification):
     """Mini-ImageNet (100 classes; FedMAE's pre-training set, docs/methods/fedmae.md §4): train 50,000 / test = the hub's
     ``validation`` 10,000 (together the 60,000 images the FedMAE paper cites); the hub's 5,000-image ``test`` split,
-    taken from ImageNet's validation set, is not used."""
+    taken from ImageNet's validation set, is not used. The card says its classes and splits
+    are not Vinyals et al.'s few-shot Mini-ImageNet; FedMAE does not name its list
+    (docs/official-code.md)."""
 
     name: ClassVar[str] = "mini_imagenet"
     hub_id: ClassVar[str] = "timm/mini-imagenet"
@@ -262,6 +227,7 @@ class Coco2017:
 
     version: ClassVar[str] = "1"
     hub_id: ClassVar[str | None] = None
+    source_url: ClassVar[str] = COCO_URLS["val2017.zip"]  # prefetch's reachability check probes it
     folder_name: str = "coco"  # tasks/coco_detection reads <data root>/coco unless its coco_root is set
 
     def folder(self, root: Path) -> Path:
@@ -313,7 +279,7 @@ class Coco2017:
             target = out / fname
             if not target.exists():
                 tmp = target.with_suffix(".part")
-                urllib.request.urlretrieve(url, tmp)  # noqa: S310 (fixed https/http URLs of cocodataset.org)
+                urllib.request.urlretrieve(url, tmp)
                 tmp.replace(target)
             with zipfile.ZipFile(target) as z:
                 z.extractall(out)

@@ -46,6 +46,9 @@ class UnlabeledView:
 
         Batches of size 1 are always dropped (BatchNorm cannot train on them).
         """
+        # DEVIATION: also where a method's official loader keeps a partial last batch (FLESD's local
+        # SimCLR,
+        # drop_last False): one image gives no contrastive signal and a one-sample BatchNorm batch
         n = len(self)
         order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
         if drop_last is None:

@@ -47,6 +47,11 @@ class BYOLConfig:
     """Hyperparameters of docs/methods/fedu.md §3 (project defaults = EasyFL ``main.py`` / ``model.py``)."""
 
     dapu_threshold: float = 0.4  # μ_dapu, EasyFL main.py --dapu_threshold
+    # DEVIATION: FedU's default compares the new global model with the client's old local one (the
+    # paper's
+    # formula); EasyFL's code uses the drift of the client's last local training ("local_drift",
+    # FedEMA's
+    # default). The spec keeps the paper's; native_fedu runs both (docs/official-code.md)
     divergence_ref: Literal["global", "local_drift"] = "global"  # §6.1
     first_round_target: Literal["copy", "alias"] = "copy"  # §6.3 (EasyFL aliases online and target)
     target_momentum: float = 0.99  # m, EasyFL model.py moving_average_decay

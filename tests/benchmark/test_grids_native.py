@@ -125,7 +125,8 @@ def test_run_main_without_data_stops_with_the_missing_datasets(tmp_path: Path) -
     empty.mkdir()
     env = {**os.environ, "FSSL_DATA_ROOT": str(empty), "WANDB_MODE": "disabled"}
     proc = subprocess.run([sys.executable, "-m", "benchmark", "run", "--grid", "main", "--root", str(root),
-                           "--no-wandb"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                           "--no-wandb"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     for name in ("cifar10", "cifar100", "imagenet100"):
         assert f"python -m benchmark prefetch {name}" in proc.stderr
@@ -228,9 +229,11 @@ FLESD_FEDAVG = {"loss_form": "crossview_1dir", "optimizer": "adam", "lr": 1e-3, 
                 "projector": "flesd"}
 FLESD_AUG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.2), "jitter_p": 0.8, "gray_p": 0.2,
              "flip_p": 0.5, "blur_p": 0.0}
-# docs/methods/flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale and blur)
+# docs/methods/flesd.md §2.9: Tiny-ImageNet and ImageNet-100 have their own views (stronger jitter hue, grayscale
+# and blur); the blur kernel spans +-3 sigma at the largest sigma (2): 2 * 3 * 2 + 1 = 13 taps
 FLESD_AUG_BIG = {"crop_scale": (0.2, 1.0), "jitter": (0.8, 0.8, 0.8, 0.4), "jitter_p": 0.8, "gray_p": 0.5,
-                 "flip_p": 0.5, "blur_p": 0.5, "blur_sigma": (0.1, 2.0)}
+                 "flip_p": 0.5, "blur_p": 0.5, "blur_sigma": (0.1, 2.0),
+                 "blur_kernel": 2 * 3 * 2 + 1}
 
 
 def test_native_flesd_matches_spec() -> None:
@@ -296,6 +299,7 @@ def test_native_fedu_fedema_match_spec(method: str) -> None:
     for c in cells:
         assert c.method.name == method and fl(c) == (5, 1.0, 100, 5) and c.backbone.name == "resnet18_cifar"
         per_client = {"cifar10": 2, "cifar100": 20}[c.dataset.name]
+        assert c.dataset.params["normalize"] == "none"  # EasyFL: ToTensor only, no Normalize
         assert (c.partition.name, c.partition.params["classes_per_client"]) == ("easyfl_class", per_client)
         p = c.method.params
         assert sub(p, EASYFL) == EASYFL

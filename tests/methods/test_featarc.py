@@ -26,7 +26,7 @@ def final_of(cell, root: Path) -> dict:
 @pytest.fixture(scope="module")
 def featarc_vs_fedavg(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("fa")
-    kw = dict(rounds=2, clients=6, participation=0.34, tasks=[])
+    kw = {"rounds": 2, "clients": 6, "participation": 0.34, "tasks": []}
     fa = smoke_cell("featarc", method_params={"num_clusters": 1, "reg_scale": 0.0}, **kw)
     fa2 = smoke_cell("featarc", **kw)
     fv = smoke_cell("fedavg_simclr", **kw)
@@ -172,6 +172,46 @@ def test_aggregation_members_empty_and_order() -> None:
     assert out.extra["assign"].tolist() == [0, 1, 0] and out.extra["n"].tolist() == [1, 0, 3]
 
 
+def test_cluster_mass_counts_examples_under_num_batches() -> None:
+    """featarc.md §3: m_j = Σ n_k in examples. Under ``weighting: num_batches`` the weight is a
+    batch count, so the client also sends n_k ("size"); the server's sizes and masses use it."""
+    params = {"weighting": "num_batches", "batch_size": 16}
+    kit = make_kit("featarc", clients=3, method_params=params)
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    sizes = [kit.clients[k].num_examples for k in range(3)]
+    ups = {k: m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))[0]
+           for k in range(3)}
+    for k, up in ups.items():
+        assert int(up.tensors["size"]) == sizes[k]
+        assert up.num_examples == up.metrics["steps"] < sizes[k]
+    assert m.server_aggregate(server, ups, kit.sctx(1), None).extra["n"].tolist() == sizes
+    # cluster 0: one client of 63 examples in 1 batch; cluster 1: two of 20 in 1 batch each.
+    # By examples cluster 0 is the largest (63 > 40), by batches cluster 1 (2 > 1).
+    names = list(m.cluster_tensors(server.model, 0))
+
+    def up(j: int, batches: int, n: int) -> Payload:
+        t = {k: server.model["cluster0." + k].clone() for k in names}
+        t["assign"], t["size"] = torch.eye(2)[j], torch.tensor([n])
+        return Payload(t, num_examples=batches)
+
+    ups = {0: up(0, 1, 63), 1: up(1, 1, 20), 2: up(1, 1, 20)}
+    out = m.server_aggregate(server, ups, kit.sctx(1), None)
+    assert out.extra["n"].tolist() == [63, 20, 20]
+    assert (out.metrics["cluster_mass0"], out.metrics["cluster_mass1"]) == (63, 40)
+    assert out.metrics["reported_cluster"] == 0 and m.reported_cluster(out) == 0
+
+
+def test_no_size_upload_when_the_weight_is_the_size() -> None:
+    kit = make_kit("featarc", clients=1)
+    m = kit.method
+    server = kit.server()
+    down = m.broadcast(server, kit.sctx(1))
+    up, _ = m.client_update(down, m.init_client(0, server), kit.clients[0], kit.ctx(1, 0))
+    assert "size" not in up.tensors and up.num_examples == kit.clients[0].num_examples
+
+
 def test_partial_participation_keeps_stale_local_model() -> None:
     """§9.8: a non-participant keeps its local model and assignment; that stale model is used next time."""
     kit = make_kit("featarc", clients=3)
@@ -214,7 +254,7 @@ def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
     mass-weighted mean are reported beside it; the default mode's cards select nothing, its value is the largest
     cluster's score, and every cluster's score and their mass-weighted mean are logged beside it (§3)."""
     tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
-    kw = dict(rounds=1, clients=3, tasks=tasks)
+    kw = {"rounds": 1, "clients": 3, "tasks": tasks}
     cell_max = smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw)
     cell_def = smoke_cell("featarc", **kw)
     # report_model only chooses what is exported: both cells share one pre-training, trained once

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -16,7 +17,6 @@ from methods._shared.ema import divergence
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
-
 
 # §7 tests 1-7 check the printed formula's mechanics: divergence against the new global model, μ clipped at 1
 PRINTED = {"divergence_ref": "global", "mu_max": 1.0}
@@ -103,18 +103,39 @@ def test_extremes() -> None:
         assert torch.equal(up.tensors[k], expect), k
     # d = 0: the client's online encoder equals the global one
     same = Payload({k: local.tensors[k].clone() for k in down.tensors})
-    up0, st0 = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
+    up0, _st0 = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
     assert up0.metrics["mu"] == 0.0 and equal(up0.tensors, same.tensors)
 
 
 def test_d_zero_leaves_scaler_unset() -> None:
     """§6.11: d = 0 → μ = 0 and λ_k stays unset (NaN)."""
     kit = make_kit("fedema", method_params=PRINTED)
-    states, server = round1(kit)
+    states, _server = round1(kit)
     local = states[0]
     same = Payload({k: v.clone() for k, v in local.tensors.items() if k.startswith(("online.", "predictor."))})
     _, st = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
     assert math.isnan(float(st.tensors["scaler"]))
+
+
+def test_first_merge_at_zero_drift_takes_the_global_model() -> None:
+    """§6.11 against EasyFL (docs/official-code.md): under ``local_drift`` a client whose last
+    training did not move (d = 0) while its model differs from the new global one merges with
+    μ = 0: the global online networks. EasyFL's min(1, weight_scaler · d) with
+    weight_scaler = τ / 0 = ∞ gives min(1, nan) = 1 and keeps the local networks."""
+    kit = make_kit("fedema")
+    assert kit.method.cfg.divergence_ref == "local_drift"
+    states, server = round1(kit)
+    local = states[0]
+    still = type(local)(tensors={**local.tensors, "drift": torch.tensor(0.0, dtype=torch.float64)},
+                        last_round=local.last_round)
+    down = kit.method.broadcast(server, kit.sctx(2))
+    merged = kit.method.merge(down, still, kit.ctx(2, 0, 0))
+    assert merged.metrics["mu"] == 0.0 and math.isnan(float(merged.extra["scaler"]))
+    online = [k for k in down.tensors if k.startswith("online.") and "running_" not in k]
+    # the two behaviours tell apart: local and global differ
+    assert any(not torch.equal(local.tensors[k], down.tensors[k]) for k in online)
+    for k in online:
+        assert torch.equal(merged.start[k], down.tensors[k]), k
 
 
 def test_constant_scaler() -> None:
@@ -245,4 +266,4 @@ def test_mu_over_rounds(divergence_ref: str, tmp_path: Path) -> None:
     # per merge, the clients' mean μ falls strictly (at this toy scale one client's μ may rise once: measured
     # [0.7, 0.065, 0.081, 0.041, 0.024] for client 3, so the strict per-client form of 8b is checked on the mean)
     means = [sum(mus[k][i] for k in mus) / len(mus) for i in range(5)]
-    assert all(b < a for a, b in zip(means, means[1:])), means
+    assert all(b < a for a, b in itertools.pairwise(means)), means

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+import benchmark.data.augment as augment_module
+from benchmark.api import METHODS
 from benchmark.conformance import smoke_cell
 from benchmark.rundir import PretrainDir
 from benchmark.stages import prepare, pretrain
@@ -16,21 +19,61 @@ from benchmark.stages import prepare, pretrain
 TWO_VIEW_METHODS = ["fedavg_simclr", "central_ssl", "local_ssl", "featarc", "flesd", "fedu", "fedema", "orchestra"]
 
 
+class StepLog:
+    """Per optimizer step of a local phase: the sizes of the augmented views drawn and of the
+    batches every training-mode BatchNorm saw since the previous step."""
+
+    def __init__(self) -> None:
+        self.local = False
+        self.views: list[int] = []
+        self.bn: list[int] = []
+        self.steps: list[tuple[list[int], list[int]]] = []
+
+    def bn_hook(self, module: nn.Module, args: tuple) -> None:
+        if self.local and isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training:
+            self.bn.append(int(args[0].shape[0]))
+
+    def step_hook(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+        if self.local:
+            self.steps.append((self.views, self.bn))
+            self.views, self.bn = [], []
+
+
 @pytest.mark.parametrize("name", TWO_VIEW_METHODS)
-def test_batchnorm_never_sees_both_views_in_one_batch(name: str, tmp_path: Path) -> None:
+def test_each_local_step_batchnorm_sees_one_view_size(name: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every BatchNorm batch of a local optimizer step has one augmented view's size (never 2B)."""
     cell = smoke_cell(name, rounds=2 if name == "orchestra" else 1, tasks=[])
-    limit = max(int(v) for k, v in cell.method.params.items() if k.endswith("batch_size"))
-    seen: list[int] = []
+    log = StepLog()
+    draw = augment_module.draw
 
-    def hook(module: nn.Module, args: tuple) -> None:
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and args[0].dim() == 4:
-            seen.append(int(args[0].shape[0]))
+    def logged_draw(n: int, *args, **kwargs):
+        if log.local:
+            log.views.append(int(n))
+        return draw(n, *args, **kwargs)
 
-    handle = nn.modules.module.register_module_forward_pre_hook(hook)
+    cls = METHODS.get(name)
+    client_update = cls.client_update
+
+    def logged_update(self, *args, **kwargs):
+        log.local = True
+        try:
+            return client_update(self, *args, **kwargs)
+        finally:
+            log.local = False
+
+    monkeypatch.setattr(augment_module, "draw", logged_draw)  # augment() calls it via its module
+    monkeypatch.setattr(cls, "client_update", logged_update)
+    handles = [nn.modules.module.register_module_forward_pre_hook(log.bn_hook),
+               register_optimizer_step_pre_hook(log.step_hook)]
     try:
         pre = pretrain(prepare(cell), PretrainDir(tmp_path))
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     assert pre is not None and pre.status == "ok"
-    assert seen, "no BatchNorm ran in training mode"
-    assert max(seen) <= limit, (name, limit, sorted(set(seen)))
+    assert log.steps, "no local optimizer step ran"
+    assert any(bn for _, bn in log.steps), "no BatchNorm ran in training mode during a local step"
+    for views, bn in log.steps:
+        assert len(set(views)) == 1, (name, views)  # one batch size per step, every view of it
+        assert set(bn) <= set(views), (name, "BatchNorm saw", sorted(set(bn)), "views of", views[0])

@@ -106,3 +106,28 @@ def test_topk_sparsification() -> None:
     kept = sparse.clone()
     kept.fill_diagonal_(1.0)  # the diagonal is implicit (1.0) in the payload
     assert torch.equal(dense, kept)
+
+
+def test_topk_floor_count_and_exact_ties() -> None:
+    """Our top-n% (docs/official-code.md, FLESD): floor(p·N/100) other entries plus self, threshold
+    compared exactly. The official code keeps int(p/100·N) + 1 entries in all (p = 29, N = 100:
+    28.999... → 29 in all, one fewer than ours) and every value above thresh − 1e-6 (near-ties)."""
+    n, pct = 100, 29
+    # ours: 29 others + self; the official count: 29 in all
+    assert topk_count(pct, n) == 29 and int(pct / 100 * n) + 1 == 29
+    m = _sims(n, 1, seed=5)[0]
+    assert ((topk_sparsify(m, topk_count(pct, n)) != 0).sum(1) == 30).all()
+    row = torch.tensor([1.0, 0.9, 0.5, 0.5 - 5e-7, 0.1])
+    sim = torch.eye(5)
+    sim[0] = row
+    kept = topk_sparsify(sim, 2)[0]
+    # the near-tie 0.5 − 5e-7 is dropped
+    assert kept.tolist() == pytest.approx([1.0, 0.9, 0.5, 0.0, 0.0])
+
+
+def test_similarity_matrix_is_fp32_whatever_the_input() -> None:
+    """fp32_math casts every floating input: float64 representations give a float32 matrix."""
+    reps = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    sim = similarity_matrix(reps)
+    assert sim.dtype == torch.float32
+    torch.testing.assert_close(sim, similarity_matrix(reps.float()), rtol=0, atol=0)
