@@ -1,11 +1,13 @@
 """FedAvg-SimCLR, the Dec-SSL method (Wang et al., ICLR 2023, arXiv 2210.10947, §2.1 and App. C.1).
 
-Plain FedAvg whose local objective is SimCLR: each participating client starts from the global weights, runs E local
-epochs of SimCLR (NT-Xent, τ = 0.5, Adam 1e-3, wd 1e-6, optimizer reset each round), and the server averages the
-returned weights. Spec: docs/methods/fedavg_simclr.md (§2 algorithm, §4 hyperparameters, §7 resolutions).
+Plain FedAvg whose local objective is SimCLR: each participating client starts from the global
+weights, runs E local epochs of SimCLR (NT-Xent, τ = 0.5, Adam 1e-3, wd 1e-6, optimizer reset each
+round), and the server averages the returned weights. Spec: docs/methods/fedavg_simclr.md (§2
+algorithm, §4 hyperparameters, §7 resolutions).
 
-Config keys beyond the spec's names: ``proj_hidden``/``proj_out`` (None = the backbone's feature dimension, which is
-the spec's 512 for ResNet-18), ``augment`` (the two-view pipeline; default = Dec-SSL CIFAR, §2.5).
+Config keys beyond the spec's names: ``proj_hidden``/``proj_out`` (None = the backbone's feature
+dimension, which is the spec's 512 for ResNet-18), ``augment`` (the two-view pipeline; default =
+Dec-SSL CIFAR, §2.5).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import ClassVar
 import torch
 
 from benchmark.api import (
-    PRECISIONS,
     METHODS,
+    PRECISIONS,
     ClientData,
     ClientState,
     ComponentSpec,
@@ -51,17 +53,19 @@ from methods._shared.simclr import (
 
 @dataclass(frozen=True, kw_only=True)
 class FedAvgSimCLRConfig(SimCLRConfig):
-    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted); the fields are
-    :class:`~methods._shared.simclr.SimCLRConfig`'s."""
+    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code
+    unless noted); the fields are :class:`~methods._shared.simclr.SimCLRConfig`'s."""
 
 
 @METHODS.register("fedavg_simclr", aliases=("dec_ssl", "fedsimclr", "f-simclr"))
 class FedAvgSimCLR(MethodBase):
-    """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR, FLESD's FedAvg."""
+    """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR,
+    FLESD's FedAvg."""
 
     name: ClassVar[str] = "fedavg_simclr"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = FedAvgSimCLRConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
@@ -72,14 +76,14 @@ class FedAvgSimCLR(MethodBase):
         super().__init__(cfg, backbone, inputs)
         self.nets = WorkingNets(self.build)
 
-    # ---- model plumbing -------------------------------------------------------------------------------------
+    # ---- model plumbing --------------------------------------------------------------------------
     def build(self) -> BackboneHead:
         return simclr_net(self.backbone, self.cfg)
 
     def bn_names(self) -> set[str]:
         return local_bn_names(self.nets.structure(), self.cfg)
 
-    # ---- hooks ------------------------------------------------------------------------------------------------
+    # ---- hooks -----------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()
@@ -102,12 +106,17 @@ class FedAvgSimCLR(MethodBase):
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
-        """§2.1: E local epochs of SimCLR from the global weights (methods/_shared/simclr.py ``local_update``)."""
+        """§2.1: E local epochs of SimCLR from the global weights (methods/_shared/simclr.py
+        ``local_update``)."""
         net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
         return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
 
     def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+        self,
+        server: ServerState,
+        ups: Mapping[int, Payload],
+        ctx: RoundContext,
+        public: UnlabeledView | None,
     ) -> ServerState:
         """§2.2: the weighted average of the uploads (weights by ``weighting``, §7.2)."""
         if not ups:
@@ -115,11 +124,16 @@ class FedAvgSimCLR(MethodBase):
         model = average_uploads(ups, upload_weighting(self.cfg))
         return ServerState(model={**server.model, **model}, extra=server.extra)
 
-    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold | None:
-        """§2.2 as the uploads come; not under ``num_batches``, whose weights (batch counts) are the clients' to say."""
+    def upload_fold(
+        self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext
+    ) -> FedAvgFold | None:
+        """§2.2 as the uploads come; not under ``num_batches``, whose weights (batch counts) are the
+        clients' to say."""
         if self.cfg.weighting == "num_batches":
             return None
         return FedAvgFold(server, sizes, upload_weighting(self.cfg))
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         return self.export(encoder_of(self.build(), server.model))

@@ -21,7 +21,7 @@ RUN_DIRS = {
     "ckpt",
     "states",
     "tasks",
-}  # folders of a run directory (benchmark.rundir.DIR_NAMES)
+}  # folders of a run directory (benchmark.runroot.rundir.DIR_NAMES)
 CODE_NAME = re.compile(r"^(\w+(?:\.\w+)*)(\(.*\))?$")
 
 
@@ -130,10 +130,16 @@ def test_every_code_name_in_the_architecture_page_exists() -> None:
 def test_the_check_sees_a_renamed_function_and_a_missing_file() -> None:
     assert (
         problems(
-            ["benchmark/stages.py: export_encoder", "RunDir.done", "export_encoder(method, server)"]
+            [
+                "benchmark/engine/stages.py: export_encoder",
+                "RunDir.done",
+                "export_encoder(method, server)",
+            ]
         )
         == []
     )
-    assert problems(["benchmark/stages.py: export_the_encoder"]) and problems(["RunDir.is_done"])
+    assert problems(["benchmark/engine/stages.py: export_the_encoder"]) and problems(
+        ["RunDir.is_done"]
+    )
     assert problems(["benchmark/no_such_module.py"]) and problems(["export_the_encoder(method)"])
     assert problems(["export_encoder(method, pretrained)"])  # the signature the page once gave

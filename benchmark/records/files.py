@@ -1,4 +1,5 @@
-"""Reading and writing record files: atomic writes that never overwrite a record, strict reads (torch-free)."""
+"""Reading and writing record files: atomic writes that never overwrite a record, strict reads
+(torch-free)."""
 
 from __future__ import annotations
 
@@ -63,5 +64,11 @@ def read_record(path: Path) -> ResultRecord:
     return from_json(read_text_bounded(Path(path)))
 
 
-__all__ = ["MAX_RECORD_BYTES", "RecordExists", "atomic_write_text", "read_record",
-           "read_text_bounded", "write_record"]
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "RecordExists",
+    "atomic_write_text",
+    "read_record",
+    "read_text_bounded",
+    "write_record",
+]
