@@ -12,6 +12,14 @@ from benchmark.records.errors import RecordError
 from benchmark.records.schema import ResultRecord, from_json, to_json
 
 
+RECORD_FILE = "record.json"  # a record's file name in a run root (benchmark.runroot.rundir re-exports it)
+
+
+def is_run_record(path: Path) -> bool:
+    """Whether ``path`` is a run root's record file (``<root>/<method>/<cell_id>/record.json``)."""
+    return Path(path).name == RECORD_FILE
+
+
 class RecordExists(FileExistsError):
     """Results are immutable: a record file is never overwritten."""
 
@@ -66,8 +74,10 @@ def read_record(path: Path) -> ResultRecord:
 
 __all__ = [
     "MAX_RECORD_BYTES",
+    "RECORD_FILE",
     "RecordExists",
     "atomic_write_text",
+    "is_run_record",
     "read_record",
     "read_text_bounded",
     "write_record",

@@ -38,12 +38,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.core.canonical import pretty_json
-from benchmark.records.files import RecordExists, atomic_write_text, read_record, write_record
+from benchmark.records.files import (
+    RECORD_FILE,
+    RecordExists,
+    atomic_write_text,
+    is_run_record,
+    read_record,
+    write_record,
+)
 from benchmark.records.schema import ResultRecord, from_json
 
 CELL_FILE = "cell.json"
 PARTITION_FILE = "partition.json"
-RECORD_FILE = "record.json"
 ERROR_FILE = "error.json"
 CLAIM_FILE = "claim.json"
 ATTEMPTS_FILE = "attempts.jsonl"
@@ -361,10 +367,6 @@ class RunDir:
 def run_root_records(root: Path) -> Iterator[Path]:
     """Every cell record file under a run root."""
     yield from sorted(Path(root).rglob(RECORD_FILE))
-
-
-def is_run_record(path: Path) -> bool:
-    return Path(path).name == RECORD_FILE
 
 
 def find_cell_dirs(root: Path, prefix: str) -> list[Path]:
