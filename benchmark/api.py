@@ -25,6 +25,7 @@ from benchmark.contracts.types import (
     TaskContext,
     TaskNotApplicable,
     TensorDict,
+    arch_fingerprint,
 )
 from benchmark.contracts.views import UnlabeledView, normalize
 from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
@@ -52,7 +53,7 @@ from benchmark.toolkit.aggregate import (
     average_uploads,
     weighted_average,
 )
-from benchmark.toolkit.backbones import arch_fingerprint, build_backbone
+from benchmark.toolkit.backbones import build_backbone
 from benchmark.toolkit.device import DeviceConfig, prepare_module
 from benchmark.toolkit.heads import mlp_head, ntxent_2b
 from benchmark.toolkit.local_train import IndexView, LocalStats, run_local_epochs
@@ -66,7 +67,7 @@ from benchmark.toolkit.tensors import (
     tensors_of,
 )
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds with)
     "API_VERSION",
     "BACKBONES",
     "DATASETS",

@@ -77,7 +77,7 @@ def run_cell(
         rd.write_error(f"{type(exc).__name__}: {exc}")
         try:
             tracker.finish()
-        except Exception:  # noqa: BLE001 - the cell's own failure is the one to report
+        except Exception:  # noqa: BLE001, S110 - the cell's own failure is the one to report
             pass
         raise CellFailed(f"{type(exc).__name__}: {exc}") from exc
 

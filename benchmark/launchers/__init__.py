@@ -9,3 +9,5 @@ LAUNCHERS.register("ray", target="benchmark.launchers.ray:RayLauncher")
 LAUNCHERS.register(
     "slurm", aliases=("submitit",), target="benchmark.launchers.submitit:SubmititLauncher"
 )
+
+__all__ = ["CellOutcome", "LocalLauncher", "execute_cell"]

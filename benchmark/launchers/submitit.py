@@ -134,8 +134,7 @@ class SubmititLauncher:
         def result(cell: Any, j: Any) -> CellOutcome:
             try:
                 return j.result()
-            # timed out too many times, cancelled, node failure, pickling...
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - timed out too often, cancelled, node failure
                 reason = (
                     f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
                 )

@@ -11,8 +11,8 @@ from pathlib import Path
 from benchmark.records.errors import RecordError
 from benchmark.records.schema import ResultRecord, from_json, to_json
 
-
-RECORD_FILE = "record.json"  # a record's file name in a run root (benchmark.runroot.rundir re-exports it)
+# a record's file name in a run root (benchmark.runroot.rundir re-exports it)
+RECORD_FILE = "record.json"
 
 
 def is_run_record(path: Path) -> bool:

@@ -16,7 +16,6 @@ from torch import nn
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from benchmark.contracts.registries import BACKBONES
-from benchmark.contracts.types import arch_fingerprint
 
 
 class ResNet(nn.Module):

@@ -4,7 +4,7 @@ methods use the same functions)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from torch import nn

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from benchmark.api import divergence
-
 TensorDict = Mapping[str, torch.Tensor]
 
 

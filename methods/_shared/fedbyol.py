@@ -28,6 +28,7 @@ from benchmark.api import (
     Payload,
     RoundContext,
     build_backbone,
+    divergence,
     two_views,
 )
 from methods._shared.byol import (
@@ -37,7 +38,7 @@ from methods._shared.byol import (
     byol_heads,
     cosine_round_lr,
 )
-from methods._shared.ema import divergence, divergence_tensor_names, ema_params_
+from methods._shared.ema import divergence_tensor_names, ema_params_
 from methods._shared.local_train import run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
 

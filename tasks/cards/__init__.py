@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import ComponentSpec
+from benchmark.api import ComponentSpec, divergence
 from benchmark.engine.rounds import payload_nbytes
 from benchmark.engine.runner import run_cell
-from methods._shared.ema import divergence
 from methods.fedu import FedU, FedUConfig
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
