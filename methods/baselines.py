@@ -47,7 +47,7 @@ from benchmark.api import (
     prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import FedAvgFold, average_uploads
+from methods._shared.aggregate import FedAvgServer, average_uploads
 from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
@@ -222,7 +222,7 @@ class DecSLConfig:
 
 
 @METHODS.register("dec_sl", aliases=("fedavg_supervised", "fedavg_sup"))
-class DecSL(MethodBase):
+class DecSL(FedAvgServer, MethodBase):
     """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone
     under a probe."""
 
@@ -234,6 +234,7 @@ class DecSL(MethodBase):
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
+    fedavg_merge: ClassVar[bool] = False  # supervised FedAvg: the average is the whole model
 
     def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
@@ -291,17 +292,6 @@ class DecSL(MethodBase):
             ),
             ClientState(last_round=ctx.round),
         )
-
-    def server_aggregate(self, server, ups, ctx, public):
-        if not ups:
-            return server
-        return ServerState(model=average_uploads(ups, self.cfg.weighting), extra=server.extra)
-
-    def upload_fold(
-        self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext
-    ) -> FedAvgFold:
-        """Supervised FedAvg as the uploads come (the engine need not hold them)."""
-        return FedAvgFold(server, sizes, self.cfg.weighting, merge=False)
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None

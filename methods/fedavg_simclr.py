@@ -32,11 +32,10 @@ from benchmark.api import (
     RoundContext,
     ServerState,
     Stream,
-    UnlabeledView,
     prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import FedAvgFold, average_uploads
+from methods._shared.aggregate import FedAvgServer
 from methods._shared.modules import tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.simclr import (
@@ -58,7 +57,7 @@ class FedAvgSimCLRConfig(SimCLRConfig):
 
 
 @METHODS.register("fedavg_simclr", aliases=("dec_ssl", "fedsimclr", "f-simclr"))
-class FedAvgSimCLR(MethodBase):
+class FedAvgSimCLR(FedAvgServer, MethodBase):
     """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR,
     FLESD's FedAvg."""
 
@@ -111,27 +110,13 @@ class FedAvgSimCLR(MethodBase):
         net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
         return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
 
-    def server_aggregate(
-        self,
-        server: ServerState,
-        ups: Mapping[int, Payload],
-        ctx: RoundContext,
-        public: UnlabeledView | None,
-    ) -> ServerState:
-        """§2.2: the weighted average of the uploads (weights by ``weighting``, §7.2)."""
-        if not ups:
-            return server
-        model = average_uploads(ups, upload_weighting(self.cfg))
-        return ServerState(model={**server.model, **model}, extra=server.extra)
+    # ---- the server: FedAvg (FedAvgServer), §2.2, weights by ``weighting`` (§7.2) ---------------
+    def fedavg_weighting(self) -> str:
+        return upload_weighting(self.cfg)
 
-    def upload_fold(
-        self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext
-    ) -> FedAvgFold | None:
-        """§2.2 as the uploads come; not under ``num_batches``, whose weights (batch counts) are the
-        clients' to say."""
-        if self.cfg.weighting == "num_batches":
-            return None
-        return FedAvgFold(server, sizes, upload_weighting(self.cfg))
+    def fedavg_folds(self) -> bool:
+        """Not under ``num_batches``, whose weights (batch counts) are the clients' to say."""
+        return self.cfg.weighting != "num_batches"
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None

@@ -11,7 +11,6 @@ non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -19,42 +18,23 @@ import torch
 
 from benchmark.api import (
     METHODS,
-    PRECISIONS,
-    ClientData,
     ClientState,
-    ComponentSpec,
-    Encoder,
-    InputSpec,
-    MethodBase,
     Payload,
-    Requirement,
     RoundContext,
-    ServerState,
-    Stream,
-    UnlabeledView,
-    scoped_torch_seed,
 )
-from methods._shared.aggregate import FedAvgFold, average_uploads
-from methods._shared.byol import BYOLNet
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
-    BYOL_SMOKE,
     ONLINE,
     PREDICTOR,
     TARGET,
     BYOLConfig,
+    FederatedBYOL,
     MergeResult,
-    byol_net,
-    divergence_names,
     first_merge,
     local_divergence,
-    local_update,
-    online_backbone,
     param_names,
-    shared,
 )
-from methods._shared.modules import select, tensors_of
-from methods._shared.nets import WorkingNets
+from methods._shared.modules import select
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,53 +78,15 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
 
 
 @METHODS.register("fedema")
-class FedEMA(MethodBase):
+class FedEMA(FederatedBYOL):
     """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge
-    (docs/methods/fedema.md §2.4)."""
+    (docs/methods/fedema.md §2.4); every other hook is the family's (docs/methods/fedema.md §2.2,
+    §2.5, §2.6)."""
 
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "2"
-    # every step through ctx.precision (benchmark.core.precision)
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = FedEMAConfig
-    requires: ClassVar[frozenset[Requirement]] = frozenset()
-    payload_up: ClassVar[tuple[str, ...]] = (
-        "online.backbone.*",
-        "online.projector.*",
-        "predictor.*",
-    )
-    payload_down: ClassVar[tuple[str, ...]] = (
-        "online.backbone.*",
-        "online.projector.*",
-        "predictor.*",
-    )
-    smoke_settings: ClassVar[dict] = BYOL_SMOKE
     cfg: FedEMAConfig
-
-    def __init__(self, cfg: FedEMAConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    # ---- model plumbing --------------------------------------------------------------------------
-    def build(self) -> BYOLNet:
-        return byol_net(self.backbone, self.cfg)
-
-    def divergence_names(self) -> list[str]:
-        """D's tensor set, as FedU's (docs/methods/fedema.md §2.4 step 3, docs/methods/fedu.md
-        §2.4)."""
-        return divergence_names(self.nets.structure())
-
-    # ---- hooks: FedU's (docs/methods/fedema.md §2.2, §2.5, §2.6), but for the merge --------------
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=shared(tensors_of(net)))
-
-    def init_client(self, client_id: int, server: ServerState) -> ClientState:
-        return ClientState()
-
-    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
-        return Payload(shared(server.model))
 
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
         """docs/methods/fedema.md §2.4 steps 1–6: first participation (or a stale client under
@@ -184,33 +126,3 @@ class FedEMA(MethodBase):
         if not math.isnan(scaler):
             metrics["scaler"] = scaler
         return MergeResult(start, extra, metrics, False)
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        merged = self.merge(down, state, ctx)
-        return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
-
-    def server_aggregate(
-        self,
-        server: ServerState,
-        ups: Mapping[int, Payload],
-        ctx: RoundContext,
-        public: UnlabeledView | None,
-    ) -> ServerState:
-        if not ups:
-            return server
-        return ServerState(
-            model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra
-        )
-
-    def upload_fold(
-        self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext
-    ) -> FedAvgFold:
-        """The same average as the uploads come (the engine need not hold them)."""
-        return FedAvgFold(server, sizes, self.cfg.weighting)
-
-    def encoder(
-        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
-    ) -> Encoder:
-        return self.export(*online_backbone(self.backbone, server.model))

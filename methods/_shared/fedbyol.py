@@ -3,8 +3,8 @@
 after a merge, and the tensors that are shared.
 
 The two methods differ only in how a returning client merges the global model into its own (FedU:
-DAPU, FedEMA: a divergence-aware EMA); each method file holds its merge, and everything here is the
-same for both.
+DAPU, FedEMA: a divergence-aware EMA): :class:`FederatedBYOL` holds every hook but ``merge``, and
+each method file writes its merge.
 
 Tensor layout (docs/methods/fedu.md §2.3): ``online.backbone.*``, ``online.projector.*``,
 ``predictor.*`` (shared with the server) and ``target.backbone.*``, ``target.projector.*`` (never
@@ -15,22 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
     ComponentSpec,
+    Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
+    Requirement,
     RoundContext,
+    ServerState,
+    Stream,
     build_backbone,
     divergence,
+    scoped_torch_seed,
     two_views,
 )
+from methods._shared.aggregate import FedAvgServer
 from methods._shared.byol import (
     BYOLNet,
     byol_encoder,
@@ -41,6 +50,7 @@ from methods._shared.byol import (
 from methods._shared.ema import divergence_tensor_names, ema_params_
 from methods._shared.local_train import run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
+from methods._shared.nets import WorkingNets
 
 ONLINE, PREDICTOR, TARGET = "online.", "predictor.", "target."
 # the 116 tensors of docs/methods/fedu.md §2.3 (at ResNet-18 size)
@@ -211,3 +221,70 @@ def online_backbone(
     module, feat_dim = build_backbone(backbone.name, dict(backbone.params))
     load_tensors(module, select(model, f"{ONLINE}backbone.", strip=True))
     return module.eval(), feat_dim
+
+
+class FederatedBYOL(FedAvgServer, MethodBase):
+    """The federated-BYOL family (fedu.md §2, fedema.md §2.2, §2.5, §2.6): BYOL on every client, the
+    online encoder and the predictor averaged by the server (FedAvg, :class:`FedAvgServer`), the
+    target encoder kept on the client, the global online backbone exported. Abstract: a method
+    subclasses it once and writes ``merge``, how a returning client takes the global model (and its
+    name, version and Config)."""
+
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    payload_up: ClassVar[tuple[str, ...]] = (
+        "online.backbone.*",
+        "online.projector.*",
+        "predictor.*",
+    )
+    payload_down: ClassVar[tuple[str, ...]] = (
+        "online.backbone.*",
+        "online.projector.*",
+        "predictor.*",
+    )
+    smoke_settings: ClassVar[dict] = BYOL_SMOKE
+    cfg: BYOLConfig
+
+    def __init__(self, cfg: BYOLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    # ---- model plumbing --------------------------------------------------------------------------
+    def build(self) -> BYOLNet:
+        return byol_net(self.backbone, self.cfg)
+
+    def divergence_names(self) -> list[str]:
+        """𝒞 of fedu.md §2.4 (fedema.md §2.4 step 3): the online backbone's non-shortcut conv
+        weights (17 for ResNet-18)."""
+        return divergence_names(self.nets.structure())
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
+        """The client's start of the round from the global model ``down`` and its own ``state``:
+        the one hook a federated-BYOL method writes."""
+        raise NotImplementedError(f"{type(self).__name__} must define merge")
+
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=shared(tensors_of(net)))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        return Payload(shared(server.model))
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """fedu.md §2.4: merge, then BYOL local training (:func:`local_update`)."""
+        merged = self.merge(down, state, ctx)
+        return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
+
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
+        """The global online backbone f_θg, projector removed (fedu.md §2.6)."""
+        return self.export(*online_backbone(self.backbone, server.model))

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import Payload
+from benchmark.api import Payload, divergence
 from benchmark.engine.checkpoints import Checkpointer
 from benchmark.engine.client_store import state_digest
 from benchmark.runroot.rundir import PretrainDir, RunDir
-from methods._shared.ema import divergence
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit

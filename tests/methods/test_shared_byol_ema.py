@@ -9,11 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmark.api import build_backbone
+from benchmark.api import build_backbone, divergence
 from methods._shared.byol import byol_heads, byol_loss, byol_pair_loss, cosine_round_lr
 from methods._shared.ema import (
     autoscaler,
-    divergence,
     divergence_tensor_names,
     divergence_weight,
     ema_params_,
