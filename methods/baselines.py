@@ -44,23 +44,17 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
-    prepare_module,
     scoped_torch_seed,
 )
-from methods._shared.aggregate import FedAvgServer, average_uploads
+from methods._shared.aggregate import FedAvgServer
 from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
     SimCLRConfig,
+    SimCLRFamily,
     encoder_of,
-    local_bn_names,
-    local_start,
-    local_update,
-    simclr_net,
-    upload_weighting,
-    without,
 )
 
 
@@ -72,71 +66,22 @@ class CentralSSLConfig(SimCLRConfig):
 
 
 @METHODS.register("central_ssl", aliases=("central_simclr", "centralized"))
-class CentralSSL(MethodBase):
+class CentralSSL(FedAvgServer, SimCLRFamily):
     """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the
     federated cells."""
 
     name: ClassVar[str] = "central_ssl"
     version: ClassVar[str] = "2"
-    # every step through ctx.precision (benchmark.core.precision)
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
-    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
-    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
     cfg: CentralSSLConfig
 
     # The engine pools the partition into one client that takes part in every round; its hooks are
     # FedAvg-SimCLR's (the average of one upload is that upload), so the pooled run is SimCLR with
     # the same budget and schedule.
-    def __init__(self, cfg: CentralSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    def build(self) -> BackboneHead:
-        return simclr_net(self.backbone, self.cfg)
-
-    def bn_names(self) -> set[str]:
-        return local_bn_names(self.nets.structure(), self.cfg)
-
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=tensors_of(net))
-
-    def init_client(self, client_id: int, server: ServerState) -> ClientState:
-        if self.cfg.bn == "local":
-            bn = self.bn_names()
-            return ClientState(tensors={k: v.clone() for k, v in server.model.items() if k in bn})
-        return ClientState()
-
-    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
-        if self.cfg.bn == "local":
-            return Payload(without(server.model, self.bn_names()))
-        return Payload(dict(server.model))
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
-        return local_update(net, local_start(down, state, self.cfg), self.cfg, state, data, ctx)
-
-    def server_aggregate(
-        self,
-        server: ServerState,
-        ups: Mapping[int, Payload],
-        ctx: RoundContext,
-        public: UnlabeledView | None,
-    ) -> ServerState:
-        if not ups:
-            return server
-        model = average_uploads(ups, upload_weighting(self.cfg))
-        return ServerState(model={**server.model, **model}, extra=server.extra)
-
-    def encoder(
-        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
-    ) -> Encoder:
-        return self.export(encoder_of(self.build(), server.model))
+    def fedavg_folds(self) -> bool:
+        """The one pooled upload is averaged at once, as before the family existed."""
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,32 +91,18 @@ class LocalSSLConfig(SimCLRConfig):
 
 
 @METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))
-class LocalSSL(MethodBase):
+class LocalSSL(SimCLRFamily):
     """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are
     evaluated."""
 
     name: ClassVar[str] = "local_ssl"
     version: ClassVar[str] = "2"
-    # every step through ctx.precision (benchmark.core.precision)
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = LocalSSLConfig
     federation: ClassVar[Federation] = "isolated"
     encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
     cfg: LocalSSLConfig
-
-    def __init__(self, cfg: LocalSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    def build(self) -> BackboneHead:
-        return simclr_net(self.backbone, self.cfg)
-
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=tensors_of(net))
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState(tensors={k: v.clone() for k, v in server.model.items()})
@@ -183,10 +114,7 @@ class LocalSSL(MethodBase):
         return {k: v for k, v in state.tensors.items() if not k.startswith("opt.")}
 
     def client_update(self, down, state, data, ctx):
-        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
-        up, new_state = local_update(
-            net, self.start_tensors(down, state), self.cfg, state, data, ctx
-        )
+        up, new_state = super().client_update(down, state, data, ctx)
         keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
         return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(
             keep, ctx.round
@@ -292,6 +220,9 @@ class DecSL(FedAvgServer, MethodBase):
             ),
             ClientState(last_round=ctx.round),
         )
+
+    def fedavg_weighting(self) -> str:
+        return self.cfg.weighting
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None

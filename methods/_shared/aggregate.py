@@ -27,16 +27,14 @@ class FedAvgServer:
     for bit. Where the weights are the clients' to say (``fedavg_folds`` False), nothing folds and
     the round is averaged at once with :func:`average_uploads`.
 
-    A mixin listed before ``MethodBase``; the method says how it weighs (``fedavg_weighting``) and
-    whether the uploads replace the server tensors they name (``fedavg_merge``) or are the model.
+    A mixin listed before ``MethodBase`` (or a family base). The method or its family says how it
+    weighs: ``fedavg_weighting()``, the mode of :func:`aggregation_weights` (``num_examples`` or
+    ``uniform``); and whether the uploads replace the server tensors they name (``fedavg_merge``)
+    or are the model.
     """
 
     fedavg_merge: ClassVar[bool] = True
     cfg: Any
-
-    def fedavg_weighting(self) -> str:
-        """The mode of :func:`aggregation_weights` (``num_examples`` or ``uniform``)."""
-        return self.cfg.weighting
 
     def fedavg_folds(self) -> bool:
         """Whether the server knows the weights before the round (the sampled clients' sizes)."""

@@ -259,6 +259,10 @@ class FederatedBYOL(FedAvgServer, MethodBase):
         weights (17 for ResNet-18)."""
         return divergence_names(self.nets.structure())
 
+    def fedavg_weighting(self) -> str:
+        """fedu.md §2.5: n_k (or uniform) weights, by ``weighting``."""
+        return self.cfg.weighting
+
     # ---- hooks -----------------------------------------------------------------------------------
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
         """The client's start of the round from the global model ``down`` and its own ``state``:

@@ -1,6 +1,6 @@
 """SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and
 FeatARC (docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the
-client's local update of FedAvg-SimCLR.
+client's local update of FedAvg-SimCLR, and the family's hooks (:class:`SimCLRFamily`).
 
 Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
 """
@@ -9,25 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
     ComponentSpec,
+    Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     RoundContext,
+    ServerState,
+    Stream,
     build_backbone,
+    prepare_module,
+    scoped_torch_seed,
 )
 from methods._shared.contrastive import contrastive_step
 from methods._shared.heads import mlp_head
 from methods._shared.local_train import run_local_epochs
 from methods._shared.modules import bn_tensor_names, load_tensors, tensors_of
-from methods._shared.nets import BackboneHead
+from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, optimizer_tensors, restore_optimizer, scheduled_lr
 
 SIMCLR_NAMES = ("encoder", "projector")
@@ -185,3 +193,65 @@ def local_update(
     return Payload(out, num_examples=weight, metrics=metrics), ClientState(
         tensors=keep, last_round=ctx.round
     )
+
+
+class SimCLRFamily(MethodBase):
+    """The SimCLR family's hooks (fedavg_simclr.md §2): FedAvg-SimCLR, and its reference points
+    central_ssl (one pooled client) and local_ssl (each client alone). The server starts from a
+    freshly seeded SimCLR network; a client starts from the global weights (its own BN tensors
+    under ``bn: local``, §7.1) and runs E local epochs of SimCLR (:func:`local_update`); the
+    exported encoder is the backbone. Abstract: the server step is the method's (FedAvg through
+    ``FedAvgServer``, or none for local_ssl), with its name, version and Config."""
+
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    cfg: SimCLRConfig
+
+    def __init__(self, cfg: SimCLRConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    # ---- model plumbing --------------------------------------------------------------------------
+    def build(self) -> BackboneHead:
+        return simclr_net(self.backbone, self.cfg)
+
+    def bn_names(self) -> set[str]:
+        return local_bn_names(self.nets.structure(), self.cfg)
+
+    def fedavg_weighting(self) -> str:
+        """The server's weighting mode for ``FedAvgServer`` (:func:`upload_weighting`)."""
+        return upload_weighting(self.cfg)
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=tensors_of(net))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        if self.cfg.bn == "local":  # §7.1: BN tensors never leave the client
+            bn = self.bn_names()
+            return ClientState(tensors={k: v.clone() for k, v in server.model.items() if k in bn})
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        if self.cfg.bn == "local":
+            return Payload(without(server.model, self.bn_names()))
+        return Payload(dict(server.model))
+
+    def start_tensors(self, down: Payload, state: ClientState) -> dict[str, torch.Tensor]:
+        return local_start(down, state, self.cfg)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """§2.1: E local epochs of SimCLR from the start tensors (:func:`local_update`)."""
+        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
+        return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
+
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
+        return self.export(encoder_of(self.build(), server.model))

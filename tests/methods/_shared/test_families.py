@@ -25,6 +25,9 @@ HOOKS = {
     "merge",
     "build",
     "divergence_names",
+    "bn_names",
+    "start_tensors",
+    "fedavg_weighting",
 }
 
 
@@ -42,6 +45,9 @@ class _Avg(FedAvgServer):
     def __init__(self, weighting: str, merge: bool = True, folds: bool = True) -> None:
         self.cfg = SimpleNamespace(weighting=weighting)
         self.fedavg_merge, self._folds = merge, folds
+
+    def fedavg_weighting(self) -> str:
+        return self.cfg.weighting
 
     def fedavg_folds(self) -> bool:
         return self._folds
@@ -78,3 +84,26 @@ def test_fedu_and_fedema_write_only_their_merge() -> None:
     assert "name" not in vars(FederatedBYOL)  # not a registered, concrete method
     with pytest.raises(NotImplementedError):
         FederatedBYOL.merge(SimpleNamespace(), None, None, None)
+
+
+def test_the_simclr_family_is_the_home_of_fedavg_simclrs_hooks() -> None:
+    """FedAvg-SimCLR and central_ssl write no hook of their own (only whether the server folds);
+    local_ssl writes only what isolation changes; the server weighs as upload_weighting says."""
+    from methods._shared.simclr import SimCLRFamily
+    from methods.baselines import CentralSSL, LocalSSL
+    from methods.fedavg_simclr import FedAvgSimCLR
+
+    for cls in (FedAvgSimCLR, CentralSSL):
+        assert cls.__bases__ == (FedAvgServer, SimCLRFamily)
+        assert HOOKS & set(vars(cls)) == set(), cls.__name__
+    assert HOOKS & set(vars(LocalSSL)) == {
+        "init_client",
+        "broadcast",
+        "start_tensors",
+        "client_update",
+        "server_aggregate",
+        "encoder",
+    }
+    m = FedAvgSimCLR.__new__(FedAvgSimCLR)
+    m.cfg = SimpleNamespace(weighting="num_batches")
+    assert m.fedavg_weighting() == "num_examples" and m.upload_fold(None, {}, None) is None
