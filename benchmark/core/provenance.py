@@ -14,7 +14,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
 IN_TREE = ("benchmark", "methods", "tasks", "leaderboard")
 
 

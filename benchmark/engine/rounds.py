@@ -10,7 +10,6 @@ run restores them exactly and 100 stateful clients need not fit in RAM at once.
 from __future__ import annotations
 
 import gc
-import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -290,9 +289,3 @@ def _simulate(
         if stop_after is not None and r >= stop_after:
             return SimulationResult(server, r, comm, client_steps, history, store)
     return SimulationResult(server, settings.num_rounds, comm, client_steps, history, store)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    from benchmark.records.files import atomic_write_text
-
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

@@ -44,9 +44,10 @@ from benchmark.contracts.registries import (
 )
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import ConfigError, config_dict, from_mapping
+from benchmark.core.paths import GRIDS
 from benchmark.core.precision import PRECISIONS
 
-GRIDS_DIR = Path(__file__).resolve().parents[1] / "grids"
+GRIDS_DIR = GRIDS
 CELL_FIELDS = (
     "dataset",
     "backbone",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.paths import REPO
 from benchmark.launchers.execute import CellOutcome, execute_cell, settle_claimed, write_failure
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
@@ -49,7 +50,7 @@ class RayLauncher:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         # the cell code is imported from this checkout on every worker (local cluster: same file
         # system)
-        repo = str(Path(__file__).resolve().parents[2])
+        repo = str(REPO)
         env = {
             "env_vars": {
                 "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.canonical import digest, pretty_json
+from benchmark.records.integrity import DIGEST_FIELD
 
 ACCEPTANCE_VERSION = 1
 ACCEPTANCE_SUBDIR = Path("acceptances")  # results/acceptances/<cell_id>.accept.json
 ACCEPTANCE_SUFFIX = ".accept.json"
-DIGEST_FIELD = "digest"
 
 # Absolute tolerance per task, in the unit of the task's values (percentage points for every task
 # but reconstruction, whose values are mean squared errors and a PSNR in dB). Measured on this

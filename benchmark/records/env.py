@@ -11,6 +11,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from benchmark.core.paths import REPO
 from benchmark.records.schema import EnvInfo
 
 PACKAGES = (
@@ -23,13 +24,12 @@ PACKAGES = (
     "scikit-learn",
     "wandb",
 )
-_REPO = Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=_REPO, capture_output=True, text=True, timeout=5, check=True
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=5, check=True
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

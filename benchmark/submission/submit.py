@@ -53,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmark.core.paths import RESULTS, TRACKS_FILE
 from benchmark.records.store import iter_record_files
 from benchmark.records.tracks import Track, TrackError, load_tracks
 from benchmark.records.tracks import find_track as find_track_in
@@ -69,8 +70,7 @@ from benchmark.submission.checks import (
 )
 from benchmark.submission.oracle import PartitionOracle, known_partition_digests
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_MANIFESTS = REPO / "results" / "manifests"
+DEFAULT_MANIFESTS = RESULTS / "manifests"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ DEFAULT_MANIFESTS = REPO / "results" / "manifests"
 
 
 # data; the Track type is benchmark.records.tracks
-DEFAULT_TRACKS = REPO / "leaderboard" / "tracks.yaml"
+DEFAULT_TRACKS = TRACKS_FILE
 
 
 def find_track(track_id: str, path: Path | None = None) -> Track:

@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from benchmark.core.paths import REPO
+
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
 

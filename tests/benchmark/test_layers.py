@@ -135,11 +135,11 @@ def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
 
 
 # The layers of benchmark/, in the order a cell lives (docs/architecture.md §6): a module may import
-# its own layer and the layers before it, never a later one. The torch-free records come first
-# because everything writes them and the site reads them without the harness.
+# its own layer and the layers before it, never a later one. The foundation comes first (canonical
+# JSON, digests and the repository's paths, which the torch-free records use too).
 LAYERS = (
-    "benchmark.records",  # the record schema, canonical JSON, record files, tracks (torch-free)
-    "benchmark.core",  # registry, strict configs, errors, precision, seeding, paths, provenance
+    "benchmark.core",  # canonical JSON, registry, strict configs, errors, precision, seeding, paths
+    "benchmark.records",  # the record schema, record files, tracks, the results store (torch-free)
     "benchmark.contracts",  # value types, the Method contract, specs and the cell, registries
     "benchmark.data",  # datasets, partitioners, augmentation, client views
     # building blocks methods use: backbones, heads, tensors, aggregation, local loop
