@@ -4,7 +4,7 @@ cells another runner held (settle_claimed)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -154,6 +154,28 @@ def settle_claimed(
         waiting = still
         if waiting:
             time.sleep(poll_s)
+
+
+def run_then_settle(
+    first: Iterable[CellOutcome],
+    cells: Sequence[Any],
+    root: Path,
+    run: Callable[[Any], CellOutcome],
+    *,
+    poll_s: float = 2.0,
+    wait: bool = True,
+) -> Iterator[CellOutcome]:
+    """The loop every launcher runs: the outcomes of a first pass over ``cells`` as they come,
+    cells another runner held set aside (unless ``wait`` is False: then reported as claimed), and
+    then settled (:func:`settle_claimed`, ``run`` running a released one here)."""
+    by_id = {c.cell_id: c for c in cells}
+    claimed = []
+    for outcome in first:
+        if outcome.status == "claimed" and wait:
+            claimed.append(by_id[outcome.cell_id])
+        else:
+            yield outcome
+    yield from settle_claimed(claimed, root, run, poll_s=poll_s)
 
 
 def write_failure(cell: Any, root: Path, reason: str) -> None:

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.contracts.registries import LAUNCHERS
-from benchmark.launchers.execute import CellOutcome, execute_cell, settle_claimed, write_failure
+from benchmark.launchers.execute import (
+    CellOutcome,
+    execute_cell,
+    run_then_settle,
+    write_failure,
+)
 from benchmark.launchers.options import RunOptions
 
 Progress = Callable[[Any, "CellOutcome"], None]
@@ -80,13 +85,10 @@ class LocalLauncher:
             return execute_cell(cell, root, self.options, grid=grid)
 
         first = self._in_pool(cells, root, grid, workers) if workers > 1 else map(run_here, cells)
-        claimed = []
-        for outcome in first:
-            if outcome.status == "claimed" and self.wait_claimed:
-                claimed.append(by_id[outcome.cell_id])
-            else:
-                yield emit(outcome)
-        for outcome in settle_claimed(claimed, root, run_here, poll_s=self.claim_poll_s):
+        settled = run_then_settle(
+            first, cells, root, run_here, poll_s=self.claim_poll_s, wait=self.wait_claimed
+        )
+        for outcome in settled:
             yield emit(outcome)
 
     def _in_pool(

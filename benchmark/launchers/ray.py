@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.paths import REPO
-from benchmark.launchers.execute import CellOutcome, execute_cell, settle_claimed, write_failure
+from benchmark.launchers.execute import (
+    CellOutcome,
+    execute_cell,
+    run_then_settle,
+    write_failure,
+)
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 
@@ -111,13 +116,10 @@ class RayLauncher:
             return next(run_all([cell]))
 
         try:
-            claimed = []
-            for outcome in run_all(cells):
-                if outcome.status == "claimed":
-                    claimed.append(by_id[outcome.cell_id])
-                else:
-                    yield emit(outcome)
-            for outcome in settle_claimed(claimed, root, run_one, poll_s=self.claim_poll_s):
+            settled = run_then_settle(
+                run_all(cells), cells, root, run_one, poll_s=self.claim_poll_s
+            )
+            for outcome in settled:
                 yield emit(outcome)
         finally:
             if started and self.shutdown:

@@ -24,7 +24,12 @@ from typing import Any
 
 import submitit
 
-from benchmark.launchers.execute import CellOutcome, execute_cell, settle_claimed, write_failure
+from benchmark.launchers.execute import (
+    CellOutcome,
+    execute_cell,
+    run_then_settle,
+    write_failure,
+)
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 
@@ -168,11 +173,5 @@ class SubmititLauncher:
         def run_one(cell: Any) -> CellOutcome:
             return next(run_all([cell]))
 
-        claimed = []
-        for outcome in run_all(cells):
-            if outcome.status == "claimed":
-                claimed.append(by_id[outcome.cell_id])
-            else:
-                yield emit(outcome)
-        for outcome in settle_claimed(claimed, root, run_one, poll_s=self.poll_s):
+        for outcome in run_then_settle(run_all(cells), cells, root, run_one, poll_s=self.poll_s):
             yield emit(outcome)
