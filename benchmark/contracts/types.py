@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from benchmark.core.precision import FP32, Precision
+from benchmark.records.schema import MEMBER_RULES
 
 if TYPE_CHECKING:
     from benchmark.contracts.data_types import DatasetSplits, Partition
@@ -87,10 +88,6 @@ class RoundContext:
     num_classes: int = 0  # of the dataset; only supervised reference points may use it
     # K, the registered clients of the cell (0 where unknown, e.g. a hand-built context)
     num_clients: int = 0
-
-
-MEMBER_RULES = ("mean", "designated", "max_over_models_test")
-SELECTS_ON_TEST = ("max_over_models_test",)  # member rules whose value is chosen by test scores
 
 
 def arch_fingerprint(module: nn.Module) -> str:

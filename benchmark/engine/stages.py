@@ -40,7 +40,6 @@ from benchmark.contracts.registries import (
 )
 from benchmark.contracts.specs import ComponentSpec
 from benchmark.contracts.types import (
-    SELECTS_ON_TEST,
     ClientData,
     ClientState,
     Diverged,
@@ -63,6 +62,7 @@ from benchmark.engine.rounds import SimSettings, simulate
 from benchmark.records.env import collect_env
 from benchmark.records.schema import (
     SCHEMA_VERSION,
+    SELECTS_ON_TEST,
     CommStats,
     ComputeStats,
     ResultRecord,

@@ -35,7 +35,9 @@ from typing import Any
 
 import yaml
 
-SELECTIONS = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test", "unknown")
+from benchmark.records.schema import SELECTION_RULES
+
+SELECTIONS = (*SELECTION_RULES, "unknown")  # a reference may not say how its number was chosen
 UNITS = ("percent", "fraction", "AP", "points")
 _FILE_KEYS = {
     "source",

@@ -21,7 +21,12 @@ from benchmark.records.names import check_id, check_name
 from benchmark.records.shape import check_shape
 
 SCHEMA_VERSION = 1
+# The selection vocabulary, in one place: how a reported value was chosen (a record's and a
+# reference's ``selection``), and how a task turns the members of an encoder (per-client or
+# per-cluster models) into one value (``Encoder.member_rule``).
 SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test")
+MEMBER_RULES = ("mean", "designated", "max_over_models_test")
+SELECTS_ON_TEST = ("max_over_models_test",)  # member rules whose value is chosen by test scores
 
 
 @dataclass(frozen=True, kw_only=True)
