@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -13,6 +12,7 @@ import numpy as np
 import torch
 
 from benchmark.contracts.types import ClientState
+from benchmark.records.files import atomic_replace
 
 
 def tensors_nbytes(tensors: Mapping[str, torch.Tensor]) -> int:
@@ -32,10 +32,8 @@ def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """``torch.save`` through the one atomic write (records/files.py ``atomic_replace``)."""
+    atomic_replace(path, lambda tmp: torch.save(obj, tmp))
 
 
 class ClientManifest(Mapping[str, Mapping[str, Any]]):
