@@ -4,7 +4,6 @@ network)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from benchmark.core.errors import UsageError
 
@@ -20,14 +19,14 @@ def cmd_prefetch(args: argparse.Namespace) -> int:
         )
     from benchmark.contracts.registries import DATASETS, load_builtins
     from benchmark.core.config import from_mapping
-    from benchmark.data.datasets import default_data_root
+    from benchmark.data.datasets import resolve_data_root
 
     load_builtins()
     cfg = from_mapping(DATASETS.get(args.dataset), {})
     if not hasattr(cfg, "prefetch"):
         print(f"{args.dataset} ships with its dependency; nothing to fetch")
         return 0
-    out = cfg.prefetch(Path(args.data_root) if args.data_root else default_data_root())
+    out = cfg.prefetch(resolve_data_root(args.data_root))
     print(f"saved {args.dataset} to {out}")
     return 0
 

@@ -36,6 +36,12 @@ def default_data_root() -> Path:
     return Path(os.environ.get("FSSL_DATA_ROOT", Path.home() / ".cache" / "fssl-bench" / "data"))
 
 
+def resolve_data_root(data_root: str | Path | None) -> Path:
+    """The data root a run uses: the one given, else ``default_data_root()`` (the one resolution
+    of the run, preflight, prefetch and the partition oracle)."""
+    return Path(data_root) if data_root else default_data_root()
+
+
 def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -119,7 +125,7 @@ def load_dataset_splits(
 
     cls = DATASETS.get(name)
     cfg = from_mapping(cls, params or {})
-    root = Path(data_root) if data_root else default_data_root()
+    root = resolve_data_root(data_root)
     # normalisation and the validation carve are views of the stored data: one in-memory copy serves
     # them all
     views = {k: v for k, v in (("normalize", "dataset"), ("eval_split", "test")) if hasattr(cfg, k)}

@@ -53,7 +53,7 @@ from benchmark.contracts.views import UnlabeledView
 from benchmark.core.config import from_mapping
 from benchmark.core.precision import Precision
 from benchmark.core.provenance import cell_provenance
-from benchmark.data.datasets import default_data_root, load_dataset_splits
+from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import partition_stats
 from benchmark.data.views import ClientViews
 from benchmark.engine.client_store import state_digest
@@ -317,7 +317,7 @@ def evaluate(
             partition=partition,
             partition_seed=cell.partition_seed,
             dataset=ds,
-            data_root=Path(data_root) if data_root else default_data_root(),
+            data_root=resolve_data_root(data_root),
             out_dir=rd.task_dir(spec.name),
             device=device,
             seed=cell.seed,

@@ -16,12 +16,6 @@ from typing import Any
 from benchmark.core.errors import UsageError
 
 
-def _data_root(data_root: str | Path | None) -> Path:
-    from benchmark.data.datasets import default_data_root
-
-    return Path(data_root) if data_root else default_data_root()
-
-
 def _grid_dataset_values(grid: Any) -> list[Any]:
     """Every dataset a grid names: in its base, on its dataset axis, in any axis value's ``with``,
     and the datasets its tasks read (the declared, torch-free task data needs)."""
@@ -51,8 +45,9 @@ def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
     import benchmark.data.hub_datasets  # noqa: F401
     from benchmark.contracts.registries import DATASETS
     from benchmark.core.config import from_mapping
+    from benchmark.data.datasets import resolve_data_root
 
-    root = _data_root(data_root)
+    root = resolve_data_root(data_root)
     missing: dict[str, str] = {}
     for value in _grid_dataset_values(grid):
         comp = {"name": value} if isinstance(value, str) else dict(value)
@@ -87,9 +82,10 @@ def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
     """
     from benchmark.contracts.registries import DATASETS
     from benchmark.core.config import from_mapping
+    from benchmark.data.datasets import resolve_data_root
     from benchmark.engine.stages import build_partition, load_data
 
-    root = _data_root(data_root)
+    root = resolve_data_root(data_root)
     missing: dict[str, str] = {}
     checked: dict[str, Any] = {}
     for cell in cells:

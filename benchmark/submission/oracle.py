@@ -39,13 +39,13 @@ class PartitionOracle:
             from benchmark.contracts.cell import Cell
             from benchmark.contracts.registries import DATASETS, load_builtins
             from benchmark.core.config import from_mapping
-            from benchmark.data.datasets import default_data_root
+            from benchmark.data.datasets import resolve_data_root
             from benchmark.engine.stages import build_partition, load_data
 
             load_builtins()
             c = Cell.from_dict(cell)
             cfg = from_mapping(DATASETS.get(c.dataset.name), dict(c.dataset.params))
-            root = Path(self.data_root) if self.data_root else default_data_root()
+            root = resolve_data_root(self.data_root)
             if not cfg.available(root):
                 self._cache[key] = None
             else:
