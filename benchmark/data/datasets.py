@@ -246,7 +246,8 @@ class HubImageDataset:
         return out
 
     def check_features(self, split: Any, root: Path) -> None:
-        """One-line error naming the columns found when the stored set is not in the hub's format."""
+        """One-line error naming the columns found when the stored set is not in the hub's
+        format."""
         cols = set(split.column_names)
         want = {self.image_column, self.label_column}
         if not want <= cols:

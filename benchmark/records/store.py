@@ -85,7 +85,9 @@ def verify_record(record: ResultRecord) -> list[str]:
 
     problems = integrity_problems(record)
     if cell_id_of(record.cell) != record.cell_id:
-        problems.append(f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})")
+        problems.append(
+            f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})"
+        )
     if record.cell.get("method", {}).get("name") != record.method:
         problems.append("method does not match the cell")
     return problems
@@ -101,7 +103,9 @@ def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
     return copied, skipped + refused
 
 
-def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> tuple[list[Path], list[Skipped]]:
+def copy_validated(
+    records: list[tuple[Path, ResultRecord]], results: Path
+) -> tuple[list[Path], list[Skipped]]:
     """The copy step every collector shares (local folders, W&B): verify (digest, cell id), then
     write once; the same record found twice (its run folder and its W&B files) is copied once;
     rerunning copies nothing twice."""
@@ -121,9 +125,14 @@ def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> t
             continue
         text = to_json(record)
         if target.exists():
-            if hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(text.encode()).digest():
+            if (
+                hashlib.sha256(target.read_bytes()).digest()
+                == hashlib.sha256(text.encode()).digest()
+            ):
                 continue  # already collected (now or in an earlier run)
-            skipped.append(Skipped(path, f"{target} exists with different content (records are immutable)"))
+            skipped.append(
+                Skipped(path, f"{target} exists with different content (records are immutable)")
+            )
             continue
         atomic_write_text(target, text)
         copied.append(target)

@@ -1,6 +1,6 @@
 """Server-side aggregation: the harness's functions (``benchmark.toolkit.aggregate``, offered to
-every method through ``benchmark.api``), and FedAvg's server step written once (:class:`FedAvgServer`)
-for the methods that average their uploads."""
+every method through ``benchmark.api``), and FedAvg's server step written once
+(:class:`FedAvgServer`) for the methods that average their uploads."""
 
 from __future__ import annotations
 

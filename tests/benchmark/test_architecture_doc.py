@@ -1,6 +1,7 @@
-"""docs/architecture.md names only files, modules and functions that exist: every ``path`` it cites is
-a file or folder of the repository, every ``path.py: name`` is defined in that file (``Class.attr``:
-an attribute of the class), every dotted ``benchmark.x`` is a module or a name defined in one."""
+"""docs/architecture.md names only files, modules and functions that exist: every ``path`` it cites
+is a file or folder of the repository, every ``path.py: name`` is defined in that file
+(``Class.attr``: an attribute of the class), every dotted ``benchmark.x`` is a module or a name
+defined in one."""
 
 from __future__ import annotations
 

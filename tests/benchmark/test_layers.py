@@ -79,7 +79,9 @@ def project_graph(*, typing: bool = False) -> dict[str, set[str]]:
     for mod, path in paths.items():
         for target in imports(path, typing=typing):
             hit = resolve(target)
-            if hit is not None and hit != mod and not mod.startswith(f"{hit}."):  # a package's own __init__
+            if (
+                hit is not None and hit != mod and not mod.startswith(f"{hit}.")
+            ):  # a package's own __init__
                 graph[mod].add(hit)
     return graph
 
@@ -121,16 +123,25 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     found = cycles(project_graph())
-    assert not found, "import cycles (module-level or inside functions): " + "; ".join(" <-> ".join(c) for c in found)
+    assert not found, "import cycles (module-level or inside functions): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
 
 
 def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
     """The checker itself: a function-level import closing a loop is a cycle; a TYPE_CHECKING import
     is not."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n"
+    )
     skip = _type_checking_nodes(tree)
-    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in skip for a in n.names]
+    names = [
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import) and id(n) not in skip
+        for a in n.names
+    ]
     assert names == ["y"]
 
 
@@ -184,7 +195,11 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def harness_graph() -> dict[str, set[str]]:
     """The import graph of benchmark/, ``if TYPE_CHECKING:`` imports included."""
     graph = project_graph(typing=True)
-    return {m: {t for t in ts if t.startswith("benchmark")} for m, ts in graph.items() if m.startswith("benchmark")}
+    return {
+        m: {t for t in ts if t.startswith("benchmark")}
+        for m, ts in graph.items()
+        if m.startswith("benchmark")
+    }
 
 
 def test_every_harness_module_sits_in_a_layer() -> None:
@@ -216,7 +231,9 @@ def test_the_layer_checker_flags_an_import_back_up() -> None:
 
 @pytest.mark.parametrize("path", files("benchmark"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_harness_never_imports_plugins_or_the_site(path: Path) -> None:
-    bad = sorted({m for m in imports(path) if m.split(".")[0] in {"tasks", "methods", "leaderboard"}})
+    bad = sorted(
+        {m for m in imports(path) if m.split(".")[0] in {"tasks", "methods", "leaderboard"}}
+    )
     assert not bad, (
         f"{path.relative_to(ROOT)} imports {bad}: declare a plugin point in benchmark/contracts/registries.py "
         "(PLUGIN_POINTS) or move the shared type into benchmark/"
@@ -261,16 +278,22 @@ def test_plugin_modules_are_named_only_at_the_declared_plugin_points() -> None:
         assert plugin_point(name) is not None
 
 
-@pytest.mark.parametrize("path", files("methods") + files("tasks"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", files("methods") + files("tasks"), ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_methods_and_tasks_import_only_the_api(path: Path) -> None:
     allowed = {"benchmark.api", "benchmark.api.*"}
-    if path.parent.name == "cards":  # cards are read by the torch-free leaderboard: the torch-free records schema
+    if (
+        path.parent.name == "cards"
+    ):  # cards are read by the torch-free leaderboard: the torch-free records schema
         allowed |= {"benchmark.records.schema", "benchmark.core.canonical"}
     bad = sorted(
         {
             m
             for m in imports(path)
-            if m.startswith("benchmark") and m not in allowed and m.rpartition(".")[0] not in allowed
+            if m.startswith("benchmark")
+            and m not in allowed
+            and m.rpartition(".")[0] not in allowed
         }
     )
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}; use benchmark.api"
@@ -278,7 +301,11 @@ def test_methods_and_tasks_import_only_the_api(path: Path) -> None:
 
 def test_cards_are_torch_free() -> None:
     for path in files("tasks/cards"):
-        bad = [m for m in imports(path) if m.split(".")[0] in {"torch", "torchvision", "timm"} or m == "benchmark.api"]
+        bad = [
+            m
+            for m in imports(path)
+            if m.split(".")[0] in {"torch", "torchvision", "timm"} or m == "benchmark.api"
+        ]
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 

@@ -52,8 +52,8 @@ def _evil_records() -> list:
     return (
         standard_records()
         + [
-            # a method name is a slug where records are read (issue 33): markup in it is refused (the
-            # skipped page), so the markup rides in every other field of this method's records
+            # a method name is a slug where records are read (issue 33): markup in it is refused
+            # (the skipped page), so the markup rides in every other field of this method's records
             make_record(
                 "evil",
                 alpha=0.1,

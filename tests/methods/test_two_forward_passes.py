@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
