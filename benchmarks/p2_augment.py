@@ -86,10 +86,8 @@ def step_time(width: int, x, cfg, reps: int) -> list[Span]:
     ``width``."""
     import torch
 
-    from benchmark.api import build_backbone
+    from benchmark.api import build_backbone, mlp_head, ntxent_2b
     from benchmark.data.augment import two_views
-    from methods._shared.heads import mlp_head
-    from methods._shared.losses import ntxent_2b
 
     torch.manual_seed(0)
     enc, d = build_backbone("resnet18_cifar", {"width": width})

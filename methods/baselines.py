@@ -34,6 +34,7 @@ from benchmark.api import (
     ComponentSpec,
     Encoder,
     Federation,
+    IndexView,
     InputSpec,
     MethodBase,
     Payload,
@@ -44,11 +45,13 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
 )
 from methods._shared.aggregate import FedAvgServer
-from methods._shared.local_train import IndexView, run_local_epochs
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (

@@ -41,10 +41,12 @@ from benchmark.api import (
     Stream,
     UnlabeledView,
     build_backbone,
+    load_tensors,
     scoped_torch_seed,
+    select,
+    tensors_of,
+    weighted_average,
 )
-from methods._shared.aggregate import weighted_average
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import WorkingNets
 
 PREFIX = "encoder."

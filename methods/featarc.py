@@ -29,6 +29,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    IndexView,
     InputSpec,
     MethodBase,
     Payload,
@@ -36,11 +37,15 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    aggregation_weights,
     build_backbone,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
     two_views,
 )
-from methods._shared.aggregate import aggregation_weights
 from methods._shared.feature_align import (
     alignment_loss,
     alignment_scores,
@@ -48,9 +53,7 @@ from methods._shared.feature_align import (
     largest_cluster,
     pick_cluster,
 )
-from methods._shared.local_train import IndexView, run_local_epochs
 from methods._shared.losses import CONTRASTIVE_LOSSES
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import SimCLRConfig, encoder_of, local_bn_names, simclr_net

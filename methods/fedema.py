@@ -21,6 +21,7 @@ from benchmark.api import (
     ClientState,
     Payload,
     RoundContext,
+    select,
 )
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
@@ -34,7 +35,6 @@ from methods._shared.fedbyol import (
     local_divergence,
     param_names,
 )
-from methods._shared.modules import select
 
 
 @dataclass(frozen=True, kw_only=True)

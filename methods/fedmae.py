@@ -47,15 +47,18 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    aggregation_weights,
     augment,
     from_mapping,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
+    weighted_average,
 )
-from methods._shared.aggregate import aggregation_weights, weighted_average
 from methods._shared.cascade import cascade_tensors, pool_entries, pool_insert, pool_to_extra
-from methods._shared.local_train import run_local_epochs
 from methods._shared.mae import keep_count, mae_loss, random_patch_permutation
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import WorkingNets
 
 PREFIX = "mae."

@@ -20,6 +20,7 @@ from benchmark.api import (
     ClientState,
     Payload,
     RoundContext,
+    select,
 )
 from methods._shared.fedbyol import (
     ONLINE,
@@ -31,7 +32,6 @@ from methods._shared.fedbyol import (
     first_merge,
     local_divergence,
 )
-from methods._shared.modules import select
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,8 +43,12 @@ from benchmark.api import (
     Stream,
     UnlabeledView,
     build_backbone,
+    load_tensors,
+    mlp_head,
     normalize,
+    run_local_epochs,
     scoped_torch_seed,
+    tensors_of,
     two_views,
 )
 from methods._shared.contrastive import contrastive_step
@@ -59,9 +63,6 @@ from methods._shared.distill import (
     topk_payload,
     topk_sparsify,
 )
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 

@@ -42,19 +42,20 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
+    load_tensors,
+    mlp_head,
     normalize,
+    run_local_epochs,
     scoped_torch_seed,
+    tensors_of,
+    weighted_average,
 )
-from methods._shared.aggregate import weighted_average
 from methods._shared.clustering import (
     cluster_assignment_loss,
     equal_size_kmeans,
     fifo_push,
     global_clustering,
 )
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 

@@ -3,7 +3,7 @@ docs/architecture.md).
 
 The harness owns this contract, so it lives here and not in ``methods/``: the runner, the
 simulation, conformance and submit are typed against :class:`Method` and never import a plugin
-package. ``methods/base.py`` and ``benchmark.api`` re-export it for method authors.
+package. ``benchmark.api`` re-exports it for method authors, in-tree or not.
 
 Everything the harness relies on is *declared* on the class, with the defaults of
 :class:`MethodBase`, instead of being probed with ``hasattr``:

@@ -185,7 +185,7 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
             self._device = device
         return self._net
 
-    # ---- hooks (docs/design.md §3; methods/base.py) --------------------------------------------------------------------
+    # ---- hooks (docs/design.md §3; benchmark/contracts/method.py) --------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods._shared.heads import mlp_head
+from benchmark.api import mlp_head
 from methods._shared.nets import BackboneHead
 
 ENCODER_NAMES = ("backbone", "projector")

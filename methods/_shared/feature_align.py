@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from methods._shared.aggregate import weighted_average
+from benchmark.api import weighted_average
 
 TensorDict = Mapping[str, torch.Tensor]
 

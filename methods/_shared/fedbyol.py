@@ -36,7 +36,11 @@ from benchmark.api import (
     Stream,
     build_backbone,
     divergence,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
     two_views,
 )
 from methods._shared.aggregate import FedAvgServer
@@ -48,8 +52,6 @@ from methods._shared.byol import (
     cosine_round_lr,
 )
 from methods._shared.ema import divergence_tensor_names, ema_params_
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import WorkingNets
 
 ONLINE, PREDICTOR, TARGET = "online.", "predictor.", "target."

@@ -27,14 +27,16 @@ from benchmark.api import (
     RoundContext,
     ServerState,
     Stream,
+    bn_tensor_names,
     build_backbone,
+    load_tensors,
+    mlp_head,
     prepare_module,
+    run_local_epochs,
     scoped_torch_seed,
+    tensors_of,
 )
 from methods._shared.contrastive import contrastive_step
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import bn_tensor_names, load_tensors, tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, optimizer_tensors, restore_optimizer, scheduled_lr
 

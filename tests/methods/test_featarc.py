@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import ComponentSpec, Payload
+from benchmark.api import ComponentSpec, Payload, select
 from benchmark.core.config import ConfigError
 from benchmark.engine.runner import run_cell
 from benchmark.runroot.rundir import RunDir
 from methods._shared.feature_align import largest_cluster
-from methods._shared.modules import select
 from methods.featarc import FeatARC, FeatARCConfig, preset
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import make_kit
@@ -74,7 +73,7 @@ def test_bytes_resnet18_oracle() -> None:
     s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
     down = m.broadcast(m.init_server(server_context(s, 0, None)), server_context(s, 1, None))
     assert payload_nbytes(down) == 93_646_336
-    from methods._shared.modules import tensors_of
+    from benchmark.api import tensors_of
     from methods.featarc import onehot
 
     up = {**tensors_of(m.build()), "assign": onehot(0, 2)}
@@ -131,7 +130,7 @@ def test_assignment_is_eval_mode_clean_and_leaves_bn_alone() -> None:
     local = m.init_cluster(0, 0)
     I, scores, feats = m.assign(down, local, view, net, torch.device("cpu"))
     ref = m.build()
-    from methods._shared.modules import load_tensors
+    from benchmark.api import load_tensors
 
     load_tensors(ref, m.cluster_tensors(down.tensors, 1))
     ref.eval()

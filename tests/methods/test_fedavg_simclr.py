@@ -10,12 +10,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmark.api import (
+    aggregation_weights,
+    bn_tensor_names,
+    mlp_head,
+    ntxent_2b,
+    tensors_of,
+    weighted_average,
+)
 from benchmark.engine.runner import run_cell
 from benchmark.toolkit.backbones import ResNet18Cifar
-from methods._shared.aggregate import aggregation_weights, weighted_average
-from methods._shared.heads import mlp_head
-from methods._shared.losses import crossview_1dir, ntxent_2b
-from methods._shared.modules import bn_tensor_names, tensors_of
+from methods._shared.losses import crossview_1dir
 from methods._shared.nets import BackboneHead
 from methods._shared.optim import round_lr
 from methods._shared.simclr import SIMCLR_NAMES
@@ -331,8 +336,7 @@ def test_bn_filter_decssl_names_keeps_what_the_dec_ssl_imagenet_code_keeps() -> 
     """docs/methods/fedavg_simclr.md §7.1: the code reloads averaged weights except keys containing
     "bn" or "running": the stem's (Dec-SSL f.1) and the downsample's (downsample.1) BN affine
     parameters are averaged, their statistics kept."""
-    from benchmark.api import build_backbone
-    from methods._shared.modules import bn_tensor_names
+    from benchmark.api import bn_tensor_names, build_backbone
     from methods._shared.nets import BackboneHead
     from methods._shared.simclr import SIMCLR_NAMES, SimCLRConfig, local_bn_names, simclr_projector
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmark.api import average_uploads, weighted_average
 from benchmark.contracts.types import Payload
-from methods._shared.aggregate import average_uploads, weighted_average
 
 
 def up(value: float, n: int) -> Payload:

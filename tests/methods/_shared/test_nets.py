@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from benchmark.api import tensors_of
 from benchmark.contracts.registries import METHODS, load_builtins
 from benchmark.engine.stages import build_method
-from methods._shared.modules import tensors_of
 from methods._shared.nets import BackboneHead, WorkingNets
 from tests.helpers import digits_inputs, smoke_cell
 
