@@ -226,11 +226,11 @@ def online_backbone(
 
 
 class FederatedBYOL(FedAvgServer, MethodBase):
-    """The federated-BYOL family (fedu.md §2, fedema.md §2.2, §2.5, §2.6): BYOL on every client, the
-    online encoder and the predictor averaged by the server (FedAvg, :class:`FedAvgServer`), the
-    target encoder kept on the client, the global online backbone exported. Abstract: a method
-    subclasses it once and writes ``merge``, how a returning client takes the global model (and its
-    name, version and Config)."""
+    """The federated-BYOL family (docs/methods/fedu.md §2, docs/methods/fedema.md §2.2, §2.5, §2.6):
+    BYOL on every client, the online encoder and the predictor averaged by the server (FedAvg,
+    :class:`FedAvgServer`), the target encoder kept on the client, the global online backbone
+    exported. Abstract: a method subclasses it once and writes ``merge``, how a returning client
+    takes the global model (and its name, version and Config)."""
 
     # every step through ctx.precision (benchmark.core.precision)
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
@@ -257,12 +257,12 @@ class FederatedBYOL(FedAvgServer, MethodBase):
         return byol_net(self.backbone, self.cfg)
 
     def divergence_names(self) -> list[str]:
-        """𝒞 of fedu.md §2.4 (fedema.md §2.4 step 3): the online backbone's non-shortcut conv
-        weights (17 for ResNet-18)."""
+        """𝒞 of docs/methods/fedu.md §2.4 (docs/methods/fedema.md §2.4 step 3): the online
+        backbone's non-shortcut conv weights (17 for ResNet-18)."""
         return divergence_names(self.nets.structure())
 
     def fedavg_weighting(self) -> str:
-        """fedu.md §2.5: n_k (or uniform) weights, by ``weighting``."""
+        """docs/methods/fedu.md §2.5: n_k (or uniform) weights, by ``weighting``."""
         return self.cfg.weighting
 
     # ---- hooks -----------------------------------------------------------------------------------
@@ -285,12 +285,12 @@ class FederatedBYOL(FedAvgServer, MethodBase):
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
-        """fedu.md §2.4: merge, then BYOL local training (:func:`local_update`)."""
+        """docs/methods/fedu.md §2.4: merge, then BYOL local training (:func:`local_update`)."""
         merged = self.merge(down, state, ctx)
         return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None
     ) -> Encoder:
-        """The global online backbone f_θg, projector removed (fedu.md §2.6)."""
+        """The global online backbone f_θg, projector removed (docs/methods/fedu.md §2.6)."""
         return self.export(*online_backbone(self.backbone, server.model))

@@ -198,10 +198,10 @@ def local_update(
 
 
 class SimCLRFamily(MethodBase):
-    """The SimCLR family's hooks (fedavg_simclr.md §2): FedAvg-SimCLR, and its reference points
-    central_ssl (one pooled client) and local_ssl (each client alone). The server starts from a
-    freshly seeded SimCLR network; a client starts from the global weights (its own BN tensors
-    under ``bn: local``, §7.1) and runs E local epochs of SimCLR (:func:`local_update`); the
+    """The SimCLR family's hooks (docs/methods/fedavg_simclr.md §2): FedAvg-SimCLR, and its
+    reference points central_ssl (one pooled client) and local_ssl (each client alone). The server
+    starts from a freshly seeded SimCLR network; a client starts from the global weights (its own BN
+    tensors under ``bn: local``, §7.1) and runs E local epochs of SimCLR (:func:`local_update`); the
     exported encoder is the backbone. Abstract: the server step is the method's (FedAvg through
     ``FedAvgServer``, or none for local_ssl), with its name, version and Config."""
 

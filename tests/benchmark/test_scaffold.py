@@ -154,7 +154,9 @@ def test_plugin_method_imports_only_benchmark_api(tmp_path: Path) -> None:
     write_scaffold("fedplug", tmp_path, plugin=True)
     text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
     assert project_imports(text) == {"benchmark.api"}
-    assert project_imports("from methods._shared.nets import WorkingNets\nimport benchmark.api") == {
+    assert project_imports(
+        "from methods._shared.nets import WorkingNets\nimport benchmark.api"
+    ) == {
         "methods._shared.nets",
         "benchmark.api",
     }  # the checker sees what it must refuse
