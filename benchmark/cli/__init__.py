@@ -47,44 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser(
-        "run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)"
-    )
-    run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
-    run.add_argument("--root", default="runs", help="run root (default: runs/)")
-    run.add_argument(
-        "--only",
-        default=None,
-        help="filter, e.g. method=fedema,partition=dirichlet or cell=<id prefix>",
-    )
-    run.add_argument(
-        "--seeds",
-        default=None,
-        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
-    )
-    run.add_argument(
-        "--dry-run", action="store_true", help="list and validate the cells, run nothing"
-    )
-    run.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
-    run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    run.add_argument(
-        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
-    )
-    run.add_argument("--launcher", default="local", help="local | ray | slurm")
-    run.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="local launcher: cells in this many worker processes (default 0: one per core; each cell "
-        "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
-        "after another in this process)",
-    )
-    run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
-    run.add_argument(
-        "--site", default=None, help="build the leaderboard site here when the grid ends"
-    )
-    _add_launcher_options(run)
-
+    _add_run(sub)
     lst = sub.add_parser("list", help="list registered components or grids")
     lst.add_argument(
         "what",
@@ -136,6 +99,55 @@ def _parser() -> argparse.ArgumentParser:
         "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
     )
 
+    _add_tools(sub)
+    _add_submission(sub)
+    _add_doctor(sub)
+    return p
+
+
+def _add_run(sub: Any) -> None:
+    """``run``: its options and the launcher's."""
+    run = sub.add_parser(
+        "run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)"
+    )
+    run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    run.add_argument("--root", default="runs", help="run root (default: runs/)")
+    run.add_argument(
+        "--only",
+        default=None,
+        help="filter, e.g. method=fedema,partition=dirichlet or cell=<id prefix>",
+    )
+    run.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="list and validate the cells, run nothing"
+    )
+    run.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run.add_argument(
+        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
+    )
+    run.add_argument("--launcher", default="local", help="local | ray | slurm")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="local launcher: cells in this many worker processes (default 0: one per core; each cell "
+        "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
+        "after another in this process)",
+    )
+    run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
+    run.add_argument(
+        "--site", default=None, help="build the leaderboard site here when the grid ends"
+    )
+    _add_launcher_options(run)
+
+
+def _add_tools(sub: Any) -> None:
+    """``new-method`` and ``check-method``: the method author's tools."""
     new = sub.add_parser(
         "new-method",
         help="scaffold methods/NAME.py, its tests and a smoke grid (--plugin: an "
@@ -166,10 +178,6 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)"
     )
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
-
-    _add_submission(sub)
-    _add_doctor(sub)
-    return p
 
 
 def _add_submission(sub: Any) -> None:

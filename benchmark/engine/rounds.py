@@ -187,6 +187,74 @@ def simulate(
         gc.unfreeze()
 
 
+def round_metrics(
+    r: int,
+    ups: Mapping[int, Payload],
+    server: ServerState,
+    *,
+    steps: int,
+    bytes_up: int,
+    bytes_down: int,
+    round_s: float,
+    client_s: float,
+    clients: int,
+) -> dict[str, float]:
+    """One round's history entry: the mean client loss, traffic, steps and times, the mean of every
+    other client metric (``client/<name>``) and the server's own metrics."""
+    losses = [p.metrics.get("loss", math.nan) for p in ups.values() if "loss" in p.metrics]
+    metrics = {
+        "round": float(r),
+        "loss": float(np.mean(losses)) if losses else math.nan,
+        "clients": float(clients),
+        "bytes_up": float(bytes_up),
+        "bytes_down": float(bytes_down),
+        "client_steps": float(steps),
+        "round_time_s": round_s,
+        "client_time_s": client_s,
+    }
+    for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
+        vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
+        metrics[f"client/{key}"] = float(np.mean(vals))
+    for key, value in server.metrics.items():
+        metrics[key] = float(value)
+    return metrics
+
+
+def checkpoint_state(
+    r: int,
+    server: ServerState,
+    comm: CommCounter,
+    history: list[dict[str, float]],
+    client_steps: int,
+    store: ClientStateStore,
+) -> dict[str, Any]:
+    """What a round checkpoint holds (the engine resumes from it bit for bit)."""
+    return {
+        "round": r,
+        "model": dict(server.model),
+        "extra": dict(server.extra),
+        "comm_up": comm.per_round_up,
+        "comm_down": comm.per_round_down,
+        "history": history,
+        "client_steps": client_steps,
+        "clients": store.manifest(),
+    }
+
+
+def resume(
+    method: Method, ckpt: Checkpointer, store: ClientStateStore, settings: SimSettings, public: Any
+) -> tuple[int, ServerState, CommCounter, list[dict[str, float]], int]:
+    """Where the round loop starts: from the latest round checkpoint (its client states restored
+    into ``store``), or round 0 with a fresh server state."""
+    latest = ckpt.load_latest()
+    if latest is None:
+        return 0, method.init_server(server_context(settings, 0, public)), CommCounter(), [], 0
+    server = ServerState(model=latest["model"], extra=latest["extra"])
+    comm = CommCounter(list(latest["comm_up"]), list(latest["comm_down"]))
+    store.restore(latest["clients"])
+    return int(latest["round"]), server, comm, list(latest["history"]), int(latest["client_steps"])
+
+
 def _simulate(
     method: Method,
     clients: Sequence[ClientData],
@@ -201,20 +269,7 @@ def _simulate(
     pdir = PretrainDir(Path(work_dir))
     ckpt = Checkpointer(pdir, every=settings.checkpoint_every)
     store = ClientStateStore(pdir.states, mem_budget=state_mem_budget)
-    comm = CommCounter()
-    history: list[dict[str, float]] = []
-    client_steps = 0
-    latest = ckpt.load_latest()
-    if latest is not None:
-        start = int(latest["round"])
-        server = ServerState(model=latest["model"], extra=latest["extra"])
-        comm = CommCounter(list(latest["comm_up"]), list(latest["comm_down"]))
-        history = list(latest["history"])
-        client_steps = int(latest["client_steps"])
-        store.restore(latest["clients"])
-    else:
-        start = 0
-        server = method.init_server(server_context(settings, 0, public))
+    start, server, comm, history, client_steps = resume(method, ckpt, store, settings, public)
     num_clients = len(clients)
     for r in range(start + 1, settings.num_rounds + 1):
         t0 = time.perf_counter()
@@ -250,39 +305,22 @@ def _simulate(
         down_bytes = payload_nbytes(down) * len(selected)
         comm.per_round_up.append(up_bytes)
         comm.per_round_down.append(down_bytes)
-        losses = [p.metrics.get("loss", math.nan) for p in ups.values() if "loss" in p.metrics]
         steps = int(sum(p.metrics.get("steps", 0) for p in ups.values()))
         client_steps += steps
-        metrics = {
-            "round": float(r),
-            "loss": float(np.mean(losses)) if losses else math.nan,
-            "clients": float(len(selected)),
-            "bytes_up": float(up_bytes),
-            "bytes_down": float(down_bytes),
-            "client_steps": float(steps),
-            "round_time_s": time.perf_counter() - t0,
-            "client_time_s": client_s,
-        }
-        for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
-            vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
-            metrics[f"client/{key}"] = float(np.mean(vals))
-        for key, value in server.metrics.items():
-            metrics[key] = float(value)
+        metrics = round_metrics(
+            r,
+            ups,
+            server,
+            steps=steps,
+            bytes_up=up_bytes,
+            bytes_down=down_bytes,
+            round_s=time.perf_counter() - t0,
+            client_s=client_s,
+            clients=len(selected),
+        )
         history.append(metrics)
         if r % ckpt.every == 0 or r == settings.num_rounds:
-            ckpt.save(
-                r,
-                {
-                    "round": r,
-                    "model": dict(server.model),
-                    "extra": dict(server.extra),
-                    "comm_up": comm.per_round_up,
-                    "comm_down": comm.per_round_down,
-                    "history": history,
-                    "client_steps": client_steps,
-                    "clients": store.manifest(),
-                },
-            )
+            ckpt.save(r, checkpoint_state(r, server, comm, history, client_steps, store))
             store.collect(ckpt.rounds(), ckpt.manifests)
         if on_round is not None:
             on_round(r, metrics)

@@ -194,6 +194,29 @@ def _settings(raw: Any, where: str) -> dict[str, Any]:
     return dict(raw)
 
 
+def _check_columns(columns: list[Any], where: str) -> None:
+    """Each column has known keys, a label, and a key no other column has."""
+    keys = set()
+    for i, col in enumerate(columns):
+        _check_keys(col, _COLUMN_KEYS, f"{where}: columns[{i}]")
+        if "label" not in col:
+            raise ReferenceError(f"{where}: columns[{i}] needs a label")
+        key = col.get("key", col["label"])
+        if key in keys:
+            raise ReferenceError(f"{where}: duplicate column key {key!r}")
+        keys.add(key)
+
+
+def _row_method(row: Mapping[str, Any], rwhere: str) -> str | None:
+    """A row's method: a registry name (snake case) or None."""
+    method = row.get("method")
+    if method is not None and not (isinstance(method, str) and re.fullmatch(r"[a-z0-9_]+", method)):
+        raise ReferenceError(
+            f"{rwhere}: method must be a registry name (snake case) or null, got {method!r}"
+        )
+    return method
+
+
 def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
     where = str(path)
     doc = _check_keys(raw, _FILE_KEYS, where)
@@ -208,15 +231,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
         raise ReferenceError(f"{where}: rows must be a non-empty list")
     base = _settings(doc.get("settings"), where)
     out: list[ReferenceValue] = []
-    keys = set()
-    for i, col in enumerate(columns):
-        _check_keys(col, _COLUMN_KEYS, f"{where}: columns[{i}]")
-        if "label" not in col:
-            raise ReferenceError(f"{where}: columns[{i}] needs a label")
-        key = col.get("key", col["label"])
-        if key in keys:
-            raise ReferenceError(f"{where}: duplicate column key {key!r}")
-        keys.add(key)
+    _check_columns(columns, where)
     for j, row in enumerate(rows):
         rwhere = f"{where}: rows[{j}]"
         _check_keys(row, _ROW_KEYS, rwhere)
@@ -228,13 +243,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
                 f"{rwhere} ({row['label']}) has {len(values) if isinstance(values, list) else '?'} "
                 f"values for {len(columns)} columns"
             )
-        method = row.get("method")
-        if method is not None and not (
-            isinstance(method, str) and re.fullmatch(r"[a-z0-9_]+", method)
-        ):
-            raise ReferenceError(
-                f"{rwhere}: method must be a registry name (snake case) or null, got {method!r}"
-            )
+        method = _row_method(row, rwhere)
         for col, raw_value in zip(columns, values):
             parsed = parse_value(raw_value, f"{rwhere} / {col['label']}")
             if parsed is None:

@@ -429,29 +429,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                     shutil.copyfile(src, stage / rel)
                     files[rel], sizes[rel] = file_sha256(stage / rel), (stage / rel).stat().st_size
                 checkpoint = {"path": rel, "bytes": sizes[rel], "sha256": files[rel]}
-            r = c.record
-            entries.append(
-                {
-                    "cell_id": r.cell_id,
-                    "method": r.method,
-                    "method_version": r.method_version,
-                    "seed": r.seed,
-                    "dataset": r.dataset,
-                    "partition_label": r.partition_label,
-                    "partition_digest": r.partition_digest,
-                    "path": bundled[0][1],
-                    "sha256": files[bundled[0][1]],
-                    "checkpoint": checkpoint,
-                    "provenance": {
-                        "runner": r.env.runner,
-                        "git_sha": r.env.git_sha,
-                        "git_dirty": r.env.git_dirty,
-                        "sealed": c.sealed,
-                        "reevaluated": c.reevaluated,
-                        "verified": c.verified,
-                    },
-                }
-            )
+            entries.append(_manifest_entry(c, bundled[0][1], files, checkpoint))
         env = collect_env()
         ckpt_paths = {e["checkpoint"]["path"] for e in entries if e["checkpoint"]}
         manifest = {
@@ -476,21 +454,52 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
         (stage / "manifest.json").write_text(
             json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if tarball:
-            tmp_out = out.with_name(f".{out.name}.tmp")
-            with tarfile.open(tmp_out, "w:gz") as tar:
-                for path in sorted(stage.rglob("*")):
-                    if path.is_file():
-                        tar.add(path, arcname=str(path.relative_to(stage)))
-            tmp_out.replace(out)
-            report.bundle_bytes = out.stat().st_size
-        else:
-            shutil.copytree(stage, out)
-            report.bundle_bytes = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        report.bundle_bytes = _write_out(stage, out, tarball)
         report.checkpoint_bytes = manifest["size"]["checkpoint_bytes"]
         report.unpacked_bytes = manifest["size"]["files_bytes"]
     return out
+
+
+def _manifest_entry(
+    c: RecordCheck, rel: str, files: dict[str, str], checkpoint: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The manifest's entry of one checked record bundled at ``rel``."""
+    r = c.record
+    return {
+        "cell_id": r.cell_id,
+        "method": r.method,
+        "method_version": r.method_version,
+        "seed": r.seed,
+        "dataset": r.dataset,
+        "partition_label": r.partition_label,
+        "partition_digest": r.partition_digest,
+        "path": rel,
+        "sha256": files[rel],
+        "checkpoint": checkpoint,
+        "provenance": {
+            "runner": r.env.runner,
+            "git_sha": r.env.git_sha,
+            "git_dirty": r.env.git_dirty,
+            "sealed": c.sealed,
+            "reevaluated": c.reevaluated,
+            "verified": c.verified,
+        },
+    }
+
+
+def _write_out(stage: Path, out: Path, tarball: bool) -> int:
+    """The staged bundle written to ``out`` (a .tar.gz, or a folder); its size in bytes."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if tarball:
+        tmp_out = out.with_name(f".{out.name}.tmp")
+        with tarfile.open(tmp_out, "w:gz") as tar:
+            for path in sorted(stage.rglob("*")):
+                if path.is_file():
+                    tar.add(path, arcname=str(path.relative_to(stage)))
+        tmp_out.replace(out)
+        return out.stat().st_size
+    shutil.copytree(stage, out)
+    return sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
 
 
 def verify_bundle(bundle: Path, limits: Any = None) -> list[str]:
