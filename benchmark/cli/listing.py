@@ -40,6 +40,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for alias, target in reg.aliases().items():
         aliases.setdefault(target, []).append(alias)
     from benchmark.core.registry import PluginError
+    from benchmark.core.text import summary
 
     for name in reg.names():
         try:
@@ -47,7 +48,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         except PluginError as exc:  # a broken plugin is one warning, the listing goes on
             print(f"warning: {exc}", file=sys.stderr)
             continue
-        doc = (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+        doc = summary(obj.__doc__)
         extra = f" (aliases: {', '.join(sorted(aliases[name]))})" if name in aliases else ""
         print(f"{name:24s} {doc}{extra}")
     return 0

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.text import summary
 from benchmark.records.store import load_records
 
 TUNED_KEYS = ("batch_size", "local_batch_size", "lr", "local_lr", "distill_lr", "blr")
@@ -267,7 +268,7 @@ def markdown(selection: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m benchmark.tools.tuning", description=__doc__.splitlines()[0]
+        prog="python -m benchmark.tools.tuning", description=summary(__doc__)
     )
     p.add_argument(
         "--root",
