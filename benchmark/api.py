@@ -1,32 +1,19 @@
 """The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on),
 versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises)."""
 
-from benchmark.backbones import arch_fingerprint, build_backbone
-from benchmark.blocks import mlp_head, ntxent_2b
-from benchmark.config import ConfigError, canonical_json, digest, from_mapping
-from benchmark.data.augment import AugmentConfig, augment, two_views
-from benchmark.data.datasets import (
-    DatasetSplit,
-    DatasetSplits,
-    DatasetUnavailable,
-    default_data_root,
-    load_dataset_splits,
+from benchmark.contracts.cell import Cell
+from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+from benchmark.contracts.method import (
+    API_VERSION,
+    Federation,
+    InputSpec,
+    Method,
+    MethodBase,
+    UploadFold,
 )
-from benchmark.data.partitioners.matched import label_matched_test
-from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
-from benchmark.data.synthetic import shapes_coco
-from benchmark.data.views import UnlabeledView, normalize
-from benchmark.aggregate import FedAvgFold, RunningAverage, aggregation_weights, average_uploads, weighted_average
-from benchmark.device import DeviceConfig, prepare_module
-from benchmark.local_train import IndexView, LocalStats, run_local_epochs
-from benchmark.tensors import BN_TYPES, bn_tensor_names, divergence, load_tensors, reset_num_batches, select, tensors_of
-from benchmark.precision import FP32, PRECISIONS, LossScaler, Precision, fp32_math, full_precision, no_autocast
-from benchmark.grid import Cell, ComponentSpec, FLConfig, expand_grid, load_grid
-from benchmark.method import API_VERSION, Federation, InputSpec, Method, MethodBase, UploadFold
-from benchmark.records.schema import ProtocolCard, TaskScores
-from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
-from benchmark.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
-from benchmark.types import (
+from benchmark.contracts.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
+from benchmark.contracts.specs import ComponentSpec, FLConfig
+from benchmark.contracts.types import (
     ClientData,
     ClientState,
     Diverged,
@@ -38,10 +25,49 @@ from benchmark.types import (
     TaskContext,
     TaskNotApplicable,
     TensorDict,
+    arch_fingerprint,
+)
+from benchmark.contracts.views import UnlabeledView, normalize
+from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
+from benchmark.core.precision import (
+    FP32,
+    PRECISIONS,
+    LossScaler,
+    Precision,
+    fp32_math,
+    full_precision,
+    no_autocast,
+)
+from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
+from benchmark.data.augment import AugmentConfig, augment, two_views
+from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
+from benchmark.data.partitioners.matched import label_matched_test
+from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
+from benchmark.data.synthetic import shapes_coco
+from benchmark.grids.expand import expand_grid, load_grid
+from benchmark.records.schema import ProtocolCard, TaskScores
+from benchmark.toolkit.aggregate import (
+    FedAvgFold,
+    RunningAverage,
+    aggregation_weights,
+    average_uploads,
+    weighted_average,
+)
+from benchmark.toolkit.backbones import build_backbone
+from benchmark.toolkit.device import DeviceConfig, prepare_module
+from benchmark.toolkit.heads import mlp_head, ntxent_2b
+from benchmark.toolkit.local_train import IndexView, LocalStats, run_local_epochs
+from benchmark.toolkit.tensors import (
+    BN_TYPES,
+    bn_tensor_names,
+    divergence,
+    load_tensors,
+    reset_num_batches,
+    select,
+    tensors_of,
 )
 
-
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds with)
     "API_VERSION",
     "BACKBONES",
     "DATASETS",
@@ -104,7 +130,8 @@ __all__ = [
     "shapes_coco",
     "torch_gen",
     "two_views",
-    # what a method needs beyond the types (docs/adding-a-method.md): the built-in methods use the same functions
+    # what a method needs beyond the types (docs/adding-a-method.md): the built-in methods use the
+    # same functions
     "BN_TYPES",
     "IndexView",
     "LocalStats",
@@ -118,7 +145,8 @@ __all__ = [
     "select",
     "tensors_of",
     "weighted_average",
-    # the projection head and the contrastive loss the built-in SimCLR-family methods use (benchmark.blocks)
+    # the projection head and the contrastive loss the built-in SimCLR-family methods use
+    # (benchmark.toolkit.heads)
     "mlp_head",
     "ntxent_2b",
     # what a plugin's own tests call: its smoke grid, and the conformance check (check-method)
@@ -129,9 +157,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``check_method`` is imported on first use (benchmark.conformance imports the runner)."""
+    """``check_method`` is imported on first use (benchmark.tools.check_method imports the
+    runner)."""
     if name == "check_method":
-        from benchmark.conformance import check_method
+        from benchmark.tools.check_method import check_method
 
         return check_method
     raise AttributeError(f"module 'benchmark.api' has no attribute {name!r}")

@@ -1,10 +1,12 @@
-"""The FedAvg-SimCLR cell the engine benchmarks share (P1, P6, P7, P8), a tiled dataset for cross-device shapes,
-the bare loop (the limit: the same optimizer steps on the same batches, nothing else) and process-tree accounting.
+"""The FedAvg-SimCLR cell the engine benchmarks share (P1, P6, P7, P8), a tiled dataset for
+cross-device shapes, the bare loop (the limit: the same optimizer steps on the same batches, nothing
+else) and process-tree accounting.
 
-The cell is the quickstart's FedAvg-SimCLR: digits 16x16, resnet_micro width 8, batch 64, two local epochs, Adam,
-NT-Xent, the digits augmentation (crop >= 20 %, no flip), seed 0. ``tiled_digits(n)`` is the synthetic dataset used
-where digits' 1,437 training images are too few (1,000 clients of 10 images, 10,000 clients): digits' training
-images and labels repeated in order to ``n`` (identical copies; the timings do not depend on the pixels).
+The cell is the quickstart's FedAvg-SimCLR: digits 16x16, resnet_micro width 8, batch 64, two local
+epochs, Adam, NT-Xent, the digits augmentation (crop >= 20 %, no flip), seed 0. ``tiled_digits(n)``
+is the synthetic dataset used where digits' 1,437 training images are too few (1,000 clients of 10
+images, 10,000 clients): digits' training images and labels repeated in order to ``n`` (identical
+copies; the timings do not depend on the pixels).
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ from typing import Any
 CELL = {
     "dataset": "digits",
     "backbone": {"name": "resnet_micro", "width": 8},
-    "method": {"name": "fedavg_simclr", "batch_size": 64, "augment": {"crop_scale": [0.2, 1.0], "flip_p": 0.0}},
+    "method": {
+        "name": "fedavg_simclr",
+        "batch_size": 64,
+        "augment": {"crop_scale": [0.2, 1.0], "flip_p": 0.0},
+    },
     "partition": "iid",
     "partition_seed": 0,
     "fl": {"num_clients": 10, "participation": 1.0, "rounds": 2, "local_epochs": 2},
@@ -29,10 +35,12 @@ CELL = {
 
 
 def tiled_digits(n: int):
-    """digits 16x16 with its training split repeated to ``n`` images (labels alike); the test split unchanged."""
+    """digits 16x16 with its training split repeated to ``n`` images (labels alike); the test split
+    unchanged."""
     import numpy as np
 
-    from benchmark.data.datasets import DatasetSplit, DatasetSplits, load_dataset_splits
+    from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+    from benchmark.data.datasets import load_dataset_splits
 
     ds = load_dataset_splits("digits", {"size": 16})
     if n <= len(ds.train):
@@ -40,21 +48,43 @@ def tiled_digits(n: int):
     reps = -(-n // len(ds.train))
     images = ds.train.images.repeat(reps, 1, 1, 1)[:n].contiguous()
     labels = np.tile(ds.train.labels, reps)[:n]
-    return DatasetSplits(f"digits_tiled_{n}", DatasetSplit(images, labels, ds.num_classes), ds.test,
-                         f"{ds.revision}-tiled{n}", ds.mean, ds.std)
+    return DatasetSplits(
+        f"digits_tiled_{n}",
+        DatasetSplit(images, labels, ds.num_classes),
+        ds.test,
+        f"{ds.revision}-tiled{n}",
+        ds.mean,
+        ds.std,
+    )
 
 
-def cell_setup(num_clients: int, per_round: int, rounds: int, *, images: int = 0, method: dict | None = None,
-               partition: Any = "iid"):
-    """(cell, method, clients, settings) for the cell with ``num_clients`` IID clients, ``per_round`` sampled."""
+def cell_setup(
+    num_clients: int,
+    per_round: int,
+    rounds: int,
+    *,
+    images: int = 0,
+    method: dict | None = None,
+    partition: Any = "iid",
+):
+    """(cell, method, clients, settings) for the cell with ``num_clients`` IID clients,
+    ``per_round`` sampled."""
     import torch
 
-    from benchmark.grid import resolve_cell
-    from benchmark.stages import build_method, build_partition, client_datasets, input_spec
-    from benchmark.simulate import SimSettings
+    from benchmark.engine.rounds import SimSettings
+    from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
+    from benchmark.grids.expand import resolve_cell
 
-    spec = {**CELL, "partition": partition, "fl": {**CELL["fl"], "num_clients": num_clients, "rounds": rounds,
-                                                   "participation": per_round / num_clients}}
+    spec = {
+        **CELL,
+        "partition": partition,
+        "fl": {
+            **CELL["fl"],
+            "num_clients": num_clients,
+            "rounds": rounds,
+            "participation": per_round / num_clients,
+        },
+    }
     if method is not None:
         spec["method"] = method
     cell = resolve_cell(spec)
@@ -62,21 +92,33 @@ def cell_setup(num_clients: int, per_round: int, rounds: int, *, images: int = 0
     part = build_partition(cell, ds.train.labels)
     m = build_method(cell, input_spec(ds))
     clients = client_datasets(m, ds, part)
-    settings = SimSettings(seed=cell.seed, num_rounds=rounds, local_epochs=cell.fl.local_epochs,
-                           per_round=cell.fl.clients_per_round, device=torch.device("cpu"),
-                           num_classes=ds.num_classes)
+    settings = SimSettings(
+        seed=cell.seed,
+        num_rounds=rounds,
+        local_epochs=cell.fl.local_epochs,
+        per_round=cell.fl.clients_per_round,
+        device=torch.device("cpu"),
+        num_classes=ds.num_classes,
+    )
     return cell, m, clients, settings
 
 
-def bare_rounds(method, clients: Sequence, settings, *, on_loss: Callable[[int, int, float], None] | None = None,
-                on_round: Callable[[int], None] | None = None) -> None:
-    """The limit: one SimCLR network (the engine's initial model), and for each round's sampled clients (the
-    engine's sampling stream) the same batches, views (one forward pass each), NT-Xent and a fresh Adam; no weight
-    copies, no averaging, no state store, no checkpoints. ``on_loss(round, client, mean loss)`` sees each client's mean step loss."""
+def bare_rounds(
+    method,
+    clients: Sequence,
+    settings,
+    *,
+    on_loss: Callable[[int, int, float], None] | None = None,
+    on_round: Callable[[int], None] | None = None,
+) -> None:
+    """The limit: one SimCLR network (the engine's initial model), and for each round's sampled
+    clients (the engine's sampling stream) the same batches, views (one forward pass each), NT-Xent
+    and a fresh Adam; no weight copies, no averaging, no state store, no checkpoints.
+    ``on_loss(round, client, mean loss)`` sees each client's mean step loss."""
     import torch
 
     from benchmark.api import Stream, scoped_torch_seed, torch_gen, two_views
-    from benchmark.simulate import sample_clients
+    from benchmark.engine.rounds import sample_clients
     from methods._shared.losses import CONTRASTIVE_LOSSES
     from methods._shared.optim import round_lr
 
@@ -89,13 +131,17 @@ def bare_rounds(method, clients: Sequence, settings, *, on_loss: Callable[[int, 
         for k in sample_clients(settings.seed, r, len(clients), settings.per_round):
             view = clients[k].train
             gen = torch_gen(settings.seed, Stream.CLIENT, r, k)
-            lr = round_lr(cfg.lr, r, settings.num_rounds, cfg.lr_milestones, cfg.lr_gamma)  # the method's schedule
+            # the method's schedule
+            lr = round_lr(cfg.lr, r, settings.num_rounds, cfg.lr_milestones, cfg.lr_gamma)
             opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=cfg.weight_decay)
             total, steps = 0.0, 0
             for _ in range(settings.local_epochs):
                 for idx in view.batch_indices(cfg.batch_size, gen):
-                    v1, v2 = two_views(view.images[idx], cfg.augment, gen, mean=view.mean, std=view.std)
-                    z1, z2 = net(v1), net(v2)  # one forward pass per view, as the method (contrastive_step)
+                    v1, v2 = two_views(
+                        view.images[idx], cfg.augment, gen, mean=view.mean, std=view.std
+                    )
+                    # one forward pass per view, as the method (contrastive_step)
+                    z1, z2 = net(v1), net(v2)
                     loss = loss_fn(z1, z2, cfg.tau)
                     total += float(loss.detach())
                     steps += 1
@@ -108,26 +154,31 @@ def bare_rounds(method, clients: Sequence, settings, *, on_loss: Callable[[int, 
             on_round(r)
 
 
-def engine_first_round_losses(method, clients: Sequence, settings, ks: Sequence[int]) -> dict[int, float]:
-    """Each client's round-1 mean step loss as the engine computes it (``client_update`` from the initial model)."""
-    from benchmark.simulate import client_context, server_context
+def engine_first_round_losses(
+    method, clients: Sequence, settings, ks: Sequence[int]
+) -> dict[int, float]:
+    """Each client's round-1 mean step loss as the engine computes it (``client_update`` from the
+    initial model)."""
+    from benchmark.engine.rounds import client_context, server_context
 
     server = method.init_server(server_context(settings, 0, None))
     down = method.broadcast(server, server_context(settings, 1, None))
     out = {}
     for k in ks:
-        up, _ = method.client_update(down, method.init_client(k, server), clients[k],
-                                     client_context(settings, 1, k, None))
+        up, _ = method.client_update(
+            down, method.init_client(k, server), clients[k], client_context(settings, 1, k, None)
+        )
         out[int(k)] = float(up.metrics["loss"])
     return out
 
 
-# ---- whole-process-tree accounting (Linux /proc) ---------------------------------------------------------------
+# ---- whole-process-tree accounting (Linux /proc) -------------------------------------------------
 
 
 def become_subreaper() -> None:
-    """Orphaned descendants (daemons a child starts, e.g. Ray's) are re-parented to this process instead of init, so
-    that they stay in our tree and their CPU time is added to RUSAGE_CHILDREN when we reap them."""
+    """Orphaned descendants (daemons a child starts, e.g. Ray's) are re-parented to this process
+    instead of init, so that they stay in our tree and their CPU time is added to RUSAGE_CHILDREN
+    when we reap them."""
     import ctypes
 
     PR_SET_CHILD_SUBREAPER = 36
@@ -165,17 +216,22 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def run_tree(argv: list[str], env: dict, cwd: Path, poll: float = 0.1, timeout: float = 3600) -> dict:
-    """Run ``argv`` and measure its whole process tree: wall time, CPU time (user + system of every descendant,
-    reaped here as their subreaper) and peak RSS (the tree's summed VmRSS, polled every ``poll`` s; shared pages
-    count once per process). Returns {wall, cpu, peak_rss, returncode, stdout}."""
+def run_tree(
+    argv: list[str], env: dict, cwd: Path, poll: float = 0.1, timeout: float = 3600
+) -> dict:
+    """Run ``argv`` and measure its whole process tree: wall time, CPU time (user + system of every
+    descendant, reaped here as their subreaper) and peak RSS (the tree's summed VmRSS, polled every
+    ``poll`` s; shared pages count once per process). Returns {wall, cpu, peak_rss, returncode,
+    stdout}."""
     import subprocess
     import tempfile
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile(mode="w+") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
         peak = 0
         while proc.poll() is None:
             peak = max(peak, rss_bytes(proc.pid) + sum(rss_bytes(p) for p in descendants(proc.pid)))
@@ -188,11 +244,18 @@ def run_tree(argv: list[str], env: dict, cwd: Path, poll: float = 0.1, timeout: 
         text = out.read()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "peak_rss": peak, "returncode": proc.returncode, "stdout": text}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "peak_rss": peak,
+        "returncode": proc.returncode,
+        "stdout": text,
+    }
 
 
 def _reap_orphans(grace: float = 30.0) -> None:
-    """Wait for descendants left behind (re-parented to us); kill what is still there after ``grace`` s."""
+    """Wait for descendants left behind (re-parented to us); kill what is still there after
+    ``grace`` s."""
     t0 = time.perf_counter()
     while True:
         left = descendants(os.getpid())

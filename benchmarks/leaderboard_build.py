@@ -1,9 +1,11 @@
-"""Time the leaderboard build for N synthetic records (target: 1,000 records in under 10 s on 2 CPU cores).
+"""Time the leaderboard build for N synthetic records (target: 1,000 records in under 10 s on 2 CPU
+cores).
 
     python benchmarks/leaderboard_build.py [--records 1000] [--keep DIR]
 
 Records are written to a temporary results folder (methods × α × seeds × several tracks), then
-``leaderboard.site.build_site`` is timed end to end: loading and validating every JSON, tables, plots and pages.
+``leaderboard.site.build_site`` is timed end to end: loading and validating every JSON, tables,
+plots and pages.
 """
 
 from __future__ import annotations
@@ -19,8 +21,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.leaderboard.lb_factory import LINEAR_CARD, make_record, write_records
 
-METHODS = ["fedavg_simclr", "fedu", "fedema", "orchestra", "flesd", "featarc", "fedmae", "central_ssl", "local_ssl",
-           "dec_sl", "no_pretrain"]
+METHODS = [
+    "fedavg_simclr",
+    "fedu",
+    "fedema",
+    "orchestra",
+    "flesd",
+    "featarc",
+    "fedmae",
+    "central_ssl",
+    "local_ssl",
+    "dec_sl",
+    "no_pretrain",
+]
 ALPHAS = [None, 1.0, 0.5, 0.1, 0.05]
 DATASETS = ["cifar10", "cifar100"]
 
@@ -37,10 +50,23 @@ def synthetic(n: int) -> list:
                     seed = i // (len(DATASETS) * len(METHODS) * len(ALPHAS))
                     value = 40 + 30 * ((hash((method, alpha)) % 100) / 100) + (seed % 5) * 0.3
                     if i % 2:
-                        out.append(make_record(method, alpha=alpha, seed=seed, value=value, dataset=dataset,
-                                               card=LINEAR_CARD, task="linear_probe"))
+                        out.append(
+                            make_record(
+                                method,
+                                alpha=alpha,
+                                seed=seed,
+                                value=value,
+                                dataset=dataset,
+                                card=LINEAR_CARD,
+                                task="linear_probe",
+                            )
+                        )
                     else:
-                        out.append(make_record(method, alpha=alpha, seed=seed, value=value, dataset=dataset))
+                        out.append(
+                            make_record(
+                                method, alpha=alpha, seed=seed, value=value, dataset=dataset
+                            )
+                        )
                     i += 1
     return out
 
@@ -63,8 +89,10 @@ def main() -> int:
         index = build_site([tmp / "results"], args.keep or tmp / "site")
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         pages = sum(1 for _ in index.parent.rglob("*.html"))
-        print(f"leaderboard build: {args.records} records -> {pages} pages in {elapsed:.2f} s wall, {cpu:.2f} s CPU "
-              f"({'OK' if elapsed < 10 else 'SLOW'}: target < 10 s)")
+        print(
+            f"leaderboard build: {args.records} records -> {pages} pages in {elapsed:.2f} s wall, {cpu:.2f} s CPU "
+            f"({'OK' if elapsed < 10 else 'SLOW'}: target < 10 s)"
+        )
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

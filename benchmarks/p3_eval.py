@@ -1,14 +1,16 @@
-"""P3 evaluation: kNN + linear probe on cached features vs a probe that re-embeds the data every epoch (issue 10).
+"""P3 evaluation: kNN + linear probe on cached features vs a probe that re-embeds the data every
+epoch (issue 10).
 
     python benchmarks/p3_eval.py [--reps 3] [--epochs 100] [--width 8]
 
-Encoder: a freshly initialised resnet_micro (digits 16x16, the quickstart backbone; the cost does not depend on the
-weights). Cached: ``tasks.knn.KNN`` then ``tasks.linear_probe.LinearProbe`` (100 epochs, their defaults) through one
-``TaskContext``, so the train and test splits are embedded once and shared by both tasks. Re-embedding: the same kNN
-and the same linear head, optimizer, schedule and shuffling, but the encoder re-embeds the train split at every
-epoch (as a probe that trains the head on top of a frozen encoder inside the data loop does) and the test split
-once at the end; kNN embeds both splits itself. Repetitions alternate between the two; ratio = re-embed / cached.
-The two runs' linear top-1 must agree (same features, same head seed).
+Encoder: a freshly initialised resnet_micro (digits 16x16, the quickstart backbone; the cost does
+not depend on the weights). Cached: ``tasks.knn.KNN`` then ``tasks.linear_probe.LinearProbe`` (100
+epochs, their defaults) through one ``TaskContext``, so the train and test splits are embedded once
+and shared by both tasks. Re-embedding: the same kNN and the same linear head, optimizer, schedule
+and shuffling, but the encoder re-embeds the train split at every epoch (as a probe that trains the
+head on top of a frozen encoder inside the data loop does) and the test split once at the end; kNN
+embeds both splits itself. Repetitions alternate between the two; ratio = re-embed / cached. The two
+runs' linear top-1 must agree (same features, same head seed).
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ def setup(width: int):
     torch.manual_seed(0)
     enc, d = build_backbone("resnet_micro", {"width": width})
     enc.eval()
-    return ds, Encoder(module=enc, feat_dim=d, backbone="resnet_micro", fingerprint=arch_fingerprint(enc),
-                       input_size=0, mean=ds.mean, std=ds.std)
+    return ds, Encoder(
+        module=enc,
+        feat_dim=d,
+        backbone="resnet_micro",
+        fingerprint=arch_fingerprint(enc),
+        input_size=0,
+        mean=ds.mean,
+        std=ds.std,
+    )
 
 
 def cached_run(ds, encoder, epochs: int) -> tuple[Span, float]:
@@ -50,8 +59,14 @@ def cached_run(ds, encoder, epochs: int) -> tuple[Span, float]:
     from tasks.linear_probe import LinearProbe, LinearProbeConfig
 
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = TaskContext(dataset=ds, data_root=Path(tmp), out_dir=Path(tmp), device=torch.device("cpu"), seed=0,
-                          feature_cache={})
+        ctx = TaskContext(
+            dataset=ds,
+            data_root=Path(tmp),
+            out_dir=Path(tmp),
+            device=torch.device("cpu"),
+            seed=0,
+            feature_cache={},
+        )
         with timed() as span:
             KNN(KNNConfig()).run(encoder, ctx)
             lin = LinearProbe(LinearProbeConfig(epochs=epochs)).run(encoder, ctx)
@@ -76,9 +91,13 @@ def reembed_run(ds, encoder, epochs: int) -> tuple[Span, float]:
         with scoped_torch_seed(0, Stream.TASK, 1):
             head = torch.nn.Linear(encoder.feat_dim, ds.num_classes)
         gen = torch_gen(0, Stream.TASK, 2)
-        opt = torch.optim.Adam(head.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+        opt = torch.optim.Adam(
+            head.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
+        )
         n = len(y)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * math.ceil(n / cfg.batch_size))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+            opt, T_max=epochs * math.ceil(n / cfg.batch_size)
+        )
         for _ in range(epochs):
             f = emb(ds.train)  # re-embedded every epoch
             mean, std = f.mean(0, keepdim=True), f.std(0, keepdim=True) + 1e-6
@@ -104,13 +123,23 @@ def measure(reps: int = 3, epochs: int = 100, width: int = 8, log=print) -> dict
         agree = agree and abs(acc_c - acc_r) < 1e-6
         t_c.append(tc)
         t_r.append(tr)
-        log(f"  P3 rep {i + 1}/{reps}: cached {tc.cpu:.2f} s CPU ({tc.wall:.1f} wall), re-embed {tr.cpu:.2f} s CPU "
-            f"({tr.wall:.1f} wall), ratio {tr.cpu / tc.cpu:.1f}", flush=True)
+        log(
+            f"  P3 rep {i + 1}/{reps}: cached {tc.cpu:.2f} s CPU ({tc.wall:.1f} wall), re-embed {tr.cpu:.2f} s CPU "
+            f"({tr.wall:.1f} wall), ratio {tr.cpu / tc.cpu:.1f}",
+            flush=True,
+        )
     ratio = median_ratio(t_r, t_c, "cpu")
-    return {"ratio": ratio, "ratio_wall": median_ratio(t_r, t_c, "wall"), "cached_cpu_s": med(t_c, "cpu"),
-            "reembed_cpu_s": med(t_r, "cpu"),
-            "same_top1": agree, "epochs": epochs, "target": TARGET, "met": ratio >= TARGET,
-            "setting": f"digits 16x16, resnet_micro w{width}, kNN + linear probe {epochs} ep"}
+    return {
+        "ratio": ratio,
+        "ratio_wall": median_ratio(t_r, t_c, "wall"),
+        "cached_cpu_s": med(t_c, "cpu"),
+        "reembed_cpu_s": med(t_r, "cpu"),
+        "same_top1": agree,
+        "epochs": epochs,
+        "target": TARGET,
+        "met": ratio >= TARGET,
+        "setting": f"digits 16x16, resnet_micro w{width}, kNN + linear probe {epochs} ep",
+    }
 
 
 def main() -> None:
@@ -124,7 +153,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     r = measure(args.reps, args.epochs, args.width)
-    print(f"P3 re-embed/cached time = {r['ratio']:.1f}x CPU ({r['ratio_wall']:.1f}x wall; target >= {TARGET}); same top-1: {r['same_top1']}")
+    print(
+        f"P3 re-embed/cached time = {r['ratio']:.1f}x CPU ({r['ratio_wall']:.1f}x wall; target >= {TARGET}); same top-1: {r['same_top1']}"
+    )
 
 
 if __name__ == "__main__":

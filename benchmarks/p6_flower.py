@@ -1,30 +1,37 @@
-"""P6 Flower side by side: the same FedAvg-SimCLR cell through Flower's simulation engine, ours and a bare loop.
+"""P6 Flower side by side: the same FedAvg-SimCLR cell through Flower's simulation engine, ours and
+a bare loop.
 
     python benchmarks/p6_flower.py [--reps 3] [--rounds 5] [--shapes 10/10,100/10] [--python PATH]
 
-The cell is the quickstart's FedAvg-SimCLR (benchmarks/_cells.py: digits 16x16, resnet_micro w8, IID, B = 64,
-E = 2, Adam, NT-Xent, the digits augmentation), at 10 clients all sampled and at 100 clients 10 sampled.
+The cell is the quickstart's FedAvg-SimCLR (benchmarks/_cells.py: digits 16x16, resnet_micro w8,
+IID, B = 64, E = 2, Adam, NT-Xent, the digits augmentation), at 10 clients all sampled and at 100
+clients 10 sampled.
 
-- **flower**: Flower's current simulation API (``flwr.simulation.run_simulation`` with a ``ServerApp`` running the
-  message-API ``FedAvg`` strategy and a ``ClientApp``; Flower starts Ray, with its default client resources, 2 CPUs
-  a client, i.e. one client at a time on this 2-core machine, as ours). The ClientApp's train step calls the same
-  ``FedAvgSimCLR.client_update`` on the received arrays with the same (seed, CLIENT, round, partition-id) streams,
-  so model, augmentation, loss, optimizer and random draws are ours; Flower does the transport, sampling (its own,
-  unseeded) and weighted averaging (in NumPy). Evaluation rounds are off (``fraction_evaluate = 0``).
-- **ours**: ``benchmark.simulate.simulate`` (sampling stream, ClientStateStore, FedAvg, a checkpoint each round).
+- **flower**: Flower's current simulation API (``flwr.simulation.run_simulation`` with a
+  ``ServerApp`` running the message-API ``FedAvg`` strategy and a ``ClientApp``; Flower starts Ray,
+  with its default client resources, 2 CPUs a client, i.e. one client at a time on this 2-core
+  machine, as ours). The ClientApp's train step calls the same ``FedAvgSimCLR.client_update`` on the
+  received arrays with the same (seed, CLIENT, round, partition-id) streams, so model, augmentation,
+  loss, optimizer and random draws are ours; Flower does the transport, sampling (its own, unseeded)
+  and weighted averaging (in NumPy). Evaluation rounds are off (``fraction_evaluate = 0``).
+- **ours**: ``benchmark.engine.rounds.simulate`` (sampling stream, ClientStateStore, FedAvg, a
+  checkpoint each round).
 - **bare**: ``_cells.bare_rounds``, the same steps on our sampled clients and nothing else.
 
-Every repetition of every variant runs in a fresh process (imports, dataset, Ray start-up and shut-down included),
-the three variants interleaved and rotated from one repetition to the next, with 1 torch thread. Measured per run:
-wall time, CPU time of the whole process tree (this script is made the child subreaper, so Ray's daemons and
-workers are reaped here and counted), peak RSS of the tree (summed VmRSS, polled every 0.1 s) and, inside the run,
-each round's end time; the steady round is the median of rounds 2.. (round 1 carries Flower's actor start-up).
-First-round losses: each client's mean step loss in round 1 from Flower's replies and from ours must equal,
-bitwise, ``client_update`` from the initial model for the same client (ours' own sampled clients; for Flower the
-clients it sampled), and the bare loop's first client likewise (it then carries its network on, by design).
+Every repetition of every variant runs in a fresh process (imports, dataset, Ray start-up and
+shut-down included), the three variants interleaved and rotated from one repetition to the next,
+with 1 torch thread. Measured per run: wall time, CPU time of the whole process tree (this script is
+made the child subreaper, so Ray's daemons and workers are reaped here and counted), peak RSS of the
+tree (summed VmRSS, polled every 0.1 s) and, inside the run, each round's end time; the steady round
+is the median of rounds 2.. (round 1 carries Flower's actor start-up). First-round losses: each
+client's mean step loss in round 1 from Flower's replies and from ours must equal, bitwise,
+``client_update`` from the initial model for the same client (ours' own sampled clients; for Flower
+the clients it sampled), and the bare loop's first client likewise (it then carries its network on,
+by design).
 
-Flower is not a dependency of the project: ``pip install -e .[bench]`` (flwr[simulation] pins its own Ray, so a
-separate environment is advised: ``python -m venv --system-site-packages .venv-bench``) and pass ``--python``.
+Flower is not a dependency of the project: ``pip install -e .[bench]`` (flwr[simulation] pins its
+own Ray, so a separate environment is advised: ``python -m venv --system-site-packages
+.venv-bench``) and pass ``--python``.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ VARIANTS = ("flower", "ours", "bare")
 MARK = "P6RESULT "
 
 
-# ---- the three variants (each in its own process) -----------------------------------------------------------
+# ---- the three variants (each in its own process) ------------------------------------------------
 
 
 def _setup():
@@ -72,11 +79,17 @@ def run_ours() -> dict:
         return up, new
 
     method.client_update = recording
-    from benchmark.simulate import simulate
+    from benchmark.engine.rounds import simulate
 
     with tempfile.TemporaryDirectory(prefix="p6_") as work:
         t0 = time.perf_counter()
-        simulate(method, clients, settings, Path(work), on_round=lambda r, _m: ends.append(time.perf_counter()))
+        simulate(
+            method,
+            clients,
+            settings,
+            Path(work),
+            on_round=lambda r, _m: ends.append(time.perf_counter()),
+        )
     return {"t0": t0, "ends": ends, "losses": losses}
 
 
@@ -94,7 +107,9 @@ def run_bare() -> dict:
             first.append(k)
 
     t0 = time.perf_counter()
-    bare_rounds(method, clients, settings, on_loss=keep, on_round=lambda r: ends.append(time.perf_counter()))
+    bare_rounds(
+        method, clients, settings, on_loss=keep, on_round=lambda r: ends.append(time.perf_counter())
+    )
     return {"t0": t0, "ends": ends, "losses": {first[0]: losses[first[0]]}}
 
 
@@ -102,11 +117,12 @@ _CLIENT: dict = {}
 
 
 def _flower_train(msg, context):
-    """The ClientApp's train handler: our client_update on the received arrays, for client = partition-id."""
+    """The ClientApp's train handler: our client_update on the received arrays, for client =
+    partition-id."""
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
-    from benchmark.simulate import client_context
-    from benchmark.types import Payload, ServerState
+    from benchmark.contracts.types import Payload, ServerState
+    from benchmark.engine.rounds import client_context
 
     if not _CLIENT:
         _CLIENT["cell"] = _setup()
@@ -117,8 +133,12 @@ def _flower_train(msg, context):
     down = Payload(tensors)
     state = method.init_client(k, ServerState(model=tensors))
     up, _ = method.client_update(down, state, clients[k], client_context(settings, r, k, None))
-    metrics = MetricRecord({"num-examples": int(up.num_examples), "loss": float(up.metrics["loss"]), "client": k})
-    return Message(content=RecordDict({"arrays": ArrayRecord(up.tensors), "metrics": metrics}), reply_to=msg)
+    metrics = MetricRecord(
+        {"num-examples": int(up.num_examples), "loss": float(up.metrics["loss"]), "client": k}
+    )
+    return Message(
+        content=RecordDict({"arrays": ArrayRecord(up.tensors), "metrics": metrics}), reply_to=msg
+    )
 
 
 def run_flower() -> dict:
@@ -128,7 +148,7 @@ def run_flower() -> dict:
     from flwr.serverapp.strategy import FedAvg
     from flwr.simulation import run_simulation
 
-    from benchmark.simulate import server_context
+    from benchmark.engine.rounds import server_context
 
     _cell, method, clients, settings = _setup()
     initial = ArrayRecord(dict(method.init_server(server_context(settings, 0, None)).model))
@@ -154,7 +174,9 @@ def run_flower() -> dict:
 
     @server.main()
     def main(grid, context) -> None:
-        strategy = Recording(fraction_train=m / k, fraction_evaluate=0.0, min_train_nodes=m, min_available_nodes=k)
+        strategy = Recording(
+            fraction_train=m / k, fraction_evaluate=0.0, min_train_nodes=m, min_available_nodes=k
+        )
         strategy.start(grid=grid, initial_arrays=initial, num_rounds=rounds)
 
     client = ClientApp()
@@ -170,30 +192,56 @@ def child(variant: str) -> None:
     out = {"flower": run_flower, "ours": run_ours, "bare": run_bare}[variant]()
     ends = out["ends"]
     rounds = [b - a for a, b in zip([out["t0"], *ends[:-1]], ends)]
-    print(MARK + json.dumps({"variant": variant, "rounds": rounds, "to_first_round": out["t0"] - started,
-                             "losses": {str(k): v for k, v in out["losses"].items()}}), flush=True)
+    print(
+        MARK
+        + json.dumps(
+            {
+                "variant": variant,
+                "rounds": rounds,
+                "to_first_round": out["t0"] - started,
+                "losses": {str(k): v for k, v in out["losses"].items()},
+            }
+        ),
+        flush=True,
+    )
 
 
-# ---- the parent: interleaved repetitions, process-tree accounting, checks ------------------------------------
+# ---- the parent: interleaved repetitions, process-tree accounting, checks ------------------------
 
 
 def one(python: str, variant: str, k: int, m: int, rounds: int) -> dict:
     from _cells import run_tree
 
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'benchmarks'}", "WANDB_MODE": "disabled",
-           "P6_CLIENTS": str(k), "P6_PER_ROUND": str(m), "P6_ROUNDS": str(rounds), "RAY_USAGE_STATS_ENABLED": "0",
-           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'benchmarks'}",
+        "WANDB_MODE": "disabled",
+        "P6_CLIENTS": str(k),
+        "P6_PER_ROUND": str(m),
+        "P6_ROUNDS": str(rounds),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
     res = run_tree([python, str(Path(__file__).resolve()), "--child", variant], env, REPO)
     lines = [ln for ln in res["stdout"].splitlines() if ln.startswith(MARK)]
     if res["returncode"] != 0 or not lines:
-        raise RuntimeError(f"{variant} run failed (exit {res['returncode']}): {res['stdout'][-800:]}")
-    inner = json.loads(lines[-1][len(MARK):])
-    return {**inner, "wall": res["wall"], "cpu": res["cpu"], "peak_rss_mb": res["peak_rss"] / 2**20,
-            "steady": statistics.median(inner["rounds"][1:])}
+        raise RuntimeError(
+            f"{variant} run failed (exit {res['returncode']}): {res['stdout'][-800:]}"
+        )
+    inner = json.loads(lines[-1][len(MARK) :])
+    return {
+        **inner,
+        "wall": res["wall"],
+        "cpu": res["cpu"],
+        "peak_rss_mb": res["peak_rss"] / 2**20,
+        "steady": statistics.median(inner["rounds"][1:]),
+    }
 
 
 def check_losses(runs: dict[str, list[dict]], k: int, m: int, rounds: int) -> bool:
-    """Every reported round-1 loss equals (bitwise) our client_update from the initial model for that client."""
+    """Every reported round-1 loss equals (bitwise) our client_update from the initial model for
+    that client."""
     from _cells import cell_setup, engine_first_round_losses
 
     _cell, method, clients, settings = cell_setup(k, m, rounds)
@@ -205,12 +253,15 @@ def check_losses(runs: dict[str, list[dict]], k: int, m: int, rounds: int) -> bo
 def measure_shape(python: str, k: int, m: int, rounds: int, reps: int, log=print) -> dict:
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for i in range(reps):
-        order = VARIANTS[i % 3:] + VARIANTS[: i % 3]
+        order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
         for v in order:
             r = one(python, v, k, m, rounds)
             runs[v].append(r)
-            log(f"  P6 {k}/{m} rep {i + 1} {v}: steady round {r['steady']:.3f} s, end to end {r['wall']:.1f} s wall "
-                f"{r['cpu']:.1f} s CPU, peak RSS {r['peak_rss_mb']:.0f} MB (tree)", flush=True)
+            log(
+                f"  P6 {k}/{m} rep {i + 1} {v}: steady round {r['steady']:.3f} s, end to end {r['wall']:.1f} s wall "
+                f"{r['cpu']:.1f} s CPU, peak RSS {r['peak_rss_mb']:.0f} MB (tree)",
+                flush=True,
+            )
     same = check_losses(runs, k, m, rounds)
 
     def ratio(a: str, b: str, key: str) -> float:
@@ -219,25 +270,43 @@ def measure_shape(python: str, k: int, m: int, rounds: int, reps: int, log=print
     def med(v: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[v])
 
-    return {"shape": f"{k}/{m}", "same_first_losses": same, "steady_flower_ours": ratio("flower", "ours", "steady"),
-            "steady_ours_bare": ratio("ours", "bare", "steady"), "e2e_flower_ours": ratio("flower", "ours", "wall"),
-            "cpu_flower_ours": ratio("flower", "ours", "cpu"),
-            **{f"{v}_{key}": med(v, key) for v in VARIANTS for key in ("steady", "wall", "cpu", "peak_rss_mb")},
-            "runs": runs}
+    return {
+        "shape": f"{k}/{m}",
+        "same_first_losses": same,
+        "steady_flower_ours": ratio("flower", "ours", "steady"),
+        "steady_ours_bare": ratio("ours", "bare", "steady"),
+        "e2e_flower_ours": ratio("flower", "ours", "wall"),
+        "cpu_flower_ours": ratio("flower", "ours", "cpu"),
+        **{
+            f"{v}_{key}": med(v, key)
+            for v in VARIANTS
+            for key in ("steady", "wall", "cpu", "peak_rss_mb")
+        },
+        "runs": runs,
+    }
 
 
 def flower_missing(python: str) -> str | None:
     import subprocess
 
-    out = subprocess.run([python, "-c", "import flwr, ray; print(flwr.__version__, ray.__version__)"],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [python, "-c", "import flwr, ray; print(flwr.__version__, ray.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         return f"flwr[simulation] is not importable by {python}: {out.stderr.strip().splitlines()[-1:]}"
     return None
 
 
-def measure(python: str | None = None, reps: int = 3, rounds: int = 5, shapes=((10, 10), (100, 10)),
-            log=print) -> dict:
+def measure(
+    python: str | None = None,
+    reps: int = 3,
+    rounds: int = 5,
+    shapes=((10, 10), (100, 10)),
+    log=print,
+) -> dict:
     from _cells import become_subreaper
 
     python = python or os.environ.get("FSSL_BENCH_PYTHON") or sys.executable
@@ -248,9 +317,14 @@ def measure(python: str | None = None, reps: int = 3, rounds: int = 5, shapes=((
     import subprocess
 
     code = "import flwr, ray; print(f'flwr {flwr.__version__}, ray {ray.__version__}')"
-    versions = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False).stdout.strip()
+    versions = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=False
+    ).stdout.strip()
     res = [measure_shape(python, k, m, rounds, reps, log) for k, m in shapes]
-    met = all(r["steady_flower_ours"] > 1 and r["e2e_flower_ours"] > 1 and r["same_first_losses"] for r in res)
+    met = all(
+        r["steady_flower_ours"] > 1 and r["e2e_flower_ours"] > 1 and r["same_first_losses"]
+        for r in res
+    )
     return {"shapes": res, "versions": versions, "rounds": rounds, "reps": reps, "met": met}
 
 
@@ -262,19 +336,28 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--shapes", default="10/10,100/10", help="registered/sampled, comma-separated")
-    ap.add_argument("--python", default=None, help="interpreter with flwr[simulation] (default: this one, or "
-                    "$FSSL_BENCH_PYTHON)")
+    ap.add_argument(
+        "--python",
+        default=None,
+        help="interpreter with flwr[simulation] (default: this one, or $FSSL_BENCH_PYTHON)",
+    )
     args = ap.parse_args()
     shapes = tuple(tuple(int(x) for x in s.split("/")) for s in args.shapes.split(","))
     res = measure(args.python, args.reps, args.rounds, shapes)
-    print(f"{res['versions']}; {res['rounds']} rounds, {res['reps']} reps, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{res['versions']}; {res['rounds']} rounds, {res['reps']} reps, load average {os.getloadavg()[0]:.1f}"
+    )
     for r in res["shapes"]:
-        print(f"P6 {r['shape']}: steady round Flower/ours {r['steady_flower_ours']:.2f}x, ours/bare "
-              f"{r['steady_ours_bare']:.3f}x; end to end Flower {r['flower_wall']:.1f} s vs ours {r['ours_wall']:.1f} s "
-              f"({r['e2e_flower_ours']:.2f}x wall, {r['cpu_flower_ours']:.2f}x CPU); peak RSS (tree) Flower "
-              f"{r['flower_peak_rss_mb']:.0f} MB vs ours {r['ours_peak_rss_mb']:.0f} MB vs bare "
-              f"{r['bare_peak_rss_mb']:.0f} MB; same first-round losses {r['same_first_losses']}")
-    print(f"P6 met (ours faster per steady round and end to end at every shape, same losses): {res['met']}")
+        print(
+            f"P6 {r['shape']}: steady round Flower/ours {r['steady_flower_ours']:.2f}x, ours/bare "
+            f"{r['steady_ours_bare']:.3f}x; end to end Flower {r['flower_wall']:.1f} s vs ours {r['ours_wall']:.1f} s "
+            f"({r['e2e_flower_ours']:.2f}x wall, {r['cpu_flower_ours']:.2f}x CPU); peak RSS (tree) Flower "
+            f"{r['flower_peak_rss_mb']:.0f} MB vs ours {r['ours_peak_rss_mb']:.0f} MB vs bare "
+            f"{r['bare_peak_rss_mb']:.0f} MB; same first-round losses {r['same_first_losses']}"
+        )
+    print(
+        f"P6 met (ours faster per steady round and end to end at every shape, same losses): {res['met']}"
+    )
 
 
 if __name__ == "__main__":

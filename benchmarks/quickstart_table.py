@@ -1,9 +1,11 @@
-"""The table of the embedded default (README, docs/quickstart.md), computed from records: ``python benchmarks/quickstart_table.py [ROOT]``
+"""The table of the embedded default (README, docs/quickstart.md), computed from records: ``python
+benchmarks/quickstart_table.py [ROOT]``
 
-ROOT (default ``results``) holds the quickstart's records. Prints two markdown tables: per configuration, mean kNN
-and linear top-1 over the seeds by partition, the kNN margins over ``no_pretrain`` and ``no_pretrain_bn`` of the same
-backbone paired by seed with their 95 % Student-t intervals (``leaderboard.margins``), and the bytes moved (IID);
-then the fine-tuned top-1 of the ViTs and FedMAE's paired margin over the random ViT. Nothing is typed by hand.
+ROOT (default ``results``) holds the quickstart's records. Prints two markdown tables: per
+configuration, mean kNN and linear top-1 over the seeds by partition, the kNN margins over
+``no_pretrain`` and ``no_pretrain_bn`` of the same backbone paired by seed with their 95 % Student-t
+intervals (``leaderboard.margins``), and the bytes moved (IID); then the fine-tuned top-1 of the
+ViTs and FedMAE's paired margin over the random ViT. Nothing is typed by hand.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ PARTS = ("iid", "dir 0.1")
 
 
 def _frame(root: Path):
-    from benchmark.grid import expand_grid, load_grid
+    from benchmark.grids.expand import expand_grid, load_grid
     from benchmark.records.store import load_records
     from leaderboard.build import records_frame
 
@@ -36,38 +38,60 @@ def _margin_cells(frame, task: str, baseline: str) -> dict[tuple, str]:
     out = {}
     for _, row in table.iterrows():
         part = "iid" if row["partition"] == "iid" else "dir 0.1"
-        out[(row["method"], row["backbone"], part)] = (f"{row['margin']:+.1f} [{row['ci_low']:+.1f}, "
-                                                       f"{row['ci_high']:+.1f}]")
+        out[(row["method"], row["backbone"], part)] = (
+            f"{row['margin']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
+        )
     return out
 
 
 def tables(root: Path) -> str:
     frame, n = _frame(root)
     means = frame.groupby(["method", "backbone", "task", "part"])["value"].mean()
-    knn0, knnbn = _margin_cells(frame, "knn", "no_pretrain"), _margin_cells(frame, "knn", "no_pretrain_bn")
+    knn0, knnbn = (
+        _margin_cells(frame, "knn", "no_pretrain"),
+        _margin_cells(frame, "knn", "no_pretrain_bn"),
+    )
     mb = frame[(frame["part"] == "iid")].groupby(["method", "backbone"])["bytes"].mean() / 1e6
-    configs = sorted({(m, b) for m, b in zip(frame["method"], frame["backbone"])},
-                     key=lambda mb_: (-means.get((mb_[0], mb_[1], "knn", "iid"), 0.0), mb_))
+    configs = sorted(
+        {(m, b) for m, b in zip(frame["method"], frame["backbone"])},
+        key=lambda mb_: (-means.get((mb_[0], mb_[1], "knn", "iid"), 0.0), mb_),
+    )
 
     def v(m, b, task, part):
         x = means.get((m, b, task, part))
         return "—" if x is None else f"{x:.1f}"
 
-    lines = [f"{n} records of the quickstart grid under {root}.", "",
-             "| method | backbone | kNN iid | kNN dir 0.1 | linear iid | linear dir 0.1 | kNN − no_pretrain iid | "
-             "kNN − no_pretrain dir 0.1 | kNN − no_pretrain_bn iid | kNN − no_pretrain_bn dir 0.1 | MB up+down (iid) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{n} records of the quickstart grid under {root}.",
+        "",
+        "| method | backbone | kNN iid | kNN dir 0.1 | linear iid | linear dir 0.1 | kNN − no_pretrain iid | "
+        "kNN − no_pretrain dir 0.1 | kNN − no_pretrain_bn iid | kNN − no_pretrain_bn dir 0.1 | MB up+down (iid) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for m, b in configs:
         cells = [v(m, b, "knn", p) for p in PARTS] + [v(m, b, "linear_probe", p) for p in PARTS]
-        cells += [knn0.get((m, b, p), "—") for p in PARTS] + [knnbn.get((m, b, p), "—") for p in PARTS]
+        cells += [knn0.get((m, b, p), "—") for p in PARTS] + [
+            knnbn.get((m, b, p), "—") for p in PARTS
+        ]
         lines.append(f"| {m} | {b} | " + " | ".join(cells) + f" | {mb.get((m, b), 0.0):.1f} |")
     ft = _margin_cells(frame, "finetune", "no_pretrain")
-    ft_rows = sorted({(m, b) for m, b, t in zip(frame["method"], frame["backbone"], frame["task"]) if t == "finetune"})
+    ft_rows = sorted(
+        {
+            (m, b)
+            for m, b, t in zip(frame["method"], frame["backbone"], frame["task"])
+            if t == "finetune"
+        }
+    )
     if ft_rows:
-        lines += ["", "| method | backbone | fine-tune iid | fine-tune dir 0.1 | − random ViT iid | − random ViT dir 0.1 |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| method | backbone | fine-tune iid | fine-tune dir 0.1 | − random ViT iid | − random ViT dir 0.1 |",
+            "|---|---|---|---|---|---|",
+        ]
         for m, b in ft_rows:
-            cells = [v(m, b, "finetune", p) for p in PARTS] + [ft.get((m, b, p), "—") for p in PARTS]
+            cells = [v(m, b, "finetune", p) for p in PARTS] + [
+                ft.get((m, b, p), "—") for p in PARTS
+            ]
             lines.append(f"| {m} | {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

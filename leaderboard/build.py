@@ -1,7 +1,9 @@
-"""Records → tables: load, select per track, aggregate seeds, rank (docs/design.md §1.2). Pure pandas; no HTML here.
+"""Records → tables: load, select per track, aggregate seeds, rank (docs/design.md §1.2). Pure
+pandas; no HTML here.
 
-``build_model(results_dirs)`` loads the records and builds the :class:`SiteModel`; ``leaderboard.site.build_site`` hands
-it to :mod:`leaderboard.render` (the one-call entry point of ``python -m leaderboard build`` and the quickstart).
+``build_model(results_dirs)`` loads the records and builds the :class:`SiteModel`;
+``leaderboard.site.build_site`` hands it to :mod:`leaderboard.render` (the one-call entry point of
+``python -m leaderboard build`` and the quickstart).
 """
 
 from __future__ import annotations
@@ -38,15 +40,18 @@ class CardMixError(ValueError):
     """Numbers of different protocol cards would share a column."""
 
 
-# ---------------------------------------------------------------------------------------------------- loading
+# ----------------------------------------------------------------------------------------------------
+# loading
 
 
-def load_acceptances(results_dirs: Iterable[Path | str],
-                     records: Sequence[tuple[Path, ResultRecord]]) -> tuple[dict[str, dict[str, Any]], list[Skipped]]:
-    """cell_id → the acceptance that marks the record re-evaluated (``benchmark accept`` wrote it under
-    ``<results>/acceptances/``; ``benchmark.records.acceptance.reevaluated`` verifies it against the record). An
-    acceptance whose digest does not match, or that does not vouch for the record it names (the record was edited,
-    a score is not covered or lies outside the tolerance), comes back as ``Skipped``: the record shows as reported."""
+def load_acceptances(
+    results_dirs: Iterable[Path | str], records: Sequence[tuple[Path, ResultRecord]]
+) -> tuple[dict[str, dict[str, Any]], list[Skipped]]:
+    """cell_id → the acceptance that marks the record re-evaluated (``benchmark accept`` wrote it
+    under ``<results>/acceptances/``; ``benchmark.records.acceptance.reevaluated`` verifies it
+    against the record). An acceptance whose digest does not match, or that does not vouch for the
+    record it names (the record was edited, a score is not covered or lies outside the tolerance),
+    comes back as ``Skipped``: the record shows as reported."""
     from benchmark.records.acceptance import find_acceptances, read_acceptance, reevaluated
 
     by_digest = {r.digest: r for _, r in records}
@@ -62,8 +67,13 @@ def load_acceptances(results_dirs: Iterable[Path | str],
         if record is None:
             same_cell = [r for _, r in records if r.cell_id == acc.get("cell_id")]
             if same_cell:  # the record it accepted was edited since: its mark does not carry over
-                skipped.append(Skipped(path, "acceptance ignored: it names a record digest that no record has (the "
-                                             f"record of cell {acc.get('cell_id')} changed after it was accepted)"))
+                skipped.append(
+                    Skipped(
+                        path,
+                        "acceptance ignored: it names a record digest that no record has (the "
+                        f"record of cell {acc.get('cell_id')} changed after it was accepted)",
+                    )
+                )
             continue
         why = reevaluated(record, acc)
         if why:
@@ -73,9 +83,12 @@ def load_acceptances(results_dirs: Iterable[Path | str],
     return out, skipped
 
 
-def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
-    """Every record under the given folders (recursively), deduplicated by cell_id. Nothing here raises: malformed,
-    truncated or schema-incompatible files, and conflicting duplicates, come back as ``Skipped``."""
+def load_all(
+    results_dirs: Iterable[Path | str],
+) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
+    """Every record under the given folders (recursively), deduplicated by cell_id. Nothing here
+    raises: malformed, truncated or schema-incompatible files, and conflicting duplicates, come back
+    as ``Skipped``."""
     good: list[tuple[Path, ResultRecord]] = []
     skipped: list[Skipped] = []
     seen: dict[str, tuple[Path, ResultRecord]] = {}
@@ -91,7 +104,8 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
                 skipped.append(Skipped(path, f"{type(exc).__name__}: {exc}"))
                 continue
             problems = verify_record(record)
-            if problems:  # edited, unsealed or inconsistent: the skipped page says why, never a table
+            # edited, unsealed or inconsistent: the skipped page says why, never a table
+            if problems:
                 skipped.append(Skipped(path, "; ".join(problems)))
                 continue
             shape = row_problem(path, record)
@@ -101,8 +115,13 @@ def load_all(results_dirs: Iterable[Path | str]) -> tuple[list[tuple[Path, Resul
             prior = seen.get(record.cell_id)
             if prior is not None:
                 if prior[1] != record:
-                    skipped.append(Skipped(path, f"duplicate cell_id {record.cell_id} with different content "
-                                                 f"than {prior[0]} (the first one is shown)"))
+                    skipped.append(
+                        Skipped(
+                            path,
+                            f"duplicate cell_id {record.cell_id} with different content "
+                            f"than {prior[0]} (the first one is shown)",
+                        )
+                    )
                 continue
             seen[record.cell_id] = (path, record)
             good.append((path, record))
@@ -120,11 +139,13 @@ def row_problem(path: Path, record: ResultRecord) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------------- frames
+# ----------------------------------------------------------------------------------------------------
+# frames
 
 
 def alpha_of(name: str | None, params: dict[str, Any] | None) -> float | None:
-    """Heterogeneity α from a partition spec: ``iid`` → ∞, any partitioner with an ``alpha`` parameter → α."""
+    """Heterogeneity α from a partition spec: ``iid`` → ∞, any partitioner with an ``alpha``
+    parameter → α."""
     params = params or {}
     if name == "iid":
         return math.inf
@@ -139,46 +160,97 @@ def _verified(record: ResultRecord) -> bool:
 
 
 RECORD_COLUMNS = [
-    "cell_id", "method", "method_version", "dataset", "eval_split", "seed", "partition_label", "partition_name", "alpha",
-    "partition_digest", "partition_params", "partition_short", "config_key", "row_key", "row_config", "method_params",
-    "backbone", "backbone_key", "fl_num_clients", "fl_participation", "fl_rounds", "fl_local_epochs",
-    "status", "task", "card_name", "card_id", "card_summary", "selects_on_test", "metric", "higher_is_better",
-    "value", "reported", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours", "client_steps",
-    "machine", "git_sha",
-    "uses_public_data", "verified", "reevaluated", "reference", "path", "record",
+    "cell_id",
+    "method",
+    "method_version",
+    "dataset",
+    "eval_split",
+    "seed",
+    "partition_label",
+    "partition_name",
+    "alpha",
+    "partition_digest",
+    "partition_params",
+    "partition_short",
+    "config_key",
+    "row_key",
+    "row_config",
+    "method_params",
+    "backbone",
+    "backbone_key",
+    "fl_num_clients",
+    "fl_participation",
+    "fl_rounds",
+    "fl_local_epochs",
+    "status",
+    "task",
+    "card_name",
+    "card_id",
+    "card_summary",
+    "selects_on_test",
+    "metric",
+    "higher_is_better",
+    "value",
+    "reported",
+    "bytes",
+    "bytes_per_client",
+    "wall_time_s",
+    "gpu_hours",
+    "client_steps",
+    "machine",
+    "git_sha",
+    "uses_public_data",
+    "verified",
+    "reevaluated",
+    "reference",
+    "path",
+    "record",
 ]
 
 
 def _config_body(cell: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cell.items() if k not in ("seed", "tasks", "partition", "partition_seed")}
+    return {
+        k: v for k, v in cell.items() if k not in ("seed", "tasks", "partition", "partition_seed")
+    }
 
 
 def _hash(body: Any) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, default=str).encode("utf-8")
+    ).hexdigest()[:12]
 
 
 def config_key(cell: Mapping[str, Any]) -> str:
-    """What a table row stands for, besides its partition (a key of its own): the resolved cell without its seed,
-    tasks and partition. Seeds of one configuration are averaged; two configurations of one method (another
-    backbone, other hyperparameters, another federation) are two rows, never pooled as if they were seeds."""
+    """What a table row stands for, besides its partition (a key of its own): the resolved cell
+    without its seed, tasks and partition. Seeds of one configuration are averaged; two
+    configurations of one method (another backbone, other hyperparameters, another federation) are
+    two rows, never pooled as if they were seeds."""
     return _hash(_config_body(cell))
 
 
 def row_config(cell: Mapping[str, Any]) -> dict[str, Any]:
-    """A dataset summary row: the configuration without the federation's size and participation (which each summary
-    column, a track, fixes); rounds and local epochs stay part of the row."""
+    """A dataset summary row: the configuration without the federation's size and participation
+    (which each summary column, a track, fixes); rounds and local epochs stay part of the row."""
     body = _config_body(cell)
-    body["fl"] = {k: v for k, v in dict(body.get("fl") or {}).items() if k not in ("num_clients", "participation")}
+    body["fl"] = {
+        k: v
+        for k, v in dict(body.get("fl") or {}).items()
+        if k not in ("num_clients", "participation")
+    }
     return body
 
 
 def machine_of(record: ResultRecord) -> str:
-    """The hardware model a record ran on (``env.machine``); older records without it: the device alone."""
+    """The hardware model a record ran on (``env.machine``); older records without it: the device
+    alone."""
     return record.env.machine or f"{record.env.device} (model not recorded)"
 
 
-def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points: Iterable[str] = (),
-                  reevaluated: Iterable[str] = ()) -> pd.DataFrame:
+def records_frame(
+    records: Sequence[tuple[Path, ResultRecord]],
+    reference_points: Iterable[str] = (),
+    reevaluated: Iterable[str] = (),
+) -> pd.DataFrame:
     """One row per (record, task score). A diverged record has no scores: it gets one row per task
     of its cell, with a missing value, so that it is counted (not dropped) on every track it belongs
     to. ``reference_points``: methods marked ``reference`` (shown apart, never ranked);
@@ -196,41 +268,81 @@ def records_frame(records: Sequence[tuple[Path, ResultRecord]], reference_points
         fl = cell.get("fl") or {}
         body = row_config(cell)
         base = {
-            "cell_id": r.cell_id, "method": r.method, "method_version": r.method_version, "dataset": r.dataset,
+            "cell_id": r.cell_id,
+            "method": r.method,
+            "method_version": r.method_version,
+            "dataset": r.dataset,
             "eval_split": eval_split_of(cell),
-            "seed": r.seed, "partition_label": r.partition_label, "partition_name": part.get("name"),
-            "alpha": alpha_of(part.get("name"), part.get("params")), "partition_digest": r.partition_digest,
+            "seed": r.seed,
+            "partition_label": r.partition_label,
+            "partition_name": part.get("name"),
+            "alpha": alpha_of(part.get("name"), part.get("params")),
+            "partition_digest": r.partition_digest,
             "partition_params": json.dumps(part.get("params") or {}, sort_keys=True, default=str),
             "partition_short": partition_short(part.get("name"), part.get("params")),
-            "config_key": config_key(cell), "row_key": _hash(body), "row_config": json.dumps(body, sort_keys=True,
-                                                                                           default=str),
-            "method_params": json.dumps((cell.get("method") or {}).get("params") or {}, sort_keys=True, default=str),
+            "config_key": config_key(cell),
+            "row_key": _hash(body),
+            "row_config": json.dumps(body, sort_keys=True, default=str),
+            "method_params": json.dumps(
+                (cell.get("method") or {}).get("params") or {}, sort_keys=True, default=str
+            ),
             "backbone": (cell.get("backbone") or {}).get("name"),
             "backbone_key": json.dumps(cell.get("backbone") or {}, sort_keys=True, default=str),
-            "fl_num_clients": fl.get("num_clients"), "fl_participation": fl.get("participation"),
-            "fl_rounds": fl.get("rounds"), "fl_local_epochs": fl.get("local_epochs"),
-            "status": r.status, "bytes": r.comm.bytes_up + r.comm.bytes_down,
-            "bytes_per_client": _per_client(r.comm.bytes_up + r.comm.bytes_down, fl.get("num_clients")),
-            "wall_time_s": r.compute.wall_time_s, "gpu_hours": r.compute.gpu_hours,
-            "client_steps": r.compute.client_steps, "machine": machine_of(r), "git_sha": r.env.git_sha,
-            "uses_public_data": bool(r.uses_public_data), "verified": _verified(r),
-            "reevaluated": r.cell_id in accepted, "reference": r.method in refs,
+            "fl_num_clients": fl.get("num_clients"),
+            "fl_participation": fl.get("participation"),
+            "fl_rounds": fl.get("rounds"),
+            "fl_local_epochs": fl.get("local_epochs"),
+            "status": r.status,
+            "bytes": r.comm.bytes_up + r.comm.bytes_down,
+            "bytes_per_client": _per_client(
+                r.comm.bytes_up + r.comm.bytes_down, fl.get("num_clients")
+            ),
+            "wall_time_s": r.compute.wall_time_s,
+            "gpu_hours": r.compute.gpu_hours,
+            "client_steps": r.compute.client_steps,
+            "machine": machine_of(r),
+            "git_sha": r.env.git_sha,
+            "uses_public_data": bool(r.uses_public_data),
+            "verified": _verified(r),
+            "reevaluated": r.cell_id in accepted,
+            "reference": r.method in refs,
             "path": str(path),
-            "record": r,  # for Track.admits, the one membership rule (never exported: CSVs list their columns)
+            # for Track.admits, the one membership rule (never exported: CSVs list their columns)
+            "record": r,
         }
         if r.scores:
             for s in r.scores:
                 again = reproduced_value(acceptances.get(r.cell_id), s)
-                rows.append({**base, "task": s.task, "card_name": s.card.name, "card_id": s.card.card_id,
-                             "card_summary": s.card.summary, "selects_on_test": s.card.selects_on_test,
-                             "metric": s.main_metric, "higher_is_better": s.higher_is_better,
-                             "value": s.main if again is None else again, "reported": s.main})
+                rows.append(
+                    {
+                        **base,
+                        "task": s.task,
+                        "card_name": s.card.name,
+                        "card_id": s.card.card_id,
+                        "card_summary": s.card.summary,
+                        "selects_on_test": s.card.selects_on_test,
+                        "metric": s.main_metric,
+                        "higher_is_better": s.higher_is_better,
+                        "value": s.main if again is None else again,
+                        "reported": s.main,
+                    }
+                )
         else:
             for t in cell.get("tasks") or [{}]:
-                rows.append({**base, "task": (t or {}).get("name"), "card_name": None, "card_id": None,
-                             "card_summary": None, "selects_on_test": False, "metric": None,
-                             "higher_is_better": True, "value": float("nan"),
-                             "reported": float("nan")})
+                rows.append(
+                    {
+                        **base,
+                        "task": (t or {}).get("name"),
+                        "card_name": None,
+                        "card_id": None,
+                        "card_summary": None,
+                        "selects_on_test": False,
+                        "metric": None,
+                        "higher_is_better": True,
+                        "value": float("nan"),
+                        "reported": float("nan"),
+                    }
+                )
     return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
 
 
@@ -238,33 +350,41 @@ def reproduced_value(acceptance: Mapping[str, Any] | None, score: Any) -> float 
     """The main value of ``score`` as the acceptance reproduced it (None: no acceptance, or it has
     no such value)."""
     for entry in (acceptance or {}).get("scores") or []:
-        if (isinstance(entry, Mapping) and entry.get("task") == score.task
-                and entry.get("card_id") == score.card.card_id
-                and entry.get("key") == score.main_metric
-                and isinstance(entry.get("reproduced"), (int, float))):
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("task") == score.task
+            and entry.get("card_id") == score.card.card_id
+            and entry.get("key") == score.main_metric
+            and isinstance(entry.get("reproduced"), (int, float))
+        ):
             return float(entry["reproduced"])
     return None
 
 
 def _per_client(total: int, num_clients: Any) -> float:
-    """Bytes up + down of the whole run divided by the number of clients K: one client's average traffic."""
+    """Bytes up + down of the whole run divided by the number of clients K: one client's average
+    traffic."""
     return total / num_clients if isinstance(num_clients, int) and num_clients > 0 else math.nan
 
 
 def _short_partitions(frame: pd.DataFrame) -> pd.DataFrame:
-    """Short partition labels, unique within each dataset (see :func:`leaderboard.labels.disambiguate`)."""
+    """Short partition labels, unique within each dataset (see
+    :func:`leaderboard.labels.disambiguate`)."""
     if frame.empty:
         return frame
     frame = frame.copy()
     for _, g in frame.groupby("dataset", sort=False):
         parts = g.drop_duplicates("partition_label")
-        fixed = disambiguate(dict(zip(parts["partition_label"], parts["partition_short"])),
-                             dict(zip(parts["partition_label"], parts["partition_name"].astype(str))))
+        fixed = disambiguate(
+            dict(zip(parts["partition_label"], parts["partition_short"])),
+            dict(zip(parts["partition_label"], parts["partition_name"].astype(str))),
+        )
         frame.loc[g.index, "partition_short"] = g["partition_label"].map(fixed)
     return frame
 
 
-# ---------------------------------------------------------------------------------------------------- tracks
+# ----------------------------------------------------------------------------------------------------
+# tracks
 
 
 @dataclass
@@ -276,10 +396,13 @@ class TrackTable:
     metric: str | None
     higher_is_better: bool
     table: pd.DataFrame  # one row per (method, partition): see TABLE_COLUMNS
-    selects_on_test: pd.DataFrame  # record rows excluded from main columns (their card selects on the test set)
-    excluded_cards: pd.DataFrame  # record rows of the track's task whose card is not the track's card
+    # record rows excluded from main columns (their card selects on the test set)
+    selects_on_test: pd.DataFrame
+    # record rows of the track's task whose card is not the track's card
+    excluded_cards: pd.DataFrame
     references: list[dict[str, Any]] = field(default_factory=list)
-    margins: pd.DataFrame | None = None  # paired margins over track.baseline (leaderboard.margins), if it has one
+    # paired margins over track.baseline (leaderboard.margins), if it has one
+    margins: pd.DataFrame | None = None
     # baseline → paired margins over it, for each of the site's headline baselines that has records
     # on the track
     margins_by: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -290,24 +413,62 @@ class TrackTable:
 
 
 TABLE_COLUMNS = [
-    "method", "method_version", "variant", "config_key", "row_key", "partition_label", "partition_short",
-    "partition_name", "partition_params", "partition_digest", "alpha", "status", "n_seeds", "n_diverged",
-    "seeds", "values", "reported_values", "mean", "std", "ci_low", "ci_high", "partial_mean", "rank",
-    "noise_group", "best", "differs", "reference", "bytes", "bytes_per_client", "wall_time_s", "gpu_hours",
-    "fl_rounds", "fl_local_epochs", "client_steps", "machines",
-    "git_shas", "uses_public_data", "verified", "reevaluated", "cell_ids", "card_id", "entry_id",
+    "method",
+    "method_version",
+    "variant",
+    "config_key",
+    "row_key",
+    "partition_label",
+    "partition_short",
+    "partition_name",
+    "partition_params",
+    "partition_digest",
+    "alpha",
+    "status",
+    "n_seeds",
+    "n_diverged",
+    "seeds",
+    "values",
+    "reported_values",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "partial_mean",
+    "rank",
+    "noise_group",
+    "best",
+    "differs",
+    "reference",
+    "bytes",
+    "bytes_per_client",
+    "wall_time_s",
+    "gpu_hours",
+    "fl_rounds",
+    "fl_local_epochs",
+    "client_steps",
+    "machines",
+    "git_shas",
+    "uses_public_data",
+    "verified",
+    "reevaluated",
+    "cell_ids",
+    "card_id",
+    "entry_id",
 ]
 
 
 def eval_split_of(cell: Mapping[str, Any]) -> str:
-    """The split a record's tasks scored on: "test", or "validation" for hyperparameter selection runs."""
+    """The split a record's tasks scored on: "test", or "validation" for hyperparameter selection
+    runs."""
     return str(((cell.get("dataset") or {}).get("params") or {}).get("eval_split", "test"))
 
 
 def select_track(frame: pd.DataFrame, track: Track) -> pd.DataFrame:
-    """Rows of the track's task from the records the track admits (``Track.admits``, the rule ``submit`` applies
-    too: dataset, backbone and federation settings, scored on the test split — validation runs choose
-    hyperparameters and are never leaderboard numbers); any card (the caller sorts cards out)."""
+    """Rows of the track's task from the records the track admits (``Track.admits``, the rule
+    ``submit`` applies too: dataset, backbone and federation settings, scored on the test split —
+    validation runs choose hyperparameters and are never leaderboard numbers); any card (the caller
+    sorts cards out)."""
     if frame.empty:
         return frame
     admitted = frame["record"].map(lambda r: track.admits(r) is None).astype(bool)
@@ -315,42 +476,56 @@ def select_track(frame: pd.DataFrame, track: Track) -> pd.DataFrame:
 
 
 def check_single_card(rows: pd.DataFrame, where: str) -> str | None:
-    """The one card_id of ``rows`` (None if none is known). Raises :class:`CardMixError` for two or more."""
+    """The one card_id of ``rows`` (None if none is known). Raises :class:`CardMixError` for two or
+    more."""
     ids = sorted({c for c in rows["card_id"] if isinstance(c, str)})
     if len(ids) > 1:
         counts = rows.groupby("card_id").size().to_dict()
-        raise CardMixError(f"{where}: numbers from {len(ids)} protocol cards would share a column: {counts}. "
-                           "Pin one with `card_id:` in tracks.yaml (or split the track).")
+        raise CardMixError(
+            f"{where}: numbers from {len(ids)} protocol cards would share a column: {counts}. "
+            "Pin one with `card_id:` in tracks.yaml (or split the track)."
+        )
     return ids[0] if ids else None
 
 
 def aggregate(rows: pd.DataFrame, track: Track, higher_is_better: bool = True) -> pd.DataFrame:
-    """Seeds → one row per (method, method version, configuration, partition label, partition digest), then ranks.
+    """Seeds → one row per (method, method version, configuration, partition label, partition
+    digest), then ranks.
 
-    Cells with fewer successful seeds than ``track.min_seeds`` are ``incomplete``: they keep their per-seed values but
-    get no mean, no rank and no noise group. Every (method, partition) pair seen on the track that has no record at
-    all is added as ``missing``. Reference points (``reference``) are aggregated alike and never ranked.
+    Cells with fewer successful seeds than ``track.min_seeds`` are ``incomplete``: they keep their
+    per-seed values but get no mean, no rank and no noise group. Every (method, partition) pair seen
+    on the track that has no record at all is added as ``missing``. Reference points (``reference``)
+    are aggregated alike and never ranked.
     """
     check_single_card(rows, f"track {track.id}")
     keys = ["method", "method_version", "config_key", "partition_label", "partition_digest"]
     variants = track_variants(rows)
-    out = [_aggregate_one(dict(zip(keys, key)), g, track, variants)
-           for key, g in rows.groupby(keys, sort=True, dropna=False)]
+    out = [
+        _aggregate_one(dict(zip(keys, key)), g, track, variants)
+        for key, g in rows.groupby(keys, sort=True, dropna=False)
+    ]
     table = pd.DataFrame(out, columns=TABLE_COLUMNS)
     table = _add_missing(table)
     return rank_table(table, higher_is_better)
 
 
 def track_variants(rows: pd.DataFrame) -> dict[str, str]:
-    """config_key → a readable label of what tells it apart from the same method's other configurations on the
-    track (the backbone's name, ``lr=0.32``); "" for a method run in one configuration."""
+    """config_key → a readable label of what tells it apart from the same method's other
+    configurations on the track (the backbone's name, ``lr=0.32``); "" for a method run in one
+    configuration."""
     out: dict[str, str] = {}
     for _, g in rows.groupby("method", sort=False):
         configs = g.drop_duplicates("config_key")
         bodies = {k: json.loads(c) for k, c in zip(configs["config_key"], configs["row_config"])}
-        fl = {k: {"fl": {"num_clients": n, "participation": p}} for k, n, p in
-              zip(configs["config_key"], configs["fl_num_clients"], configs["fl_participation"])}
-        out.update(variant_labels({k: {**bodies[k], **_merge_fl(bodies[k], fl[k])} for k in bodies}))
+        fl = {
+            k: {"fl": {"num_clients": n, "participation": p}}
+            for k, n, p in zip(
+                configs["config_key"], configs["fl_num_clients"], configs["fl_participation"]
+            )
+        }
+        out.update(
+            variant_labels({k: {**bodies[k], **_merge_fl(bodies[k], fl[k])} for k in bodies})
+        )
     return out
 
 
@@ -359,13 +534,15 @@ def _merge_fl(body: Mapping[str, Any], fl: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def entry_id(track_id: str, key: Mapping[str, Any]) -> str:
-    """The file name (without .html) of the page behind one table row: the seeds of one configuration on one
-    partition of one track."""
+    """The file name (without .html) of the page behind one table row: the seeds of one
+    configuration on one partition of one track."""
     raw = json.dumps([track_id, key["config_key"], key["partition_label"], key["partition_digest"]])
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
-def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants: Mapping[str, str]) -> dict[str, Any]:
+def _aggregate_one(
+    key: dict[str, Any], g: pd.DataFrame, track: Track, variants: Mapping[str, str]
+) -> dict[str, Any]:
     ok = g[g["status"].eq("ok") & g["value"].notna()].sort_values("seed")
     n_div = int((g["status"] == "diverged").sum())
     values = [float(v) for v in ok["value"]]
@@ -375,60 +552,131 @@ def _aggregate_one(key: dict[str, Any], g: pd.DataFrame, track: Track, variants:
     card_ids = sorted({c for c in g["card_id"] if isinstance(c, str)})
     first = g.iloc[0]
     return {
-        **key, "variant": variants.get(key["config_key"], ""), "row_key": first["row_key"],
-        "partition_short": first["partition_short"], "partition_name": first["partition_name"],
-        "partition_params": first["partition_params"], "alpha": first["alpha"],
-        "status": "complete" if complete else ("diverged" if n_div and not values else "incomplete"),
-        "n_seeds": len(values), "n_diverged": n_div, "seeds": [int(s) for s in ok["seed"]], "values": values,
+        **key,
+        "variant": variants.get(key["config_key"], ""),
+        "row_key": first["row_key"],
+        "partition_short": first["partition_short"],
+        "partition_name": first["partition_name"],
+        "partition_params": first["partition_params"],
+        "alpha": first["alpha"],
+        "status": "complete"
+        if complete
+        else ("diverged" if n_div and not values else "incomplete"),
+        "n_seeds": len(values),
+        "n_diverged": n_div,
+        "seeds": [int(s) for s in ok["seed"]],
+        "values": values,
         # the records' own values, when re-evaluation reproduced another (shown beside the
         # reproduced one)
         "reported_values": reported if reported != values else [],
-        "mean": summary.mean if summary else math.nan, "std": summary.std if summary else math.nan,
-        "ci_low": summary.ci_low if summary else math.nan, "ci_high": summary.ci_high if summary else math.nan,
-        # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never ranked
+        "mean": summary.mean if summary else math.nan,
+        "std": summary.std if summary else math.nan,
+        "ci_low": summary.ci_low if summary else math.nan,
+        "ci_high": summary.ci_high if summary else math.nan,
+        # an incomplete cell's mean over the seeds it has: plotted hollow and shown greyed, never
+        # ranked
         "partial_mean": math.fsum(values) / len(values) if values and not complete else math.nan,
-        "rank": None, "noise_group": None, "best": False, "differs": "",
+        "rank": None,
+        "noise_group": None,
+        "best": False,
+        "differs": "",
         "reference": bool(first["reference"]),
-        "bytes": float(g["bytes"].mean()), "bytes_per_client": float(g["bytes_per_client"].mean()),
-        "wall_time_s": float(g["wall_time_s"].mean()), "gpu_hours": float(g["gpu_hours"].mean()),
-        "fl_rounds": first["fl_rounds"], "fl_local_epochs": first["fl_local_epochs"],
-        "client_steps": float(g["client_steps"].mean()), "machines": sorted(set(g["machine"])),
+        "bytes": float(g["bytes"].mean()),
+        "bytes_per_client": float(g["bytes_per_client"].mean()),
+        "wall_time_s": float(g["wall_time_s"].mean()),
+        "gpu_hours": float(g["gpu_hours"].mean()),
+        "fl_rounds": first["fl_rounds"],
+        "fl_local_epochs": first["fl_local_epochs"],
+        "client_steps": float(g["client_steps"].mean()),
+        "machines": sorted(set(g["machine"])),
         "git_shas": sorted(set(g["git_sha"])),
         "uses_public_data": bool(g["uses_public_data"].any()),
         "verified": bool(g["verified"].all()),
-        "reevaluated": bool(g["reevaluated"].all()),  # every seed behind the row: a row is as trusted as its weakest
+        # every seed behind the row: a row is as trusted as its weakest
+        "reevaluated": bool(g["reevaluated"].all()),
         "cell_ids": sorted(g["cell_id"].unique().tolist()),
-        "card_id": card_ids[0] if card_ids else None, "entry_id": entry_id(track.id, key),
+        "card_id": card_ids[0] if card_ids else None,
+        "entry_id": entry_id(track.id, key),
     }
 
 
 def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
-    """A ``missing`` row for every configuration of a method seen on the track and every partition setting it has no
-    record under, so that a gap is shown rather than dropped."""
+    """A ``missing`` row for every configuration of a method seen on the track and every partition
+    setting it has no record under, so that a gap is shown rather than dropped."""
     if table.empty:
         return table
-    settings = table[["partition_label", "partition_digest", "alpha", "partition_short", "partition_name",
-                      "partition_params"]].drop_duplicates(["partition_label", "partition_digest"])
-    # A configuration counts as present in a partition setting when it has a row with that label under any digest: a
-    # method that carves a public split (FLESD) partitions the rest, so its digest differs without a cell missing.
+    settings = table[
+        [
+            "partition_label",
+            "partition_digest",
+            "alpha",
+            "partition_short",
+            "partition_name",
+            "partition_params",
+        ]
+    ].drop_duplicates(["partition_label", "partition_digest"])
+    # A configuration counts as present in a partition setting when it has a row with that label
+    # under any digest: a method that carves a public split (FLESD) partitions the rest, so its
+    # digest differs without a cell missing.
     present = set(zip(table["config_key"], table["partition_label"]))
     extra = []
-    for _, mine in table.drop_duplicates("config_key").sort_values(["method", "config_key"]).iterrows():
+    for _, mine in (
+        table.drop_duplicates("config_key").sort_values(["method", "config_key"]).iterrows()
+    ):
         for _, s in settings.drop_duplicates("partition_label").iterrows():
             if (mine["config_key"], s["partition_label"]) in present:
                 continue
-            extra.append({c: None for c in TABLE_COLUMNS} | {
-                **{k: mine[k] for k in ("method", "method_version", "variant", "config_key", "row_key", "reference",
-                                        "fl_rounds", "fl_local_epochs")},
-                **{k: s[k] for k in ("partition_label", "partition_digest", "alpha", "partition_short",
-                                     "partition_name", "partition_params")},
-                "status": "missing", "machines": [], "git_shas": [], "n_seeds": 0, "n_diverged": 0, "seeds": [],
-                "values": [], "reported_values": [], "mean": math.nan, "std": math.nan,
-                "ci_low": math.nan,
-                "ci_high": math.nan,
-                "partial_mean": math.nan, "bytes": math.nan, "bytes_per_client": math.nan, "wall_time_s": math.nan,
-                "gpu_hours": math.nan, "client_steps": math.nan, "uses_public_data": False, "verified": True,
-                "reevaluated": False, "cell_ids": []})
+            extra.append(
+                {c: None for c in TABLE_COLUMNS}
+                | {
+                    **{
+                        k: mine[k]
+                        for k in (
+                            "method",
+                            "method_version",
+                            "variant",
+                            "config_key",
+                            "row_key",
+                            "reference",
+                            "fl_rounds",
+                            "fl_local_epochs",
+                        )
+                    },
+                    **{
+                        k: s[k]
+                        for k in (
+                            "partition_label",
+                            "partition_digest",
+                            "alpha",
+                            "partition_short",
+                            "partition_name",
+                            "partition_params",
+                        )
+                    },
+                    "status": "missing",
+                    "machines": [],
+                    "git_shas": [],
+                    "n_seeds": 0,
+                    "n_diverged": 0,
+                    "seeds": [],
+                    "values": [],
+                    "reported_values": [],
+                    "mean": math.nan,
+                    "std": math.nan,
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                    "partial_mean": math.nan,
+                    "bytes": math.nan,
+                    "bytes_per_client": math.nan,
+                    "wall_time_s": math.nan,
+                    "gpu_hours": math.nan,
+                    "client_steps": math.nan,
+                    "uses_public_data": False,
+                    "verified": True,
+                    "reevaluated": False,
+                    "cell_ids": [],
+                }
+            )
     if extra:
         table = pd.concat([table, pd.DataFrame(extra, columns=TABLE_COLUMNS)], ignore_index=True)
     return table
@@ -462,8 +710,12 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
             table.at[idx, "noise_group"] = int(group)
         if len(done) > 1 and ranks.count(1) == 1:
             table.at[done.index[ranks.index(1)], "best"] = True
-    order_alpha = table["alpha"].map(lambda a: -a if isinstance(a, (int, float)) and not pd.isna(a) else math.inf)
-    table = table.assign(_a=order_alpha, _r=table["rank"].map(lambda r: r if r is not None else 10**9))
+    order_alpha = table["alpha"].map(
+        lambda a: -a if isinstance(a, (int, float)) and not pd.isna(a) else math.inf
+    )
+    table = table.assign(
+        _a=order_alpha, _r=table["rank"].map(lambda r: r if r is not None else 10**9)
+    )
     table = table.sort_values(["_a", "partition_label", "_r", "method"], kind="mergesort")
     return table.drop(columns=["_a", "_r"]).reset_index(drop=True)
 
@@ -479,8 +731,11 @@ def _mode(values: Sequence[Any]) -> Any:
 
 
 def _budget_words(rounds: Any, epochs: Any) -> str:
-    parts = [f"{name}={int(v)}" for name, v in (("R", rounds), ("E", epochs))
-             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    parts = [
+        f"{name}={int(v)}"
+        for name, v in (("R", rounds), ("E", epochs))
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ]
     return " × ".join(parts) or "not recorded"
 
 
@@ -502,8 +757,10 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
         why = []
         if r["partition_digest"] != digest:
             public = " (a public split carved out of the training set)"
-            why.append("other client data: a different partition digest"
-                       + (public if r["uses_public_data"] else ""))
+            why.append(
+                "other client data: a different partition digest"
+                + (public if r["uses_public_data"] else "")
+            )
         if list(b) != budget:
             text = f"other budget: {_budget_words(*b)}"
             steps_known = _finite_number(r["client_steps"]) and _finite_number(steps_typical)
@@ -523,9 +780,14 @@ def _finite_number(x: Any) -> bool:
 
 
 def reference_matches(ref: ReferenceValue, track: Track) -> bool:
-    """Same dataset and task family, and no federation setting the reference states (K, participation) that
-    contradicts the track's: a cross-silo number is not shown, let alone ranked, on a cross-device track."""
-    if ref.ablation or ref.settings.get("dataset") != track.dataset or ref.task != track.task_family:
+    """Same dataset and task family, and no federation setting the reference states (K,
+    participation) that contradicts the track's: a cross-silo number is not shown, let alone ranked,
+    on a cross-device track."""
+    if (
+        ref.ablation
+        or ref.settings.get("dataset") != track.dataset
+        or ref.task != track.task_family
+    ):
         return False
     return all(ref.settings.get(k, v) == v for k, v in track.federation.items())
 
@@ -537,11 +799,17 @@ def reference_alpha(ref: ReferenceValue) -> float | None:
     return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
 
 
-def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str | None,
-                     table: pd.DataFrame, higher_is_better: bool) -> list[dict[str, Any]]:
-    """Paper-reported numbers for a track's dataset and task family. They are marked ``comparable`` (and given the
-    rank they would take among our complete cells of the same α) only when their card_id equals ours and they do not
-    select on the test set; otherwise they are shown beside ours and never ranked."""
+def track_references(
+    refs: Sequence[ReferenceValue],
+    track: Track,
+    card_id: str | None,
+    table: pd.DataFrame,
+    higher_is_better: bool,
+) -> list[dict[str, Any]]:
+    """Paper-reported numbers for a track's dataset and task family. They are marked ``comparable``
+    (and given the rank they would take among our complete cells of the same α) only when their
+    card_id equals ours and they do not select on the test set; otherwise they are shown beside ours
+    and never ranked."""
     out = []
     for ref in refs:
         if not reference_matches(ref, track):
@@ -550,18 +818,37 @@ def track_references(refs: Sequence[ReferenceValue], track: Track, card_id: str 
         would_rank = None
         alpha = reference_alpha(ref)
         if comparable and alpha is not None:
-            peers = table[(table["status"] == "complete") & (table["alpha"] == alpha)]["mean"].tolist()
+            peers = table[(table["status"] == "complete") & (table["alpha"] == alpha)][
+                "mean"
+            ].tolist()
             would_rank = stats.competition_ranks([ref.percent, *peers], higher_is_better)[0]
-        why = ("same protocol card" if comparable else
-               "selects on the test set" if ref.selects_on_test else
-               "none of our records on this track yet" if not card_id else
-               f"different protocol card ({ref.card})")
-        out.append({"ref": ref, "alpha": alpha, "comparable": comparable, "would_rank": would_rank, "why": why})
+        why = (
+            "same protocol card"
+            if comparable
+            else "selects on the test set"
+            if ref.selects_on_test
+            else "none of our records on this track yet"
+            if not card_id
+            else f"different protocol card ({ref.card})"
+        )
+        out.append(
+            {
+                "ref": ref,
+                "alpha": alpha,
+                "comparable": comparable,
+                "would_rank": would_rank,
+                "why": why,
+            }
+        )
     return out
 
 
-def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue] = (),
-                baselines: Sequence[str] = ()) -> TrackTable:
+def build_track(
+    frame: pd.DataFrame,
+    track: Track,
+    refs: Sequence[ReferenceValue] = (),
+    baselines: Sequence[str] = (),
+) -> TrackTable:
     """One track's table. ``baselines``: the reference points every row's headline margin is paired
     against (``site.margin_baselines``); those without a record on the track are left out."""
     rows = select_track(frame, track)
@@ -577,21 +864,33 @@ def build_track(frame: pd.DataFrame, track: Track, refs: Sequence[ReferenceValue
     card_id = check_single_card(main, f"track {track.id}")
     scored = main[main["card_id"].notna()]
     higher = bool(scored["higher_is_better"].iloc[0]) if not scored.empty else True
-    table = aggregate(main, track, higher) if not main.empty else pd.DataFrame(columns=TABLE_COLUMNS)
+    table = (
+        aggregate(main, track, higher) if not main.empty else pd.DataFrame(columns=TABLE_COLUMNS)
+    )
     return TrackTable(
-        track=track, card_id=card_id,
+        track=track,
+        card_id=card_id,
         card_name=scored["card_name"].iloc[0] if not scored.empty else track.card,
         card_summary=scored["card_summary"].iloc[0] if not scored.empty else None,
-        metric=scored["metric"].iloc[0] if not scored.empty else None, higher_is_better=higher, table=table,
-        selects_on_test=test_selected, excluded_cards=excluded,
+        metric=scored["metric"].iloc[0] if not scored.empty else None,
+        higher_is_better=higher,
+        table=table,
+        selects_on_test=test_selected,
+        excluded_cards=excluded,
         references=track_references(refs, track, card_id, table, higher),
-        margins=paired_margins(main, task=track.task, baseline=track.baseline) if track.baseline else None,
-        margins_by={b: paired_margins(main, task=track.task, baseline=b) for b in baselines
-                    if (main["method"] == b).any()},
+        margins=paired_margins(main, task=track.task, baseline=track.baseline)
+        if track.baseline
+        else None,
+        margins_by={
+            b: paired_margins(main, task=track.task, baseline=b)
+            for b in baselines
+            if (main["method"] == b).any()
+        },
     )
 
 
-# ---------------------------------------------------------------------------------------------------- the site
+# ----------------------------------------------------------------------------------------------------
+# the site
 
 
 @dataclass
@@ -606,10 +905,13 @@ class SiteModel:
     sources: list[str] = field(default_factory=list)  # the results folders given
     repo: Path = REPO
     config: SiteConfig = field(default_factory=SiteConfig)
-    summaries: list[SummaryTable] = field(default_factory=list)  # one per dataset with a non-empty track
-    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # track id → ours beside the paper's
+    # one per dataset with a non-empty track
+    summaries: list[SummaryTable] = field(default_factory=list)
+    # track id → ours beside the paper's
+    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     build: dict[str, str] = field(default_factory=dict)  # date, commit, repo_url (see build_info)
-    acceptances: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell_id → verified acceptance
+    # cell_id → verified acceptance
+    acceptances: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def record(self, cell_id: str) -> ResultRecord | None:
         for _, r in self.records:
@@ -628,22 +930,40 @@ class SiteModel:
 
 
 def build_info(repo: Path, repo_url: str = "") -> dict[str, str]:
-    """When and from which commit the site was built. ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention)
-    pins the date; the commit is the checkout's HEAD, "unknown" outside git."""
+    """When and from which commit the site was built. ``SOURCE_DATE_EPOCH`` (the reproducible-builds
+    convention) pins the date; the commit is the checkout's HEAD, "unknown" outside git."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (datetime.fromtimestamp(int(epoch), tz=timezone.utc) if epoch and epoch.isdigit()
-            else datetime.now(tz=timezone.utc))
+    when = (
+        datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+        if epoch and epoch.isdigit()
+        else datetime.now(tz=timezone.utc)
+    )
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5,
-                             check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         sha = ""
-    return {"date": when.strftime("%Y-%m-%d %H:%M UTC"), "commit": sha or "unknown", "repo_url": repo_url.rstrip("/")}
+    return {
+        "date": when.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": sha or "unknown",
+        "repo_url": repo_url.rstrip("/"),
+    }
 
 
-def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] | None = None,
-                references_dir: Path | None = None, config: SiteConfig | None = None,
-                repo_url: str | None = None) -> SiteModel:
+def build_model(
+    results_dirs: Iterable[Path | str],
+    *,
+    tracks: Sequence[Track] | None = None,
+    references_dir: Path | None = None,
+    config: SiteConfig | None = None,
+    repo_url: str | None = None,
+) -> SiteModel:
     results_dirs = list(results_dirs)
     config = config if config is not None else load_site_config()
     records, skipped = load_all(results_dirs)
@@ -653,28 +973,50 @@ def build_model(results_dirs: Iterable[Path | str], *, tracks: Sequence[Track] |
     tracks = list(tracks) if tracks is not None else load_tracks()
     ref_tables, ref_errors = load_references(
         references_dir if references_dir is not None else DEFAULT_REFERENCES,
-        plugins=references_dir is None)  # the default site also shows installed plugins' tables
+        plugins=references_dir is None,
+    )  # the default site also shows installed plugins' tables
     refs = [v for t in ref_tables for v in t.values]
     built = [build_track(frame, t, refs, config.margin_baselines) for t in tracks]
     shown = set().union(*(t.cell_ids for t in built)) if built else set()
     untracked = sorted({r.cell_id for _, r in records} - shown)
-    return SiteModel(records, skipped, frame, built, ref_tables, ref_errors, untracked,
-                     sources=[str(d) for d in results_dirs], config=config,
-                     summaries=build_summaries(frame, built, config), pairs={t.track.id: paper_pairs(t) for t in built},
-                     build=build_info(REPO, repo_url if repo_url is not None else config.repo_url),
-                     acceptances=acceptances)
+    return SiteModel(
+        records,
+        skipped,
+        frame,
+        built,
+        ref_tables,
+        ref_errors,
+        untracked,
+        sources=[str(d) for d in results_dirs],
+        config=config,
+        summaries=build_summaries(frame, built, config),
+        pairs={t.track.id: paper_pairs(t) for t in built},
+        build=build_info(REPO, repo_url if repo_url is not None else config.repo_url),
+        acceptances=acceptances,
+    )
 
 
-def build_summaries(frame: pd.DataFrame, tracks: Sequence[TrackTable], config: SiteConfig) -> list[SummaryTable]:
-    """One summary table per dataset that has a non-empty track, in the order tracks.yaml names the datasets."""
+def build_summaries(
+    frame: pd.DataFrame, tracks: Sequence[TrackTable], config: SiteConfig
+) -> list[SummaryTable]:
+    """One summary table per dataset that has a non-empty track, in the order tracks.yaml names the
+    datasets."""
     row_configs = dict(zip(frame["row_key"], frame["row_config"])) if not frame.empty else {}
     datasets = list(dict.fromkeys(tt.track.dataset for tt in tracks if not tt.table.empty))
-    return [build_summary(d, [tt for tt in tracks if tt.track.dataset == d], row_configs,
-                          list(config.reference_points)) for d in datasets]
+    return [
+        build_summary(
+            d,
+            [tt for tt in tracks if tt.track.dataset == d],
+            row_configs,
+            list(config.reference_points),
+        )
+        for d in datasets
+    ]
 
 
 def margins_from_dirs(results: Sequence[Any], *, task: str, baseline: str) -> pd.DataFrame:
-    """Per-seed paired margins over ``baseline`` of every record under ``results`` (``leaderboard margins``)."""
+    """Per-seed paired margins over ``baseline`` of every record under ``results`` (``leaderboard
+    margins``)."""
     records, _ = load_all(list(results))
     return paired_margins(records_frame(records), task=task, baseline=baseline)
 

@@ -1,9 +1,9 @@
 """Markdown excerpts (methods/README.md) → safe HTML, with markdown-it-py.
 
-Raw HTML in the source is escaped, never passed through (``html: False``); markdown-it's link validation drops
-``javascript:``, ``vbscript:``, ``file:`` and ``data:`` links. Links relative to the README (``baselines.py``) point
-into the repository when its URL is known, and become plain text otherwise, so the site never links to a page it
-does not have.
+Raw HTML in the source is escaped, never passed through (``html: False``); markdown-it's link
+validation drops ``javascript:``, ``vbscript:``, ``file:`` and ``data:`` links. Links relative to
+the README (``baselines.py``) point into the repository when its URL is known, and become plain text
+otherwise, so the site never links to a page it does not have.
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ def _fix_links(tokens: list, base: str | None, source_dir: str) -> None:
             tok.attrs.pop("href", None)  # rendered as <a> without href: plain text, no broken link
             continue
         path = posixpath.normpath(posixpath.join(source_dir, parsed.path)).lstrip("/")
-        tok.attrSet("href", f"{base}/{quote(path)}" + (f"#{parsed.fragment}" if parsed.fragment else ""))
+        tok.attrSet(
+            "href", f"{base}/{quote(path)}" + (f"#{parsed.fragment}" if parsed.fragment else "")
+        )
         tok.attrSet("rel", "noopener noreferrer")
 
 
 def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> Markup:
-    """One Markdown line (a table cell) as inline HTML. ``blob_base``: the repository's file URL prefix at the
-    site's commit (e.g. ``https://host/owner/repo/blob/<sha>``); ``source_dir``: the folder of the Markdown file,
-    which relative links start from."""
+    """One Markdown line (a table cell) as inline HTML. ``blob_base``: the repository's file URL
+    prefix at the site's commit (e.g. ``https://host/owner/repo/blob/<sha>``); ``source_dir``: the
+    folder of the Markdown file, which relative links start from."""
     env: dict = {}
     tokens = _MD.parseInline(text, env)
     _fix_links(tokens, blob_base, source_dir)

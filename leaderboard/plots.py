@@ -1,6 +1,7 @@
-"""Hand-written SVG scatter plots (no plotting library, nothing external): a track's score against communication
-and against heterogeneity. This module only maps numbers to pixel geometry; ``templates/macros.html`` draws it,
-with a ``<title>`` on every point (shown on hover) and a link to the page behind it.
+"""Hand-written SVG scatter plots (no plotting library, nothing external): a track's score against
+communication and against heterogeneity. This module only maps numbers to pixel geometry;
+``templates/macros.html`` draws it, with a ``<title>`` on every point (shown on hover) and a link to
+the page behind it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,28 @@ from typing import Any
 # one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
 # light ones), so that 13 series never share a colour; the marker tells the partitions apart
 # (PARTITION_SHAPES, by first appearance)
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
-           "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
+COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
+)
 SHAPES = ("circle", "triangle", "square", "diamond")
 W, H = 600, 320
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 48
@@ -30,7 +50,8 @@ class Point:
     href: str | None = None
     hollow: bool = False  # incomplete: fewer seeds than the track requires
     err: float | None = None  # ± (the std over seeds)
-    reference: bool = False  # a reference point (random init, central, ...): dashed line, never ranked
+    # a reference point (random init, central, ...): dashed line, never ranked
+    reference: bool = False
     partition: str = ""  # the partition's short label: its marker shape
 
 
@@ -44,7 +65,8 @@ class Plot:
     width: int = W
     height: int = H
     box: tuple[float, float, float, float] = (LEFT, TOP, W - RIGHT, H - BOTTOM)
-    breaks: list[float] = field(default_factory=list)  # x pixel positions of an axis break (the "none" column)
+    # x pixel positions of an axis break (the "none" column)
+    breaks: list[float] = field(default_factory=list)
     # partition → marker (the marker legend)
     shapes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -76,14 +98,18 @@ def _marker(shape: str, cx: float, cy: float, r: float = 4.5) -> str:
     if shape == "square":
         return f"M{cx - r:.1f},{cy - r:.1f}h{2 * r:.1f}v{2 * r:.1f}h{-2 * r:.1f}z"
     if shape == "diamond":
-        return f"M{cx:.1f},{cy - r * 1.3:.1f}l{r * 1.3:.1f},{r * 1.3:.1f}l{-r * 1.3:.1f},{r * 1.3:.1f}" \
-               f"l{-r * 1.3:.1f},{-r * 1.3:.1f}z"
+        return (
+            f"M{cx:.1f},{cy - r * 1.3:.1f}l{r * 1.3:.1f},{r * 1.3:.1f}l{-r * 1.3:.1f},{r * 1.3:.1f}"
+            f"l{-r * 1.3:.1f},{-r * 1.3:.1f}z"
+        )
     if shape == "triangle":
         return f"M{cx:.1f},{cy - r * 1.2:.1f}l{r * 1.2:.1f},{r * 2:.1f}h{-r * 2.4:.1f}z"
     return f"M{cx - r:.1f},{cy:.1f}a{r:.1f},{r:.1f} 0 1,0 {2 * r:.1f},0a{r:.1f},{r:.1f} 0 1,0 {-2 * r:.1f},0z"
 
 
-def _y_scale(points: Sequence[Point], box: tuple[float, float, float, float]) -> tuple[Callable, list[float]]:
+def _y_scale(
+    points: Sequence[Point], box: tuple[float, float, float, float]
+) -> tuple[Callable, list[float]]:
     lows = [p.y - (p.err or 0) for p in points]
     highs = [p.y + (p.err or 0) for p in points]
     ticks = nice_ticks(min(lows), max(highs))
@@ -92,8 +118,12 @@ def _y_scale(points: Sequence[Point], box: tuple[float, float, float, float]) ->
     return (lambda v: bottom - (v - lo) / (hi - lo) * (bottom - top)), ticks
 
 
-def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Callable[[float], float],
-            connect: bool) -> list[dict[str, Any]]:
+def _series(
+    points: Sequence[Point],
+    xpos: Callable[[float], float],
+    ypos: Callable[[float], float],
+    connect: bool,
+) -> list[dict[str, Any]]:
     names = list(dict.fromkeys(p.series for p in points))
     shapes = partition_shapes(points)
     out = []
@@ -105,13 +135,31 @@ def _series(points: Sequence[Point], xpos: Callable[[float], float], ypos: Calla
         for p in mine:
             cx, cy = xpos(p.x), ypos(p.y)
             err = None if not p.err else (ypos(p.y + p.err), ypos(p.y - p.err))
-            marks.append({"d": _marker(shapes.get(p.partition, shape), cx, cy), "cx": round(cx, 1),
-                          "err": err, "title": p.title, "href": p.href, "hollow": p.hollow})
+            marks.append(
+                {
+                    "d": _marker(shapes.get(p.partition, shape), cx, cy),
+                    "cx": round(cx, 1),
+                    "err": err,
+                    "title": p.title,
+                    "href": p.href,
+                    "hollow": p.hollow,
+                }
+            )
         solid = [p for p in mine if not p.hollow]
-        path = " ".join(f"{'M' if j == 0 else 'L'}{xpos(p.x):.1f},{ypos(p.y):.1f}" for j, p in enumerate(solid))
-        out.append({"name": name, "colour": colour, "shape": shape, "swatch": _marker(shape, 6, 6, 4),
-                    "marks": marks, "path": path if connect and len(solid) > 1 else "",
-                    "dashed": any(p.reference for p in mine)})
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{xpos(p.x):.1f},{ypos(p.y):.1f}" for j, p in enumerate(solid)
+        )
+        out.append(
+            {
+                "name": name,
+                "colour": colour,
+                "shape": shape,
+                "swatch": _marker(shape, 6, 6, 4),
+                "marks": marks,
+                "path": path if connect and len(solid) > 1 else "",
+                "dashed": any(p.reference for p in mine),
+            }
+        )
     return out
 
 
@@ -123,18 +171,22 @@ def partition_shapes(points: Sequence[Point]) -> dict[str, str]:
 
 
 def shape_legend(points: Sequence[Point]) -> list[dict[str, Any]]:
-    return [{"name": name, "swatch": _marker(shape, 6, 6, 4)}
-            for name, shape in partition_shapes(points).items()]
+    return [
+        {"name": name, "swatch": _marker(shape, 6, 6, 4)}
+        for name, shape in partition_shapes(points).items()
+    ]
 
 
 def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> list[tuple[float, str]]:
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    return [(10.0 ** k, fmt(10.0 ** k)) for k in range(a, b + 1)]
+    return [(10.0**k, fmt(10.0**k)) for k in range(a, b + 1)]
 
 
-def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float], str]) -> Plot | None:
-    """Score against bytes per client on a log axis; runs that communicate nothing (local training, random init)
-    sit in a separate "none" column left of the axis break."""
+def comm_plot(
+    points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float], str]
+) -> Plot | None:
+    """Score against bytes per client on a log axis; runs that communicate nothing (local training,
+    random init) sit in a separate "none" column left of the axis break."""
     if not points:
         return None
     plot = Plot(x_label="bytes up + down per client, whole run (log scale)", y_label=y_label)
@@ -145,8 +197,9 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
     if positive:
         # the axis spans the data (a fifth of a decade of margin), not the enclosing decades
         lo, hi = math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.2
-        ticks = [(v, t) for v, t in _log_ticks(10**lo, 10**hi, fmt_bytes)
-                 if lo <= math.log10(v) <= hi]
+        ticks = [
+            (v, t) for v, t in _log_ticks(10**lo, 10**hi, fmt_bytes) if lo <= math.log10(v) <= hi
+        ]
         if len(ticks) < 2:  # less than a decade of data: label its ends instead
             ticks = [(v, fmt_bytes(v)) for v in sorted({min(positive), max(positive)})]
     else:
@@ -169,13 +222,12 @@ def comm_plot(points: Sequence[Point], y_label: str, fmt_bytes: Callable[[float]
 
 
 def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
-    """Score against the Dirichlet α on a log axis, IID at the right edge; each configuration's complete cells
-    joined by a line."""
+    """Score against the Dirichlet α on a log axis, IID at the right edge; each configuration's
+    complete cells joined by a line."""
     points = [p for p in points if isinstance(p.x, float) and not math.isnan(p.x) and p.x > 0]
     if not points:
         return None
-    plot = Plot(x_label="Dirichlet α, log scale (smaller = more heterogeneous)",
-                y_label=y_label)
+    plot = Plot(x_label="Dirichlet α, log scale (smaller = more heterogeneous)", y_label=y_label)
     left, _, right, _ = plot.box
     finite = sorted({p.x for p in points if math.isfinite(p.x)})
     iid = any(math.isinf(p.x) for p in points)

@@ -1,9 +1,10 @@
-"""Seed statistics, ranks and "within noise" groups (docs/design.md §1.2 Leaderboard). Pure functions, no I/O.
+"""Seed statistics, ranks and "within noise" groups (docs/design.md §1.2 Leaderboard). Pure
+functions, no I/O.
 
-A leaderboard cell aggregates the seeds of one (method, partition) setting. Its number is the mean over seeds with
-the sample standard deviation (ddof = 1) and a two-sided Student-t confidence interval. Ranks are competition ranks
-by mean among *complete* cells only; "within noise" groups chain cells whose difference to the group's leader is
-not significant under Welch's t-test.
+A leaderboard cell aggregates the seeds of one (method, partition) setting. Its number is the mean
+over seeds with the sample standard deviation (ddof = 1) and a two-sided Student-t confidence
+interval. Ranks are competition ranks by mean among *complete* cells only; "within noise" groups
+chain cells whose difference to the group's leader is not significant under Welch's t-test.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE) -> SeedSu
     return SeedSummary(n, mean, std, mean - half, mean + half)
 
 
-def welch_indistinguishable(a: Sequence[float], b: Sequence[float], alpha: float = 1 - CONFIDENCE) -> bool:
+def welch_indistinguishable(
+    a: Sequence[float], b: Sequence[float], alpha: float = 1 - CONFIDENCE
+) -> bool:
     """True when Welch's two-sided t-test does not reject equal means at level ``alpha``.
 
     Identical constant samples are indistinguishable; distinct constant samples are distinguishable.
@@ -63,7 +66,9 @@ def welch_indistinguishable(a: Sequence[float], b: Sequence[float], alpha: float
     if va + vb == 0:
         return sa.mean == sb.mean
     t = (sa.mean - sb.mean) / math.sqrt(va + vb)
-    dof = (va + vb) ** 2 / ((va**2 / (len(a) - 1) if va else 0) + (vb**2 / (len(b) - 1) if vb else 0))
+    dof = (va + vb) ** 2 / (
+        (va**2 / (len(a) - 1) if va else 0) + (vb**2 / (len(b) - 1) if vb else 0)
+    )
     p = 2 * float(_st.t.sf(abs(t), dof))
     return p >= alpha
 
@@ -82,8 +87,9 @@ def competition_ranks(means: Sequence[float], higher_is_better: bool = True) -> 
 def noise_groups(samples: Sequence[Sequence[float]], higher_is_better: bool = True) -> list[int]:
     """Group ids (1 = best) over cells, given each cell's per-seed values.
 
-    Cells are visited from best to worst mean; a group's leader is its first cell, and a later cell joins the current
-    group while Welch's test cannot tell it apart from the leader; otherwise it starts the next group.
+    Cells are visited from best to worst mean; a group's leader is its first cell, and a later cell
+    joins the current group while Welch's test cannot tell it apart from the leader; otherwise it
+    starts the next group.
 
     >>> noise_groups([[80, 81, 79], [79.5, 80.5, 80], [60, 61, 59]])
     [1, 1, 2]
@@ -119,8 +125,13 @@ class Difference:
         return not (self.ci_low > 0 or self.ci_high < 0)
 
 
-def difference(a: Sequence[float], a_seeds: Sequence[int], b: Sequence[float],
-               b_seeds: Sequence[int], confidence: float = CONFIDENCE) -> Difference:
+def difference(
+    a: Sequence[float],
+    a_seeds: Sequence[int],
+    b: Sequence[float],
+    b_seeds: Sequence[int],
+    confidence: float = CONFIDENCE,
+) -> Difference:
     """``mean(a) − mean(b)``, paired by seed when both cells have the same seeds.
 
     >>> d = difference([3.0, 5.0, 4.0], [0, 1, 2], [1.0, 2.0, 3.0], [0, 1, 2])

@@ -1,9 +1,11 @@
-"""Track tables → per-dataset summary tables and "ours beside the paper's" pairs (docs/design.md §1.2). Pure pandas, no I/O.
+"""Track tables → per-dataset summary tables and "ours beside the paper's" pairs (docs/design.md
+§1.2). Pure pandas, no I/O.
 
-A summary table has one row per method configuration (rounds and local epochs included) and one column per
-(track, partition) of one dataset: the track fixes the task, protocol card and federation, so a column never mixes
-cards or partitions. Its cells are the track tables' cells, with their ranks and "within noise" groups: nothing is
-recomputed here, only arranged. Reference points (random init, central training, ...) are rows apart, never ranked.
+A summary table has one row per method configuration (rounds and local epochs included) and one
+column per (track, partition) of one dataset: the track fixes the task, protocol card and
+federation, so a column never mixes cards or partitions. Its cells are the track tables' cells, with
+their ranks and "within noise" groups: nothing is recomputed here, only arranged. Reference points
+(random init, central training, ...) are rows apart, never ranked.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ class SummaryRow:
     backbone: str
     rounds: Any
     local_epochs: Any
-    cells: list[dict[str, Any] | None]  # aligned with the columns: a track-table row, or None (not run)
+    # aligned with the columns: a track-table row, or None (not run)
+    cells: list[dict[str, Any] | None]
     mean_rank: float | None = None
     n_ranked: int = 0
-    several: list[int] = field(default_factory=list)  # columns where two track rows share this summary row
+    # columns where two track rows share this summary row
+    several: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -65,23 +69,40 @@ def _columns(tables: Sequence[Any]) -> list[tuple[Any, SummaryColumn]]:
         ranked = table[table["rank"].notna()]
         for part in table.drop_duplicates("partition_label").itertuples():
             n = int((ranked["partition_label"] == part.partition_label).sum())
-            out.append((tt, SummaryColumn(
-                track_id=tt.track.id, track_label=tt.track.short, partition_label=part.partition_label,
-                partition_short=part.partition_short, alpha=part.alpha, metric=tt.metric,
-                higher_is_better=tt.higher_is_better, min_seeds=tt.track.min_seeds, n_ranked=n)))
+            out.append(
+                (
+                    tt,
+                    SummaryColumn(
+                        track_id=tt.track.id,
+                        track_label=tt.track.short,
+                        partition_label=part.partition_label,
+                        partition_short=part.partition_short,
+                        alpha=part.alpha,
+                        metric=tt.metric,
+                        higher_is_better=tt.higher_is_better,
+                        min_seeds=tt.track.min_seeds,
+                        n_ranked=n,
+                    ),
+                )
+            )
     return out
 
 
-def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str, str],
-                  reference_order: Sequence[str] = ()) -> SummaryTable:
-    """``tables``: the dataset's TrackTables; ``row_configs``: row_key → its configuration (JSON), used to label a
-    method's several configurations readably."""
+def build_summary(
+    dataset: str,
+    tables: Sequence[Any],
+    row_configs: Mapping[str, str],
+    reference_order: Sequence[str] = (),
+) -> SummaryTable:
+    """``tables``: the dataset's TrackTables; ``row_configs``: row_key → its configuration (JSON),
+    used to label a method's several configurations readably."""
     cols = _columns(tables)
     rows: dict[tuple[str, str], SummaryRow] = {}
     for ci, (tt, col) in enumerate(cols):
         part = tt.table[tt.table["partition_label"] == col.partition_label]
         for r in part.to_dict("records"):
-            if not isinstance(r["row_key"], str):  # a "missing" row of a method run in several configurations
+            # a "missing" row of a method run in several configurations
+            if not isinstance(r["row_key"], str):
                 continue
             row = rows.get((r["method"], r["row_key"]))
             if row is None:
@@ -91,8 +112,9 @@ def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str,
             else:
                 row.several.append(ci)
     _label_variants(rows.values(), row_configs)
-    shared = shared_columns([r.cells for r in rows.values() if not r.reference],
-                            [c for _, c in cols])
+    shared = shared_columns(
+        [r.cells for r in rows.values() if not r.reference], [c for _, c in cols]
+    )
     for row in rows.values():
         ranks = [row.cells[i]["rank"] for i in shared if row.cells[i] is not None]
         ranks = [r for r in ranks if r is not None]
@@ -100,20 +122,31 @@ def build_summary(dataset: str, tables: Sequence[Any], row_configs: Mapping[str,
         complete = bool(ranks) and len(ranks) == len(shared)
         row.mean_rank = math.fsum(ranks) / len(ranks) if complete else None
     order = {m: i for i, m in enumerate(reference_order)}
-    ranked = sorted((r for r in rows.values() if not r.reference),
-                    key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, -r.n_ranked, r.method,
-                                   r.variant))
-    refs = sorted((r for r in rows.values() if r.reference),
-                  key=lambda r: (order.get(r.method, len(order)), r.method, r.variant))
-    return SummaryTable(dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs,
-                        shared=shared)
+    ranked = sorted(
+        (r for r in rows.values() if not r.reference),
+        key=lambda r: (
+            r.mean_rank if r.mean_rank is not None else math.inf,
+            -r.n_ranked,
+            r.method,
+            r.variant,
+        ),
+    )
+    refs = sorted(
+        (r for r in rows.values() if r.reference),
+        key=lambda r: (order.get(r.method, len(order)), r.method, r.variant),
+    )
+    return SummaryTable(
+        dataset=dataset, columns=[c for _, c in cols], rows=ranked + refs, shared=shared
+    )
 
 
-def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]],
-                   columns: Sequence[SummaryColumn]) -> list[int]:
+def shared_columns(
+    rows: Sequence[Sequence[Mapping[str, Any] | None]], columns: Sequence[SummaryColumn]
+) -> list[int]:
     """The columns a mean rank may average over: ranked among two or more cells (a rank 1 of 1 says
     nothing), and ranked for every method row that is ranked in any such column. A mean over other
     column sets would compare a method's 4 columns with another's 6."""
+
     def ranked(cells: Sequence[Mapping[str, Any] | None], i: int) -> bool:
         return cells[i] is not None and cells[i].get("rank") is not None
 
@@ -125,9 +158,16 @@ def shared_columns(rows: Sequence[Sequence[Mapping[str, Any] | None]],
 def _new_row(r: Mapping[str, Any], n_columns: int, row_configs: Mapping[str, str]) -> SummaryRow:
     config = json.loads(row_configs.get(r["row_key"], "{}"))
     fl = config.get("fl") or {}
-    return SummaryRow(method=r["method"], variant="", row_key=r["row_key"], reference=bool(r["reference"]),
-                      backbone=str((config.get("backbone") or {}).get("name") or ""), rounds=fl.get("rounds"),
-                      local_epochs=fl.get("local_epochs"), cells=[None] * n_columns)
+    return SummaryRow(
+        method=r["method"],
+        variant="",
+        row_key=r["row_key"],
+        reference=bool(r["reference"]),
+        backbone=str((config.get("backbone") or {}).get("name") or ""),
+        rounds=fl.get("rounds"),
+        local_epochs=fl.get("local_epochs"),
+        cells=[None] * n_columns,
+    )
 
 
 def _label_variants(rows: Any, row_configs: Mapping[str, str]) -> None:
@@ -135,7 +175,9 @@ def _label_variants(rows: Any, row_configs: Mapping[str, str]) -> None:
     for row in rows:
         by_method.setdefault(row.method, []).append(row)
     for group in by_method.values():
-        labels = variant_labels({r.row_key: json.loads(row_configs.get(r.row_key, "{}")) for r in group})
+        labels = variant_labels(
+            {r.row_key: json.loads(row_configs.get(r.row_key, "{}")) for r in group}
+        )
         for r in group:
             r.variant = labels[r.row_key]
 
@@ -149,14 +191,16 @@ def best_marks(cell: Mapping[str, Any] | None, column: SummaryColumn) -> tuple[b
     return bool(cell.get("best")), cell.get("noise_group") == 1
 
 
-# ---------------------------------------------------------------------------------------------------- paper
+# ----------------------------------------------------------------------------------------------------
+# paper
 
 
 def paper_pairs(tt: Any) -> list[dict[str, Any]]:
-    """Ours beside the paper's: for every paper-reported number of a method we implement, on the track's protocol
-    card (same card name) and not selected on the test set, our row(s) at the same α with Δ = ours − reported
-    and Δ's interval (our t-interval shifted by the reported number). Δ is given only when our cell is complete
-    and the paper's card id is ours (the same protocol exactly); otherwise ``why`` says what is missing."""
+    """Ours beside the paper's: for every paper-reported number of a method we implement, on the
+    track's protocol card (same card name) and not selected on the test set, our row(s) at the same
+    α with Δ = ours − reported and Δ's interval (our t-interval shifted by the reported number). Δ
+    is given only when our cell is complete and the paper's card id is ours (the same protocol
+    exactly); otherwise ``why`` says what is missing."""
     card = tt.track.card or tt.card_name
     out: list[dict[str, Any]] = []
     for x in tt.references:
@@ -164,11 +208,23 @@ def paper_pairs(tt: Any) -> list[dict[str, Any]]:
         if ref.method is None or ref.selects_on_test or ref.card != card:
             continue
         alpha = x["alpha"]
-        ours = tt.table[(tt.table["method"] == ref.method) & tt.table["status"].isin(["complete", "incomplete"])
-                        & tt.table["alpha"].map(lambda a, alpha=alpha: _same_alpha(a, alpha))]
+        ours = tt.table[
+            (tt.table["method"] == ref.method)
+            & tt.table["status"].isin(["complete", "incomplete"])
+            & tt.table["alpha"].map(lambda a, alpha=alpha: _same_alpha(a, alpha))
+        ]
         if ours.empty:
-            out.append({"ref": ref, "alpha": alpha, "ours": None, "delta": None, "delta_low": None,
-                        "delta_high": None, "why": "no record of ours on this setting yet"})
+            out.append(
+                {
+                    "ref": ref,
+                    "alpha": alpha,
+                    "ours": None,
+                    "delta": None,
+                    "delta_low": None,
+                    "delta_high": None,
+                    "why": "no record of ours on this setting yet",
+                }
+            )
         for r in ours.to_dict("records"):
             out.append({"ref": ref, "alpha": alpha, "ours": r, **_delta(r, ref, tt)})
     return out
@@ -183,14 +239,21 @@ def _delta(r: Mapping[str, Any], ref: Any, tt: Any) -> dict[str, Any]:
     if ref.unit not in ("percent", "fraction"):
         return {**none, "why": f"the paper's unit is {ref.unit}"}
     if not (tt.card_id and ref.card_id == tt.card_id):
-        return {**none, "why": "the paper's card id is not ours: same protocol name, other settings"}
+        return {
+            **none,
+            "why": "the paper's card id is not ours: same protocol name, other settings",
+        }
     if r["status"] != "complete":
         return {**none, "why": f"ours has {r['n_seeds']} of {tt.track.min_seeds} seeds"}
     rep = ref.percent
     low, high = r["ci_low"], r["ci_high"]
     finite = isinstance(low, float) and math.isfinite(low)
-    return {"delta": r["mean"] - rep, "delta_low": low - rep if finite else None,
-            "delta_high": high - rep if finite else None, "why": ""}
+    return {
+        "delta": r["mean"] - rep,
+        "delta_low": low - rep if finite else None,
+        "delta_high": high - rep if finite else None,
+        "why": "",
+    }
 
 
 def pairs_frame(pairs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -198,9 +261,24 @@ def pairs_frame(pairs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for p in pairs:
         ref, ours = p["ref"], p["ours"] or {}
-        rows.append({"method": ref.method, "variant": ours.get("variant", ""), "source": ref.source,
-                     "table": ref.table, "row": ref.row, "column": ref.column, "alpha": p["alpha"],
-                     "reported": ref.percent, "ours_mean": ours.get("mean"), "ours_ci_low": ours.get("ci_low"),
-                     "ours_ci_high": ours.get("ci_high"), "ours_seeds": ours.get("n_seeds"), "delta": p["delta"],
-                     "delta_ci_low": p["delta_low"], "delta_ci_high": p["delta_high"], "note": p["why"]})
+        rows.append(
+            {
+                "method": ref.method,
+                "variant": ours.get("variant", ""),
+                "source": ref.source,
+                "table": ref.table,
+                "row": ref.row,
+                "column": ref.column,
+                "alpha": p["alpha"],
+                "reported": ref.percent,
+                "ours_mean": ours.get("mean"),
+                "ours_ci_low": ours.get("ci_low"),
+                "ours_ci_high": ours.get("ci_high"),
+                "ours_seeds": ours.get("n_seeds"),
+                "delta": p["delta"],
+                "delta_ci_low": p["delta_low"],
+                "delta_ci_high": p["delta_high"],
+                "note": p["why"],
+            }
+        )
     return pd.DataFrame(rows)

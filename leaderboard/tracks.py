@@ -1,6 +1,6 @@
-"""Track definitions and site settings are data (``tracks.yaml``, next to this file). The ``Track`` type, its strict
-loader and its ``admits(record)`` rule live in ``benchmark.records.tracks``, which ``benchmark submit`` uses too; the
-site-wide settings (``SiteConfig``) are the leaderboard's own."""
+"""Track definitions and site settings are data (``tracks.yaml``, next to this file). The ``Track``
+type, its strict loader and its ``admits(record)`` rule live in ``benchmark.records.tracks``, which
+``benchmark submit`` uses too; the site-wide settings (``SiteConfig``) are the leaderboard's own."""
 
 from __future__ import annotations
 
@@ -50,16 +50,21 @@ def parse_site_config(raw: Any, where: str = "<memory>") -> SiteConfig:
     known = {f.name for f in fields(SiteConfig)}
     unknown = set(site) - known
     if unknown:
-        raise TrackError(f"{where}: site has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        raise TrackError(
+            f"{where}: site has unknown keys {sorted(unknown)}; known: {sorted(known)}"
+        )
     points = site.get("reference_points") or {}
     if not isinstance(points, Mapping) or not all(isinstance(k, str) for k in points):
         raise TrackError(f"{where}: site.reference_points must map method names to descriptions")
     baselines = site.get("margin_baselines") or []
     if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
         raise TrackError(f"{where}: site.margin_baselines must be a list of method names")
-    return SiteConfig(reference_points={k: str(v or "") for k, v in points.items()},
-                      repo_url=str(site.get("repo_url") or ""), margin_baselines=tuple(baselines),
-                      citation=str(site.get("citation") or "").strip())
+    return SiteConfig(
+        reference_points={k: str(v or "") for k, v in points.items()},
+        repo_url=str(site.get("repo_url") or ""),
+        margin_baselines=tuple(baselines),
+        citation=str(site.get("citation") or "").strip(),
+    )
 
 
 def load_site_config(path: Path | None = None) -> SiteConfig:
@@ -67,5 +72,15 @@ def load_site_config(path: Path | None = None) -> SiteConfig:
     return parse_site_config(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
 
 
-__all__ = ["DEFAULT_TRACKS", "SiteConfig", "Track", "TrackError", "eval_split_of", "find_track", "load_site_config",
-           "load_tracks", "parse_site_config", "parse_tracks"]
+__all__ = [
+    "DEFAULT_TRACKS",
+    "SiteConfig",
+    "Track",
+    "TrackError",
+    "eval_split_of",
+    "find_track",
+    "load_site_config",
+    "load_tracks",
+    "parse_site_config",
+    "parse_tracks",
+]

@@ -1,5 +1,6 @@
 """FSSL methods. Importing this package imports every module in it (one per method), so that each
-``@METHODS.register`` decorator runs; files starting with ``_`` (shared maths) and ``base`` are skipped."""
+``@METHODS.register`` decorator runs; files starting with ``_`` (shared maths) and ``base`` are
+skipped."""
 
 import importlib
 import pkgutil

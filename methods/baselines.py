@@ -1,14 +1,17 @@
-"""Reference points of the Dec-SSL paper (docs/methods/fedavg_simclr.md §3): central_ssl, local_ssl, dec_sl, no_pretrain.
+"""Reference points of the Dec-SSL paper (docs/methods/fedavg_simclr.md §3): central_ssl, local_ssl,
+dec_sl, no_pretrain.
 
-central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local update (methods/_shared/simclr.py)
-and differ only in what is federated:
+central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local update
+(methods/_shared/simclr.py) and differ only in what is federated:
 
-- ``central_ssl``: SimCLR on the union of all client data (the engine pools the partition into one client,
-  ``federation = "pooled"``); one optimizer for the whole run (``optimizer_state: keep``).
-- ``local_ssl``: every client trains alone on its own data, nothing is communicated (``federation = "isolated"``);
-  all K client encoders are exported and the tasks report their mean and min (never the max).
-- ``dec_sl``: FedAvg with supervised cross-entropy on backbone + Linear(d, C), the same data as Dec-SSL. Its
-  backbone under any probe card is Dec-SLRep; its classifier is exported for the e2e-classifier card.
+- ``central_ssl``: SimCLR on the union of all client data (the engine pools the partition into one
+  client, ``federation = "pooled"``); one optimizer for the whole run (``optimizer_state: keep``).
+- ``local_ssl``: every client trains alone on its own data, nothing is communicated (``federation =
+  "isolated"``); all K client encoders are exported and the tasks report their mean and min (never
+  the max).
+- ``dec_sl``: FedAvg with supervised cross-entropy on backbone + Linear(d, C), the same data as
+  Dec-SSL. Its backbone under any probe card is Dec-SLRep; its classifier is exported for the
+  e2e-classifier card.
 - ``no_pretrain``: a seeded random initialisation, nothing trained.
 """
 
@@ -23,14 +26,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    PRECISIONS,
     METHODS,
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
     ComponentSpec,
     Encoder,
     Federation,
+    IndexView,
     InputSpec,
     MethodBase,
     Payload,
@@ -41,121 +45,67 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
-    prepare_module,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
 )
-from methods._shared.aggregate import FedAvgFold, average_uploads
-from methods._shared.local_train import IndexView, run_local_epochs
-from methods._shared.modules import load_tensors, select, tensors_of
+from methods._shared.aggregate import FedAvgServer
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
     SimCLRConfig,
+    SimCLRFamily,
     encoder_of,
-    local_bn_names,
-    local_start,
-    local_update,
-    simclr_net,
-    upload_weighting,
-    without,
 )
 
 
 @dataclass(frozen=True, kw_only=True)
 class CentralSSLConfig(SimCLRConfig):
-    # docs/methods/fedavg_simclr.md §3: one optimizer over the whole run (the round milestones become epoch milestones).
+    # docs/methods/fedavg_simclr.md §3: one optimizer over the whole run (the round milestones
+    # become epoch milestones).
     optimizer_state: Literal["reset", "keep"] = "keep"
 
 
 @METHODS.register("central_ssl", aliases=("central_simclr", "centralized"))
-class CentralSSL(MethodBase):
-    """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the federated cells."""
+class CentralSSL(FedAvgServer, SimCLRFamily):
+    """Central-SSL (Dec-SSL §2.1): SimCLR on the pooled data of all clients, same budget as the
+    federated cells."""
 
     name: ClassVar[str] = "central_ssl"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
-    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
-    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
     cfg: CentralSSLConfig
 
-    # The engine pools the partition into one client that takes part in every round; its hooks are FedAvg-SimCLR's
-    # (the average of one upload is that upload), so the pooled run is SimCLR with the same budget and schedule.
-    def __init__(self, cfg: CentralSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    def build(self) -> BackboneHead:
-        return simclr_net(self.backbone, self.cfg)
-
-    def bn_names(self) -> set[str]:
-        return local_bn_names(self.nets.structure(), self.cfg)
-
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=tensors_of(net))
-
-    def init_client(self, client_id: int, server: ServerState) -> ClientState:
-        if self.cfg.bn == "local":
-            bn = self.bn_names()
-            return ClientState(tensors={k: v.clone() for k, v in server.model.items() if k in bn})
-        return ClientState()
-
-    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
-        if self.cfg.bn == "local":
-            return Payload(without(server.model, self.bn_names()))
-        return Payload(dict(server.model))
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
-        return local_update(net, local_start(down, state, self.cfg), self.cfg, state, data, ctx)
-
-    def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
-    ) -> ServerState:
-        if not ups:
-            return server
-        model = average_uploads(ups, upload_weighting(self.cfg))
-        return ServerState(model={**server.model, **model}, extra=server.extra)
-
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
-        return self.export(encoder_of(self.build(), server.model))
+    # The engine pools the partition into one client that takes part in every round; its hooks are
+    # FedAvg-SimCLR's (the average of one upload is that upload), so the pooled run is SimCLR with
+    # the same budget and schedule.
+    def fedavg_folds(self) -> bool:
+        """The one pooled upload is averaged at once, as before the family existed."""
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)
 class LocalSSLConfig(SimCLRConfig):
-    """FedAvg-SimCLR's fields (docs/methods/fedavg_simclr.md §4); ``weighting`` has nothing to weigh."""
+    """FedAvg-SimCLR's fields (docs/methods/fedavg_simclr.md §4); ``weighting`` has nothing to
+    weigh."""
 
 
 @METHODS.register("local_ssl", aliases=("local_simclr", "local_only"))
-class LocalSSL(MethodBase):
-    """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are evaluated."""
+class LocalSSL(SimCLRFamily):
+    """Local-SSL: each client trains SimCLR alone on D_k; no communication; K encoders are
+    evaluated."""
 
     name: ClassVar[str] = "local_ssl"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = LocalSSLConfig
     federation: ClassVar[Federation] = "isolated"
     encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
     cfg: LocalSSLConfig
-
-    def __init__(self, cfg: LocalSSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    def build(self) -> BackboneHead:
-        return simclr_net(self.backbone, self.cfg)
-
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=tensors_of(net))
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState(tensors={k: v.clone() for k, v in server.model.items()})
@@ -167,15 +117,18 @@ class LocalSSL(MethodBase):
         return {k: v for k, v in state.tensors.items() if not k.startswith("opt.")}
 
     def client_update(self, down, state, data, ctx):
-        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
-        up, new_state = local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
+        up, new_state = super().client_update(down, state, data, ctx)
         keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
-        return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(keep, ctx.round)
+        return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(
+            keep, ctx.round
+        )
 
     def server_aggregate(self, server, ups, ctx, public):
         return server
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         members = tuple(encoder_of(self.build(), clients[k].tensors) for k in sorted(clients or {}))
         return self.export(encoder_of(self.build(), server.model), members=members)
 
@@ -184,29 +137,35 @@ class LocalSSL(MethodBase):
 class DecSLConfig:
     optimizer: Literal["adam", "sgd"] = "adam"
     lr: float = 1e-3
-    weight_decay: float = 1e-6  # Dec-SL code (update.py): Adam 1e-3, weight decay 1e-6, as its SSL clients
+    # Dec-SL code (update.py): Adam 1e-3, weight decay 1e-6, as its SSL clients
+    weight_decay: float = 1e-6
     momentum: float = 0.9
     batch_size: int = 256
-    lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"  # §7.6: same schedule as fedavg_simclr
+    # §7.6: same schedule as fedavg_simclr
+    lr_schedule: Literal["step_rounds", "constant"] = "step_rounds"
     lr_milestones: tuple[float, ...] = (0.3, 0.6, 0.9)
     lr_gamma: float = 0.3
     weighting: Literal["uniform", "num_examples"] = "num_examples"
-    sl_augment: Literal["simclr", "crop_flip"] = "simclr"  # §7.7: the code trains with the SimCLR augmentation
+    # §7.7: the code trains with the SimCLR augmentation
+    sl_augment: Literal["simclr", "crop_flip"] = "simclr"
     nan_policy: Literal["raise", "skip"] = "raise"
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
 @METHODS.register("dec_sl", aliases=("fedavg_supervised", "fedavg_sup"))
-class DecSL(MethodBase):
-    """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone under a probe."""
+class DecSL(FedAvgServer, MethodBase):
+    """Dec-SL (Dec-SSL §2.1): supervised FedAvg on the same client data; Dec-SLRep = its backbone
+    under a probe."""
 
     name: ClassVar[str] = "dec_sl"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = DecSLConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
+    fedavg_merge: ClassVar[bool] = False  # supervised FedAvg: the average is the whole model
 
     def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
@@ -247,21 +206,30 @@ class DecSL(MethodBase):
             return F.cross_entropy(net(x), labels[batch_idx])
 
         # the shared loop batches row indices, so each batch's labels are looked up by the same rows
-        stats = run_local_epochs(IndexView(len(view), view.mean, view.std), step, opt, ctx,
-                                 batch_size=cfg.batch_size, epochs=ctx.local_epochs, nan_policy=cfg.nan_policy)
-        return (Payload(tensors_of(net), num_examples=data.num_examples, metrics={**stats.as_dict(), "lr": lr}),
-                ClientState(last_round=ctx.round))
+        stats = run_local_epochs(
+            IndexView(len(view), view.mean, view.std),
+            step,
+            opt,
+            ctx,
+            batch_size=cfg.batch_size,
+            epochs=ctx.local_epochs,
+            nan_policy=cfg.nan_policy,
+        )
+        return (
+            Payload(
+                tensors_of(net),
+                num_examples=data.num_examples,
+                metrics={**stats.as_dict(), "lr": lr},
+            ),
+            ClientState(last_round=ctx.round),
+        )
 
-    def server_aggregate(self, server, ups, ctx, public):
-        if not ups:
-            return server
-        return ServerState(model=average_uploads(ups, self.cfg.weighting), extra=server.extra)
+    def fedavg_weighting(self) -> str:
+        return self.cfg.weighting
 
-    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold:
-        """Supervised FedAvg as the uploads come (the engine need not hold them)."""
-        return FedAvgFold(server, sizes, self.cfg.weighting, merge=False)
-
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         num_classes = int(server.model["classifier.weight"].shape[0])
         net = self.build(num_classes)
         load_tensors(net, server.model)
@@ -276,12 +244,14 @@ class NoPretrainConfig:
 
 @METHODS.register("no_pretrain", aliases=("random_init",))
 class NoPretrain(MethodBase):
-    """No pre-training: the backbone's seeded random initialisation (Dec-SSL Tables 2 and 4, "no pretrain")."""
+    """No pre-training: the backbone's seeded random initialisation (Dec-SSL Tables 2 and 4, "no
+    pretrain")."""
 
     name: ClassVar[str] = "no_pretrain"
     version: ClassVar[str] = "1"
     pretrains: ClassVar[bool] = False  # trains nothing: plan counts no pre-training
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = NoPretrainConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ()
@@ -307,7 +277,9 @@ class NoPretrain(MethodBase):
     def server_aggregate(self, server, ups, ctx, public: UnlabeledView | None):
         return server
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         encoder, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         load_tensors(encoder, select(server.model, "encoder.", strip=True))
         encoder.eval()

@@ -1,16 +1,16 @@
-"""FedEMA (Zhuang et al., "Divergence-aware Federated Self-Supervised Learning", ICLR 2022, arXiv 2204.04385;
-official code EasyFL ``applications/fedssl``). Spec: docs/methods/fedema.md.
+"""FedEMA (Zhuang et al., "Divergence-aware Federated Self-Supervised Learning", ICLR 2022, arXiv
+2204.04385; official code EasyFL ``applications/fedssl``). Spec: docs/methods/fedema.md.
 
-Same BYOL networks, local training, payloads and aggregation as FedU (both compose methods/_shared/fedbyol.py);
-only the merge of the received global model differs: the client's online encoder and predictor become an EMA of
-its previous local networks and the new global ones, θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k · d, μ_max),
-d = D(θ_g, θ_k) over the backbone's non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
+Same BYOL networks, local training, payloads and aggregation as FedU (both compose
+methods/_shared/fedbyol.py); only the merge of the received global model differs: the client's
+online encoder and predictor become an EMA of its previous local networks and the new global ones,
+θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k · d, μ_max), d = D(θ_g, θ_k) over the backbone's
+non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -18,69 +18,57 @@ import torch
 
 from benchmark.api import (
     METHODS,
-    PRECISIONS,
-    ClientData,
     ClientState,
-    ComponentSpec,
-    Encoder,
-    InputSpec,
-    MethodBase,
     Payload,
-    Requirement,
     RoundContext,
-    ServerState,
-    Stream,
-    UnlabeledView,
-    scoped_torch_seed,
+    select,
 )
-from methods._shared.aggregate import FedAvgFold, average_uploads
-from methods._shared.byol import BYOLNet
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
-    BYOL_SMOKE,
     ONLINE,
     PREDICTOR,
     TARGET,
     BYOLConfig,
+    FederatedBYOL,
     MergeResult,
-    byol_net,
-    divergence_names,
     first_merge,
     local_divergence,
-    local_update,
-    online_backbone,
     param_names,
-    shared,
 )
-from methods._shared.modules import select, tensors_of
-from methods._shared.nets import WorkingNets
 
 
 @dataclass(frozen=True, kw_only=True)
 class FedEMAConfig(BYOLConfig):
-    """docs/methods/fedema.md §3; BYOL and optimisation fields are FedU's (docs/methods/fedu.md §3)."""
+    """docs/methods/fedema.md §3; BYOL and optimisation fields are FedU's (docs/methods/fedu.md
+    §3)."""
 
-    # docs/methods/fedema.md §6 item 2 (amended): the authors' EasyFL code's drift of the client's own last local training
+    # docs/methods/fedema.md §6 item 2 (amended): the authors' EasyFL code's drift of the client's
+    # own last local training
     divergence_ref: Literal["global", "local_drift"] = "local_drift"
     autoscaler: bool = True  # --auto_scaler y
-    autoscaler_tau: float = 0.7  # τ, the expected μ at the first merge (README --auto_scaler_target 0.7)
+    # τ, the expected μ at the first merge (README --auto_scaler_target 0.7)
+    autoscaler_tau: float = 0.7
     scaler: float = 1.0  # constant λ when autoscaler=False (README --weight_scaler 1)
-    # clip of μ: None = 1.0 under local_drift (client.py: min(1, weight_scaler * distance)) and 0.7 under global
-    # (FedU2's clip: with the printed formula a client at μ = 1 never takes the global model again; §6 items 2, 7)
+    # clip of μ: None = 1.0 under local_drift (client.py: min(1, weight_scaler * distance)) and 0.7
+    # under global (FedU2's clip: with the printed formula a client at μ = 1 never takes the global
+    # model again; §6 items 2, 7)
     mu_max: float | None = None
-    predictor_update: Literal["ema", "global", "dapu"] = "ema"  # §6.5; "dapu" uses FedU's dapu_threshold
+    # §6.5; "dapu" uses FedU's dapu_threshold
+    predictor_update: Literal["ema", "global", "dapu"] = "ema"
     stale_policy: Literal["ema", "reset"] = "ema"  # §6.7 (dynamic_ema_online vs selective_ema)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.mu_max is None:  # resolved here, so the cell id and the record hold the clip that ran
+        # resolved here, so the cell id and the record hold the clip that ran
+        if self.mu_max is None:
             object.__setattr__(self, "mu_max", 1.0 if self.divergence_ref == "local_drift" else 0.7)
         if self.autoscaler_tau <= 0 or self.scaler <= 0 or not 0.0 <= self.mu_max <= 1.0:
             raise ValueError("autoscaler_tau and scaler must be > 0 and mu_max in [0, 1]")
 
 
 def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float]:
-    """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), docs/methods/fedema.md §2.4 steps 4–5 and §6.11."""
+    """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), docs/methods/fedema.md §2.4
+    steps 4–5 and §6.11."""
     # DEVIATION: at d = 0 with no scaler yet, μ = 0 (the global model, the spec's resolution);
     # EasyFL's min(1, weight_scaler * d) with an infinite scaler gives min(1, nan) = 1 there (the
     # local model kept)
@@ -90,46 +78,20 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
 
 
 @METHODS.register("fedema")
-class FedEMA(MethodBase):
-    """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge (docs/methods/fedema.md §2.4)."""
+class FedEMA(FederatedBYOL):
+    """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge
+    (docs/methods/fedema.md §2.4); every other hook is the family's (docs/methods/fedema.md §2.2,
+    §2.5, §2.6)."""
 
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
     Config: ClassVar[type] = FedEMAConfig
-    requires: ClassVar[frozenset[Requirement]] = frozenset()
-    payload_up: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")
-    payload_down: ClassVar[tuple[str, ...]] = ("online.backbone.*", "online.projector.*", "predictor.*")
-    smoke_settings: ClassVar[dict] = BYOL_SMOKE
     cfg: FedEMAConfig
 
-    def __init__(self, cfg: FedEMAConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
-        super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)
-
-    # ---- model plumbing -------------------------------------------------------------------------------------
-    def build(self) -> BYOLNet:
-        return byol_net(self.backbone, self.cfg)
-
-    def divergence_names(self) -> list[str]:
-        """D's tensor set, as FedU's (docs/methods/fedema.md §2.4 step 3, docs/methods/fedu.md §2.4)."""
-        return divergence_names(self.nets.structure())
-
-    # ---- hooks: FedU's (docs/methods/fedema.md §2.2, §2.5, §2.6), but for the merge ----------------------------------------
-    def init_server(self, ctx: RoundContext) -> ServerState:
-        with scoped_torch_seed(ctx.seed, Stream.INIT):
-            net = self.build()
-        return ServerState(model=shared(tensors_of(net)))
-
-    def init_client(self, client_id: int, server: ServerState) -> ClientState:
-        return ClientState()
-
-    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
-        return Payload(shared(server.model))
-
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:
-        """docs/methods/fedema.md §2.4 steps 1–6: first participation (or a stale client under ``reset``) copies the global
-        model; later ones take θ_k ← μ θ_k + (1 − μ) θ_g with μ = min(λ_k d, μ_max)."""
+        """docs/methods/fedema.md §2.4 steps 1–6: first participation (or a stale client under
+        ``reset``) copies the global model; later ones take θ_k ← μ θ_k + (1 − μ) θ_g with μ =
+        min(λ_k d, μ_max)."""
         cfg = self.cfg
         glob = {k: v.clone() for k, v in down.tensors.items()}
         scaler_t = state.tensors.get("scaler")
@@ -154,30 +116,13 @@ class FedEMA(MethodBase):
         elif cfg.predictor_update == "global":
             pred = select(glob, PREDICTOR)
         else:  # "dapu": FedU's rule (docs/methods/fedu.md §2.4 step 2)
-            pred = {k: v.clone() for k, v in select(glob if d < cfg.dapu_threshold else local, PREDICTOR).items()}
+            pred = {
+                k: v.clone()
+                for k, v in select(glob if d < cfg.dapu_threshold else local, PREDICTOR).items()
+            }
         start = {**online, **pred, **select(local, TARGET)}  # target: unchanged by the server
         extra = {"scaler": torch.tensor(scaler, dtype=torch.float64)}
         metrics = {"divergence": d, "mu": mu}
         if not math.isnan(scaler):
             metrics["scaler"] = scaler
         return MergeResult(start, extra, metrics, False)
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        merged = self.merge(down, state, ctx)
-        return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
-
-    def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
-    ) -> ServerState:
-        if not ups:
-            return server
-        return ServerState(model={**server.model, **average_uploads(ups, self.cfg.weighting)}, extra=server.extra)
-
-    def upload_fold(self, server: ServerState, sizes: Mapping[int, int], ctx: RoundContext) -> FedAvgFold:
-        """The same average as the uploads come (the engine need not hold them)."""
-        return FedAvgFold(server, sizes, self.cfg.weighting)
-
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
-        return self.export(*online_backbone(self.backbone, server.model))

@@ -1,20 +1,23 @@
-"""FedMAE (Yang, Chen, Liu, Yuan, Bao, Cui; arXiv 2303.11339): one-block masked auto-encoders on the clients,
-cascaded into a multi-block ViT on the server. Spec: docs/methods/fedmae.md.
+"""FedMAE (Yang, Chen, Liu, Yuan, Bao, Cui; arXiv 2303.11339): one-block masked auto-encoders on the
+clients, cascaded into a multi-block ViT on the server. Spec: docs/methods/fedmae.md.
 
-- Client (§2.1, §2.4): a one-block MAE (one encoder block that sees the 25 % visible patches, one decoder block that
-  reconstructs the masked 75 % in pixel space), trained for E local epochs with AdamW on MAE's pre-training
-  augmentation; a fresh mask per step, drawn from the round's client stream (``ctx.generator``).
-- Server (§2.2, §2.5): ``aggregate="none"`` (the paper's stated design, §1/§3.3/§7: no averaging, each client keeps
-  its own model) or ``"mean"`` (§5.7: data-share FedAvg of the client models every round). Both keep a block pool of
-  the latest upload of each client.
-- Export (§2.6): the first N_p pool entries' encoder blocks, in pool order (round desc, client asc), stacked into an
-  N-block ViT; trailing blocks seeded fresh; patch embedding and cls token from s_1, final norm and decoder from
-  s_{N_p} (``first_last``) or their means. The encoder's pooled feature feeds the kNN / linear tasks; the cascaded
-  auto-encoder (with its decoder) is exported as ``Encoder.extras["mae"]`` for the ``reconstruction`` task.
+- Client (§2.1, §2.4): a one-block MAE (one encoder block that sees the 25 % visible patches, one
+  decoder block that reconstructs the masked 75 % in pixel space), trained for E local epochs with
+  AdamW on MAE's pre-training augmentation; a fresh mask per step, drawn from the round's client
+  stream (``ctx.generator``).
+- Server (§2.2, §2.5): ``aggregate="none"`` (the paper's stated design, §1/§3.3/§7: no averaging,
+  each client keeps its own model) or ``"mean"`` (§5.7: data-share FedAvg of the client models every
+  round). Both keep a block pool of the latest upload of each client.
+- Export (§2.6): the first N_p pool entries' encoder blocks, in pool order (round desc, client asc),
+  stacked into an N-block ViT; trailing blocks seeded fresh; patch embedding and cls token from s_1,
+  final norm and decoder from s_{N_p} (``first_last``) or their means. The encoder's pooled feature
+  feeds the kNN / linear tasks; the cascaded auto-encoder (with its decoder) is exported as
+  ``Encoder.extras["mae"]`` for the ``reconstruction`` task.
 
-The backbone names the ViT size (``vit_micro``, ``vit_tiny_p4``, ``vit_base_p4`` = ``mae_one_block``,
-``vit_base_p16``); its ``depth`` is the cascade depth N unless ``cascade_depth`` overrides it, so ``no_pretrain``
-with the same backbone is a random ViT of exactly the exported shape.
+The backbone names the ViT size (``vit_micro``, ``vit_tiny_p4``, ``vit_base_p4`` =
+``mae_one_block``, ``vit_base_p16``); its ``depth`` is the cascade depth N unless ``cascade_depth``
+overrides it, so ``no_pretrain`` with the same backbone is a random ViT of exactly the exported
+shape.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ import torch
 from torch import nn
 
 from benchmark.api import (
-    PRECISIONS,
     BACKBONES,
     METHODS,
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
@@ -44,42 +47,50 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    aggregation_weights,
     augment,
     from_mapping,
+    load_tensors,
+    run_local_epochs,
     scoped_torch_seed,
+    select,
+    tensors_of,
+    weighted_average,
 )
-from methods._shared.aggregate import aggregation_weights, weighted_average
 from methods._shared.cascade import cascade_tensors, pool_entries, pool_insert, pool_to_extra
-from methods._shared.local_train import run_local_epochs
 from methods._shared.mae import keep_count, mae_loss, random_patch_permutation
-from methods._shared.modules import load_tensors, select, tensors_of
 from methods._shared.nets import WorkingNets
 
 PREFIX = "mae."
 
 
-MAE_AUGMENT = AugmentConfig(crop_scale=(0.2, 1.0), interpolation="bicubic", flip_p=0.5, jitter_p=0.0, gray_p=0.0,
-                            blur_p=0.0)
+MAE_AUGMENT = AugmentConfig(
+    crop_scale=(0.2, 1.0), interpolation="bicubic", flip_p=0.5, jitter_p=0.0, gray_p=0.0, blur_p=0.0
+)
 
 
 @dataclass(frozen=True, kw_only=True)
 class FedMAEConfig:
-    """FedMAE hyperparameters (docs/methods/fedmae.md §3; project defaults = the closest code, FedMAR-DecMAR, where unstated)."""
+    """FedMAE hyperparameters (docs/methods/fedmae.md §3; project defaults = the closest code,
+    FedMAR-DecMAR, where unstated)."""
 
     mask_ratio: float = 0.75  # ρ, Fig. 1 / §3.3
     norm_pix_loss: bool = False  # §2.1 step 5; FedMAR-DecMAR default False (§6.7)
-    # The paper contradicts itself (§3.3 no averaging; §5.7 averaging each round): both offered, "none" default (§6.1).
+    # The paper contradicts itself (§3.3 no averaging; §5.7 averaging each round): both offered,
+    # "none" default (§6.1).
     aggregate: Literal["none", "mean"] = "none"
     weighting: Literal["uniform", "num_examples"] = "num_examples"  # `mean` mode weights n_k (§6.9)
     batch_size: int = 128  # B, closest code; drop_last=True
     blr: float = 1.5e-4  # base lr; lr = blr · B / 256, constant, no warmup (closest code)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW β, closest code
     weight_decay: float = 0.05  # on tensors with ≥ 2 dims except biases (timm add_weight_decay)
-    # MAE pre-training views (§2.4): RandomResizedCrop(scale (0.2, 1), bicubic) + horizontal flip, nothing else; a
-    # grid's `augment: {flip_p: 0}` (digits) now reaches FedMAE as every other method
+    # MAE pre-training views (§2.4): RandomResizedCrop(scale (0.2, 1), bicubic) + horizontal flip,
+    # nothing else; a grid's `augment: {flip_p: 0}` (digits) now reaches FedMAE as every other
+    # method
     augment: AugmentConfig = field(default_factory=lambda: MAE_AUGMENT)
     pool_size: int = 10  # block pool entries (deepest cascade of Table 7)
-    cascade_depth: int | None = None  # N (§5.5); None = the backbone's depth (5 for the ViT presets)
+    # N (§5.5); None = the backbone's depth (5 for the ViT presets)
+    cascade_depth: int | None = None
     cascade_pretrained: int | None = None  # N_p ≤ N leading pre-trained blocks (Table 8); None = N
     cascade_source: Literal["latest_uploads", "global_copies"] = "latest_uploads"  # §6.3
     cascade_shared: Literal["first_last", "mean"] = "first_last"  # §6.4
@@ -93,14 +104,17 @@ class FedMAEConfig:
         if self.batch_size < 1 or self.blr <= 0 or self.pool_size < 1:
             raise ValueError("batch_size, blr and pool_size must be positive")
         if self.cascade_source == "global_copies" and self.aggregate != "mean":
-            raise ValueError("cascade_source='global_copies' needs aggregate='mean' (θ_g exists only then)")
+            raise ValueError(
+                "cascade_source='global_copies' needs aggregate='mean' (θ_g exists only then)"
+            )
         if self.cascade_depth is not None and self.cascade_depth < 1:
             raise ValueError("cascade_depth must be >= 1")
         if self.cascade_pretrained is not None and self.cascade_pretrained < 0:
             raise ValueError("cascade_pretrained must be >= 0")
         if self.server_pretrain_images != 0:
-            # DEVIATION: §5.5 (Table 3) trains the cascade on 1k–10k unlabeled server images for 100 epochs; not
-            # implemented yet, so a cell asking for it is rejected instead of silently running without it.
+            # DEVIATION: §5.5 (Table 3) trains the cascade on 1k–10k unlabeled server images for 100
+            # epochs; not implemented yet, so a cell asking for it is rejected instead of silently
+            # running without it.
             raise ValueError("server_pretrain_images > 0 (FedMAE §5.5) is not implemented")
 
     @property
@@ -115,61 +129,84 @@ def param_groups(net: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
         if not p.requires_grad:
             continue
         (no_decay if p.ndim <= 1 or name.endswith(".bias") else decay).append(p)
-    return [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}]
+    return [
+        {"params": no_decay, "weight_decay": 0.0},
+        {"params": decay, "weight_decay": weight_decay},
+    ]
 
 
 @METHODS.register("fedmae", aliases=("fed_mae",))
 class FedMAE(MethodBase):
-    """FedMAE (arXiv 2303.11339; §3.1 one-block MAE, §3.3 asynchronous training, §5.5 cascade, §5.7 averaging)."""
+    """FedMAE (arXiv 2303.11339; §3.1 one-block MAE, §3.3 asynchronous training, §5.5 cascade, §5.7
+    averaging)."""
 
     name: ClassVar[str] = "fedmae"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = FedMAEConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     payload_up: ClassVar[tuple[str, ...]] = ("mae.*",)
     payload_down: ClassVar[tuple[str, ...]] = ("mae.*",)
-    # check-method's frozen-kNN check does not apply: the paper evaluates FedMAE only after full fine-tuning
-    # (§5.1), and a frozen cascade of blocks each trained alone is not claimed to beat a random ViT under kNN.
+    # check-method's frozen-kNN check does not apply: the paper evaluates FedMAE only after full
+    # fine-tuning (§5.1), and a frozen cascade of blocks each trained alone is not claimed to beat a
+    # random ViT under kNN.
     frozen_knn_exempt: ClassVar[str] = "evaluated after fine-tuning in the paper (§5.1), not frozen"
-    smoke_settings: ClassVar[dict] = {"backbone": {"name": "vit_micro"}, "method": {"batch_size": 64}}
-    # read only by encoder() (the server-side cascade, §2.6): cells that differ only in them, e.g. the depth and
-    # pre-trained-block ablations of Tables 7-8, share one pre-training (benchmark.grid.pretrain_key_for)
-    export_params: ClassVar[tuple[str, ...]] = ("cascade_depth", "cascade_pretrained", "cascade_source",
-                                                "cascade_shared", "cascade_init")
+    smoke_settings: ClassVar[dict] = {
+        "backbone": {"name": "vit_micro"},
+        "method": {"batch_size": 64},
+    }
+    # read only by encoder() (the server-side cascade, §2.6): cells that differ only in them, e.g.
+    # the depth and pre-trained-block ablations of Tables 7-8, share one pre-training
+    # (benchmark.contracts.cell.pretrain_key_for)
+    export_params: ClassVar[tuple[str, ...]] = (
+        "cascade_depth",
+        "cascade_pretrained",
+        "cascade_source",
+        "cascade_shared",
+        "cascade_init",
+    )
 
     def __init__(self, cfg: FedMAEConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
         spec_cls = BACKBONES.get(backbone.name)
         if not hasattr(spec_cls, "build_mae"):
-            raise ValueError(f"FedMAE needs a ViT backbone (vit_micro, vit_tiny_p4, vit_base_p4, vit_base_p16), "
-                             f"got {backbone.name!r}")
+            raise ValueError(
+                f"FedMAE needs a ViT backbone (vit_micro, vit_tiny_p4, vit_base_p4, vit_base_p16), "
+                f"got {backbone.name!r}"
+            )
         self.spec = from_mapping(spec_cls, dict(backbone.params))
         self.depth = cfg.cascade_depth or self.spec.depth
         self.pretrained = self.depth if cfg.cascade_pretrained is None else cfg.cascade_pretrained
         if self.pretrained > self.depth:
-            raise ValueError(f"cascade_pretrained {self.pretrained} exceeds the cascade depth {self.depth}")
+            raise ValueError(
+                f"cascade_pretrained {self.pretrained} exceeds the cascade depth {self.depth}"
+            )
         if cfg.cascade_source == "latest_uploads" and self.pretrained > cfg.pool_size:
-            raise ValueError(f"cascade_pretrained {self.pretrained} exceeds pool_size {cfg.pool_size}")
+            raise ValueError(
+                f"cascade_pretrained {self.pretrained} exceeds pool_size {cfg.pool_size}"
+            )
         self.nets = WorkingNets(self.build)  # the client's one-block MAE
 
-    # ---- model plumbing -------------------------------------------------------------------------------------
+    # ---- model plumbing --------------------------------------------------------------------------
     def build(self, depth: int = 1) -> nn.Module:
-        """The masked auto-encoder at the backbone's size (``depth=1``: the client's one-block MAE)."""
+        """The masked auto-encoder at the backbone's size (``depth=1``: the client's one-block
+        MAE)."""
         return self.spec.build_mae(depth, norm_pix_loss=self.cfg.norm_pix_loss)
 
     def initial_tensors(self, seed: int) -> dict[str, torch.Tensor]:
-        """θ_0: the seeded initialisation, identical on the server and every client (§2.3, `none` down-link)."""
+        """θ_0: the seeded initialisation, identical on the server and every client (§2.3, `none`
+        down-link)."""
         with scoped_torch_seed(seed, Stream.INIT):
             return tensors_of(self.build(), PREFIX)
 
-    # ---- hooks ------------------------------------------------------------------------------------------------
+    # ---- hooks -----------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         return ServerState(model=self.initial_tensors(ctx.seed))
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
-        # `none`: θ_0 is rebuilt from the shared seed at the first participation (§2.3), so never-sampled clients
-        # hold nothing; `mean`: clients keep no tensors at all.
+        # `none`: θ_0 is rebuilt from the shared seed at the first participation (§2.3), so
+        # never-sampled clients hold nothing; `mean`: clients keep no tensors at all.
         return ClientState()
 
     def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
@@ -177,8 +214,11 @@ class FedMAE(MethodBase):
             return Payload(dict(server.model))
         return Payload({})
 
-    def start_tensors(self, down: Payload, state: ClientState, ctx: RoundContext) -> Mapping[str, torch.Tensor]:
-        """§2.4 step 1: `mean` → θ_g; `none` → the client's persisted model, or θ_0 at its first participation."""
+    def start_tensors(
+        self, down: Payload, state: ClientState, ctx: RoundContext
+    ) -> Mapping[str, torch.Tensor]:
+        """§2.4 step 1: `mean` → θ_g; `none` → the client's persisted model, or θ_0 at its first
+        participation."""
         if self.cfg.aggregate == "mean":
             return down.tensors
         own = select(state.tensors, PREFIX)
@@ -191,7 +231,8 @@ class FedMAE(MethodBase):
         net = self.nets.get(ctx.device)
         load_tensors(net, self.start_tensors(down, state, ctx), PREFIX)
         net.train()
-        # A new AdamW at every local training call (FedMAR-DecMAR); optimizer state is not persisted (§2.2).
+        # A new AdamW at every local training call (FedMAR-DecMAR); optimizer state is not persisted
+        # (§2.2).
         opt = torch.optim.AdamW(param_groups(net, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
         aug = cfg.augment
         view = data.train
@@ -199,20 +240,36 @@ class FedMAE(MethodBase):
         len_keep = keep_count(num_patches, cfg.mask_ratio)
 
         def step(batch: torch.Tensor) -> torch.Tensor:
-            x = augment(batch, aug, ctx.generator, size=self.spec.img_size, mean=view.mean, std=view.std)
+            x = augment(
+                batch, aug, ctx.generator, size=self.spec.img_size, mean=view.mean, std=view.std
+            )
             ids = random_patch_permutation(x.shape[0], num_patches, ctx.generator, x.device)
             pred, mask = net.forward_masked(x, ids, len_keep)
             return mae_loss(pred, net.patchify(x), mask, norm_pix_loss=cfg.norm_pix_loss)
 
-        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs,
-                                 drop_last=True, nan_policy=cfg.nan_policy)
+        stats = run_local_epochs(
+            view,
+            step,
+            opt,
+            ctx,
+            batch_size=cfg.batch_size,
+            epochs=ctx.local_epochs,
+            drop_last=True,
+            nan_policy=cfg.nan_policy,
+        )
         theta = tensors_of(net, PREFIX)
         keep = {k: v.clone() for k, v in theta.items()} if cfg.aggregate == "none" else {}
-        return (Payload(theta, num_examples=data.num_examples, metrics=stats.as_dict()),
-                ClientState(tensors=keep, last_round=ctx.round))
+        return (
+            Payload(theta, num_examples=data.num_examples, metrics=stats.as_dict()),
+            ClientState(tensors=keep, last_round=ctx.round),
+        )
 
     def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+        self,
+        server: ServerState,
+        ups: Mapping[int, Payload],
+        ctx: RoundContext,
+        public: UnlabeledView | None,
     ) -> ServerState:
         if not ups:
             return server
@@ -221,30 +278,43 @@ class FedMAE(MethodBase):
             payloads = [ups[k] for k in sorted(ups)]
             weights = aggregation_weights([p.num_examples for p in payloads], self.cfg.weighting)
             model = weighted_average([p.tensors for p in payloads], weights)
-        pool = pool_insert(pool_entries(server.extra), {k: ups[k].tensors for k in sorted(ups)}, ctx.round,
-                           self.cfg.pool_size)
+        pool = pool_insert(
+            pool_entries(server.extra),
+            {k: ups[k].tensors for k in sorted(ups)},
+            ctx.round,
+            self.cfg.pool_size,
+        )
         extra = {k: v for k, v in server.extra.items() if not k.startswith("pool.")}
         return ServerState(model=model, extra={**extra, **pool_to_extra(pool)})
 
-    # ---- export -------------------------------------------------------------------------------------------------
+    # ---- export ----------------------------------------------------------------------------------
     def cascade_sources(self, server: ServerState) -> list[Mapping[str, torch.Tensor]]:
         if self.cfg.cascade_source == "global_copies":
             return [server.model] * self.pretrained
         entries = pool_entries(server.extra)[: self.pretrained]
         if len(entries) < self.pretrained:
-            warnings.warn(f"FedMAE: the block pool holds {len(entries)} entries, the cascade wants "
-                          f"{self.pretrained}; the missing blocks are freshly initialised (docs/methods/fedmae.md §2.6)",
-                          stacklevel=2)
+            warnings.warn(
+                f"FedMAE: the block pool holds {len(entries)} entries, the cascade wants "
+                f"{self.pretrained}; the missing blocks are freshly initialised (docs/methods/fedmae.md §2.6)",
+                stacklevel=2,
+            )
         return [e.tensors for e in entries]
 
     def cascaded_tensors(self, server: ServerState) -> dict[str, torch.Tensor]:
         """The N-block MAE's tensors (§2.6 steps 1–4), named ``mae.*``."""
         with scoped_torch_seed(self.cfg.cascade_init, Stream.INIT, 1):
             fresh = tensors_of(self.build(self.depth), PREFIX)
-        return cascade_tensors(self.cascade_sources(server), fresh, self.depth, shared=self.cfg.cascade_shared,
-                               prefix=PREFIX)
+        return cascade_tensors(
+            self.cascade_sources(server),
+            fresh,
+            self.depth,
+            shared=self.cfg.cascade_shared,
+            prefix=PREFIX,
+        )
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         tensors = self.cascaded_tensors(server)
         with scoped_torch_seed(0, Stream.INIT, 0):  # structure only; every tensor is overwritten
             mae = self.build(self.depth)

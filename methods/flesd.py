@@ -1,14 +1,16 @@
-"""FLESD (Shi, Zhang, Shen, Tang, Li, Guo, Zhuang; arXiv 2109.14611): ensemble similarity distillation.
+"""FLESD (Shi, Zhang, Shen, Tang, Li, Guo, Zhuang; arXiv 2109.14611): ensemble similarity
+distillation.
 
-Spec: docs/methods/flesd.md. Implemented: local SimCLR (one-directional cross-view InfoNCE, Adam) from the global
-model (§2.6), inference on the public set D_pub with the uploaded N × 128 embeddings (default) or the paper's N × N
-similarity matrix, dense or top-n% sparsified (§2.4, §2.7), the server's ensemble of sharpened similarities
-(Eq. 5-6) and the similarity distillation with a momentum encoder and an anchor queue (Eq. 7-10, §2.8), with the
-distilled student broadcast back (§2.5). Needs a public split: ``requires = {PUBLIC_DATA}``; the engine hands the
-public view to clients (``ctx.public``) and to the server.
+Spec: docs/methods/flesd.md. Implemented: local SimCLR (one-directional cross-view InfoNCE, Adam)
+from the global model (§2.6), inference on the public set D_pub with the uploaded N × 128 embeddings
+(default) or the paper's N × N similarity matrix, dense or top-n% sparsified (§2.4, §2.7), the
+server's ensemble of sharpened similarities (Eq. 5-6) and the similarity distillation with a
+momentum encoder and an anchor queue (Eq. 7-10, §2.8), with the distilled student broadcast back
+(§2.5). Needs a public split: ``requires = {PUBLIC_DATA}``; the engine hands the public view to
+clients (``ctx.public``) and to the server.
 
-Config keys beyond the spec's names: ``head_hidden`` (None = the backbone's feature dimension, the spec's d),
-``augment`` (the training views of §2.9, used locally and in ESD).
+Config keys beyond the spec's names: ``head_hidden`` (None = the backbone's feature dimension, the
+spec's d), ``augment`` (the training views of §2.9, used locally and in ESD).
 """
 
 from __future__ import annotations
@@ -41,8 +43,12 @@ from benchmark.api import (
     Stream,
     UnlabeledView,
     build_backbone,
+    load_tensors,
+    mlp_head,
     normalize,
+    run_local_epochs,
     scoped_torch_seed,
+    tensors_of,
     two_views,
 )
 from methods._shared.contrastive import contrastive_step
@@ -57,21 +63,26 @@ from methods._shared.distill import (
     topk_payload,
     topk_sparsify,
 )
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 
-# §2.9 CIFAR training views: RRC(scale (0.2, 1)), ColorJitter(0.8, 0.8, 0.8, 0.2) p 0.8, grayscale 0.2, flip, no blur.
-AUGMENT_FLESD = AugmentConfig(crop_scale=(0.2, 1.0), jitter=(0.8, 0.8, 0.8, 0.2), jitter_p=0.8, gray_p=0.2,
-                              flip_p=0.5, blur_p=0.0)
+# §2.9 CIFAR training views: RRC(scale (0.2, 1)), ColorJitter(0.8, 0.8, 0.8, 0.2) p 0.8, grayscale
+# 0.2, flip, no blur.
+AUGMENT_FLESD = AugmentConfig(
+    crop_scale=(0.2, 1.0),
+    jitter=(0.8, 0.8, 0.8, 0.2),
+    jitter_p=0.8,
+    gray_p=0.2,
+    flip_p=0.5,
+    blur_p=0.0,
+)
 IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 @dataclass(frozen=True, kw_only=True)
 class FLESDConfig:
-    """Hyperparameters of docs/methods/flesd.md §3 (project defaults = the official CIFAR scripts)."""
+    """Hyperparameters of docs/methods/flesd.md §3 (project defaults = the official CIFAR
+    scripts)."""
 
     local_loss: Literal["crossview_1dir", "ntxent_2b"] = "crossview_1dir"  # §6 item 1 [C]
     local_tau: float = 0.4  # τ, local InfoNCE (CIFAR, §2 of the paper)
@@ -90,9 +101,10 @@ class FLESDConfig:
     queue_size: int = 2048  # m, anchors [P]
     topk_percent: float = 100.0  # top-n% of each similarity row kept (§4.3 ablation) [P]
     skip_fill: Literal["every_epoch", "first_epoch"] = "every_epoch"  # §6 item 10 [C]
-    # DEVIATION: the paper uploads the N × N similarity matrix M_k; the official code (and our default) uploads the
-    # N × 128 embeddings and the server forms M_k (docs/design.md §4.12, docs/methods/flesd.md §6 item 4). Training is identical; bytes
-    # are counted for what is actually sent. "similarity" reproduces the paper's protocol and byte counts.
+    # DEVIATION: the paper uploads the N × N similarity matrix M_k; the official code (and our
+    # default) uploads the N × 128 embeddings and the server forms M_k (docs/design.md §4.12,
+    # docs/methods/flesd.md §6 item 4). Training is identical; bytes are counted for what is
+    # actually sent. "similarity" reproduces the paper's protocol and byte counts.
     upload: Literal["embeddings", "similarity"] = "embeddings"
     infer_normalization: Literal["train", "imagenet"] = "train"  # §6 item 5
     infer_batch_size: int = 128  # [C]
@@ -101,8 +113,10 @@ class FLESDConfig:
 
     def __post_init__(self) -> None:
         if self.queue_size % self.distill_batch_size != 0:
-            raise ValueError(f"queue_size m={self.queue_size} must be a multiple of "
-                             f"distill_batch_size B'={self.distill_batch_size}")
+            raise ValueError(
+                f"queue_size m={self.queue_size} must be a multiple of "
+                f"distill_batch_size B'={self.distill_batch_size}"
+            )
         if not 0 < self.topk_percent <= 100:
             raise ValueError("topk_percent must be in (0, 100]")
         if min(self.local_tau, self.tau_teacher, self.tau_student) <= 0:
@@ -115,14 +129,17 @@ class FLESDConfig:
 
 @dataclass
 class AnchorQueue:
-    """m anchors (rows, unit norm) with the D_pub index each one came from; FIFO pointer (docs/methods/flesd.md §2.8 step 2-3)."""
+    """m anchors (rows, unit norm) with the D_pub index each one came from; FIFO pointer
+    (docs/methods/flesd.md §2.8 step 2-3)."""
 
     keys: torch.Tensor  # m × h
     index: torch.Tensor  # m, long
     ptr: int = 0
 
     @classmethod
-    def random(cls, size: int, dim: int, generator: torch.Generator, device: torch.device) -> AnchorQueue:
+    def random(
+        cls, size: int, dim: int, generator: torch.Generator, device: torch.device
+    ) -> AnchorQueue:
         keys = F.normalize(torch.randn(size, dim, generator=generator), dim=1).to(device)
         return cls(keys=keys, index=torch.zeros(size, dtype=torch.long, device=device))
 
@@ -131,15 +148,26 @@ class AnchorQueue:
         m = self.keys.shape[0]
         if m % b != 0:
             raise ValueError(f"queue size {m} is not a multiple of the batch size {b}")
-        self.keys[self.ptr:self.ptr + b] = keys.detach().float()
-        self.index[self.ptr:self.ptr + b] = index.to(self.index.device).long()
+        self.keys[self.ptr : self.ptr + b] = keys.detach().float()
+        self.index[self.ptr : self.ptr + b] = index.to(self.index.device).long()
         self.ptr = (self.ptr + b) % m
 
 
-def esd_batch(student: nn.Module, momentum: nn.Module, queue: AnchorQueue, v1: torch.Tensor, v2: torch.Tensor,
-              rows: torch.Tensor, ebar: torch.Tensor, *, tau_student: float, zeta: float,
-              compute_loss: bool = True) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """One ESD batch (§2.8 step 4): query, momentum update, keys, enqueue, then (cross-entropy, KL) or None (skip)."""
+def esd_batch(
+    student: nn.Module,
+    momentum: nn.Module,
+    queue: AnchorQueue,
+    v1: torch.Tensor,
+    v2: torch.Tensor,
+    rows: torch.Tensor,
+    ebar: torch.Tensor,
+    *,
+    tau_student: float,
+    zeta: float,
+    compute_loss: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """One ESD batch (§2.8 step 4): query, momentum update, keys, enqueue, then (cross-entropy, KL)
+    or None (skip)."""
     qs = F.normalize(student(v1).float(), dim=1)
     with torch.no_grad():
         momentum_update_(momentum, student, zeta)
@@ -153,33 +181,48 @@ def esd_batch(student: nn.Module, momentum: nn.Module, queue: AnchorQueue, v1: t
 
 @METHODS.register("flesd")
 class FLESD(MethodBase):
-    """FLESD (Shi et al., arXiv 2109.14611 v1; Alg. 1, Eq. 3-10): local SimCLR + server similarity distillation."""
+    """FLESD (Shi et al., arXiv 2109.14611 v1; Alg. 1, Eq. 3-10): local SimCLR + server similarity
+    distillation."""
 
     name: ClassVar[str] = "flesd"
     version: ClassVar[str] = "2"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = FLESDConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.PUBLIC_DATA})
-    payload_up: ClassVar[tuple[str, ...]] = ("embeddings", "sim_matrix", "sim_topk_values", "sim_topk_indices")
+    payload_up: ClassVar[tuple[str, ...]] = (
+        "embeddings",
+        "sim_matrix",
+        "sim_topk_values",
+        "sim_topk_indices",
+    )
     payload_down: ClassVar[tuple[str, ...]] = ("backbone.*", "head.*")
     smoke_settings: ClassVar[dict] = {
         "public": {"name": "holdout", "fraction": 0.2},
-        "method": {"local_batch_size": 32, "distill_batch_size": 16, "queue_size": 32, "distill_epochs": 1},
+        "method": {
+            "local_batch_size": 32,
+            "distill_batch_size": 16,
+            "queue_size": 32,
+            "distill_epochs": 1,
+        },
     }
 
     def __init__(self, cfg: FLESDConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
-        self.nets = WorkingNets(self.build)  # roles "model" (client, student) and "momentum" (ESD key encoder)
+        # roles "model" (client, student) and "momentum" (ESD key encoder)
+        self.nets = WorkingNets(self.build)
 
-    # ---- model plumbing -------------------------------------------------------------------------------------
+    # ---- model plumbing --------------------------------------------------------------------------
     def build(self) -> BackboneHead:
-        """Backbone f + projection head (Linear(d, d) → ReLU → Linear(d, 128), with biases; §2.2)."""
+        """Backbone f + projection head (Linear(d, d) → ReLU → Linear(d, 128), with biases;
+        §2.2)."""
         backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         hidden = self.cfg.head_hidden or feat_dim
-        head = mlp_head(feat_dim, hidden, self.cfg.head_dim, bn_hidden=False)  # no BN in the head [C]
+        # no BN in the head [C]
+        head = mlp_head(feat_dim, hidden, self.cfg.head_dim, bn_hidden=False)
         return BackboneHead(backbone, head, ("backbone", "head"))
 
-    # ---- hooks ------------------------------------------------------------------------------------------------
+    # ---- hooks -----------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()  # w^(0)
@@ -187,11 +230,14 @@ class FLESD(MethodBase):
 
     @classmethod
     def check_data(cls, cfg: FLESDConfig, *, client_sizes, public_size: int | None) -> None:
-        """§6 item 10: under ``skip_fill: every_epoch`` floor(N/B') <= m/B' would take no ESD step; rejected at the
-        door (it used to fail only when distillation started, after a full round of local training)."""
+        """§6 item 10: under ``skip_fill: every_epoch`` floor(N/B') <= m/B' would take no ESD step;
+        rejected at the door (it used to fail only when distillation started, after a full round of
+        local training)."""
         if public_size is None:
             raise ValueError("FLESD needs a public split (public: {name: first_shard} or holdout)")
-        esd_schedule(public_size, cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs, cfg.skip_fill)
+        esd_schedule(
+            public_size, cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs, cfg.skip_fill
+        )
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         return ClientState()  # clients restart from w every round [P Alg. 1]
@@ -200,10 +246,18 @@ class FLESD(MethodBase):
         return Payload(dict(server.model))
 
     @torch.no_grad()
-    def infer(self, net: nn.Module, public: UnlabeledView, device: torch.device,
-              precision: Precision = FP32) -> torch.Tensor:
-        """Raw head outputs on D_pub, in D_pub order: eval mode, no augmentation, batch 128 (§2.6 step 3)."""
-        mean, std = (public.mean, public.std) if self.cfg.infer_normalization == "train" else IMAGENET_STATS
+    def infer(
+        self,
+        net: nn.Module,
+        public: UnlabeledView,
+        device: torch.device,
+        precision: Precision = FP32,
+    ) -> torch.Tensor:
+        """Raw head outputs on D_pub, in D_pub order: eval mode, no augmentation, batch 128 (§2.6
+        step 3)."""
+        mean, std = (
+            (public.mean, public.std) if self.cfg.infer_normalization == "train" else IMAGENET_STATS
+        )
         # DEVIATION: the official ImageNet-100 D_pub inference resizes to 256 and centre-crops 224;
         # the engine
         # holds D_pub at the dataset's stored 224-px size (short side 224, centre crop), so no
@@ -212,7 +266,7 @@ class FLESD(MethodBase):
         view = public.to(device)
         outs = []
         for start in range(0, len(view), self.cfg.infer_batch_size):
-            x = normalize(view.images[start:start + self.cfg.infer_batch_size], mean, std)
+            x = normalize(view.images[start : start + self.cfg.infer_batch_size], mean, std)
             with precision.autocast(device):
                 outs.append(net(x).float())
         return torch.cat(outs)
@@ -229,7 +283,8 @@ class FLESD(MethodBase):
         return {"sim_topk_values": values.cpu(), "sim_topk_indices": indices.cpu()}
 
     def similarity_of(self, up: Payload, n: int, device: torch.device) -> torch.Tensor:
-        """M_k on the server, with top-n% applied (code semantics), from any upload form (§2.7 steps 1-2)."""
+        """M_k on the server, with top-n% applied (code semantics), from any upload form (§2.7 steps
+        1-2)."""
         t = up.tensors
         if "embeddings" in t:
             sim = similarity_matrix(t["embeddings"].to(device))
@@ -248,8 +303,11 @@ class FLESD(MethodBase):
         net = self.nets.get(ctx.device)
         load_tensors(net, down.tensors)
         net.train()
-        opt = torch.optim.Adam(net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay)
-        scaler = ctx.precision.scaler(ctx.device)  # fp16 (the official code's AMP): dynamic loss scaling
+        opt = torch.optim.Adam(
+            net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay
+        )
+        # fp16 (the official code's AMP): dynamic loss scaling
+        scaler = ctx.precision.scaler(ctx.device)
         view = data.train
         # §2.6: SimCLR from w (two views, one forward of both, the configured contrastive loss at τ)
         step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
@@ -259,15 +317,29 @@ class FLESD(MethodBase):
         # official loader
         # would take an Adam step on it (its one-sample InfoNCE loss is 0, the step weight decay
         # only)
-        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.local_batch_size, epochs=ctx.local_epochs,
-                                 drop_last=False, nan_policy=cfg.nan_policy, scaler=scaler)
+        stats = run_local_epochs(
+            view,
+            step,
+            opt,
+            ctx,
+            batch_size=cfg.local_batch_size,
+            epochs=ctx.local_epochs,
+            drop_last=False,
+            nan_policy=cfg.nan_policy,
+            scaler=scaler,
+        )
         emb = self.infer(net, ctx.public, ctx.device, ctx.precision)
         # num_examples is set but unused: the ensemble is unweighted (Eq. 6)
-        return Payload(self.upload(emb), num_examples=data.num_examples, metrics=stats.as_dict()), \
-            ClientState(last_round=ctx.round)
+        return Payload(
+            self.upload(emb), num_examples=data.num_examples, metrics=stats.as_dict()
+        ), ClientState(last_round=ctx.round)
 
     def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+        self,
+        server: ServerState,
+        ups: Mapping[int, Payload],
+        ctx: RoundContext,
+        public: UnlabeledView | None,
     ) -> ServerState:
         if not ups:
             return server
@@ -280,13 +352,20 @@ class FLESD(MethodBase):
         model, stats = self.distill(server.model, ebar, public, ctx)
         return ServerState(model=model, extra=server.extra, metrics=stats)
 
-    def distill(self, model: Mapping[str, torch.Tensor], ebar: torch.Tensor, public: UnlabeledView,
-                ctx: RoundContext) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-        """ESD (§2.8): student θ ← w^(t−1), momentum μ ← θ, random queue, fresh Adam; returns θ (not μ)."""
+    def distill(
+        self,
+        model: Mapping[str, torch.Tensor],
+        ebar: torch.Tensor,
+        public: UnlabeledView,
+        ctx: RoundContext,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """ESD (§2.8): student θ ← w^(t−1), momentum μ ← θ, random queue, fresh Adam; returns θ (not
+        μ)."""
         cfg = self.cfg
         device = ctx.device
-        planned = esd_schedule(len(public), cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs,
-                               cfg.skip_fill)
+        planned = esd_schedule(
+            len(public), cfg.distill_batch_size, cfg.queue_size, cfg.distill_epochs, cfg.skip_fill
+        )
         student = self.nets.get(device, "model")
         momentum = self.nets.get(device, "momentum")
         load_tensors(student, model)
@@ -296,7 +375,9 @@ class FLESD(MethodBase):
         student.train()
         momentum.train()
         queue = AnchorQueue.random(cfg.queue_size, cfg.head_dim, ctx.generator, device)
-        opt = torch.optim.Adam(student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay)
+        opt = torch.optim.Adam(
+            student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay
+        )
         scaler = ctx.precision.scaler(device)
         view = public.to(device)
         ebar = ebar.to(device)
@@ -310,8 +391,18 @@ class FLESD(MethodBase):
                 v1, v2 = two_views(imgs, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
                 skip = b < fill and (cfg.skip_fill == "every_epoch" or epoch == 0)
                 with ctx.precision.autocast(device):
-                    out = esd_batch(student, momentum, queue, v1, v2, rows, ebar, tau_student=cfg.tau_student,
-                                    zeta=cfg.key_momentum, compute_loss=not skip)
+                    out = esd_batch(
+                        student,
+                        momentum,
+                        queue,
+                        v1,
+                        v2,
+                        rows,
+                        ebar,
+                        tau_student=cfg.tau_student,
+                        zeta=cfg.key_momentum,
+                        compute_loss=not skip,
+                    )
                 if out is None:
                     continue
                 ce, kl = out
@@ -325,10 +416,15 @@ class FLESD(MethodBase):
             kl_sum += sum(kl_epoch)
             kl_last_epoch = kl_epoch or kl_last_epoch
         assert steps == planned, (steps, planned)
-        return tensors_of(student), {"esd_steps": float(steps), "esd_kl": kl_sum / max(steps, 1),
-                                     "esd_kl_last_epoch": sum(kl_last_epoch) / max(len(kl_last_epoch), 1)}
+        return tensors_of(student), {
+            "esd_steps": float(steps),
+            "esd_kl": kl_sum / max(steps, 1),
+            "esd_kl_last_epoch": sum(kl_last_epoch) / max(len(kl_last_epoch), 1),
+        }
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
         enc = net.backbone.eval()  # the head is discarded at evaluation [C]

@@ -1,13 +1,16 @@
-"""Orchestra (Lubana, Tang, Kawsar, Dick, Mathur; ICML 2022, arXiv 2205.11506): globally consistent clustering.
+"""Orchestra (Lubana, Tang, Kawsar, Dick, Mathur; ICML 2022, arXiv 2205.11506): globally consistent
+clustering.
 
-Spec: docs/methods/orchestra.md. Implemented: online + EMA target networks (§2.2, §2.6), the cluster-assignment loss
-against the server's global centroids, the 4-way rotation-prediction degeneracy loss, the FIFO memory of target
-projections clustered locally into N_l equal-size centroids (§2.7, Sinkhorn-Knopp §2.8), FedAvg of the encoders and
-the server's gradient-based global clustering into N_G centroids (§2.9), the extra initialisation round (engine
-round 1, §2.5), the view routing and augmentations of §2.10, and the Table 6 / Table 2 ablation switches (§6 item 16).
+Spec: docs/methods/orchestra.md. Implemented: online + EMA target networks (§2.2, §2.6), the
+cluster-assignment loss against the server's global centroids, the 4-way rotation-prediction
+degeneracy loss, the FIFO memory of target projections clustered locally into N_l equal-size
+centroids (§2.7, Sinkhorn-Knopp §2.8), FedAvg of the encoders and the server's gradient-based global
+clustering into N_G centroids (§2.9), the extra initialisation round (engine round 1, §2.5), the
+view routing and augmentations of §2.10, and the Table 6 / Table 2 ablation switches (§6 item 16).
 
-Config keys beyond the spec's names: ``proj_dim`` (None = the backbone's feature dimension, the spec's d = 512 for
-ResNet-18); ``augment_target`` / ``augment_online`` / ``solarize_p`` (the A and A' pipelines of §2.10).
+Config keys beyond the spec's names: ``proj_dim`` (None = the backbone's feature dimension, the
+spec's d = 512 for ResNet-18); ``augment_target`` / ``augment_online`` / ``solarize_p`` (the A and
+A' pipelines of §2.10).
 """
 
 from __future__ import annotations
@@ -39,36 +42,56 @@ from benchmark.api import (
     UnlabeledView,
     augment,
     build_backbone,
+    load_tensors,
+    mlp_head,
     normalize,
+    run_local_epochs,
     scoped_torch_seed,
+    tensors_of,
+    weighted_average,
 )
-from methods._shared.aggregate import weighted_average
 from methods._shared.clustering import (
     cluster_assignment_loss,
     equal_size_kmeans,
     fifo_push,
     global_clustering,
 )
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import load_tensors, tensors_of
 from methods._shared.momentum import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 
-# §2.10 A (view 1, to the target; base of the rotation view): RRC(scale (0.5, 1), bicubic), flip 0.5,
-# ColorJitter(0.4, 0.4, 0.2, 0.1) p 0.8, grayscale 0.2, GaussianBlur(3, σ ∈ [0.1, 2]) p 0.5.
-AUGMENT_A = AugmentConfig(crop_scale=(0.5, 1.0), interpolation="bicubic", flip_p=0.5, jitter=(0.4, 0.4, 0.2, 0.1),
-                          jitter_p=0.8, gray_p=0.2, blur_p=0.5, blur_sigma=(0.1, 2.0), blur_kernel=3)
-# A' (view 2, to the online model): as A with blur p 0.1, then solarize p 0.2 (applied by ``solarize``).
-AUGMENT_A_PRIME = AugmentConfig(crop_scale=(0.5, 1.0), interpolation="bicubic", flip_p=0.5,
-                                jitter=(0.4, 0.4, 0.2, 0.1), jitter_p=0.8, gray_p=0.2, blur_p=0.1,
-                                blur_sigma=(0.1, 2.0), blur_kernel=3)
+# §2.10 A (view 1, to the target; base of the rotation view): RRC(scale (0.5, 1), bicubic), flip
+# 0.5, ColorJitter(0.4, 0.4, 0.2, 0.1) p 0.8, grayscale 0.2, GaussianBlur(3, σ ∈ [0.1, 2]) p 0.5.
+AUGMENT_A = AugmentConfig(
+    crop_scale=(0.5, 1.0),
+    interpolation="bicubic",
+    flip_p=0.5,
+    jitter=(0.4, 0.4, 0.2, 0.1),
+    jitter_p=0.8,
+    gray_p=0.2,
+    blur_p=0.5,
+    blur_sigma=(0.1, 2.0),
+    blur_kernel=3,
+)
+# A' (view 2, to the online model): as A with blur p 0.1, then solarize p 0.2 (applied by
+# ``solarize``).
+AUGMENT_A_PRIME = AugmentConfig(
+    crop_scale=(0.5, 1.0),
+    interpolation="bicubic",
+    flip_p=0.5,
+    jitter=(0.4, 0.4, 0.2, 0.1),
+    jitter_p=0.8,
+    gray_p=0.2,
+    blur_p=0.1,
+    blur_sigma=(0.1, 2.0),
+    blur_kernel=3,
+)
 _UNIT = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))  # "normalisation" that keeps pixels in [0, 1]
 
 
 @dataclass(frozen=True, kw_only=True)
 class OrchestraConfig:
-    """Hyperparameters of docs/methods/orchestra.md §3 (project defaults = CIFAR-10 cross-device)."""
+    """Hyperparameters of docs/methods/orchestra.md §3 (project defaults = CIFAR-10
+    cross-device)."""
 
     num_global_clusters: int = 32  # N_G; Table 2 base for CIFAR-10 (256 for CIFAR-100), §6 item 1
     num_local_clusters: int = 8  # N_l; paper §6 (16 for CIFAR-100)
@@ -90,10 +113,12 @@ class OrchestraConfig:
     weight_decay: float = 1e-4  # local SGD, on every parameter [C]
     batch_size: int = 16  # B; 16 cross-device, 256 cross-silo [P]
     weighting: Literal["num_examples", "num_batches", "uniform"] = "num_examples"  # §6 item 11
-    proj_dim: int | None = None  # d, projector width; None = backbone feature dimension (512 for ResNet-18)
+    # d, projector width; None = backbone feature dimension (512 for ResNet-18)
+    proj_dim: int | None = None
     use_rotation: bool = True  # Table 6 "No degeneracy regularisation" = False
     use_target: bool = True  # Table 6 "No target model" = False
-    share_representations: bool = False  # Table 2 "Reps": upload the memory instead of local centroids
+    # Table 2 "Reps": upload the memory instead of local centroids
+    share_representations: bool = False
     nan_policy: Literal["raise", "skip"] = "raise"
     augment_target: AugmentConfig = field(default_factory=lambda: AUGMENT_A)
     augment_online: AugmentConfig = field(default_factory=lambda: AUGMENT_A_PRIME)
@@ -114,8 +139,11 @@ class OrchestraConfig:
         return self.memory_size or max(128, self.batch_size)
 
 
-def solarize(x: torch.Tensor, p: float, gen: torch.Generator, threshold: float = 128 / 255) -> torch.Tensor:
-    """PIL ``ImageOps.solarize`` on [0, 1] images with probability ``p`` per image: pixels >= threshold → 1 − x."""
+def solarize(
+    x: torch.Tensor, p: float, gen: torch.Generator, threshold: float = 128 / 255
+) -> torch.Tensor:
+    """PIL ``ImageOps.solarize`` on [0, 1] images with probability ``p`` per image: pixels >=
+    threshold → 1 − x."""
     apply = (torch.rand(x.shape[0], generator=gen) < p).to(x.device).view(-1, 1, 1, 1)
     return torch.where(apply & (x >= threshold - 1e-6), 1.0 - x, x)
 
@@ -153,28 +181,44 @@ class OrchestraNet(nn.Module):
 
 @METHODS.register("orchestra")
 class Orchestra(MethodBase):
-    """Orchestra (Lubana et al., ICML 2022; §3, Alg. 1-2, App. C.2): clustering-based FSSL, stateless clients."""
+    """Orchestra (Lubana et al., ICML 2022; §3, Alg. 1-2, App. C.2): clustering-based FSSL,
+    stateless clients."""
 
     name: ClassVar[str] = "orchestra"
     version: ClassVar[str] = "1"
-    precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # every step through ctx.precision (benchmark.precision)
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = OrchestraConfig
     requires: ClassVar[frozenset[Requirement]] = frozenset()
-    payload_up: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "local_centroids",
-                                              "local_representations")
-    payload_down: ClassVar[tuple[str, ...]] = ("online.*", "target.*", "rot_head.*", "global_centroids")
-    smoke_settings: ClassVar[dict] = {"method": {"global_steps": 50, "num_global_clusters": 8, "batch_size": 64}}
+    payload_up: ClassVar[tuple[str, ...]] = (
+        "online.*",
+        "target.*",
+        "rot_head.*",
+        "local_centroids",
+        "local_representations",
+    )
+    payload_down: ClassVar[tuple[str, ...]] = (
+        "online.*",
+        "target.*",
+        "rot_head.*",
+        "global_centroids",
+    )
+    smoke_settings: ClassVar[dict] = {
+        "method": {"global_steps": 50, "num_global_clusters": 8, "batch_size": 64}
+    }
 
     def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
         self.nets = WorkingNets(self.build)
 
-    # ---- model plumbing -------------------------------------------------------------------------------------
+    # ---- model plumbing --------------------------------------------------------------------------
     def build(self) -> OrchestraNet:
         backbone, feat_dim = build_backbone(self.backbone.name, dict(self.backbone.params))
         d = self.cfg.proj_dim or feat_dim
         # §2.2: Linear(d, d, no bias) → BN → ReLU → Linear(d, d, no bias) → BN(affine=False)
-        projector = mlp_head(feat_dim, d, d, bias_hidden=False, bias_last=False, bn_last=True, bn_last_affine=False)
+        projector = mlp_head(
+            feat_dim, d, d, bias_hidden=False, bias_last=False, bn_last=True, bn_last_affine=False
+        )
         online = branch(backbone, projector)
         target = branch(*_clone_modules(backbone, projector))
         return OrchestraNet(online, target, nn.Linear(d, 4))
@@ -182,7 +226,7 @@ class Orchestra(MethodBase):
     def proj_dim(self) -> int:
         return int(self.nets.structure().rot_head.in_features)
 
-    # ---- hooks ------------------------------------------------------------------------------------------------
+    # ---- hooks -----------------------------------------------------------------------------------
     def init_server(self, ctx: RoundContext) -> ServerState:
         with scoped_torch_seed(ctx.seed, Stream.INIT):
             net = self.build()
@@ -206,9 +250,12 @@ class Orchestra(MethodBase):
         raw2 = augment(batch, cfg.augment_online, ctx.generator, mean=_UNIT[0], std=_UNIT[1])
         x2 = normalize(solarize(raw2, cfg.solarize_p, ctx.generator), view.mean, view.std)
         r = rotation_labels(batch.shape[0], ctx.generator)
-        x3 = rotate_batch(augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std), r)
-        # DEVIATION: the paper's code normalises with mean = std = 0.5; we use the dataset's normalisation (the one
-        # the downstream tasks use), so every method sees one normalisation per dataset.
+        x3 = rotate_batch(
+            augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std), r
+        )
+        # DEVIATION: the paper's code normalises with mean = std = 0.5; we use the dataset's
+        # normalisation (the one the downstream tasks use), so every method sees one normalisation
+        # per dataset.
         return x1, x2, x3, r.to(batch.device)
 
     def _local_centroids(self, memory: torch.Tensor, ctx: RoundContext) -> dict[str, torch.Tensor]:
@@ -217,12 +264,20 @@ class Orchestra(MethodBase):
             return {"local_representations": memory.detach().to("cpu", torch.float32).clone()}
         if memory.shape[0] < cfg.num_local_clusters:  # §6 item 19: too few projections to cluster
             return {}
-        u = equal_size_kmeans(memory, cfg.num_local_clusters, ctx.generator, iters=cfg.local_kmeans_iters,
-                              lam=cfg.sk_lambda, sk_iters=cfg.sk_iters_local, tol=cfg.sk_tol)
+        u = equal_size_kmeans(
+            memory,
+            cfg.num_local_clusters,
+            ctx.generator,
+            iters=cfg.local_kmeans_iters,
+            lam=cfg.sk_lambda,
+            sk_iters=cfg.sk_iters_local,
+            tol=cfg.sk_tol,
+        )
         return {"local_centroids": u.to("cpu", torch.float32)}
 
     def _init_round(self, down: Payload, data: ClientData, ctx: RoundContext) -> Payload:
-        """§2.5 step 1: target in train mode on view-1 batches; memory → local centroids; model untouched."""
+        """§2.5 step 1: target in train mode on view-1 batches; memory → local centroids; model
+        untouched."""
         cfg = self.cfg
         net = self.nets.get(ctx.device)
         load_tensors(net.target, down.tensors, prefix="target.")
@@ -236,10 +291,17 @@ class Orchestra(MethodBase):
             for idx in batches[: math.ceil(cap / cfg.batch_size)]:
                 batch = view.images[idx.to(view.images.device)]
                 x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)
-                memory = fifo_push(memory, F.normalize(net.target(x1).float(), dim=1), cap, keep="first")
-        net.target.load_state_dict(before)  # restore BN running buffers: the round leaves the model bit-identical
+                memory = fifo_push(
+                    memory, F.normalize(net.target(x1).float(), dim=1), cap, keep="first"
+                )
+        # restore BN running buffers: the round leaves the model bit-identical
+        net.target.load_state_dict(before)
         up = self._local_centroids(memory, ctx)
-        return Payload(up, num_examples=data.num_examples, metrics={"init": 1.0, "steps": 0.0, "num_steps": 0.0})
+        return Payload(
+            up,
+            num_examples=data.num_examples,
+            metrics={"init": 1.0, "steps": 0.0, "num_steps": 0.0},
+        )
 
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
@@ -252,11 +314,16 @@ class Orchestra(MethodBase):
         net.train()
         centroids = down.tensors["global_centroids"].to(ctx.device).float()
         params = [p for m in (net.online, net.rot_head) for p in m.parameters()]
-        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        opt = torch.optim.SGD(
+            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
         view = data.train
         cap = cfg.memory_capacity
-        box: dict[str, torch.Tensor] = {"memory": torch.zeros(0, centroids.shape[1], device=ctx.device)}
-        parts: dict[str, list[torch.Tensor]] = {"loss_cluster": [], "loss_deg": []}  # on the device, read once
+        box: dict[str, torch.Tensor] = {
+            "memory": torch.zeros(0, centroids.shape[1], device=ctx.device)
+        }
+        # on the device, read once
+        parts: dict[str, list[torch.Tensor]] = {"loss_cluster": [], "loss_deg": []}
 
         def step(batch: torch.Tensor) -> torch.Tensor:
             x1, x2, x3, r = self._views(batch, view, ctx)
@@ -281,24 +348,43 @@ class Orchestra(MethodBase):
                 momentum_update_(net.target, net.online, cfg.ema)
             box["memory"] = fifo_push(box["memory"], box.pop("pending"), cap)
 
-        stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs,
-                                 drop_last=True, nan_policy=cfg.nan_policy, after_step=after_step)
+        stats = run_local_epochs(
+            view,
+            step,
+            opt,
+            ctx,
+            batch_size=cfg.batch_size,
+            epochs=ctx.local_epochs,
+            drop_last=True,
+            nan_policy=cfg.nan_policy,
+            after_step=after_step,
+        )
         out = tensors_of(net)
         up = {**out, **self._local_centroids(box["memory"], ctx)}
         if stats.steps == 0:
-            weight = 0  # §6 item 19: a client with fewer than B samples uploads its unchanged model with weight 0
+            # §6 item 19: a client with fewer than B samples uploads its unchanged model with weight
+            # 0
+            weight = 0
         elif cfg.weighting == "num_batches":
             weight = stats.batches
         else:
             weight = data.num_examples
         steps = max(stats.steps, 1)
         sums = {key: _sequential_sum(vals) for key, vals in parts.items()}
-        metrics = {**stats.as_dict(), "num_steps": float(stats.steps),
-                   "loss_cluster": sums["loss_cluster"] / steps, "loss_deg": sums["loss_deg"] / steps}
+        metrics = {
+            **stats.as_dict(),
+            "num_steps": float(stats.steps),
+            "loss_cluster": sums["loss_cluster"] / steps,
+            "loss_deg": sums["loss_deg"] / steps,
+        }
         return Payload(up, num_examples=weight, metrics=metrics), ClientState(last_round=ctx.round)
 
     def server_aggregate(
-        self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext, public: UnlabeledView | None
+        self,
+        server: ServerState,
+        ups: Mapping[int, Payload],
+        ctx: RoundContext,
+        public: UnlabeledView | None,
     ) -> ServerState:
         cfg = self.cfg
         model = dict(server.model)
@@ -307,21 +393,36 @@ class Orchestra(MethodBase):
             keys = list(server.model)
             payloads = [ups[k] for k in order if ups[k].num_examples > 0]
             if payloads:
-                weights = [1.0] * len(payloads) if cfg.weighting == "uniform" else \
-                    [float(p.num_examples) for p in payloads]
-                model.update(weighted_average([{k: p.tensors[k] for k in keys} for p in payloads], weights))
+                weights = (
+                    [1.0] * len(payloads)
+                    if cfg.weighting == "uniform"
+                    else [float(p.num_examples) for p in payloads]
+                )
+                model.update(
+                    weighted_average([{k: p.tensors[k] for k in keys} for p in payloads], weights)
+                )
         name = "local_representations" if cfg.share_representations else "local_centroids"
         parts = [ups[k].tensors[name] for k in order if name in ups[k].tensors]
         extra = dict(server.extra)
         if parts:
             c, _ = global_clustering(
-                torch.cat(parts).to(ctx.device), extra["global_centroids"].to(ctx.device), steps=cfg.global_steps,
-                lr=cfg.global_lr, momentum=cfg.global_momentum, weight_decay=cfg.global_weight_decay,
-                temperature=cfg.temperature, lam=cfg.sk_lambda, sk_iters=cfg.sk_iters_server, tol=cfg.sk_tol)
+                torch.cat(parts).to(ctx.device),
+                extra["global_centroids"].to(ctx.device),
+                steps=cfg.global_steps,
+                lr=cfg.global_lr,
+                momentum=cfg.global_momentum,
+                weight_decay=cfg.global_weight_decay,
+                temperature=cfg.temperature,
+                lam=cfg.sk_lambda,
+                sk_iters=cfg.sk_iters_server,
+                tol=cfg.sk_tol,
+            )
             extra["global_centroids"] = c.to("cpu")
         return ServerState(model=model, extra=extra)
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         net = self.build()
         load_tensors(net, server.model)
         enc = net.online.backbone.eval()  # evaluation uses online.backbone only [C]
@@ -329,9 +430,10 @@ class Orchestra(MethodBase):
 
 
 def _sequential_sum(values: list[torch.Tensor]) -> float:
-    """The float64 sum, in step order, of per-step device scalars, read from the device in one copy."""
+    """The float64 sum, in step order, of per-step device scalars, read from the device in one
+    copy."""
     total = 0.0
-    for v in (torch.stack([t.reshape(()) for t in values]).double().cpu().tolist() if values else []):
+    for v in torch.stack([t.reshape(()) for t in values]).double().cpu().tolist() if values else []:
         total += v
     return total
 

@@ -1,4 +1,6 @@
-"""Downstream tasks, one module each (``tasks.builtin`` imports them all so that each registers itself).
+"""Downstream tasks, one module each (``tasks.builtin`` imports them all so that each registers
+itself).
 
-Importing this package imports nothing else: ``tasks.data_needs`` and ``tasks.cards`` stay torch-free.
+Importing this package imports nothing else: ``tasks.data_needs`` and ``tasks.cards`` stay
+torch-free.
 """

@@ -1,6 +1,7 @@
-"""The ``Task`` protocol (docs/design.md §3). A task takes an ``Encoder`` and returns ``TaskScores`` bound to a protocol card;
-it never knows which method or federation produced the encoder. ``TaskContext`` and ``TaskNotApplicable`` are the
-harness's types (``benchmark.types``), re-exported here for tasks."""
+"""The ``Task`` protocol (docs/design.md §3). A task takes an ``Encoder`` and returns ``TaskScores``
+bound to a protocol card; it never knows which method or federation produced the encoder.
+``TaskContext`` and ``TaskNotApplicable`` are the harness's types (``benchmark.contracts.types``),
+re-exported here for tasks."""
 
 from __future__ import annotations
 

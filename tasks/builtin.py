@@ -1,8 +1,10 @@
-"""Imports every task module, so that each ``@TASKS.register`` runs (``load_builtins`` imports this module).
+"""Imports every task module, so that each ``@TASKS.register`` runs (``load_builtins`` imports this
+module).
 
-Modules whose names start with ``_`` and the helpers (base, features, members, data_needs, builtin) register nothing;
-heavy tasks (Detectron2) register lazily by target and import their dependency only inside ``run``. The ``tasks``
-package itself imports nothing, so its torch-free parts (``tasks.data_needs``, ``tasks.cards``) import cheaply.
+Modules whose names start with ``_`` and the helpers (base, features, members, data_needs, builtin)
+register nothing; heavy tasks (Detectron2) register lazily by target and import their dependency
+only inside ``run``. The ``tasks`` package itself imports nothing, so its torch-free parts
+(``tasks.data_needs``, ``tasks.cards``) import cheaply.
 """
 
 import importlib

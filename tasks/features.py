@@ -1,5 +1,6 @@
-"""Feature extraction (docs/protocols/evaluation.md §2.2): fp32, eval mode, no augmentation, whole split in index order, cached
-per (encoder, split) in the task context so kNN and the linear probe share one pass."""
+"""Feature extraction (docs/protocols/evaluation.md §2.2): fp32, eval mode, no augmentation, whole
+split in index order, cached per (encoder, split) in the task context so kNN and the linear probe
+share one pass."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def extract_features(
     device: torch.device,
     batch_size: int = 512,
 ) -> torch.Tensor:
-    """(N, d) float32 CPU features of ``split`` under ``module`` in eval mode; the module's mode is restored."""
+    """(N, d) float32 CPU features of ``split`` under ``module`` in eval mode; the module's mode is
+    restored."""
     was_training = module.training
     module.eval().to(device)
     feats = []
@@ -29,7 +31,9 @@ def extract_features(
     return torch.cat(feats) if feats else torch.zeros(0)
 
 
-def cached_features(cache: dict, key: object, module: nn.Module, split: DatasetSplit, mean, std, device) -> torch.Tensor:
+def cached_features(
+    cache: dict, key: object, module: nn.Module, split: DatasetSplit, mean, std, device
+) -> torch.Tensor:
     if key not in cache:
         cache[key] = extract_features(module, split, mean, std, device)
     return cache[key]

@@ -1,38 +1,44 @@
-"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5; docs/methods/fedmae.md §3 and §5.1): full fine-tuning of the exported encoder.
+"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5; docs/methods/fedmae.md §3 and §5.1): full
+fine-tuning of the exported encoder.
 
-FedMAE "replace[s] the decoder part of the pre-trained backbone with the head layer" and trains all layers for
-100 epochs at batch 64 on 100 % or 10 % of the labels (§5.1). Everything else is unreported; the card completes it
-with the closest public code's MAE fine-tuning recipe (FedMAR-DecMAR, derived from MAE ``main_finetune.py``), marked
-"project completion, not from the paper":
+FedMAE "replace[s] the decoder part of the pre-trained backbone with the head layer" and trains all
+layers for 100 epochs at batch 64 on 100 % or 10 % of the labels (§5.1). Everything else is
+unreported; the card completes it with the closest public code's MAE fine-tuning recipe
+(FedMAR-DecMAR, derived from MAE ``main_finetune.py``), marked "project completion, not from the
+paper":
 
-- model: a deep copy of the encoder (its pooled feature: mean of the patch tokens or the class token, per the
-  backbone's ``pool`` flag) → Linear(d, C), weight ~ trunc-normal(std 2e-5), bias 0 (MAE ``main_finetune.py``);
-  stochastic depth 0.1, rising linearly over the blocks (MAE ``models_vit``);
-- AdamW (0.9, 0.999), lr = blr · B / 256 with blr 1e-3, layer-wise lr decay 0.75 (MAE ``util/lr_decay.py``: the
-  embeddings are layer 0, block i is layer i + 1, the final norm and the head are layer N + 1 with scale 1; a
-  parameter of layer l trains at lr · 0.75^(N + 1 − l)), weight decay 0.05 except 1-D tensors (norms, biases) and
-  ``cls_token`` / ``pos_embed``; per step: linear warmup for 5 epochs, then half-cosine to min_lr 1e-6
-  (MAE ``util/lr_sched.py``);
-- training transform = timm ``create_transform(is_training=True)`` as MAE builds it: RandomResizedCrop (bicubic),
-  flip, RandAugment ``rand-m9-mstd0.5-inc1``, normalisation, RandomErasing 0.25 (pixel mode, one box); then per batch
-  timm ``Mixup`` (mixup 0.8, cutmix 1.0, switch 0.5, batch mode) with label smoothing 0.1 and SoftTargetCrossEntropy;
-- ``drop_last`` training batches (MAE's loader; Mixup needs even batches), reshuffled every epoch; selection
-  ``final``: the full test split is read once, after the last epoch, at native resolution (resized to the encoder's
-  input size only when they differ), no augmentation.
+- model: a deep copy of the encoder (its pooled feature: mean of the patch tokens or the class
+  token, per the backbone's ``pool`` flag) → Linear(d, C), weight ~ trunc-normal(std 2e-5), bias 0
+  (MAE ``main_finetune.py``); stochastic depth 0.1, rising linearly over the blocks (MAE
+  ``models_vit``);
+- AdamW (0.9, 0.999), lr = blr · B / 256 with blr 1e-3, layer-wise lr decay 0.75 (MAE
+  ``util/lr_decay.py``: the embeddings are layer 0, block i is layer i + 1, the final norm and the
+  head are layer N + 1 with scale 1; a parameter of layer l trains at lr · 0.75^(N + 1 − l)), weight
+  decay 0.05 except 1-D tensors (norms, biases) and ``cls_token`` / ``pos_embed``; per step: linear
+  warmup for 5 epochs, then half-cosine to min_lr 1e-6 (MAE ``util/lr_sched.py``);
+- training transform = timm ``create_transform(is_training=True)`` as MAE builds it:
+  RandomResizedCrop (bicubic), flip, RandAugment ``rand-m9-mstd0.5-inc1``, normalisation,
+  RandomErasing 0.25 (pixel mode, one box); then per batch timm ``Mixup`` (mixup 0.8, cutmix 1.0,
+  switch 0.5, batch mode) with label smoothing 0.1 and SoftTargetCrossEntropy;
+- ``drop_last`` training batches (MAE's loader; Mixup needs even batches), reshuffled every epoch;
+  selection ``final``: the full test split is read once, after the last epoch, at native resolution
+  (resized to the encoder's input size only when they differ), no augmentation.
 
-``target`` names another dataset to fine-tune and test on (FedMAE pre-trains on Mini-ImageNet and fine-tunes on
-CIFAR-10/100): the random crop produces the encoder's input size and test images are resized to it.
+``target`` names another dataset to fine-tune and test on (FedMAE pre-trains on Mini-ImageNet and
+fine-tunes on CIFAR-10/100): the random crop produces the encoder's input size and test images are
+resized to it.
 
-The timm transforms and Mixup draw from Python's ``random``, NumPy's and torch's global generators. Training runs
-inside ``scoped_global_rngs``, which seeds all three from the task's streams and restores the caller's states after,
-so a run is bitwise reproducible and leaves no trace in global RNG state. RandAugment is applied per image on PIL
-images (timm's implementation, faithful to the recipe; ~0.1 ms per 16-px image on one core).
+The timm transforms and Mixup draw from Python's ``random``, NumPy's and torch's global generators.
+Training runs inside ``scoped_global_rngs``, which seeds all three from the task's streams and
+restores the caller's states after, so a run is bitwise reproducible and leaves no trace in global
+RNG state. RandAugment is applied per image on PIL images (timm's implementation, faithful to the
+recipe; ~0.1 ms per 16-px image on one core).
 
-ResNet encoders are fine-tuned under the same card (FedMAE's Table 1 fine-tunes ResNet baselines too): layer-wise
-decay runs over the residual blocks in order (stem = layer 0, ``layerS.B`` = the next layers, head last, as timm's
-``param_groups_layer_decay`` groups a ResNet), and there is no stochastic depth (torchvision's blocks have none;
-``extra["drop_path_applied"]`` says which). Backbones with neither ``blocks`` nor ``layer1..4`` raise
-``TaskNotApplicable``.
+ResNet encoders are fine-tuned under the same card (FedMAE's Table 1 fine-tunes ResNet baselines
+too): layer-wise decay runs over the residual blocks in order (stem = layer 0, ``layerS.B`` = the
+next layers, head last, as timm's ``param_groups_layer_decay`` groups a ResNet), and there is no
+stochastic depth (torchvision's blocks have none; ``extra["drop_path_applied"]`` says which).
+Backbones with neither ``blocks`` nor ``layer1..4`` raise ``TaskNotApplicable``.
 """
 
 from __future__ import annotations
@@ -70,18 +76,22 @@ from tasks.members import modules_of, score_members
 from tasks.semi_supervised import evaluate  # the same top-1 read of the test split, with a resize
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
-_STREAM_PATH = 37  # Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
+# Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
+_STREAM_PATH = 37
 NO_WEIGHT_DECAY = ("cls_token", "pos_embed", "dist_token")  # MAE / timm ``no_weight_decay()``
 
 
 @dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
-    """docs/methods/fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the closest code's MAE recipe."""
+    """docs/methods/fedmae.md §3 "fine-tuning" row: the paper's epochs / batch, otherwise the
+    closest code's MAE recipe."""
 
-    # None = the cell's own dataset; a registered name = fine-tune and test on that dataset instead (FedMAE §5.1:
-    # Mini-ImageNet pre-training, CIFAR-10/100 fine-tuning), its images resized to the encoder's input size
+    # None = the cell's own dataset; a registered name = fine-tune and test on that dataset instead
+    # (FedMAE §5.1: Mini-ImageNet pre-training, CIFAR-10/100 fine-tuning), its images resized to the
+    # encoder's input size
     target: str | None = None
-    label_fraction: float = 1.0  # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (docs/protocols/evaluation.md §2.3)
+    # 1.0 or 0.1 (§5.1); < 1 = class-balanced subset (docs/protocols/evaluation.md §2.3)
+    label_fraction: float = 1.0
     subset_seed: int = 0
     epochs: int = 100  # paper §5.1
     batch_size: int = 64  # paper §5.1 (closest code: 128 × accum 2)
@@ -115,10 +125,16 @@ class FinetuneConfig:
         if not 0 <= self.warmup_epochs <= self.epochs:
             raise ValueError("warmup_epochs must be in [0, epochs]")
         if not 0 < self.layer_decay <= 1 or self.weight_decay < 0 or not 0 <= self.drop_path < 1:
-            raise ValueError("layer_decay in (0, 1], weight_decay >= 0, drop_path in [0, 1) required")
+            raise ValueError(
+                "layer_decay in (0, 1], weight_decay >= 0, drop_path in [0, 1) required"
+            )
         if self.mixing and self.batch_size % 2:
             raise ValueError("mixup / cutmix need an even batch_size")
-        if not 0 <= self.reprob <= 1 or not 0 <= self.flip_p <= 1 or not 0 <= self.label_smoothing < 1:
+        if (
+            not 0 <= self.reprob <= 1
+            or not 0 <= self.flip_p <= 1
+            or not 0 <= self.label_smoothing < 1
+        ):
             raise ValueError("reprob, flip_p in [0, 1], label_smoothing in [0, 1) required")
 
     @property
@@ -130,12 +146,15 @@ class FinetuneConfig:
         return self.mixup_prob > 0 and (self.mixup > 0 or self.cutmix > 0)
 
 
-# ---- pure pieces (tested alone) ------------------------------------------------------------------------------------
+# ---- pure pieces (tested alone) ------------------------------------------------------------------
 def lr_at(epoch: float, *, lr: float, min_lr: float, warmup_epochs: float, epochs: float) -> float:
-    """MAE ``util/lr_sched.adjust_learning_rate`` at a fractional epoch: linear warmup, then half-cosine."""
+    """MAE ``util/lr_sched.adjust_learning_rate`` at a fractional epoch: linear warmup, then
+    half-cosine."""
     if epoch < warmup_epochs:
         return lr * epoch / warmup_epochs
-    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * (epoch - warmup_epochs) / (epochs - warmup_epochs)))
+    return min_lr + (lr - min_lr) * 0.5 * (
+        1.0 + math.cos(math.pi * (epoch - warmup_epochs) / (epochs - warmup_epochs))
+    )
 
 
 def trunk_blocks(backbone: nn.Module) -> list[str]:
@@ -146,21 +165,28 @@ def trunk_blocks(backbone: nn.Module) -> list[str]:
     stages = [f"layer{s}" for s in range(1, 5)]
     if all(isinstance(getattr(backbone, s, None), nn.Sequential) for s in stages):
         return [f"{s}.{b}" for s in stages for b in range(len(getattr(backbone, s)))]
-    raise TaskNotApplicable(f"layer-wise lr decay needs a ViT (blocks.i) or ResNet (layer1..4) backbone, got "
-                            f"{type(backbone).__name__}")
+    raise TaskNotApplicable(
+        f"layer-wise lr decay needs a ViT (blocks.i) or ResNet (layer1..4) backbone, got "
+        f"{type(backbone).__name__}"
+    )
 
 
 def layer_decay_param_groups(
-    model: nn.Module, block_prefixes: Sequence[str], *, weight_decay: float, layer_decay: float,
+    model: nn.Module,
+    block_prefixes: Sequence[str],
+    *,
+    weight_decay: float,
+    layer_decay: float,
     no_weight_decay: Sequence[str] = NO_WEIGHT_DECAY,
 ) -> list[dict[str, Any]]:
     """MAE ``util/lr_decay.param_groups_lrd`` for any trunk of ordered blocks.
 
-    With N blocks there are N + 2 layers: parameters named before the first block (patch embedding, cls token,
-    position embedding, a ResNet stem) are layer 0, ``block_prefixes[i]`` is layer i + 1, everything after the
-    blocks (final norm, head) is layer N + 1. ``lr_scale = layer_decay ** (N + 1 − layer)``. No weight decay on 1-D
-    tensors (norms, biases) or on tensors whose last name component is in ``no_weight_decay``. Each group carries
-    ``lr_scale``, ``weight_decay``, ``layer`` and ``names`` (extra keys torch optimizers keep).
+    With N blocks there are N + 2 layers: parameters named before the first block (patch embedding,
+    cls token, position embedding, a ResNet stem) are layer 0, ``block_prefixes[i]`` is layer i + 1,
+    everything after the blocks (final norm, head) is layer N + 1. ``lr_scale = layer_decay ** (N +
+    1 − layer)``. No weight decay on 1-D tensors (norms, biases) or on tensors whose last name
+    component is in ``no_weight_decay``. Each group carries ``lr_scale``, ``weight_decay``,
+    ``layer`` and ``names`` (extra keys torch optimizers keep).
     """
     num_layers = len(block_prefixes) + 1
     groups: dict[tuple[int, bool], dict[str, Any]] = {}
@@ -168,15 +194,24 @@ def layer_decay_param_groups(
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        block = next((i for i, pre in enumerate(block_prefixes) if name.startswith(pre + ".")), None)
+        block = next(
+            (i for i, pre in enumerate(block_prefixes) if name.startswith(pre + ".")), None
+        )
         if block is not None:
             layer, seen_block = block + 1, True
         else:
             layer = num_layers if seen_block else 0
         decay = not (p.ndim <= 1 or name.rsplit(".", 1)[-1] in no_weight_decay)
-        g = groups.setdefault((layer, decay), {"params": [], "names": [], "layer": layer,
-                                               "lr_scale": layer_decay ** (num_layers - layer),
-                                               "weight_decay": weight_decay if decay else 0.0})
+        g = groups.setdefault(
+            (layer, decay),
+            {
+                "params": [],
+                "names": [],
+                "layer": layer,
+                "lr_scale": layer_decay ** (num_layers - layer),
+                "weight_decay": weight_decay if decay else 0.0,
+            },
+        )
         g["params"].append(p)
         g["names"].append(name)
     return [groups[k] for k in sorted(groups)]
@@ -184,8 +219,9 @@ def layer_decay_param_groups(
 
 @contextmanager
 def scoped_global_rngs(seed: int, *path: int) -> Iterator[None]:
-    """Seed Python's ``random``, NumPy's global and torch's global generators from (seed, TASK, *path) for code that
-    can only use them (timm transforms, Mixup, RandomErasing, DropPath); every state is restored afterwards."""
+    """Seed Python's ``random``, NumPy's global and torch's global generators from (seed, TASK,
+    *path) for code that can only use them (timm transforms, Mixup, RandomErasing, DropPath); every
+    state is restored afterwards."""
     py_state, np_state = random.getstate(), np.random.get_state()
     try:
         random.seed(seed_word(seed, Stream.TASK, *path, 0))
@@ -198,8 +234,9 @@ def scoped_global_rngs(seed: int, *path: int) -> Iterator[None]:
 
 
 def _posterize_compat(img, bits_to_keep, **__):
-    """timm's ``posterize`` as it behaved with older Pillow: 0 bits kept = a black image (Pillow 13 raises on 0,
-    which RandAugment ``mstd0.5`` reaches when the sampled magnitude is ≥ 10 for PosterizeIncreasing)."""
+    """timm's ``posterize`` as it behaved with older Pillow: 0 bits kept = a black image (Pillow 13
+    raises on 0, which RandAugment ``mstd0.5`` reaches when the sampled magnitude is ≥ 10 for
+    PosterizeIncreasing)."""
     from PIL import ImageOps
 
     if bits_to_keep >= 8:
@@ -210,14 +247,26 @@ def _posterize_compat(img, bits_to_keep, **__):
 
 
 def train_transform(cfg: FinetuneConfig, size: int, mean: Sequence[float], std: Sequence[float]):
-    """MAE's fine-tuning transform (``util/datasets.build_transform``): timm ``create_transform(is_training=True)``."""
+    """MAE's fine-tuning transform (``util/datasets.build_transform``): timm
+    ``create_transform(is_training=True)``."""
     from timm.data import create_transform
     from timm.data.auto_augment import RandAugment
 
-    t = create_transform(input_size=size, is_training=True, scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio),
-                         hflip=cfg.flip_p, color_jitter=None, auto_augment=cfg.rand_augment or None,
-                         interpolation=cfg.interpolation, re_prob=cfg.reprob, re_mode=cfg.remode,
-                         re_count=cfg.recount, mean=tuple(mean), std=tuple(std))
+    t = create_transform(
+        input_size=size,
+        is_training=True,
+        scale=tuple(cfg.crop_scale),
+        ratio=tuple(cfg.crop_ratio),
+        hflip=cfg.flip_p,
+        color_jitter=None,
+        auto_augment=cfg.rand_augment or None,
+        interpolation=cfg.interpolation,
+        re_prob=cfg.reprob,
+        re_mode=cfg.remode,
+        re_count=cfg.recount,
+        mean=tuple(mean),
+        std=tuple(std),
+    )
     for tr in getattr(t, "transforms", ()):
         if isinstance(tr, RandAugment):
             for op in tr.ops:
@@ -235,27 +284,38 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
 
 
 def make_mixup(cfg: FinetuneConfig, num_classes: int):
-    """timm ``Mixup`` with the card's values, or None when mixing is off (then cross-entropy with smoothing)."""
+    """timm ``Mixup`` with the card's values, or None when mixing is off (then cross-entropy with
+    smoothing)."""
     if not cfg.mixing:
         return None
     from timm.data import Mixup
 
-    return Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
-                 switch_prob=cfg.mixup_switch_prob, mode="batch", label_smoothing=cfg.label_smoothing,
-                 num_classes=num_classes)
+    return Mixup(
+        mixup_alpha=cfg.mixup,
+        cutmix_alpha=cfg.cutmix,
+        prob=cfg.mixup_prob,
+        switch_prob=cfg.mixup_switch_prob,
+        mode="batch",
+        label_smoothing=cfg.label_smoothing,
+        num_classes=num_classes,
+    )
 
 
-# ---- model, training, evaluation -------------------------------------------------------------------------------------
+# ---- model, training, evaluation -----------------------------------------------------------------
 class Classifier(nn.Module):
-    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head (FedMAE §5.1).
+    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head
+    (FedMAE §5.1).
 
-    DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's final norm and
-    applies a freshly initialised ``fc_norm`` after pooling. Here the head sits on the exported encoder's own pooled
-    feature (final norm, then the mean of the patch tokens or the cls token, docs/methods/fedmae.md §2.6 step 5 / §6.12), so the
-    fine-tuned network is exactly the evaluated encoder plus a head, for ViTs and ResNets alike.
+    DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's
+    final norm and applies a freshly initialised ``fc_norm`` after pooling. Here the head sits on
+    the exported encoder's own pooled feature (final norm, then the mean of the patch tokens or the
+    cls token, docs/methods/fedmae.md §2.6 step 5 / §6.12), so the fine-tuned network is exactly the
+    evaluated encoder plus a head, for ViTs and ResNets alike.
     """
 
-    def __init__(self, backbone: nn.Module, feat_dim: int, num_classes: int, head_init_std: float) -> None:
+    def __init__(
+        self, backbone: nn.Module, feat_dim: int, num_classes: int, head_init_std: float
+    ) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = nn.Linear(feat_dim, num_classes)
@@ -267,23 +327,38 @@ class Classifier(nn.Module):
 
 
 def fine_tune(
-    backbone: nn.Module, feat_dim: int, train: DatasetSplit, cfg: FinetuneConfig, *, mean: tuple[float, ...],
-    std: tuple[float, ...], size: int, seed: int, device: torch.device,
+    backbone: nn.Module,
+    feat_dim: int,
+    train: DatasetSplit,
+    cfg: FinetuneConfig,
+    *,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    size: int,
+    seed: int,
+    device: torch.device,
 ) -> tuple[Classifier, dict[str, Any]]:
-    """Fine-tune a deep copy of ``backbone`` with a new head; returns (model, stats). ``backbone`` is not touched."""
+    """Fine-tune a deep copy of ``backbone`` with a new head; returns (model, stats). ``backbone``
+    is not touched."""
     blocks = trunk_blocks(backbone)
     n = len(train)
     steps_per_epoch = n // cfg.batch_size  # drop_last (MAE's training loader)
     if steps_per_epoch < 1:
-        raise ValueError(f"fine-tuning needs at least one full batch: {n} labelled images < batch {cfg.batch_size}")
+        raise ValueError(
+            f"fine-tuning needs at least one full batch: {n} labelled images < batch {cfg.batch_size}"
+        )
     with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
         model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes, cfg.head_init_std)
     drop_path = hasattr(model.backbone, "set_drop_path")
     if drop_path:
         model.backbone.set_drop_path(cfg.drop_path)
     model.to(device).train()
-    groups = layer_decay_param_groups(model, [f"backbone.{b}" for b in blocks], weight_decay=cfg.weight_decay,
-                                      layer_decay=cfg.layer_decay)
+    groups = layer_decay_param_groups(
+        model,
+        [f"backbone.{b}" for b in blocks],
+        weight_decay=cfg.weight_decay,
+        layer_decay=cfg.layer_decay,
+    )
     opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
     transform = train_transform(cfg, size, mean, std)
     mixup = make_mixup(cfg, train.num_classes)
@@ -294,15 +369,21 @@ def fine_tune(
         for epoch in range(cfg.epochs):
             order = torch.randperm(n, generator=gen)[: steps_per_epoch * cfg.batch_size]
             for i, idx in enumerate(order.split(cfg.batch_size)):
-                lr = lr_at(epoch + i / steps_per_epoch, lr=cfg.lr, min_lr=cfg.min_lr,
-                           warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs)
+                lr = lr_at(
+                    epoch + i / steps_per_epoch,
+                    lr=cfg.lr,
+                    min_lr=cfg.min_lr,
+                    warmup_epochs=cfg.warmup_epochs,
+                    epochs=cfg.epochs,
+                )
                 for g in opt.param_groups:
                     g["lr"] = lr * g["lr_scale"]
                 x = transform_batch(train.images[idx], transform).to(device)
                 y = labels[idx].to(device)
                 if mixup is not None:
                     x, soft = mixup(x, y)
-                    loss = torch.sum(-soft * F.log_softmax(model(x), dim=-1), dim=-1).mean()  # SoftTargetCE
+                    # SoftTargetCE
+                    loss = torch.sum(-soft * F.log_softmax(model(x), dim=-1), dim=-1).mean()
                 else:
                     loss = F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
                 if not torch.isfinite(loss):
@@ -312,30 +393,51 @@ def fine_tune(
                 opt.step()
                 step += 1
                 last_loss = float(loss.detach())
-    return model, {"steps": step, "final_train_loss": last_loss, "drop_path_applied": drop_path,
-                   "layers": len(blocks) + 2}
+    return model, {
+        "steps": step,
+        "final_train_loss": last_loss,
+        "drop_path_applied": drop_path,
+        "layers": len(blocks) + 2,
+    }
 
 
-# the recipe fields of the MAE fine-tuning recipe (FinetuneConfig's defaults) that a grid may size for its data;
-# epochs, batch size and label fraction are FedMAE §5.1's own and reported as such
-RECIPE_FIELDS = ("blr", "layer_decay", "weight_decay", "drop_path", "warmup_epochs", "rand_augment", "crop_scale",
-                 "flip_p", "label_smoothing", "mixup", "cutmix", "mixup_prob", "reprob")
+# the recipe fields of the MAE fine-tuning recipe (FinetuneConfig's defaults) that a grid may size
+# for its data; epochs, batch size and label fraction are FedMAE §5.1's own and reported as such
+RECIPE_FIELDS = (
+    "blr",
+    "layer_decay",
+    "weight_decay",
+    "drop_path",
+    "warmup_epochs",
+    "rand_augment",
+    "crop_scale",
+    "flip_p",
+    "label_smoothing",
+    "mixup",
+    "cutmix",
+    "mixup_prob",
+    "reprob",
+)
 
 
 def recipe_departures(cfg: FinetuneConfig) -> dict[str, Any]:
-    """The recipe fields where ``cfg`` departs from the MAE recipe (the config's defaults), in field order."""
+    """The recipe fields where ``cfg`` departs from the MAE recipe (the config's defaults), in field
+    order."""
     default = FinetuneConfig()
     out: dict[str, Any] = {}
     for name in RECIPE_FIELDS:
         value = getattr(cfg, name)
         if value != getattr(default, name):
-            out[name] = list(value) if isinstance(value, tuple) else (value if value != "" else "off")
+            out[name] = (
+                list(value) if isinstance(value, tuple) else (value if value != "" else "off")
+            )
     return out
 
 
 @TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
 class Finetune:
-    """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card ``finetune/fedmae``)."""
+    """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card
+    ``finetune/fedmae``)."""
 
     name: ClassVar[str] = "finetune"
     version: ClassVar[str] = "1"
@@ -355,80 +457,145 @@ class Finetune:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
         changed = recipe_departures(c)
-        source = ("project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, 100 epochs, batch "
-                  "64 and the label fractions; every other value is the closest public code's MAE fine-tuning recipe "
-                  "(fedmae.md §3)")
+        source = (
+            "project completion, not from the paper: FedMAE §5.1 fixes only full fine-tuning, 100 epochs, batch "
+            "64 and the label fractions; every other value is the closest public code's MAE fine-tuning recipe "
+            "(fedmae.md §3)"
+        )
         if changed:  # the card must not claim the MAE recipe for a cell that departs from it
-            source += ("; DEVIATION for this configuration, which departs from that recipe in "
-                       + ", ".join(f"{k}={v}" for k, v in changed.items())
-                       + " (a recipe sized for the data, fedmae.md §6 item 2; the grid says where it was chosen)")
-        # tasks/cards/finetune_fedmae.json holds these fields at the default config; a new field goes there first
+            source += (
+                "; DEVIATION for this configuration, which departs from that recipe in "
+                + ", ".join(f"{k}={v}" for k, v in changed.items())
+                + " (a recipe sized for the data, fedmae.md §6 item 2; the grid says where it was chosen)"
+            )
+        # tasks/cards/finetune_fedmae.json holds these fields at the default config; a new field
+        # goes there first
         return load_card("finetune/fedmae").protocol_card(
             {
                 "source": source,
-                "dataset": c.target or "the cell's dataset (train split for training, test split for testing)",
-                "label_fraction": c.label_fraction, "subset_rule": "class-balanced, m = ceil(N f / C) per class",
-                "subset_seed": c.subset_seed, "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
-                "trainable": "all", "head": f"Linear(d, C) on the encoder's pooled feature (backbone pool flag), "
-                                            f"weight trunc-normal std {c.head_init_std:g}, bias 0",
-                "drop_path": c.drop_path, "drop_path_rule": "linear 0 -> rate over ViT blocks; none for ResNets",
-                "optimizer": "adamw", "betas": list(c.betas), "blr": c.blr, "lr": c.lr, "lr_rule": "blr * B / 256",
+                "dataset": c.target
+                or "the cell's dataset (train split for training, test split for testing)",
+                "label_fraction": c.label_fraction,
+                "subset_rule": "class-balanced, m = ceil(N f / C) per class",
+                "subset_seed": c.subset_seed,
+                "subset_rng": "numpy default_rng, per-class shuffle, ascending classes",
+                "trainable": "all",
+                "head": f"Linear(d, C) on the encoder's pooled feature (backbone pool flag), "
+                f"weight trunc-normal std {c.head_init_std:g}, bias 0",
+                "drop_path": c.drop_path,
+                "drop_path_rule": "linear 0 -> rate over ViT blocks; none for ResNets",
+                "optimizer": "adamw",
+                "betas": list(c.betas),
+                "blr": c.blr,
+                "lr": c.lr,
+                "lr_rule": "blr * B / 256",
                 "layer_decay": c.layer_decay,
                 "layer_decay_rule": "embeddings/stem layer 0, block i layer i+1, norm+head layer N+1; scale "
-                                    "decay^(N+1-layer)",
-                "weight_decay": c.weight_decay, "no_weight_decay": "1-D tensors (norms, biases), cls_token, pos_embed",
+                "decay^(N+1-layer)",
+                "weight_decay": c.weight_decay,
+                "no_weight_decay": "1-D tensors (norms, biases), cls_token, pos_embed",
                 "schedule": f"per step: linear warmup {c.warmup_epochs:g} epochs, then half-cosine to "
-                            f"{c.min_lr:g}",
-                "min_lr": c.min_lr, "warmup_epochs": c.warmup_epochs,
-                "epochs": c.epochs, "batch_size": c.batch_size, "shuffle": True, "drop_last": True,
-                "augmentation": {"crop": f"RandomResizedCrop(input, scale {tuple(c.crop_scale)}, ratio "
-                                         f"{tuple(round(r, 4) for r in c.crop_ratio)}, {c.interpolation})",
-                                 "flip_p": c.flip_p, "rand_augment": c.rand_augment or "none",
-                                 "random_erasing": {"p": c.reprob, "mode": c.remode, "count": c.recount},
-                                 "implementation": "timm create_transform per image (PIL); posterize 0 bits = black"},
-                "mixup": c.mixup, "cutmix": c.cutmix, "mixup_prob": c.mixup_prob,
-                "mixup_switch_prob": c.mixup_switch_prob, "mixup_mode": "batch", "label_smoothing": c.label_smoothing,
-                "loss": "soft-target cross-entropy" if c.mixing else "cross-entropy with label smoothing",
+                f"{c.min_lr:g}",
+                "min_lr": c.min_lr,
+                "warmup_epochs": c.warmup_epochs,
+                "epochs": c.epochs,
+                "batch_size": c.batch_size,
+                "shuffle": True,
+                "drop_last": True,
+                "augmentation": {
+                    "crop": f"RandomResizedCrop(input, scale {tuple(c.crop_scale)}, ratio "
+                    f"{tuple(round(r, 4) for r in c.crop_ratio)}, {c.interpolation})",
+                    "flip_p": c.flip_p,
+                    "rand_augment": c.rand_augment or "none",
+                    "random_erasing": {"p": c.reprob, "mode": c.remode, "count": c.recount},
+                    "implementation": "timm create_transform per image (PIL); posterize 0 bits = black",
+                },
+                "mixup": c.mixup,
+                "cutmix": c.cutmix,
+                "mixup_prob": c.mixup_prob,
+                "mixup_switch_prob": c.mixup_switch_prob,
+                "mixup_mode": "batch",
+                "label_smoothing": c.label_smoothing,
+                "loss": "soft-target cross-entropy"
+                if c.mixing
+                else "cross-entropy with label smoothing",
                 "bn": "train mode for training, eval mode for testing (ResNets)",
-                "normalisation": "encoder", "test_transform": "native resolution (bicubic resize only if it differs "
-                                                              "from the encoder's input size), no crop",
-                "test": "full test split, read once after the last epoch", "selection": "final",
-                "metric": "top-1 over samples", "fine_tuned": True,
+                "normalisation": "encoder",
+                "test_transform": "native resolution (bicubic resize only if it differs "
+                "from the encoder's input size), no crop",
+                "test": "full test split, read once after the last epoch",
+                "selection": "final",
+                "metric": "top-1 over samples",
+                "fine_tuned": True,
             },
             summary=f"fine-tuned (all layers){' on ' + c.target if c.target else ''}, {pct} labels, "
-                    f"{c.epochs} epochs, {'MAE recipe' if not changed else 'not the MAE recipe: ' + ', '.join(changed)}"
-                    ", final",
+            f"{c.epochs} epochs, {'MAE recipe' if not changed else 'not the MAE recipe: ' + ', '.join(changed)}"
+            ", final",
         )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
         c, ds = self.cfg, ctx.dataset
         if c.target:
-            root = None if str(ctx.data_root) in ("", ".") else ctx.data_root  # as tasks/transfer.py
+            # as tasks/transfer.py
+            root = None if str(ctx.data_root) in ("", ".") else ctx.data_root
             ds = load_dataset_splits(c.target, {}, root)  # raises DatasetUnavailable with the fix
         for module in modules_of(encoder):
             trunk_blocks(module)  # TaskNotApplicable before any work
-        idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
+        idx = class_balanced_subset(
+            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
+        )
         labelled = ds.train.subset(idx)
         stats: list[dict[str, Any]] = []
         scored: list[int] = []
 
         def one(member: int) -> float:
             module = modules_of(encoder)[member]
-            model, st = fine_tune(module, encoder.feat_dim, labelled, c, mean=encoder.mean, std=encoder.std,
-                                  size=encoder.input_size, seed=ctx.seed, device=ctx.device)
+            model, st = fine_tune(
+                module,
+                encoder.feat_dim,
+                labelled,
+                c,
+                mean=encoder.mean,
+                std=encoder.std,
+                size=encoder.input_size,
+                seed=ctx.seed,
+                device=ctx.device,
+            )
             stats.append(st)
-            top1, n = evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, size=encoder.input_size,
-                               device=ctx.device)  # the only read of the test split
+            top1, n = evaluate(
+                model,
+                ds.test,
+                mean=encoder.mean,
+                std=encoder.std,
+                size=encoder.input_size,
+                device=ctx.device,
+            )  # the only read of the test split
             scored.append(n)
             return top1
 
         values, extra = score_members(encoder, one, "top1")
         counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
-        extra = {**extra, "subset_digest": subset_digest(idx), "subset_size": int(idx.size),
-                 "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
-                 if c.label_fraction < 1 else None,
-                 "per_class_min": int(counts.min()), "per_class_max": int(counts.max()),
-                 **stats[0], "test_samples": scored[0], "dataset": ds.name, "dataset_revision": ds.revision}
-        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
-                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
+        extra = {
+            **extra,
+            "subset_digest": subset_digest(idx),
+            "subset_size": int(idx.size),
+            "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
+            if c.label_fraction < 1
+            else None,
+            "per_class_min": int(counts.min()),
+            "per_class_max": int(counts.max()),
+            **stats[0],
+            "test_samples": scored[0],
+            "dataset": ds.name,
+            "dataset_revision": ds.revision,
+        }
+        return TaskScores(
+            task=self.name,
+            card=self.card(),
+            main_metric="top1",
+            higher_is_better=True,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra=extra,
+        )

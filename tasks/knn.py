@@ -1,4 +1,5 @@
-"""``knn@v1`` (docs/protocols/evaluation.md §3.1): InstDisc-style weighted kNN on L2-normalised cached features, k = 200, t = 0.1."""
+"""``knn@v1`` (docs/protocols/evaluation.md §3.1): InstDisc-style weighted kNN on L2-normalised
+cached features, k = 200, t = 0.1."""
 
 from __future__ import annotations
 
@@ -16,13 +17,21 @@ from tasks.members import encoder_features, score_members
 
 
 def knn_predict(
-    train_f: torch.Tensor, train_y: torch.Tensor, test_f: torch.Tensor, num_classes: int, *, k: int = 200,
-    t: float = 0.1, chunk: int = 1024,
+    train_f: torch.Tensor,
+    train_y: torch.Tensor,
+    test_f: torch.Tensor,
+    num_classes: int,
+    *,
+    k: int = 200,
+    t: float = 0.1,
+    chunk: int = 1024,
 ) -> torch.Tensor:
-    """Predicted labels: S_c(q) = Σ_{i ∈ N_k(q)} exp(s_i / t) [y_i = c] with s the cosine similarity.
+    """Predicted labels: S_c(q) = Σ_{i ∈ N_k(q)} exp(s_i / t) [y_i = c] with s the cosine
+    similarity.
 
-    N_k(q) are the k bank items with the largest similarity, ties broken by lower bank index (stable sort);
-    prediction ties go to the smaller class index (argmax returns the first maximum). Queries never enter the bank.
+    N_k(q) are the k bank items with the largest similarity, ties broken by lower bank index (stable
+    sort); prediction ties go to the smaller class index (argmax returns the first maximum). Queries
+    never enter the bank.
     """
     bank = F.normalize(train_f.float(), dim=1)
     queries = F.normalize(test_f.float(), dim=1)
@@ -39,7 +48,9 @@ def knn_predict(
     return torch.cat(preds)
 
 
-def knn_top1(train_f, train_y, test_f, test_y, num_classes: int, *, k: int = 200, t: float = 0.1) -> float:
+def knn_top1(
+    train_f, train_y, test_f, test_y, num_classes: int, *, k: int = 200, t: float = 0.1
+) -> float:
     pred = knn_predict(train_f, torch.as_tensor(train_y), test_f, num_classes, k=k, t=t)
     return float((pred == torch.as_tensor(test_y)).float().mean() * 100.0)
 
@@ -56,7 +67,8 @@ class KNNConfig:
 
 @TASKS.register("knn")
 class KNN:
-    """Weighted kNN on frozen features (Wu et al. 2018; as in Dec-SSL, Orchestra and EasyFL code)."""
+    """Weighted kNN on frozen features (Wu et al. 2018; as in Dec-SSL, Orchestra and EasyFL
+    code)."""
 
     name: ClassVar[str] = "knn"
     version: ClassVar[str] = "1"
@@ -70,7 +82,8 @@ class KNN:
     def card(self) -> ProtocolCard:
         return load_card("knn@v1").protocol_card(  # tasks/cards/knn@v1.json + this config
             {"k": self.cfg.k, "temperature": self.cfg.temperature},
-            summary=f"kNN k={self.cfg.k} t={self.cfg.temperature}, final")
+            summary=f"kNN k={self.cfg.k} t={self.cfg.temperature}, final",
+        )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
@@ -78,9 +91,23 @@ class KNN:
 
         def one(module_key: int) -> float:
             tr, te = encoder_features(encoder, module_key, ctx)
-            return knn_top1(tr, ds.train.labels, te, ds.test.labels, ds.num_classes, k=self.cfg.k,
-                            t=self.cfg.temperature)
+            return knn_top1(
+                tr,
+                ds.train.labels,
+                te,
+                ds.test.labels,
+                ds.num_classes,
+                k=self.cfg.k,
+                t=self.cfg.temperature,
+            )
 
         values, extra = score_members(encoder, one, "top1")
-        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
-                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
+        return TaskScores(
+            task=self.name,
+            card=self.card(),
+            main_metric="top1",
+            higher_is_better=True,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra=extra,
+        )

@@ -1,4 +1,5 @@
-"""``linear@v1`` (docs/protocols/evaluation.md §3.2): a linear head on cached, standardised features; final epoch; test read once."""
+"""``linear@v1`` (docs/protocols/evaluation.md §3.2): a linear head on cached, standardised
+features; final epoch; test read once."""
 
 from __future__ import annotations
 
@@ -11,31 +12,53 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, Stream, TaskScores, scoped_torch_seed, torch_gen
+from benchmark.api import (
+    TASKS,
+    Encoder,
+    ProtocolCard,
+    Stream,
+    TaskScores,
+    scoped_torch_seed,
+    torch_gen,
+)
 from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
 
 
-def standardize(train_f: torch.Tensor, test_f: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension standardisation with the training features' mean and std (+eps), applied to both splits."""
+def standardize(
+    train_f: torch.Tensor, test_f: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension standardisation with the training features' mean and std (+eps), applied to
+    both splits."""
     mean = train_f.mean(0, keepdim=True)
     std = train_f.std(0, keepdim=True) + eps
     return (train_f - mean) / std, (test_f - mean) / std
 
 
 def train_linear_head(
-    train_f: torch.Tensor, train_y: torch.Tensor, num_classes: int, *, epochs: int, batch_size: int, lr: float,
-    weight_decay: float, seed: int, device: torch.device | str = "cpu",
+    train_f: torch.Tensor,
+    train_y: torch.Tensor,
+    num_classes: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    seed: int,
+    device: torch.device | str = "cpu",
 ) -> nn.Linear:
-    """Adam, cosine decay to 0 over all steps, no warmup, reshuffled each epoch, no drop_last; returns the head."""
+    """Adam, cosine decay to 0 over all steps, no warmup, reshuffled each epoch, no drop_last;
+    returns the head."""
     with scoped_torch_seed(seed, Stream.TASK, 1):
         head = nn.Linear(train_f.shape[1], num_classes).to(device)
     gen = torch_gen(seed, Stream.TASK, 2)
     opt = torch.optim.Adam(head.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
     n = train_f.shape[0]
     steps_per_epoch = math.ceil(n / batch_size)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs * steps_per_epoch), eta_min=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+        opt, T_max=max(1, epochs * steps_per_epoch), eta_min=0.0
+    )
     x, y = train_f.to(device), torch.as_tensor(train_y).to(device)
     for _ in range(epochs):
         for idx in torch.randperm(n, generator=gen).split(batch_size):
@@ -72,7 +95,8 @@ class LinearProbeConfig:
 
 @TASKS.register("linear_probe", aliases=("linear",))
 class LinearProbe:
-    """The canonical linear probe: cached features, standardised; Adam + cosine; final epoch (no test selection)."""
+    """The canonical linear probe: cached features, standardised; Adam + cosine; final epoch (no
+    test selection)."""
 
     name: ClassVar[str] = "linear_probe"
     version: ClassVar[str] = "1"
@@ -86,8 +110,14 @@ class LinearProbe:
     def card(self) -> ProtocolCard:
         c = self.cfg
         return load_card("linear@v1").protocol_card(  # tasks/cards/linear@v1.json + this config
-            {"epochs": c.epochs, "batch_size": c.batch_size, "lr": c.lr, "weight_decay": c.weight_decay},
-            summary=f"linear probe, cached features, {c.epochs} ep, final")
+            {
+                "epochs": c.epochs,
+                "batch_size": c.batch_size,
+                "lr": c.lr,
+                "weight_decay": c.weight_decay,
+            },
+            summary=f"linear probe, cached features, {c.epochs} ep, final",
+        )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
@@ -97,14 +127,30 @@ class LinearProbe:
         def one(member: int) -> float:
             tr, te = encoder_features(encoder, member, ctx)
             tr, te = standardize(tr, te)
-            head = train_linear_head(tr, torch.as_tensor(ds.train.labels), ds.num_classes, epochs=self.cfg.epochs,
-                                     batch_size=self.cfg.batch_size, lr=self.cfg.lr,
-                                     weight_decay=self.cfg.weight_decay, seed=ctx.seed, device=ctx.device)
-            top1, top5 = accuracy(head, te.to(ctx.device), ds.test.labels)  # the test split is read once, here
+            head = train_linear_head(
+                tr,
+                torch.as_tensor(ds.train.labels),
+                ds.num_classes,
+                epochs=self.cfg.epochs,
+                batch_size=self.cfg.batch_size,
+                lr=self.cfg.lr,
+                weight_decay=self.cfg.weight_decay,
+                seed=ctx.seed,
+                device=ctx.device,
+            )
+            # the test split is read once, here
+            top1, top5 = accuracy(head, te.to(ctx.device), ds.test.labels)
             top5s.append(top5)
             return top1
 
         values, extra = score_members(encoder, one, "top1")
         values["top5"] = float(sum(top5s) / len(top5s))
-        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
-                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
+        return TaskScores(
+            task=self.name,
+            card=self.card(),
+            main_metric="top1",
+            higher_is_better=True,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra=extra,
+        )

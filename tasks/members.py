@@ -1,4 +1,5 @@
-"""Scoring encoders that export several members (``local_ssl``: one per client) and the shared feature cache."""
+"""Scoring encoders that export several members (``local_ssl``: one per client) and the shared
+feature cache."""
 
 from __future__ import annotations
 
@@ -17,36 +18,62 @@ def modules_of(encoder: Encoder) -> list[torch.nn.Module]:
 
 
 def encoder_features(encoder: Encoder, member: int, ctx: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train, test) features of one member, extracted once per (encoder, member, split) for all tasks."""
+    """(train, test) features of one member, extracted once per (encoder, member, split) for all
+    tasks."""
     module = modules_of(encoder)[member]
     key = (encoder.fingerprint, id(module))
-    tr = cached_features(ctx.feature_cache, (*key, "train"), module, ctx.dataset.train, encoder.mean, encoder.std,
-                         ctx.device)
-    te = cached_features(ctx.feature_cache, (*key, "test"), module, ctx.dataset.test, encoder.mean, encoder.std,
-                         ctx.device)
+    tr = cached_features(
+        ctx.feature_cache,
+        (*key, "train"),
+        module,
+        ctx.dataset.train,
+        encoder.mean,
+        encoder.std,
+        ctx.device,
+    )
+    te = cached_features(
+        ctx.feature_cache,
+        (*key, "test"),
+        module,
+        ctx.dataset.test,
+        encoder.mean,
+        encoder.std,
+        ctx.device,
+    )
     return tr, te
 
 
-def score_members(encoder: Encoder, score: Callable[[int], float], metric: str) -> tuple[dict[str, float], dict]:
-    """One score per member. Under the default rule several members report the mean (main value) and the minimum,
-    never the maximum (selecting the best client would select on the test set, docs/methods/fedavg_simclr.md §3). Under
-    ``member_rule == "max_over_models_test"`` (a reproduction mode, docs/methods/featarc.md §3) the maximum is the value and the
-    runner flags the score's card as selecting on the test set. Member weights add a weighted mean."""
+def score_members(
+    encoder: Encoder, score: Callable[[int], float], metric: str
+) -> tuple[dict[str, float], dict]:
+    """One score per member. Under the default rule several members report the mean (main value) and
+    the minimum, never the maximum (selecting the best client would select on the test set,
+    docs/methods/fedavg_simclr.md §3). Under ``member_rule == "max_over_models_test"`` (a
+    reproduction mode, docs/methods/featarc.md §3) the maximum is the value and the runner flags the
+    score's card as selecting on the test set. Member weights add a weighted mean."""
     n = len(modules_of(encoder))
     scores = [score(i) for i in range(n)]
     if n == 1:
         return {metric: scores[0]}, {}
     rule = getattr(encoder, "member_rule", "mean")
     extra: dict = {"per_member": scores}
-    if rule == "designated":  # chosen on the training side (FeatARC's largest cluster): its score is the value
+    # chosen on the training side (FeatARC's largest cluster): its score is the value
+    if rule == "designated":
         pick = int(getattr(encoder, "designated_member", 0))
         values = {metric: float(scores[pick]), f"{metric}_mean": float(np.mean(scores))}
-        extra["aggregation"] = f"member {pick}, designated on the training side; every member's score logged"
+        extra["aggregation"] = (
+            f"member {pick}, designated on the training side; every member's score logged"
+        )
         extra["designated_member"] = pick
     elif rule == "max_over_models_test":
-        values = {metric: float(np.max(scores)), f"{metric}_mean": float(np.mean(scores)),
-                  f"{metric}_min": float(np.min(scores))}
-        extra["aggregation"] = "max over members (selects on the test set); mean and min also reported"
+        values = {
+            metric: float(np.max(scores)),
+            f"{metric}_mean": float(np.mean(scores)),
+            f"{metric}_min": float(np.min(scores)),
+        }
+        extra["aggregation"] = (
+            "max over members (selects on the test set); mean and min also reported"
+        )
     else:
         values = {metric: float(np.mean(scores)), f"{metric}_min": float(np.min(scores))}
         extra["aggregation"] = "mean over members; min also reported; max never"

@@ -1,22 +1,27 @@
-"""The papers' own evaluation protocols (docs/protocols/evaluation.md §3.3, §3.5, §3.6) as ONE probe engine driven by card fields.
+"""The papers' own evaluation protocols (docs/protocols/evaluation.md §3.3, §3.5, §3.6) as ONE probe
+engine driven by card fields.
 
-Every behaviour comes from the resolved card (``tasks/cards/*.json`` plus the task's overrides), never from a
-branch on the card's name: optimizer (sgd / adam / adamw; lr scaled by batch/``lr_reference_batch`` when set),
-schedule (``cosine_per_step`` stepped every iteration, ``multistep_per_epoch``, ``constant``), epochs, batch size,
-shuffle and drop_last of the train loader, test batch size and drop_last, the batched train augmentation
-(:func:`benchmark.api.augment`), normalisation (the encoder's or the card's), BN mode of the backbone (``eval``;
-``train_first_epoch``: Dec-SSL's classifier module is in train mode during epoch 1 only, so the frozen backbone's
-running statistics move on augmented images; ``train ...``: BN in train mode while training), head initialisation
-(``pytorch default`` or MoCo's ``normal(0, 0.01), bias 0``), trainable parameters (``head`` or ``all``), loss
-(``cross_entropy`` or ``log_softmax_nll``), cached features (EasyFL) or features recomputed every step, selection
-(``final``: the test split is read once, after the last epoch; ``best_epoch_test``: the test split after every
-epoch and the maximum reported, which selects on the test set) and metric (``top1_samples`` over the scored
-samples, or EasyFL's ``top1_batch_mean``, the mean of per-batch accuracies).
+Every behaviour comes from the resolved card (``tasks/cards/*.json`` plus the task's overrides),
+never from a branch on the card's name: optimizer (sgd / adam / adamw; lr scaled by
+batch/``lr_reference_batch`` when set), schedule (``cosine_per_step`` stepped every iteration,
+``multistep_per_epoch``, ``constant``), epochs, batch size, shuffle and drop_last of the train
+loader, test batch size and drop_last, the batched train augmentation
+(:func:`benchmark.api.augment`), normalisation (the encoder's or the card's), BN mode of the
+backbone (``eval``; ``train_first_epoch``: Dec-SSL's classifier module is in train mode during epoch
+1 only, so the frozen backbone's running statistics move on augmented images; ``train ...``: BN in
+train mode while training), head initialisation (``pytorch default`` or MoCo's ``normal(0, 0.01),
+bias 0``), trainable parameters (``head`` or ``all``), loss (``cross_entropy`` or
+``log_softmax_nll``), cached features (EasyFL) or features recomputed every step, selection
+(``final``: the test split is read once, after the last epoch; ``best_epoch_test``: the test split
+after every epoch and the maximum reported, which selects on the test set) and metric
+(``top1_samples`` over the scored samples, or EasyFL's ``top1_batch_mean``, the mean of per-batch
+accuracies).
 
-Tasks: ``linear_native`` (card ``orchestra`` | ``decssl`` | ``easyfl`` | ``moco-lincls``), ``semisup_native``
-(card ``orchestra``) and ``transfer_native`` (card ``decssl``). Their scores carry the native card, so a card that
-does not select ``final`` has ``selects_on_test`` True and the leaderboard shows it only in reproduction tables.
-The encoder is never mutated: the engine works on a deep copy (Dec-SSL's probe changes BN buffers).
+Tasks: ``linear_native`` (card ``orchestra`` | ``decssl`` | ``easyfl`` | ``moco-lincls``),
+``semisup_native`` (card ``orchestra``) and ``transfer_native`` (card ``decssl``). Their scores
+carry the native card, so a card that does not select ``final`` has ``selects_on_test`` True and the
+leaderboard shows it only in reproduction tables. The encoder is never mutated: the engine works on
+a deep copy (Dec-SSL's probe changes BN buffers).
 """
 
 from __future__ import annotations
@@ -53,21 +58,27 @@ from tasks.cards import load_card
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, subset_digest
 
-_STREAM = {"linear_native": 41, "semisup_native": 42, "transfer_native": 43}  # Stream.TASK sub-paths
+# Stream.TASK sub-paths
+_STREAM = {"linear_native": 41, "semisup_native": 42, "transfer_native": 43}
 
 
-# ------------------------------------------------------------------------------------------ pure pieces
+# ------------------------------------------------------------------------------------------ pure
+# pieces
+
 
 def effective_lr(s: Mapping[str, Any]) -> float:
-    """lr x batch / reference batch when the card scales it (Orchestra: 30 x bs/256), else the card's lr."""
+    """lr x batch / reference batch when the card scales it (Orchestra: 30 x bs/256), else the
+    card's lr."""
     ref = s.get("lr_reference_batch")
     return float(s["lr"]) * (int(s["batch_size"]) / int(ref) if ref else 1.0)
 
 
-def batch_indices(n: int, batch_size: int, *, shuffle: bool, drop_last: bool,
-                  gen: torch.Generator | None = None) -> list[torch.Tensor]:
-    """One epoch of index batches: a fresh permutation when shuffling, index order otherwise; drop_last drops the
-    trailing incomplete batch (10,000 test images in batches of 256 → 39 batches, 9,984 scored)."""
+def batch_indices(
+    n: int, batch_size: int, *, shuffle: bool, drop_last: bool, gen: torch.Generator | None = None
+) -> list[torch.Tensor]:
+    """One epoch of index batches: a fresh permutation when shuffling, index order otherwise;
+    drop_last drops the trailing incomplete batch (10,000 test images in batches of 256 → 39
+    batches, 9,984 scored)."""
     order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
     out = list(order.split(batch_size))
     if drop_last and out and len(out[-1]) < batch_size:
@@ -85,15 +96,20 @@ def augment_config(raw: Any) -> AugmentConfig | None:
     return AugmentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
 
 
-def norm_stats(s: Mapping[str, Any], encoder: Encoder) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The encoder's pre-training statistics unless the card fixes its own (Orchestra / MoCo: mean = std = 0.5)."""
+def norm_stats(
+    s: Mapping[str, Any], encoder: Encoder
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The encoder's pre-training statistics unless the card fixes its own (Orchestra / MoCo: mean =
+    std = 0.5)."""
     raw = s.get("normalisation", "encoder")
     if isinstance(raw, Mapping):
         return tuple(raw["mean"]), tuple(raw["std"])
     return tuple(encoder.mean), tuple(encoder.std)
 
 
-def make_head(feat_dim: int, num_classes: int, s: Mapping[str, Any], seed: int, path: int) -> nn.Linear:
+def make_head(
+    feat_dim: int, num_classes: int, s: Mapping[str, Any], seed: int, path: int
+) -> nn.Linear:
     with scoped_torch_seed(seed, Stream.TASK, path, 1):
         head = nn.Linear(feat_dim, num_classes, bias=bool(s.get("head_bias", True)))
     init = str(s.get("head_init", "pytorch default"))
@@ -110,15 +126,22 @@ def make_head(feat_dim: int, num_classes: int, s: Mapping[str, Any], seed: int, 
 def make_optimizer(params: list[nn.Parameter], s: Mapping[str, Any]) -> torch.optim.Optimizer:
     name, lr, wd = s["optimizer"], effective_lr(s), float(s.get("weight_decay") or 0.0)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=float(s.get("momentum") or 0.0),
-                               nesterov=bool(s.get("nesterov", False)), weight_decay=wd)
+        return torch.optim.SGD(
+            params,
+            lr=lr,
+            momentum=float(s.get("momentum") or 0.0),
+            nesterov=bool(s.get("nesterov", False)),
+            weight_decay=wd,
+        )
     if name in ("adam", "adamw"):
         cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
         return cls(params, lr=lr, betas=tuple(s.get("betas") or (0.9, 0.999)), weight_decay=wd)
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-def make_schedule(opt: torch.optim.Optimizer, s: Mapping[str, Any], steps_per_epoch: int) -> tuple[Any, str]:
+def make_schedule(
+    opt: torch.optim.Optimizer, s: Mapping[str, Any], steps_per_epoch: int
+) -> tuple[Any, str]:
     """(scheduler or None, 'step' | 'epoch'): when the engine calls ``scheduler.step()``."""
     kind = s.get("schedule", "constant")
     if s.get("warmup"):
@@ -127,15 +150,17 @@ def make_schedule(opt: torch.optim.Optimizer, s: Mapping[str, Any], steps_per_ep
         total = max(1, int(s["epochs"]) * steps_per_epoch)
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=0.0), "step"
     if kind == "multistep_per_epoch":  # MoCo lincls: lr x gamma at each milestone epoch
-        return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(s["milestones"]),
-                                                    gamma=float(s["gamma"])), "epoch"
+        return torch.optim.lr_scheduler.MultiStepLR(
+            opt, milestones=list(s["milestones"]), gamma=float(s["gamma"])
+        ), "epoch"
     if kind == "constant":
         return None, "epoch"
     raise ValueError(f"unknown schedule {kind!r}")
 
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor, kind: str) -> torch.Tensor:
-    if kind == "log_softmax_nll":  # Dec-SSL: the classifier ends in log_softmax, trained with NLLLoss
+    # Dec-SSL: the classifier ends in log_softmax, trained with NLLLoss
+    if kind == "log_softmax_nll":
         return F.nll_loss(F.log_softmax(logits, dim=1), y)
     if kind == "cross_entropy":
         return F.cross_entropy(logits, y)
@@ -143,11 +168,14 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def batch_mean_accuracy(correct: list[int], sizes: list[int]) -> float:
-    """EasyFL's metric: the mean over test batches of each batch's accuracy (a short last batch weighs the same)."""
+    """EasyFL's metric: the mean over test batches of each batch's accuracy (a short last batch
+    weighs the same)."""
     return 100.0 * float(np.mean([c / n for c, n in zip(correct, sizes)])) if sizes else 0.0
 
 
-# ------------------------------------------------------------------------------------------ the engine
+# ------------------------------------------------------------------------------------------ the
+# engine
+
 
 class Probe(nn.Module):
     def __init__(self, backbone: nn.Module, head: nn.Linear) -> None:
@@ -161,7 +189,8 @@ class Probe(nn.Module):
 @dataclass(frozen=True)
 class ProbeResult:
     value: float  # the reported number under the card's selection and metric
-    per_epoch_test: tuple[float, ...]  # test metric after each evaluated epoch (one entry for `final` cards)
+    # test metric after each evaluated epoch (one entry for `final` cards)
+    per_epoch_test: tuple[float, ...]
     test_evaluations: int
     test_scored: int
     train_batches_per_epoch: int
@@ -180,9 +209,15 @@ def _bn_train_during(s: Mapping[str, Any], epoch: int) -> bool:
 
 
 @torch.no_grad()
-def evaluate_split(forward: Callable[[torch.Tensor], torch.Tensor], inputs: Callable[[torch.Tensor], torch.Tensor],
-                   labels: torch.Tensor, s: Mapping[str, Any], device: torch.device) -> tuple[float, int]:
-    """(metric, samples scored) over the test split in index order, batches of ``test_batch_size``."""
+def evaluate_split(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    inputs: Callable[[torch.Tensor], torch.Tensor],
+    labels: torch.Tensor,
+    s: Mapping[str, Any],
+    device: torch.device,
+) -> tuple[float, int]:
+    """(metric, samples scored) over the test split in index order, batches of
+    ``test_batch_size``."""
     n = labels.shape[0]
     bs = int(s.get("test_batch_size") or 512)
     correct, sizes = [], []
@@ -192,7 +227,9 @@ def evaluate_split(forward: Callable[[torch.Tensor], torch.Tensor], inputs: Call
         sizes.append(len(idx))
     scored = sum(sizes)
     if scored == 0:
-        raise ValueError(f"{n} test images make no full test batch of {bs} with drop_last: nothing would be scored")
+        raise ValueError(
+            f"{n} test images make no full test batch of {bs} with drop_last: nothing would be scored"
+        )
     if s["metric"] == "top1_batch_mean":
         return batch_mean_accuracy(correct, sizes), scored
     if s["metric"] == "top1_samples":
@@ -201,28 +238,47 @@ def evaluate_split(forward: Callable[[torch.Tensor], torch.Tensor], inputs: Call
 
 
 def run_probe(
-    backbone: nn.Module, feat_dim: int, train: DatasetSplit, test: DatasetSplit, s: Mapping[str, Any], *,
-    mean: tuple[float, ...], std: tuple[float, ...], size: int, seed: int, device: torch.device, path: int,
+    backbone: nn.Module,
+    feat_dim: int,
+    train: DatasetSplit,
+    test: DatasetSplit,
+    s: Mapping[str, Any],
+    *,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    size: int,
+    seed: int,
+    device: torch.device,
+    path: int,
     on_epoch_end: Callable[[int, Probe], None] | None = None,
 ) -> ProbeResult:
-    """Train a head (or everything) on a deep copy of ``backbone`` as the card ``s`` says; returns the result."""
+    """Train a head (or everything) on a deep copy of ``backbone`` as the card ``s`` says; returns
+    the result."""
     trainable = s["trainable"]
     if trainable not in ("head", "all"):
         raise ValueError(f"unknown trainable {trainable!r}")
     selection = s["selection"]
     if selection not in ("final", "best_epoch_test"):
-        raise ValueError(f"the probe engine implements selection final and best_epoch_test, not {selection!r}")
+        raise ValueError(
+            f"the probe engine implements selection final and best_epoch_test, not {selection!r}"
+        )
     every_epoch = bool(s.get("test_every_epoch", False))
     if (selection == "best_epoch_test") != every_epoch:
-        raise ValueError("best_epoch_test needs test_every_epoch, and final reads the test split once")
-    model = Probe(copy.deepcopy(backbone), make_head(feat_dim, train.num_classes, s, seed, path)).to(device)
+        raise ValueError(
+            "best_epoch_test needs test_every_epoch, and final reads the test split once"
+        )
+    model = Probe(
+        copy.deepcopy(backbone), make_head(feat_dim, train.num_classes, s, seed, path)
+    ).to(device)
     for p in model.backbone.parameters():
         p.requires_grad_(trainable == "all")
     params = [p for p in (model.parameters() if trainable == "all" else model.head.parameters())]
     aug = augment_config(s.get("train_augmentation"))
     cached = bool(s.get("cached", False))
     if cached and (aug is not None or trainable != "head" or str(s["bn_mode"]) != "eval"):
-        raise ValueError("cached features need no augmentation, a frozen backbone and BN in eval mode")
+        raise ValueError(
+            "cached features need no augmentation, a frozen backbone and BN in eval mode"
+        )
     train_y = torch.as_tensor(train.labels, dtype=torch.long)
     test_y = torch.as_tensor(test.labels, dtype=torch.long)
     size = size or int(train.images.shape[-1])
@@ -233,18 +289,28 @@ def run_probe(
     if cached:  # EasyFL: features once, eval mode, no augmentation; the head trains on them
         model.backbone.eval()
         with torch.no_grad():
-            feats = {name: torch.cat([model.backbone(plain(sp)(idx)).float() for idx in
-                                      batch_indices(len(sp), 512, shuffle=False, drop_last=False)])
-                     for name, sp in (("train", train), ("test", test))}
-        train_in = lambda idx: feats["train"][idx.to(feats["train"].device)]  # noqa: E731
-        test_in = lambda idx: feats["test"][idx.to(feats["test"].device)]  # noqa: E731
+            feats = {
+                name: torch.cat(
+                    [
+                        model.backbone(plain(sp)(idx)).float()
+                        for idx in batch_indices(len(sp), 512, shuffle=False, drop_last=False)
+                    ]
+                )
+                for name, sp in (("train", train), ("test", test))
+            }
+        train_in = lambda idx: feats["train"][idx.to(feats["train"].device)]
+        test_in = lambda idx: feats["test"][idx.to(feats["test"].device)]
         train_fwd, test_fwd = model.head, model.head
     else:
         gen_aug = torch_gen(seed, Stream.TASK, path, 4)
 
         def train_in(idx: torch.Tensor) -> torch.Tensor:
             x = train.images[idx].to(device)
-            return plain(train)(idx) if aug is None else augment(x, aug, gen_aug, size=size, mean=mean, std=std)
+            return (
+                plain(train)(idx)
+                if aug is None
+                else augment(x, aug, gen_aug, size=size, mean=mean, std=std)
+            )
 
         test_in = plain(test)
 
@@ -277,10 +343,15 @@ def run_probe(
 
     for epoch in range(1, epochs + 1):
         model.train()
-        model.backbone.train(_bn_train_during(s, epoch) if trainable == "head" else str(s["bn_mode"]) != "eval")
-        for idx in batch_indices(len(train), bs, shuffle=shuffle, drop_last=drop_last, gen=gen_order):
+        model.backbone.train(
+            _bn_train_during(s, epoch) if trainable == "head" else str(s["bn_mode"]) != "eval"
+        )
+        for idx in batch_indices(
+            len(train), bs, shuffle=shuffle, drop_last=drop_last, gen=gen_order
+        ):
             if trainable == "all" and len(idx) < 2 and model.backbone.training:
-                continue  # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
+                # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
+                continue
             loss = loss_fn(train_fwd(train_in(idx)), train_y[idx].to(device), str(s["loss"]))
             if not torch.isfinite(loss):
                 raise Diverged(f"native probe loss became {loss.item()} in epoch {epoch}")
@@ -299,14 +370,24 @@ def run_probe(
     if not every_epoch:
         per_epoch.append(test_once())  # `final`: the test split is read once, here
     value = max(per_epoch) if selection == "best_epoch_test" else per_epoch[-1]
-    return ProbeResult(value=value, per_epoch_test=tuple(per_epoch), test_evaluations=evaluations,
-                       test_scored=scored, train_batches_per_epoch=steps_per_epoch, final_train_loss=last_loss)
+    return ProbeResult(
+        value=value,
+        per_epoch_test=tuple(per_epoch),
+        test_evaluations=evaluations,
+        test_scored=scored,
+        train_batches_per_epoch=steps_per_epoch,
+        final_train_loss=last_loss,
+    )
 
 
-# ------------------------------------------------------------------------------------------ the tasks
+# ------------------------------------------------------------------------------------------ the
+# tasks
+
 
 def _overrides(cfg: Any) -> dict[str, Any]:
-    return {k: getattr(cfg, k) for k in ("epochs", "batch_size", "lr") if getattr(cfg, k) is not None}
+    return {
+        k: getattr(cfg, k) for k in ("epochs", "batch_size", "lr") if getattr(cfg, k) is not None
+    }
 
 
 def _check(cfg: Any) -> None:
@@ -336,8 +417,10 @@ class _NativeTask:
         spec = load_card(name)
         o = self.card_overrides()
         s = spec.resolve(o).settings
-        summary = (f"{name}: {s['optimizer']} lr {effective_lr(s):g}, {s['epochs']} ep, batch {s['batch_size']}, "
-                   f"{s['selection']}")
+        summary = (
+            f"{name}: {s['optimizer']} lr {effective_lr(s):g}, {s['epochs']} ep, batch {s['batch_size']}, "
+            f"{s['selection']}"
+        )
         return spec.protocol_card(o, summary=summary)
 
     def splits(self, ctx: TaskContext) -> tuple[DatasetSplit, DatasetSplit, dict[str, Any]]:
@@ -352,27 +435,55 @@ class _NativeTask:
         results: list[ProbeResult] = []
 
         def one(member: int) -> float:
-            r = run_probe(modules_of(encoder)[member], encoder.feat_dim, train, test, s, mean=mean, std=std,
-                          size=int(train.images.shape[-1]), seed=ctx.seed, device=ctx.device, path=_STREAM[self.name])
+            r = run_probe(
+                modules_of(encoder)[member],
+                encoder.feat_dim,
+                train,
+                test,
+                s,
+                mean=mean,
+                std=std,
+                size=int(train.images.shape[-1]),
+                seed=ctx.seed,
+                device=ctx.device,
+                path=_STREAM[self.name],
+            )
             results.append(r)
             return r.value
 
         values, members = score_members(encoder, one, "top1")
         r = results[0]
-        extra = {**members, **extra, "per_epoch_test": list(r.per_epoch_test), "test_evaluations": r.test_evaluations,
-                 "test_samples": len(test), "test_samples_scored": r.test_scored, "train_samples": len(train),
-                 "train_batches_per_epoch": r.train_batches_per_epoch, "final_train_loss": r.final_train_loss,
-                 "effective_lr": effective_lr(s)}
-        return TaskScores(task=self.name, card=card, main_metric="top1", higher_is_better=True, values=values,
-                          wall_time_s=time.perf_counter() - t0, extra=extra)
+        extra = {
+            **members,
+            **extra,
+            "per_epoch_test": list(r.per_epoch_test),
+            "test_evaluations": r.test_evaluations,
+            "test_samples": len(test),
+            "test_samples_scored": r.test_scored,
+            "train_samples": len(train),
+            "train_batches_per_epoch": r.train_batches_per_epoch,
+            "final_train_loss": r.final_train_loss,
+            "effective_lr": effective_lr(s),
+        }
+        return TaskScores(
+            task=self.name,
+            card=card,
+            main_metric="top1",
+            higher_is_better=True,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra=extra,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class LinearNativeConfig:
-    card: Literal["orchestra", "decssl", "easyfl", "moco-lincls"] = "orchestra"  # tasks/cards/linear_<card>.json
+    # tasks/cards/linear_<card>.json
+    card: Literal["orchestra", "decssl", "easyfl", "moco-lincls"] = "orchestra"
     epochs: int | None = None  # None: the card's value; any other value changes the card digest
     batch_size: int | None = None
-    lr: float | None = None  # moco-lincls: 0.03 (ResNet-18, the card) or 0.3 (ResNet-50, FLESD README)
+    # moco-lincls: 0.03 (ResNet-18, the card) or 0.3 (ResNet-50, FLESD README)
+    lr: float | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -380,7 +491,8 @@ class LinearNativeConfig:
 
 @TASKS.register("linear_native")
 class LinearNative(_NativeTask):
-    """A paper's own linear evaluation (linear/orchestra, linear/decssl, linear/easyfl, linear/moco-lincls)."""
+    """A paper's own linear evaluation (linear/orchestra, linear/decssl, linear/easyfl,
+    linear/moco-lincls)."""
 
     name: ClassVar[str] = "linear_native"
     family: ClassVar[str] = "linear"
@@ -404,20 +516,30 @@ class SemisupNativeConfig:
 
 @TASKS.register("semisup_native")
 class SemisupNative(_NativeTask):
-    """Orchestra's semi-supervised fine-tuning (semisup/orchestra, docs/protocols/evaluation.md §3.5)."""
+    """Orchestra's semi-supervised fine-tuning (semisup/orchestra, docs/protocols/evaluation.md
+    §3.5)."""
 
     name: ClassVar[str] = "semisup_native"
     family: ClassVar[str] = "semisup"
     Config: ClassVar[type] = SemisupNativeConfig
 
     def card_overrides(self) -> dict[str, Any]:
-        return {**_overrides(self.cfg), "label_fraction": self.cfg.label_fraction,
-                "subset_seed": self.cfg.subset_seed}
+        return {
+            **_overrides(self.cfg),
+            "label_fraction": self.cfg.label_fraction,
+            "subset_seed": self.cfg.subset_seed,
+        }
 
     def splits(self, ctx: TaskContext) -> tuple[DatasetSplit, DatasetSplit, dict[str, Any]]:
         ds, c = ctx.dataset, self.cfg
-        idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
-        return ds.train.subset(idx), ds.test, {"subset_digest": subset_digest(idx), "subset_size": int(idx.size)}
+        idx = class_balanced_subset(
+            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
+        )
+        return (
+            ds.train.subset(idx),
+            ds.test,
+            {"subset_digest": subset_digest(idx), "subset_size": int(idx.size)},
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -439,7 +561,8 @@ class TransferNativeConfig:
 
 @TASKS.register("transfer_native")
 class TransferNative(_NativeTask):
-    """Dec-SSL's transfer probe as far as known (transfer/decssl: linear/decssl on the target; protocol assumed)."""
+    """Dec-SSL's transfer probe as far as known (transfer/decssl: linear/decssl on the target;
+    protocol assumed)."""
 
     name: ClassVar[str] = "transfer_native"
     family: ClassVar[str] = "transfer"
@@ -451,15 +574,29 @@ class TransferNative(_NativeTask):
 
     def card_overrides(self) -> dict[str, Any]:
         c = self.cfg
-        return {**_overrides(c), "target": c.target, "resolution": c.target_resolution,
-                "label_fraction": c.label_fraction, "subset_seed": c.subset_seed}
+        return {
+            **_overrides(c),
+            "target": c.target,
+            "resolution": c.target_resolution,
+            "label_fraction": c.label_fraction,
+            "subset_seed": c.subset_seed,
+        }
 
     def splits(self, ctx: TaskContext) -> tuple[DatasetSplit, DatasetSplit, dict[str, Any]]:
         from tasks.transfer import _data_root, resize_split
 
         c = self.cfg
         target = load_dataset_splits(c.target, {}, _data_root(ctx))
-        idx = class_balanced_subset(target.train.labels, c.label_fraction, c.subset_seed, target.num_classes)
+        idx = class_balanced_subset(
+            target.train.labels, c.label_fraction, c.subset_seed, target.num_classes
+        )
         train = resize_split(target.train.subset(idx), c.target_resolution)
-        return train, resize_split(target.test, c.target_resolution), {
-            "target": c.target, "target_revision": target.revision, "subset_digest": subset_digest(idx)}
+        return (
+            train,
+            resize_split(target.test, c.target_resolution),
+            {
+                "target": c.target,
+                "target_revision": target.revision,
+                "subset_digest": subset_digest(idx),
+            },
+        )

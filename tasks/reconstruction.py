@@ -1,17 +1,20 @@
-"""``recon/mae@v1`` (docs/protocols/evaluation.md §5): masked-patch reconstruction error of an exported masked auto-encoder.
+"""``recon/mae@v1`` (docs/protocols/evaluation.md §5): masked-patch reconstruction error of an
+exported masked auto-encoder.
 
-A project addition for FedMAE, which shows reconstructions only qualitatively (Fig. 1); no reference numbers exist.
-Held-out images (the dataset's test split, optionally its first ``max_images`` in index order) are masked at
-ρ = 0.75 on the model's patch grid with masks that depend only on (mask_seed, image index, grid): for image i the
-visible patches are the first 25 % of ``default_rng(SeedSequence([mask_seed, i])).permutation(L)``, so every model
-with the same grid sees the same masks. Predictions are un-normalised to [0, 1] RGB (target space ``pixel``) and
-compared with the original image on the masked patches: MSE_i over masked pixels and channels,
-PSNR_i = 10 log10(1 / max(MSE_i, 1e-10)); the dataset means are reported, plus the visible-patch MSE as a diagnostic.
-Space ``normpix`` (models trained on per-patch normalised targets) reports MSE in that space only, no PSNR.
+A project addition for FedMAE, which shows reconstructions only qualitatively (Fig. 1); no reference
+numbers exist. Held-out images (the dataset's test split, optionally its first ``max_images`` in
+index order) are masked at ρ = 0.75 on the model's patch grid with masks that depend only on
+(mask_seed, image index, grid): for image i the visible patches are the first 25 % of
+``default_rng(SeedSequence([mask_seed, i])).permutation(L)``, so every model with the same grid sees
+the same masks. Predictions are un-normalised to [0, 1] RGB (target space ``pixel``) and compared
+with the original image on the masked patches: MSE_i over masked pixels and channels, PSNR_i = 10
+log10(1 / max(MSE_i, 1e-10)); the dataset means are reported, plus the visible-patch MSE as a
+diagnostic. Space ``normpix`` (models trained on per-patch normalised targets) reports MSE in that
+space only, no PSNR.
 
 The encoder must export the auto-encoder as ``Encoder.extras["mae"]``: a module with ``patch_size``,
-``num_patches``, ``norm_pix_loss`` and ``forward_masked(x, ids_shuffle, len_keep) -> (pred (B, L, p²·3), mask)``.
-Encoders without one raise ``TaskNotApplicable``.
+``num_patches``, ``norm_pix_loss`` and ``forward_masked(x, ids_shuffle, len_keep) -> (pred (B, L,
+p²·3), mask)``. Encoders without one raise ``TaskNotApplicable``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ from tasks.cards import load_card
 
 
 def recon_masks(num_images: int, num_patches: int, mask_seed: int, start: int = 0) -> torch.Tensor:
-    """(n, L) permutations; row j belongs to image ``start + j`` (fixed per image index, grid and seed)."""
-    rows = [np.random.default_rng(np.random.SeedSequence([mask_seed, start + j])).permutation(num_patches)
-            for j in range(num_images)]
+    """(n, L) permutations; row j belongs to image ``start + j`` (fixed per image index, grid and
+    seed)."""
+    rows = [
+        np.random.default_rng(np.random.SeedSequence([mask_seed, start + j])).permutation(
+            num_patches
+        )
+        for j in range(num_images)
+    ]
     return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, num_patches)), dtype=torch.long)
 
 
@@ -43,8 +51,11 @@ def patchify(imgs: torch.Tensor, p: int) -> torch.Tensor:
     return torch.einsum("nchpwq->nhwpqc", x).reshape(b, (h // p) * (w // p), p * p * c)
 
 
-def unnormalize_patches(pred: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    """Undo per-channel input normalisation on patchified predictions (channel is the fastest index)."""
+def unnormalize_patches(
+    pred: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]
+) -> torch.Tensor:
+    """Undo per-channel input normalisation on patchified predictions (channel is the fastest
+    index)."""
     c = len(mean)
     m = torch.tensor(mean, dtype=pred.dtype, device=pred.device)
     s = torch.tensor(std, dtype=pred.dtype, device=pred.device)
@@ -60,12 +71,14 @@ def per_image_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) 
 
 
 def psnr(mse: torch.Tensor, floor: float = 1e-10) -> torch.Tensor:
-    """10 log10(1 / max(MSE, 1e-10)) dB for targets in [0, 1] (100 dB for a perfect reconstruction)."""
+    """10 log10(1 / max(MSE, 1e-10)) dB for targets in [0, 1] (100 dB for a perfect
+    reconstruction)."""
     return 10.0 * torch.log10(1.0 / mse.clamp(min=floor))
 
 
 def normalize_patches(t: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """MAE's norm_pix target: per patch (t − mean) / sqrt(var + 1e-6), torch's default (unbiased) variance."""
+    """MAE's norm_pix target: per patch (t − mean) / sqrt(var + 1e-6), torch's default (unbiased)
+    variance."""
     return (t - t.mean(-1, keepdim=True)) / (t.var(-1, keepdim=True) + eps) ** 0.5
 
 
@@ -84,7 +97,8 @@ class ReconstructionConfig:
 
 @TASKS.register("reconstruction", aliases=("recon",))
 class Reconstruction:
-    """Masked-patch MSE / PSNR on held-out images (docs/protocols/evaluation.md §5, card ``recon/mae@v1``)."""
+    """Masked-patch MSE / PSNR on held-out images (docs/protocols/evaluation.md §5, card
+    ``recon/mae@v1``)."""
 
     name: ClassVar[str] = "reconstruction"
     version: ClassVar[str] = "1"
@@ -97,23 +111,34 @@ class Reconstruction:
 
     def card(self) -> ProtocolCard:
         c = self.cfg
-        return load_card("recon/mae@v1").protocol_card(  # tasks/cards/recon_mae@v1.json + this config
-            {"subset": "first max_images in index order" if c.max_images else "all", "max_images": c.max_images,
-             "mask_ratio": c.mask_ratio, "mask_seed": c.mask_seed, "space": c.space,
-             "metric": "mean over images of masked-pixel MSE" + (" and PSNR (dB, floor 1e-10)"
-                                                                if c.space == "pixel" else "")},
-            summary=f"masked reconstruction rho={c.mask_ratio} ({c.space}), final")
+        # tasks/cards/recon_mae@v1.json + this config
+        return load_card("recon/mae@v1").protocol_card(
+            {
+                "subset": "first max_images in index order" if c.max_images else "all",
+                "max_images": c.max_images,
+                "mask_ratio": c.mask_ratio,
+                "mask_seed": c.mask_seed,
+                "space": c.space,
+                "metric": "mean over images of masked-pixel MSE"
+                + (" and PSNR (dB, floor 1e-10)" if c.space == "pixel" else ""),
+            },
+            summary=f"masked reconstruction rho={c.mask_ratio} ({c.space}), final",
+        )
 
     @torch.no_grad()
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
         model = dict(getattr(encoder, "extras", {}) or {}).get("mae")
         if model is None:
-            raise TaskNotApplicable("the encoder exports no masked auto-encoder (Encoder.extras['mae'])")
+            raise TaskNotApplicable(
+                "the encoder exports no masked auto-encoder (Encoder.extras['mae'])"
+            )
         norm_pix = bool(getattr(model, "norm_pix_loss", False))
         if norm_pix != (self.cfg.space == "normpix"):
-            raise TaskNotApplicable(f"space {self.cfg.space!r} does not match a model trained with "
-                                    f"norm_pix_loss={norm_pix}")
+            raise TaskNotApplicable(
+                f"space {self.cfg.space!r} does not match a model trained with "
+                f"norm_pix_loss={norm_pix}"
+            )
         split = ctx.dataset.test
         n = len(split) if not self.cfg.max_images else min(self.cfg.max_images, len(split))
         p, L = int(model.patch_size), int(model.num_patches)
@@ -122,7 +147,7 @@ class Reconstruction:
         model.eval().to(ctx.device)
         mse_m, mse_v, psnrs = [], [], []
         for start in range(0, n, self.cfg.batch_size):
-            imgs = split.images[start: min(start + self.cfg.batch_size, n)].to(ctx.device)
+            imgs = split.images[start : min(start + self.cfg.batch_size, n)].to(ctx.device)
             x = normalize(imgs, encoder.mean, encoder.std)
             ids = recon_masks(imgs.shape[0], L, self.cfg.mask_seed, start).to(ctx.device)
             pred, mask = model.forward_masked(x, ids, len_keep)
@@ -142,6 +167,17 @@ class Reconstruction:
         if self.cfg.space == "pixel":
             values["psnr"] = float(torch.cat(psnrs).mean())
         subset = hashlib.sha256(np.arange(n, dtype=np.int64).tobytes()).hexdigest()[:16]
-        return TaskScores(task=self.name, card=self.card(), main_metric="mse", higher_is_better=False,
-                          values=values, wall_time_s=time.perf_counter() - t0,
-                          extra={"num_images": n, "subset_digest": subset, "num_patches": L, "len_keep": len_keep})
+        return TaskScores(
+            task=self.name,
+            card=self.card(),
+            main_metric="mse",
+            higher_is_better=False,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra={
+                "num_images": n,
+                "subset_digest": subset,
+                "num_patches": L,
+                "len_keep": len_keep,
+            },
+        )

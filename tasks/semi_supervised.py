@@ -1,8 +1,10 @@
-"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): full fine-tuning of backbone + Linear(d, C) on a class-balanced label subset.
+"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): full fine-tuning of backbone + Linear(d, C)
+on a class-balanced label subset.
 
-The subset is drawn with its own seed (§2.3; identical across methods and training seeds), training runs a fixed
-step budget with SGD + Nesterov and a per-step cosine to 0, and the full test split is read once after the last
-step (selection ``final``). The encoder passed in is never mutated: the task fine-tunes a deep copy.
+The subset is drawn with its own seed (§2.3; identical across methods and training seeds), training
+runs a fixed step budget with SGD + Nesterov and a per-step cosine to 0, and the full test split is
+read once after the last step (selection ``final``). The encoder passed in is never mutated: the
+task fine-tunes a deep copy.
 """
 
 from __future__ import annotations
@@ -75,18 +77,39 @@ class Classifier(nn.Module):
 
 
 def fine_tune(
-    backbone: nn.Module, feat_dim: int, train: DatasetSplit, cfg: SemiSupervisedConfig, *, mean: tuple[float, ...],
-    std: tuple[float, ...], size: int, seed: int, device: torch.device,
+    backbone: nn.Module,
+    feat_dim: int,
+    train: DatasetSplit,
+    cfg: SemiSupervisedConfig,
+    *,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    size: int,
+    seed: int,
+    device: torch.device,
 ) -> tuple[Classifier, dict[str, float]]:
-    """Fine-tune a deep copy of ``backbone`` with a new head for ``cfg.steps`` SGD steps; returns (model, stats)."""
+    """Fine-tune a deep copy of ``backbone`` with a new head for ``cfg.steps`` SGD steps; returns
+    (model, stats)."""
     with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
         model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes)
     model.to(device).train()  # BN in train mode during training
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
-                          weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=0.0)  # per step, no warmup
-    aug = AugmentConfig(crop_scale=cfg.crop_scale, interpolation=cfg.interpolation, flip_p=cfg.flip_p,
-                        jitter_p=0.0, gray_p=0.0, blur_p=0.0)
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=cfg.lr,
+        momentum=cfg.momentum,
+        nesterov=cfg.nesterov,
+        weight_decay=cfg.weight_decay,
+    )
+    # per step, no warmup
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=0.0)
+    aug = AugmentConfig(
+        crop_scale=cfg.crop_scale,
+        interpolation=cfg.interpolation,
+        flip_p=cfg.flip_p,
+        jitter_p=0.0,
+        gray_p=0.0,
+        blur_p=0.0,
+    )
     gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)
     labels = torch.as_tensor(train.labels, dtype=torch.long)
     n, step, epochs, last_loss = len(train), 0, 0, 0.0
@@ -94,8 +117,9 @@ def fine_tune(
         raise ValueError(f"semi-supervised fine-tuning needs at least 2 labelled images, got {n}")
     while step < cfg.steps:
         epochs += 1
-        # reshuffled every epoch, no drop_last. DEVIATION: a trailing batch of one image is skipped (BatchNorm in
-        # train mode cannot normalise a single sample); it happens only when n ≡ 1 (mod batch size).
+        # reshuffled every epoch, no drop_last. DEVIATION: a trailing batch of one image is skipped
+        # (BatchNorm in train mode cannot normalise a single sample); it happens only when n ≡ 1
+        # (mod batch size).
         for idx in torch.randperm(n, generator=gen).split(cfg.batch_size):
             if step >= cfg.steps:
                 break
@@ -104,7 +128,9 @@ def fine_tune(
             x = augment(train.images[idx].to(device), aug, gen, size=size, mean=mean, std=std)
             loss = F.cross_entropy(model(x), labels[idx].to(device))
             if not torch.isfinite(loss):
-                raise Diverged(f"semi-supervised fine-tuning loss became {loss.item()} at step {step + 1}")
+                raise Diverged(
+                    f"semi-supervised fine-tuning loss became {loss.item()} at step {step + 1}"
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -115,24 +141,36 @@ def fine_tune(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, split: DatasetSplit, *, mean, std, device: torch.device, size: int | None = None,
-             batch_size: int = 512) -> tuple[float, int]:
-    """(top-1 %, samples scored) over every sample of ``split`` (read once), model in eval mode, no augmentation;
-    with ``size``, a bicubic resize to it only when the images are not already that size."""
+def evaluate(
+    model: nn.Module,
+    split: DatasetSplit,
+    *,
+    mean,
+    std,
+    device: torch.device,
+    size: int | None = None,
+    batch_size: int = 512,
+) -> tuple[float, int]:
+    """(top-1 %, samples scored) over every sample of ``split`` (read once), model in eval mode, no
+    augmentation; with ``size``, a bicubic resize to it only when the images are not already that
+    size."""
     model.eval()
     images, labels = split.images, torch.as_tensor(split.labels)
     correct = 0
     for start in range(0, len(labels), batch_size):
         x = normalize(images[start : start + batch_size].to(device).float().div_(255.0), mean, std)
         if size is not None and (x.shape[-1] != size or x.shape[-2] != size):
-            x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
+            x = F.interpolate(
+                x, size=(size, size), mode="bicubic", align_corners=False, antialias=True
+            )
         correct += int((model(x).argmax(1).cpu() == labels[start : start + batch_size]).sum())
     return 100.0 * correct / max(len(labels), 1), len(labels)
 
 
 @TASKS.register("semi_supervised", aliases=("semisup",))
 class SemiSupervised:
-    """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card, docs/protocols/evaluation.md §3.5)."""
+    """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card,
+    docs/protocols/evaluation.md §3.5)."""
 
     name: ClassVar[str] = "semi_supervised"
     version: ClassVar[str] = "1"
@@ -146,36 +184,78 @@ class SemiSupervised:
     def card(self) -> ProtocolCard:
         c = self.cfg
         pct = f"{c.label_fraction * 100:g}%"
-        card = load_card("semisup@v1")  # tasks/cards/semisup@v1.json; the label fraction is a card field
-        aug = {**card.settings["train_augmentation"], "crop_scale": c.crop_scale, "interpolation": c.interpolation,
-               "flip_p": c.flip_p}
+        # tasks/cards/semisup@v1.json; the label fraction is a card field
+        card = load_card("semisup@v1")
+        aug = {
+            **card.settings["train_augmentation"],
+            "crop_scale": c.crop_scale,
+            "interpolation": c.interpolation,
+            "flip_p": c.flip_p,
+        }
         return card.protocol_card(
-            {"label_fraction": c.label_fraction, "subset_seed": c.subset_seed, "lr": c.lr, "momentum": c.momentum,
-             "nesterov": c.nesterov, "weight_decay": c.weight_decay, "steps": c.steps, "batch_size": c.batch_size,
-             "train_augmentation": aug},
-            summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final")
+            {
+                "label_fraction": c.label_fraction,
+                "subset_seed": c.subset_seed,
+                "lr": c.lr,
+                "momentum": c.momentum,
+                "nesterov": c.nesterov,
+                "weight_decay": c.weight_decay,
+                "steps": c.steps,
+                "batch_size": c.batch_size,
+                "train_augmentation": aug,
+            },
+            summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final",
+        )
 
     def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
         t0 = time.perf_counter()
         c, ds = self.cfg, ctx.dataset
-        idx = class_balanced_subset(ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes)
+        idx = class_balanced_subset(
+            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
+        )
         labelled = ds.train.subset(idx)
         stats: list[dict[str, float]] = []
 
         def one(member: int) -> float:
             module = modules_of(encoder)[member]
-            model, st = fine_tune(module, encoder.feat_dim, labelled, c, mean=encoder.mean, std=encoder.std,
-                                  size=encoder.input_size, seed=ctx.seed, device=ctx.device)
+            model, st = fine_tune(
+                module,
+                encoder.feat_dim,
+                labelled,
+                c,
+                mean=encoder.mean,
+                std=encoder.std,
+                size=encoder.input_size,
+                seed=ctx.seed,
+                device=ctx.device,
+            )
             stats.append(st)
-            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)[0]  # read once
+            # read once
+            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)[
+                0
+            ]
 
         values, extra = score_members(encoder, one, "top1")
         counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
-        extra = {**extra, "subset_digest": subset_digest(idx), "subset_size": int(idx.size),
-                 "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
-                 if c.label_fraction < 1 else None,
-                 "per_class_min": int(counts.min()), "per_class_max": int(counts.max()),
-                 "epochs": stats[0]["epochs"], "final_train_loss": stats[0]["final_train_loss"],
-                 "test_samples": len(ds.test)}
-        return TaskScores(task=self.name, card=self.card(), main_metric="top1", higher_is_better=True,
-                          values=values, wall_time_s=time.perf_counter() - t0, extra=extra)
+        extra = {
+            **extra,
+            "subset_digest": subset_digest(idx),
+            "subset_size": int(idx.size),
+            "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
+            if c.label_fraction < 1
+            else None,
+            "per_class_min": int(counts.min()),
+            "per_class_max": int(counts.max()),
+            "epochs": stats[0]["epochs"],
+            "final_train_loss": stats[0]["final_train_loss"],
+            "test_samples": len(ds.test),
+        }
+        return TaskScores(
+            task=self.name,
+            card=self.card(),
+            main_metric="top1",
+            higher_is_better=True,
+            values=values,
+            wall_time_s=time.perf_counter() - t0,
+            extra=extra,
+        )

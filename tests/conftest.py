@@ -1,4 +1,5 @@
-"""Test-wide settings: offline by construction (docs/design.md §7), small thread pools, artefacts folder."""
+"""Test-wide settings: offline by construction (docs/design.md §7), small thread pools, artefacts
+folder."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _builtins() -> None:
-    from benchmark.registries import load_builtins
+    from benchmark.contracts.registries import load_builtins
 
     load_builtins()
 

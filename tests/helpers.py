@@ -1,8 +1,8 @@
-"""Shared test helpers: the smallest real cells (digits 16×16, micro backbones, 2 clients), and the kill/resume
-check every stateful method's tests run.
+"""Shared test helpers: the smallest real cells (digits 16×16, micro backbones, 2 clients), and the
+kill/resume check every stateful method's tests run.
 
-The cell builder lives in :mod:`benchmark.conformance` (``check-method`` needs it outside the tests); re-exported
-here.
+The cell builder lives in :mod:`benchmark.tools.check_method` (``check-method`` needs it outside the
+tests); re-exported here.
 """
 
 from __future__ import annotations
@@ -11,25 +11,34 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from benchmark.conformance import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
+from benchmark.tools.check_method import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
 
-__all__ = ["digits_inputs", "SMOKE_OVERRIDES", "assert_same_numbers", "run_straight_and_resumed", "smoke_cell",
-           "smoke_method_settings"]
+__all__ = [
+    "SMOKE_OVERRIDES",
+    "assert_same_numbers",
+    "digits_inputs",
+    "run_straight_and_resumed",
+    "smoke_cell",
+    "smoke_method_settings",
+]
 
 
 @functools.lru_cache(maxsize=1)
 def digits_inputs() -> Any:
-    """The ``InputSpec`` of the digits default (16x16, its own statistics), for tests that build a method by hand."""
+    """The ``InputSpec`` of the digits default (16x16, its own statistics), for tests that build a
+    method by hand."""
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.stages import input_spec
+    from benchmark.engine.stages import input_spec
 
     return input_spec(load_dataset_splits("digits", {}))
 
 
-def run_straight_and_resumed(cell: Any, root: Path, *, stop_after_round: int = 1) -> tuple[Any, Any]:
-    """The cell run straight through (under ``root/a``) and run again killed after ``stop_after_round`` and resumed
-    (under ``root/b``); returns both records."""
-    from benchmark.runner import run_cell
+def run_straight_and_resumed(
+    cell: Any, root: Path, *, stop_after_round: int = 1
+) -> tuple[Any, Any]:
+    """The cell run straight through (under ``root/a``) and run again killed after
+    ``stop_after_round`` and resumed (under ``root/b``); returns both records."""
+    from benchmark.engine.runner import run_cell
 
     straight = run_cell(cell, Path(root) / "a", device="cpu")
     assert run_cell(cell, Path(root) / "b", device="cpu", stop_after_round=stop_after_round) is None

@@ -21,7 +21,7 @@ RUN_DIRS = {
     "ckpt",
     "states",
     "tasks",
-}  # folders of a run directory (benchmark.rundir.DIR_NAMES)
+}  # folders of a run directory (benchmark.runroot.rundir.DIR_NAMES)
 CODE_NAME = re.compile(r"^(\w+(?:\.\w+)*)(\(.*\))?$")
 
 
@@ -130,10 +130,104 @@ def test_every_code_name_in_the_architecture_page_exists() -> None:
 def test_the_check_sees_a_renamed_function_and_a_missing_file() -> None:
     assert (
         problems(
-            ["benchmark/stages.py: export_encoder", "RunDir.done", "export_encoder(method, server)"]
+            [
+                "benchmark/engine/stages.py: export_encoder",
+                "RunDir.done",
+                "export_encoder(method, server)",
+            ]
         )
         == []
     )
-    assert problems(["benchmark/stages.py: export_the_encoder"]) and problems(["RunDir.is_done"])
+    assert problems(["benchmark/engine/stages.py: export_the_encoder"]) and problems(
+        ["RunDir.is_done"]
+    )
     assert problems(["benchmark/no_such_module.py"]) and problems(["export_the_encoder(method)"])
     assert problems(["export_encoder(method, pretrained)"])  # the signature the page once gave
+
+
+# ---- the citations of the layered layout: ``file.py: Class.attr`` (an attribute of that class) and
+# dotted ``benchmark.x`` module paths (a module, or a name defined in one)
+ROOTS = ("benchmark", "methods", "tasks", "leaderboard", "tests", "benchmarks", "docs", "results")
+CITE_NAME = re.compile(r"`([\w./-]+\.py|[\w./-]+/)(?::\s*([A-Za-z_][\w.]*))?`")
+DOTTED = re.compile(r"`(benchmark(?:\.[A-Za-z_]\w*)+)`")
+
+
+def module_names(path: Path) -> dict[str, set[str]]:
+    """Top-level names of a module → the attributes each class defines (empty for the rest)."""
+    out: dict[str, set[str]] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            attrs = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            attrs |= {
+                t.id
+                for n in node.body
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
+            attrs |= {
+                n.target.id
+                for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            out[node.name] = attrs
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = set()
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out.update({t.id: set() for t in targets if isinstance(t, ast.Name)})
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update({(a.asname or a.name).split(".")[0]: set() for a in node.names})
+    return out
+
+
+def citation_problems(text: str) -> list[str]:
+    bad = []
+    for path, name in CITE_NAME.findall(text):
+        if path.split("/")[0] not in ROOTS:
+            continue
+        file = REPO / path
+        if not file.exists():
+            bad.append(f"{path} does not exist")
+            continue
+        if name:
+            head, _, attr = name.partition(".")
+            names = module_names(file)
+            if head not in names or (attr and attr not in names[head]):
+                bad.append(f"{path}: {name} is not defined there")
+    for dotted in DOTTED.findall(text):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            base = REPO.joinpath(*parts[:i])
+            module = (
+                base.with_suffix(".py")
+                if base.with_suffix(".py").exists()
+                else base / "__init__.py"
+            )
+            if module.exists():
+                rest = parts[i:]
+                if rest and rest[0] not in module_names(module):
+                    bad.append(f"{dotted}: {rest[0]} is not defined in {module.relative_to(REPO)}")
+                break
+        else:
+            bad.append(f"{dotted} is no module")
+    return bad
+
+
+def test_the_architecture_page_names_only_what_exists() -> None:
+    bad = citation_problems(DOC.read_text(encoding="utf-8"))
+    assert not bad, "docs/architecture.md: " + "; ".join(bad)
+
+
+def test_the_checker_catches_a_renamed_function_a_moved_file_and_a_missing_module() -> None:
+    text = (
+        "`benchmark/engine/runner.py: run_cell` `benchmark/engine/runner.py: run_cells` "
+        "`benchmark/simulate.py` `benchmark/runroot/rundir.py: RunDir.write_record` "
+        "`benchmark/runroot/rundir.py: RunDir.write_recrd` `benchmark.grid` `benchmark.api`"
+    )
+    assert citation_problems(text) == [
+        "benchmark/engine/runner.py: run_cells is not defined there",
+        "benchmark/simulate.py does not exist",
+        "benchmark/runroot/rundir.py: RunDir.write_recrd is not defined there",
+        "benchmark.grid: grid is not defined in benchmark/__init__.py",
+    ]

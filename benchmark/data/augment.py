@@ -1,15 +1,16 @@
 """Batched SSL augmentations on uint8 tensors, on the model's device, with an explicit generator.
 
-The papers' code runs torchvision's per-image PIL pipeline in data-loader workers. Here a whole batch is augmented
-with a handful of tensor ops (one ``grid_sample`` for crop + flip + resize, vectorised colour ops, a grouped conv for
-blur), which is what makes CPU tests cheap and GPU runs input-bound-free. Every random parameter is drawn first, on
-the CPU, from the caller's ``torch.Generator`` (``draw``; results do not depend on the device), then the view is built:
-each colour op runs only on the images it was drawn for (index_select, in-place arithmetic, index_copy_), and on the
-CPU in chunks of images small enough to be recycled by the allocator instead of page-faulted in afresh (issue 10,
-P2; profile in docs/performance.md).
+The papers' code runs torchvision's per-image PIL pipeline in data-loader workers. Here a whole
+batch is augmented with a handful of tensor ops (one ``grid_sample`` for crop + flip + resize,
+vectorised colour ops, a grouped conv for blur), which is what makes CPU tests cheap and GPU runs
+input-bound-free. Every random parameter is drawn first, on the CPU, from the caller's
+``torch.Generator`` (``draw``; results do not depend on the device), then the view is built: each
+colour op runs only on the images it was drawn for (index_select, in-place arithmetic, index_copy_),
+and on the CPU in chunks of images small enough to be recycled by the allocator instead of
+page-faulted in afresh (issue 10, P2; profile in docs/performance.md).
 
-Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``
-and ``GaussianBlur``; departures are marked DEVIATION.
+Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ColorJitter``,
+``RandomGrayscale`` and ``GaussianBlur``; departures are marked DEVIATION.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ import torch.nn.functional as F
 
 @dataclass(frozen=True, kw_only=True)
 class AugmentConfig:
-    """SimCLR-style two-view augmentation (Chen et al. 2020, App. A); defaults are Dec-SSL's CIFAR pipeline."""
+    """SimCLR-style two-view augmentation (Chen et al. 2020, App. A); defaults are Dec-SSL's CIFAR
+    pipeline."""
 
     crop_scale: tuple[float, float] = (0.08, 1.0)
     crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
     interpolation: str = "bilinear"  # "bicubic" for Orchestra
     flip_p: float = 0.5
-    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)  # brightness, contrast, saturation, hue
+    # brightness, contrast, saturation, hue
+    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)
     jitter_p: float = 0.8
     gray_p: float = 0.2
     blur_p: float = 0.0  # Dec-SSL: no blur on CIFAR
@@ -41,8 +44,11 @@ def _rand(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.rand(*shape, generator=gen)
 
 
-def crop_boxes(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator) -> torch.Tensor:
-    """(n, 4) boxes (top, left, h, w) drawn as torchvision's RandomResizedCrop.get_params (10 tries, then centre)."""
+def crop_boxes(
+    n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator
+) -> torch.Tensor:
+    """(n, 4) boxes (top, left, h, w) drawn as torchvision's RandomResizedCrop.get_params (10 tries,
+    then centre)."""
     area = height * width
     tries = 10
     scale = cfg.crop_scale[0] + (cfg.crop_scale[1] - cfg.crop_scale[0]) * _rand(gen, n, tries)
@@ -68,7 +74,8 @@ def crop_boxes(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.G
     fallback = first < 0
     hh = torch.where(fallback, torch.full((n,), float(fh)), hh)
     ww = torch.where(fallback, torch.full((n,), float(fw)), ww)
-    # DEVIATION: torchvision draws the offset with randint(0, H - h + 1); we scale a uniform draw, equivalent in law.
+    # DEVIATION: torchvision draws the offset with randint(0, H - h + 1); we scale a uniform draw,
+    # equivalent in law.
     top = torch.floor(u_top * (height - hh + 1)).clamp(max=height - hh)
     left = torch.floor(u_left * (width - ww + 1)).clamp(max=width - ww)
     top = torch.where(fallback, torch.full((n,), float((height - fh) // 2)), top)
@@ -79,7 +86,8 @@ def crop_boxes(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.G
 def resized_crop(
     x: torch.Tensor, boxes: torch.Tensor, flip: torch.Tensor, size: int, mode: str = "bilinear"
 ) -> torch.Tensor:
-    """Crop each image to its box, flip where ``flip``, and resize to ``size`` in one ``grid_sample``."""
+    """Crop each image to its box, flip where ``flip``, and resize to ``size`` in one
+    ``grid_sample``."""
     n, _, height, width = x.shape
     b = boxes.to(x.device, x.dtype)
     top, left, h, w = b.unbind(1)
@@ -87,9 +95,11 @@ def resized_crop(
     cy = (top + h / 2) / height * 2 - 1
     sx = w / width * torch.where(flip.to(x.device), -1.0, 1.0).to(x.dtype)
     sy = h / height
-    # The affine map is a per-image scale and shift (no rotation), so the sampling grid is an outer sum of two
-    # vectors: built by broadcasting instead of F.affine_grid's batched matmul (same values, a fraction of the cost).
-    base = (torch.arange(size, device=x.device, dtype=x.dtype) * 2 + 1) / size - 1  # pixel centres, align_corners=False
+    # The affine map is a per-image scale and shift (no rotation), so the sampling grid is an outer
+    # sum of two vectors: built by broadcasting instead of F.affine_grid's batched matmul (same
+    # values, a fraction of the cost).
+    # pixel centres, align_corners=False
+    base = (torch.arange(size, device=x.device, dtype=x.dtype) * 2 + 1) / size - 1
     grid = torch.empty(n, size, size, 2, device=x.device, dtype=x.dtype)
     grid[..., 0] = (sx[:, None] * base[None, :] + cx[:, None])[:, None, :]  # x varies along columns
     grid[..., 1] = (sy[:, None] * base[None, :] + cy[:, None])[:, :, None]  # y along rows
@@ -97,11 +107,13 @@ def resized_crop(
     return out.clamp_(0.0, 1.0) if mode == "bicubic" else out
 
 
-_LUMA = (0.299, 0.587, 0.114)  # ITU-R 601-2, PIL's convert("L") (torchvision's tensor path rounds 0.299 to 0.2989)
+# ITU-R 601-2, PIL's convert("L") (torchvision's tensor path rounds 0.299 to 0.2989)
+_LUMA = (0.299, 0.587, 0.114)
 
 
 def _gray_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """The luma plane (n, H, W) of ``x`` (0.299 r + 0.587 g + 0.114 b) written into ``out``, without temporaries."""
+    """The luma plane (n, H, W) of ``x`` (0.299 r + 0.587 g + 0.114 b) written into ``out``, without
+    temporaries."""
     torch.mul(x[:, 0], _LUMA[0], out=out)
     out.add_(x[:, 1], alpha=_LUMA[1])
     return out.add_(x[:, 2], alpha=_LUMA[2])
@@ -122,45 +134,57 @@ def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
 
 
 def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    """Reference HSV -> RGB by torchvision's six-way table (the tests' oracle; not on the hot path)."""
+    """Reference HSV -> RGB by torchvision's six-way table (the tests' oracle; not on the hot
+    path)."""
     h, s, v = x.unbind(1)
     i = torch.floor(h * 6.0)
     f = h * 6.0 - i
     i = i.long() % 6
     p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
     table = torch.stack(
-        [torch.stack(c, 1) for c in ((v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q))], 1
+        [
+            torch.stack(c, 1)
+            for c in ((v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q))
+        ],
+        1,
     )  # (n, 6, 3, H, W)
     idx = i[:, None, None].expand(-1, 1, 3, -1, -1)
     return table.gather(1, idx).squeeze(1)
 
 
 def _shift_hue_(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """In place: RGB -> HSV, h += shift (mod 1, ``shift`` (n,) in turns), -> RGB, as torchvision's adjust_hue.
+    """In place: RGB -> HSV, h += shift (mod 1, ``shift`` (n,) in turns), -> RGB, as torchvision's
+    adjust_hue.
 
-    S and V pass through (V = max, V·S = max - min = delta), so only the hue is computed: 6h = N / delta with
-    N = g - b, 2·delta + b - r or 4·delta + r - g where r, g or b is the first maximum (torchvision's _rgb2hsv order),
-    selected by multiplying with 0/1 float masks (exact) rather than torch.where (10x slower on this CPU). The
-    inverse is the closed form c_n = V - delta·clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6 for n = 5, 3, 1 (R, G,
-    B), written with u = k - 2 wrapped to [-3, 3] as c_n = min + delta·clamp(|u| - 1, 0, 1), instead of gathering
-    from torchvision's six-way table: the same maths up to float rounding (tested against torchvision)."""
+    S and V pass through (V = max, V·S = max - min = delta), so only the hue is computed: 6h = N /
+    delta with N = g - b, 2·delta + b - r or 4·delta + r - g where r, g or b is the first maximum
+    (torchvision's _rgb2hsv order), selected by multiplying with 0/1 float masks (exact) rather than
+    torch.where (10x slower on this CPU). The inverse is the closed form c_n = V -
+    delta·clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6 for n = 5, 3, 1 (R, G, B), written with u =
+    k - 2 wrapped to [-3, 3] as c_n = min + delta·clamp(|u| - 1, 0, 1), instead of gathering from
+    torchvision's six-way table: the same maths up to float rounding (tested against torchvision)."""
     n = x.shape[0]
     r, g, b = x.unbind(1)
     vmax = torch.maximum(torch.maximum(r, g), b)
     vmin = torch.minimum(torch.minimum(r, g), b)
     delta = vmax - vmin
-    m_r = torch.eq(r, vmax, out=torch.empty_like(vmax))  # eq into a float tensor: 0/1 masks, vectorised
+    # eq into a float tensor: 0/1 masks, vectorised
+    m_r = torch.eq(r, vmax, out=torch.empty_like(vmax))
     m_g = torch.eq(g, vmax, out=torch.empty_like(vmax))
     m_g.addcmul_(m_g, m_r, value=-1.0)  # g is the maximum and r is not
     m_b = (m_r + m_g).neg_().add_(1.0)
     h6 = (g - b).mul_(m_r)
     h6.addcmul_(m_g, (b - r).add_(delta, alpha=2.0))
     h6.addcmul_(m_b, (r - g).add_(delta, alpha=4.0))
-    # where delta = 0 the numerator is 0 and the output is the grey level whatever the hue: any divisor > 0 will do
+    # where delta = 0 the numerator is 0 and the output is the grey level whatever the hue: any
+    # divisor > 0 will do
     h6.div_(delta.clamp(min=1e-20))
-    offsets = torch.tensor([3.0, 1.0, -1.0]).view(1, 3) + 6.0 * shift.to("cpu", x.dtype).view(n, 1)  # n - 2 + 6·shift
-    u = torch.add(h6.unsqueeze(1), offsets.to(x.device, x.dtype).view(n, 3, 1, 1), out=x)  # RGB no longer needed
-    u.sub_(torch.mul(u, 1.0 / 6.0).round_(), alpha=6.0)  # wrap to [-3, 3]; the result is continuous at the seams
+    # n - 2 + 6·shift
+    offsets = torch.tensor([3.0, 1.0, -1.0]).view(1, 3) + 6.0 * shift.to("cpu", x.dtype).view(n, 1)
+    # RGB no longer needed
+    u = torch.add(h6.unsqueeze(1), offsets.to(x.device, x.dtype).view(n, 3, 1, 1), out=x)
+    # wrap to [-3, 3]; the result is continuous at the seams
+    u.sub_(torch.mul(u, 1.0 / 6.0).round_(), alpha=6.0)
     return u.abs_().sub_(1.0).clamp_(0.0, 1.0).mul_(delta.unsqueeze(1)).add_(vmin.unsqueeze(1))
 
 
@@ -173,13 +197,15 @@ def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
 class Draws:
     """Every random parameter of one augmented view of a batch of n images (all on the CPU).
 
-    Drawn from the generator in this order: crop boxes, flip, jitter (apply, brightness, contrast, saturation, hue
-    factors, op order), grayscale, blur (apply, sigma); a stage whose probability or strength is zero draws nothing."""
+    Drawn from the generator in this order: crop boxes, flip, jitter (apply, brightness, contrast,
+    saturation, hue factors, op order), grayscale, blur (apply, sigma); a stage whose probability or
+    strength is zero draws nothing."""
 
     boxes: torch.Tensor  # (n, 4) top, left, h, w
     flip: torch.Tensor  # (n,) bool
     jitter: torch.Tensor | None  # (n,) bool: ColorJitter applies
-    factors: torch.Tensor | None  # (n, 4) brightness, contrast, saturation factors, hue shift (turns)
+    # (n, 4) brightness, contrast, saturation factors, hue shift (turns)
+    factors: torch.Tensor | None
     order: torch.Tensor | None  # (n, 4) long: each image's order of the four jitter ops
     gray: torch.Tensor | None  # (n,) bool
     blur: torch.Tensor | None  # (n,) bool
@@ -189,8 +215,16 @@ class Draws:
         def cut(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[sl]
 
-        return Draws(self.boxes[sl], self.flip[sl], cut(self.jitter), cut(self.factors), cut(self.order),
-                     cut(self.gray), cut(self.blur), cut(self.sigma))
+        return Draws(
+            self.boxes[sl],
+            self.flip[sl],
+            cut(self.jitter),
+            cut(self.factors),
+            cut(self.order),
+            cut(self.gray),
+            cut(self.blur),
+            cut(self.sigma),
+        )
 
 
 def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator) -> Draws:
@@ -205,8 +239,9 @@ def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generat
         fs = 1 - sat + 2 * sat * _rand(gen, n)
         fh = -hue + 2 * hue * _rand(gen, n)
         factors = torch.stack([fb, fc, fs, fh], 1)
-        # torchvision's ColorJitter draws a fresh permutation of the four ops for every image (randperm(4) per call);
-        # the argsort of four uniforms is a uniform permutation too, drawn for all n images at once
+        # torchvision's ColorJitter draws a fresh permutation of the four ops for every image
+        # (randperm(4) per call); the argsort of four uniforms is a uniform permutation too, drawn
+        # for all n images at once
         order = torch.argsort(_rand(gen, n * 4).view(n, 4), dim=1)
     gray = _rand(gen, n) < cfg.gray_p if cfg.gray_p > 0 else None
     blur = sigma = None
@@ -217,8 +252,9 @@ def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generat
 
 
 def _on_selected(x: torch.Tensor, apply: torch.Tensor | None, fn) -> torch.Tensor:
-    """``fn(images, rows)`` on the images where ``apply`` (CPU bool), in place on ``x``: the whole batch when every
-    image is selected, else index_select -> fn -> index_copy_ (no work on the images an op skips)."""
+    """``fn(images, rows)`` on the images where ``apply`` (CPU bool), in place on ``x``: the whole
+    batch when every image is selected, else index_select -> fn -> index_copy_ (no work on the
+    images an op skips)."""
     if apply is None:
         return x
     rows = apply.nonzero().squeeze(1)
@@ -249,20 +285,27 @@ def _saturation_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
 _JITTER_OPS = (_brightness_, _contrast_, _saturation_, _shift_hue_)
 
 
-def color_jitter_(y: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig) -> torch.Tensor:
-    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4) and per-image op ``order`` (m, 4).
+def color_jitter_(
+    y: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig
+) -> torch.Tensor:
+    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4) and per-image op
+    ``order`` (m, 4).
 
-    Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other, 0, 1) with other
-    = 0 (brightness), the mean of the grey image (contrast) or the grey image (saturation), then adjust_hue.
-    Written as in-place multiply-adds with per-image scalars: the same maths up to float rounding (tested against
-    torchvision.transforms.functional). Every op is per image, so applying, slot by slot, each op to the images that
-    have it in that slot is each image's own order: at most 4 x 4 batched calls, whatever the batch size."""
+    Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other,
+    0, 1) with other = 0 (brightness), the mean of the grey image (contrast) or the grey image
+    (saturation), then adjust_hue. Written as in-place multiply-adds with per-image scalars: the
+    same maths up to float rounding (tested against torchvision.transforms.functional). Every op is
+    per image, so applying, slot by slot, each op to the images that have it in that slot is each
+    image's own order: at most 4 x 4 batched calls, whatever the batch size."""
     f = factors.to(y.device, y.dtype)
     for slot in range(4):
         for op, strength in enumerate(cfg.jitter):
             if strength > 0:
-                _on_selected(y, order[:, slot] == op,
-                             lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]))
+                _on_selected(
+                    y,
+                    order[:, slot] == op,
+                    lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]),
+                )
     return y
 
 
@@ -273,7 +316,8 @@ def grayscale_(y: torch.Tensor) -> torch.Tensor:
 
 
 def gaussian_blur_(y: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor:
-    """GaussianBlur with a k-tap kernel of per-image ``sigma`` (reflect padding, separable), in place on ``y``."""
+    """GaussianBlur with a k-tap kernel of per-image ``sigma`` (reflect padding, separable), in
+    place on ``y``."""
     m, c, h, w = y.shape
     sigma = sigma.to(y.device, y.dtype)
     r = torch.arange(k, device=y.device, dtype=y.dtype) - (k - 1) / 2
@@ -282,8 +326,12 @@ def gaussian_blur_(y: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor
     kern = kern.repeat_interleave(c, 0)  # (m*c, k)
     pad = k // 2
     z = y.reshape(1, m * c, h, w)
-    z = F.conv2d(F.pad(z, (pad, pad, 0, 0), mode="reflect"), kern.view(m * c, 1, 1, k), groups=m * c)
-    z = F.conv2d(F.pad(z, (0, 0, pad, pad), mode="reflect"), kern.view(m * c, 1, k, 1), groups=m * c)
+    z = F.conv2d(
+        F.pad(z, (pad, pad, 0, 0), mode="reflect"), kern.view(m * c, 1, 1, k), groups=m * c
+    )
+    z = F.conv2d(
+        F.pad(z, (0, 0, pad, pad), mode="reflect"), kern.view(m * c, 1, k, 1), groups=m * c
+    )
     return y.copy_(z.view(m, c, h, w))
 
 
@@ -291,17 +339,23 @@ _CHUNK_BYTES = 3 << 20
 
 
 def _chunk(n: int, size: int, device: torch.device) -> int:
-    """Images per chunk. On the CPU the view is built in slices of at most ~3 MB per float tensor: a larger fresh
-    tensor is mmap'ed by the allocator and page-faulted on first touch (measured: that costs more than the arithmetic
-    of an elementwise op), while smaller ones are recycled from the heap and stay in cache. One chunk elsewhere."""
+    """Images per chunk. On the CPU the view is built in slices of at most ~3 MB per float tensor: a
+    larger fresh tensor is mmap'ed by the allocator and page-faulted on first touch (measured: that
+    costs more than the arithmetic of an elementwise op), while smaller ones are recycled from the
+    heap and stay in cache. One chunk elsewhere."""
     if device.type != "cpu":
         return n
     return max(1, min(n, _CHUNK_BYTES // (3 * size * size * 4)))
 
 
-def _view(x: torch.Tensor, d: Draws, cfg: AugmentConfig, size: int, mean: torch.Tensor, std: torch.Tensor):
-    y = resized_crop(x, d.boxes, d.flip, size, cfg.interpolation)  # a fresh tensor: the ops below work in place
-    y = _on_selected(y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order[rows], cfg))
+def _view(
+    x: torch.Tensor, d: Draws, cfg: AugmentConfig, size: int, mean: torch.Tensor, std: torch.Tensor
+):
+    # a fresh tensor: the ops below work in place
+    y = resized_crop(x, d.boxes, d.flip, size, cfg.interpolation)
+    y = _on_selected(
+        y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order[rows], cfg)
+    )
     y = _on_selected(y, d.gray, lambda v, rows: grayscale_(v))
     y = _on_selected(y, d.blur, lambda v, rows: gaussian_blur_(v, d.sigma[rows], cfg.blur_kernel))
     return y.sub_(mean).div_(std)  # normalize(), in place
@@ -318,8 +372,8 @@ def augment(
 ) -> torch.Tensor:
     """One augmented, normalised float view of a uint8 batch (N, 3, H, W) on its own device.
 
-    All parameters are drawn first (``draw``), then the view is built chunk by chunk (``_chunk``); the result does
-    not depend on the chunking, since every op is per image."""
+    All parameters are drawn first (``draw``), then the view is built chunk by chunk (``_chunk``);
+    the result does not depend on the chunking, since every op is per image."""
     x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
     n, _, height, width = x.shape
     size = size or width
@@ -337,8 +391,14 @@ def augment(
 
 
 def two_views(
-    images: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator, *, mean: tuple[float, ...], std: tuple[float, ...]
+    images: torch.Tensor,
+    cfg: AugmentConfig,
+    gen: torch.Generator,
+    *,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two independent draws of the augmentation, as in SimCLR (the uint8 batch is converted to float once)."""
+    """Two independent draws of the augmentation, as in SimCLR (the uint8 batch is converted to
+    float once)."""
     x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
     return augment(x, cfg, gen, mean=mean, std=std), augment(x, cfg, gen, mean=mean, std=std)

@@ -1,8 +1,9 @@
 """Datasets as in-memory uint8 image tensors with integer labels, pinned to a revision.
 
-``digits`` (scikit-learn's handwritten digits, real data that ships with the dependency) is the embedded default.
-Hub datasets load through HF ``datasets`` from a data root; nothing is downloaded during a run. A missing dataset
-fails in well under a second with the command that fetches it (``python -m benchmark prefetch NAME``).
+``digits`` (scikit-learn's handwritten digits, real data that ships with the dependency) is the
+embedded default. Hub datasets load through HF ``datasets`` from a data root; nothing is downloaded
+during a run. A missing dataset fails in well under a second with the command that fetches it
+(``python -m benchmark prefetch NAME``).
 """
 
 from __future__ import annotations
@@ -16,55 +17,29 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from benchmark.registries import DATASETS
+from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+from benchmark.contracts.registries import DATASETS
 
 if TYPE_CHECKING:
     import torch
 
-# torch is imported inside the functions that need it, so that availability checks (`run` stopping on missing
-# data, `plan`) stay fast: this module and the dataset classes are torch-free at import time.
+# torch is imported inside the functions that need it, so that availability checks (`run` stopping
+# on missing data, `plan`) stay fast: this module and the dataset classes are torch-free at import
+# time.
 
 
 class DatasetUnavailable(RuntimeError):
     """The dataset is not on this machine; the message says how to get it."""
 
 
-@dataclass(frozen=True, eq=False)
-class DatasetSplit:
-    images: torch.Tensor  # (N, 3, H, W) uint8, CPU
-    labels: np.ndarray  # (N,) int64
-    num_classes: int
-
-    def __len__(self) -> int:
-        return int(self.labels.shape[0])
-
-    def subset(self, indices: np.ndarray) -> DatasetSplit:
-        import torch
-
-        idx = torch.as_tensor(np.asarray(indices, dtype=np.int64))
-        return DatasetSplit(self.images[idx], self.labels[np.asarray(indices, dtype=np.int64)], self.num_classes)
-
-
-@dataclass(frozen=True, eq=False)
-class DatasetSplits:
-    name: str
-    train: DatasetSplit
-    test: DatasetSplit
-    revision: str  # content digest of both splits (or the hub revision)
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-
-    @property
-    def num_classes(self) -> int:
-        return self.train.num_classes
-
-    @property
-    def image_size(self) -> int:
-        return int(self.train.images.shape[-1])
-
-
 def default_data_root() -> Path:
     return Path(os.environ.get("FSSL_DATA_ROOT", Path.home() / ".cache" / "fssl-bench" / "data"))
+
+
+def resolve_data_root(data_root: str | Path | None) -> Path:
+    """The data root a run uses: the one given, else ``default_data_root()`` (the one resolution
+    of the run, preflight, prefetch and the partition oracle)."""
+    return Path(data_root) if data_root else default_data_root()
 
 
 def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
@@ -79,11 +54,11 @@ def content_revision(*arrays: np.ndarray | torch.Tensor) -> str:
 _CACHE: dict[Any, DatasetSplits] = {}
 
 
-# Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics (default), the
-# papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), ImageNet's, or none
-# (mean 0, std 1: pixels in [0, 1], EasyFL's FedU/FedEMA transforms). It sets the statistics the
-# clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's own statistics
-# (docs/protocols/evaluation.md, card field "input").
+# Input normalisation a cell can choose (dataset param ``normalize``): the dataset's own statistics
+# (default), the papers' mean = std = 0.5 (Orchestra's and FLESD's CIFAR pipelines), ImageNet's, or
+# none (mean 0, std 1: pixels in [0, 1], EasyFL's FedU/FedEMA transforms). It sets the statistics
+# the clients normalise with AND the encoder's metadata, so every task evaluates with the encoder's
+# own statistics (docs/protocols/evaluation.md, card field "input").
 Normalize = Literal["dataset", "half", "imagenet", "none"]
 NORMALIZATIONS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
@@ -96,20 +71,26 @@ def with_normalization(ds: DatasetSplits, normalize: str) -> DatasetSplits:
     if normalize == "dataset":
         return ds
     if normalize not in NORMALIZATIONS:
-        raise ValueError(f"normalize must be one of dataset, {', '.join(NORMALIZATIONS)}; got {normalize!r}")
+        raise ValueError(
+            f"normalize must be one of dataset, {', '.join(NORMALIZATIONS)}; got {normalize!r}"
+        )
     mean, std = NORMALIZATIONS[normalize]
     return dataclasses.replace(ds, mean=mean, std=std)
 
 
-# Which split the tasks score on (dataset param ``eval_split``). "test" is the benchmark's number. "validation" is
-# for choosing hyperparameters without reading the test split: a class-stratified ``val_fraction`` of the train
-# split becomes the evaluation split, the rest is what the clients partition, and the test split is not used.
+# Which split the tasks score on (dataset param ``eval_split``). "test" is the benchmark's number.
+# "validation" is for choosing hyperparameters without reading the test split: a class-stratified
+# ``val_fraction`` of the train split becomes the evaluation split, the rest is what the clients
+# partition, and the test split is not used.
 EvalSplit = Literal["test", "validation"]
 
 
-def stratified_holdout(labels: np.ndarray, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(kept, held-out) sorted indices: per class in label order, a ``RandomState(seed)`` permutation whose first
-    ``round(n_c * fraction)`` images (at least one, at most n_c - 1, none of a singleton class) are held out."""
+def stratified_holdout(
+    labels: np.ndarray, fraction: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held-out) sorted indices: per class in label order, a ``RandomState(seed)``
+    permutation whose first ``round(n_c * fraction)`` images (at least one, at most n_c - 1, none of
+    a singleton class) are held out."""
     rs = np.random.RandomState(seed)
     kept, held = [], []
     for c in np.unique(labels):
@@ -122,32 +103,39 @@ def stratified_holdout(labels: np.ndarray, fraction: float, seed: int = 0) -> tu
 
 
 def hold_out_validation(ds: DatasetSplits, fraction: float, seed: int = 0) -> DatasetSplits:
-    """The validation view of ``ds``: per class, a seeded random ``round(n_c * fraction)`` of the train images (at
-    least one, at most n_c - 1) becomes the evaluation split; the other train images stay the train split; the
-    test split is dropped. The normalisation statistics are left as they are (the train split's), and the revision
-    names the carve, so records of the two views never share a digest."""
+    """The validation view of ``ds``: per class, a seeded random ``round(n_c * fraction)`` of the
+    train images (at least one, at most n_c - 1) becomes the evaluation split; the other train
+    images stay the train split; the test split is dropped. The normalisation statistics are left as
+    they are (the train split's), and the revision names the carve, so records of the two views
+    never share a digest."""
     if not 0 < fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {fraction}")
     tr, va = stratified_holdout(ds.train.labels, fraction, seed)
     rev = hashlib.sha256(f"{ds.revision}|validation|{fraction}|{seed}".encode()).hexdigest()[:16]
-    return dataclasses.replace(ds, train=ds.train.subset(tr), test=ds.train.subset(va), revision=rev)
+    return dataclasses.replace(
+        ds, train=ds.train.subset(tr), test=ds.train.subset(va), revision=rev
+    )
 
 
-def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_root: str | Path | None = None) -> DatasetSplits:
+def load_dataset_splits(
+    name: str, params: dict[str, Any] | None = None, data_root: str | Path | None = None
+) -> DatasetSplits:
     """Load (and memoise in-process) a registered dataset by name and params."""
-    from benchmark.config import canonical_json, from_mapping
+    from benchmark.core.config import canonical_json, from_mapping
 
     cls = DATASETS.get(name)
     cfg = from_mapping(cls, params or {})
-    root = Path(data_root) if data_root else default_data_root()
-    # normalisation and the validation carve are views of the stored data: one in-memory copy serves them all
+    root = resolve_data_root(data_root)
+    # normalisation and the validation carve are views of the stored data: one in-memory copy serves
+    # them all
     views = {k: v for k, v in (("normalize", "dataset"), ("eval_split", "test")) if hasattr(cfg, k)}
     raw_cfg = dataclasses.replace(cfg, **views)
     key = (DATASETS.canonical(name), canonical_json(raw_cfg), str(root))
     if key not in _CACHE:
         _CACHE[key] = raw_cfg.load(root)
     ds = _CACHE[key]
-    if getattr(cfg, "eval_split", "test") == "validation":  # the config type admits only "test" and "validation"
+    # the config type admits only "test" and "validation"
+    if getattr(cfg, "eval_split", "test") == "validation":
         ds = hold_out_validation(ds, cfg.val_fraction)
     return with_normalization(ds, getattr(cfg, "normalize", "dataset"))
 
@@ -155,10 +143,12 @@ def load_dataset_splits(name: str, params: dict[str, Any] | None = None, data_ro
 @DATASETS.register("digits")
 @dataclass(frozen=True, kw_only=True)
 class Digits:
-    """scikit-learn's 8×8 handwritten digits (1,797 images, 10 classes), upsampled to ``size``, 3 channels.
+    """scikit-learn's 8×8 handwritten digits (1,797 images, 10 classes), upsampled to ``size``, 3
+    channels.
 
-    Fixed split: a stratified permutation with seed 0; the last ``test_fraction`` of each class is the test set.
-    ``eval_split: validation`` scores on a held-out part of the train split instead (see ``hold_out_validation``).
+    Fixed split: a stratified permutation with seed 0; the last ``test_fraction`` of each class is
+    the test set. ``eval_split: validation`` scores on a held-out part of the train split instead
+    (see ``hold_out_validation``).
     """
 
     version: ClassVar[str] = "1"
@@ -167,7 +157,8 @@ class Digits:
     test_fraction: float = 0.2
     normalize: Normalize = "dataset"  # see NORMALIZATIONS
     eval_split: EvalSplit = "test"  # see EvalSplit
-    val_fraction: float = 0.2  # with eval_split "validation": the share of each class's train images held out
+    # with eval_split "validation": the share of each class's train images held out
+    val_fraction: float = 0.2
 
     def __post_init__(self) -> None:
         if self.size < 8:
@@ -200,10 +191,12 @@ class Digits:
 
 @dataclass(frozen=True, kw_only=True)
 class HubImageDataset:
-    """An image-classification dataset from the HF hub, stored under ``<data_root>/<name>`` by ``prefetch``.
+    """An image-classification dataset from the HF hub, stored under ``<data_root>/<name>`` by
+    ``prefetch``.
 
-    The run never downloads: ``prefetch`` (on a machine with network) calls ``datasets.load_dataset`` and
-    ``save_to_disk``; ``load`` reads that folder with ``load_from_disk`` and caches the decoded uint8 arrays.
+    The run never downloads: ``prefetch`` (on a machine with network) calls
+    ``datasets.load_dataset`` and ``save_to_disk``; ``load`` reads that folder with
+    ``load_from_disk`` and caches the decoded uint8 arrays.
     """
 
     version: ClassVar[str] = "1"
@@ -219,7 +212,8 @@ class HubImageDataset:
     std: ClassVar[tuple[float, ...]] = (0.5, 0.5, 0.5)
     normalize: Normalize = "dataset"  # see NORMALIZATIONS
     eval_split: EvalSplit = "test"  # see EvalSplit
-    val_fraction: float = 0.2  # with eval_split "validation": the share of each class's train images held out
+    # with eval_split "validation": the share of each class's train images held out
+    val_fraction: float = 0.2
 
     def folder(self, root: Path) -> Path:
         return Path(root) / self.name
@@ -252,15 +246,16 @@ class HubImageDataset:
         return out
 
     def check_features(self, split: Any, root: Path) -> None:
-        """One-line error naming the columns found when the stored set is not in the hub's format.
-        """
+        """One-line error naming the columns found when the stored set is not in the hub's
+        format."""
         cols = set(split.column_names)
         want = {self.image_column, self.label_column}
         if not want <= cols:
             raise DatasetUnavailable(
                 f"{self.name}: expected columns {sorted(want)} (hub {self.hub_id}), found "
                 f"{sorted(cols)} under {self.folder(root)}; "
-                f"re-fetch it: {self.prefetch_hint(root)}")
+                f"re-fetch it: {self.prefetch_hint(root)}"
+            )
 
     def square(self, img: Any) -> np.ndarray:
         """One decoded image as RGB uint8 (image_size, image_size, 3): resized (bicubic) when not
@@ -285,12 +280,12 @@ class HubImageDataset:
         y = np.empty(n, dtype=np.int64)
         part = split.select_columns([self.image_column, self.label_column])
         for lo in range(0, n, DECODE_SLICE):
-            rows = part[lo:lo + DECODE_SLICE]
+            rows = part[lo : lo + DECODE_SLICE]
             for i, img in enumerate(rows[self.image_column], start=lo):
                 x[i] = self.square(img).transpose(2, 0, 1)
                 if hasattr(img, "close"):
                     img.close()  # frees the decoded pixels now, not when the slice is dropped
-            y[lo:lo + len(rows[self.label_column])] = rows[self.label_column]
+            y[lo : lo + len(rows[self.label_column])] = rows[self.label_column]
         return x, y
 
     def num_classes_of(self, split: Any) -> int:
@@ -309,14 +304,20 @@ class HubImageDataset:
             if split not in dd:
                 raise DatasetUnavailable(
                     f"{self.name}: split {split!r} missing under {folder} (found {sorted(dd)}); "
-                    f"re-fetch it: {self.prefetch_hint(root)}")
+                    f"re-fetch it: {self.prefetch_hint(root)}"
+                )
             self.check_features(dd[split], root)
         self.validate(dd[self.train_split])
         xtr, ytr = self._decode(dd[self.train_split])
         xte, yte = self._decode(dd[self.test_split])
         num_classes = self.num_classes_of(dd[self.train_split]) or label_count(ytr, yte)
-        return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte,
-                "num_classes": np.int64(num_classes)}
+        return {
+            "xtr": xtr,
+            "ytr": ytr,
+            "xte": xte,
+            "yte": yte,
+            "num_classes": np.int64(num_classes),
+        }
 
     def load(self, root: Path) -> DatasetSplits:
         import torch
@@ -393,9 +394,9 @@ class CIFAR100(HubImageDataset):
 @DATASETS.register("stl10", aliases=("stl-10",))
 @dataclass(frozen=True, kw_only=True)
 class STL10(HubImageDataset):
-    """STL-10 labelled splits at native 96×96: train (5,000; the 10 predefined folds and the 100,000 unlabelled
-    images unused) and test (8,000), docs/protocols/evaluation.md §3.6. Resizing to the encoder's resolution is the transfer
-    card's business (``target_resolution``), not the loader's."""
+    """STL-10 labelled splits at native 96×96: train (5,000; the 10 predefined folds and the 100,000
+    unlabelled images unused) and test (8,000), docs/protocols/evaluation.md §3.6. Resizing to the
+    encoder's resolution is the transfer card's business (``target_resolution``), not the loader's."""
 
     name: ClassVar[str] = "stl10"
     hub_id: ClassVar[str] = "tanganke/stl10"

@@ -1,24 +1,29 @@
-"""Larger hub datasets: ``tiny_imagenet``, ``imagenet100``, ``mini_imagenet`` (HF ``datasets``), and ``coco2017``.
+"""Larger hub datasets: ``tiny_imagenet``, ``imagenet100``, ``mini_imagenet`` (HF ``datasets``), and
+``coco2017``.
 
-Same contract as ``benchmark/data/datasets.py``: a run never downloads. ``python -m benchmark prefetch NAME`` (on a
-machine with network) calls ``datasets.load_dataset`` and ``save_to_disk`` into ``<data root>/<name>``; ``load``
-reads that folder with ``load_from_disk``, decodes once into uint8 arrays at the configured resolution and caches
-them next to the data (``_fssl_uint8_<size>.npz``). A missing folder raises ``DatasetUnavailable`` at once, with the
+Same contract as ``benchmark/data/datasets.py``: a run never downloads. ``python -m benchmark
+prefetch NAME`` (on a machine with network) calls ``datasets.load_dataset`` and ``save_to_disk``
+into ``<data root>/<name>``; ``load`` reads that folder with ``load_from_disk``, decodes once into
+uint8 arrays at the configured resolution and caches them next to the data
+(``_fssl_uint8_<size>.npz``). A missing folder raises ``DatasetUnavailable`` at once, with the
 prefetch command.
 
 Column names and splits are those of the hub datasets' cards (checked there, not guessed):
 
-- ``zh-plus/tiny-imagenet``: features ``image`` (Image, 64×64) and ``label`` (ClassLabel, 200 wnids); splits
-  ``train`` (100,000) and ``valid`` (10,000) — huggingface.co/datasets/zh-plus/tiny-imagenet (dataset_infos.json).
-- ``clane9/imagenet-100``: features ``image`` and ``label`` (ClassLabel, 100 classes whose order is CMC's
-  ``imagenet100.txt``: '0' bonnet = n02869837, '1' green mamba = n01749939, ...); splits ``train`` (126,689) and
-  ``validation`` (5,000) — huggingface.co/datasets/clane9/imagenet-100 (README dataset_info).
-- ``timm/mini-imagenet``: features ``image`` (original resolution) and ``label`` (ClassLabel, 100 wnids); splits
-  ``train`` (50,000), ``validation`` (10,000) and ``test`` (5,000); the card says train/validation are the train/test
-  of the common 60,000-image Mini-ImageNet — huggingface.co/datasets/timm/mini-imagenet (README).
+- ``zh-plus/tiny-imagenet``: features ``image`` (Image, 64×64) and ``label`` (ClassLabel, 200
+  wnids); splits ``train`` (100,000) and ``valid`` (10,000) —
+  huggingface.co/datasets/zh-plus/tiny-imagenet (dataset_infos.json).
+- ``clane9/imagenet-100``: features ``image`` and ``label`` (ClassLabel, 100 classes whose order is
+  CMC's ``imagenet100.txt``: '0' bonnet = n02869837, '1' green mamba = n01749939, ...); splits
+  ``train`` (126,689) and ``validation`` (5,000) — huggingface.co/datasets/clane9/imagenet-100
+  (README dataset_info).
+- ``timm/mini-imagenet``: features ``image`` (original resolution) and ``label`` (ClassLabel, 100
+  wnids); splits ``train`` (50,000), ``validation`` (10,000) and ``test`` (5,000); the card says
+  train/validation are the train/test of the common 60,000-image Mini-ImageNet —
+  huggingface.co/datasets/timm/mini-imagenet (README).
 
-``coco2017`` is not an image-classification set: it locates the COCO 2017 detection data (images and instance
-annotation JSONs) under ``<data root>/coco``, the layout ``tasks/coco_detection`` reads.
+``coco2017`` is not an image-classification set: it locates the COCO 2017 detection data (images and
+instance annotation JSONs) under ``<data root>/coco``, the layout ``tasks/coco_detection`` reads.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from benchmark.contracts.registries import DATASETS
 from benchmark.data.datasets import DatasetUnavailable, HubImageDataset
-from benchmark.registries import DATASETS
 
 IMAGENET100_CLASSES_FILE = Path(__file__).with_name("imagenet100_classes.txt")
 # the hub set's ClassLabel names, as served ("bonnet, poke bonnet", "green mamba", ...): the
@@ -44,10 +49,17 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def imagenet100_classes() -> list[str]:
-    """The 100 ImageNet synsets of CMC's ImageNet-100 (github.com/HobbitLong/CMC ``imagenet100.txt``), in its order."""
-    names = [ln.strip() for ln in IMAGENET100_CLASSES_FILE.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    """The 100 ImageNet synsets of CMC's ImageNet-100 (github.com/HobbitLong/CMC
+    ``imagenet100.txt``), in its order."""
+    names = [
+        ln.strip()
+        for ln in IMAGENET100_CLASSES_FILE.read_text(encoding="utf-8").splitlines()
+        if ln.strip()
+    ]
     if len(names) != 100 or len(set(names)) != 100:
-        raise ValueError(f"{IMAGENET100_CLASSES_FILE} must list 100 distinct synsets, found {len(set(names))}")
+        raise ValueError(
+            f"{IMAGENET100_CLASSES_FILE} must list 100 distinct synsets, found {len(set(names))}"
+        )
     return names
 
 
@@ -56,15 +68,18 @@ def imagenet100_names() -> list[str]:
     text = IMAGENET100_NAMES_FILE.read_text(encoding="utf-8")
     names = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if len(names) != 100 or len(set(names)) != 100:
-        raise ValueError(f"{IMAGENET100_NAMES_FILE} must list 100 distinct names, "
-                         f"found {len(set(names))}")
+        raise ValueError(
+            f"{IMAGENET100_NAMES_FILE} must list 100 distinct names, found {len(set(names))}"
+        )
     return names
 
 
 def resize_center_crop(img: Any, size: int) -> np.ndarray:
-    """RGB uint8 (size, size, 3): shorter side resized to ``size`` (bicubic), then the central square.
+    """RGB uint8 (size, size, 3): shorter side resized to ``size`` (bicubic), then the central
+    square.
 
-    Square inputs of the target size are returned unchanged (bit for bit), so 64×64 Tiny-ImageNet stays as is.
+    Square inputs of the target size are returned unchanged (bit for bit), so 64×64 Tiny-ImageNet
+    stays as is.
     """
     from PIL import Image
 
@@ -84,9 +99,10 @@ def resize_center_crop(img: Any, size: int) -> np.ndarray:
 class HubClassification(HubImageDataset):
     """A hub image-classification set stored at a configurable square resolution ``size``.
 
-    DEVIATION: the harness keeps every split in memory as uint8 N×3×H×W (DatasetSplit), so ImageNet-sized images are
-    stored once at ``size`` (shorter side resized, centre crop); random-resized crops are then taken from that copy
-    rather than from the full-resolution JPEG. ImageNet-100 at 224 px is about 19 GB of RAM per process.
+    DEVIATION: the harness keeps every split in memory as uint8 N×3×H×W (DatasetSplit), so
+    ImageNet-sized images are stored once at ``size`` (shorter side resized, centre crop);
+    random-resized crops are then taken from that copy rather than from the full-resolution JPEG.
+    ImageNet-100 at 224 px is about 19 GB of RAM per process.
     """
 
     size: int = 224  # stored square resolution (px); each dataset sets its own default
@@ -114,8 +130,8 @@ class HubClassification(HubImageDataset):
 @DATASETS.register("tiny_imagenet", aliases=("tinyimagenet", "tiny-imagenet"))
 @dataclass(frozen=True, kw_only=True)
 class TinyImageNet(HubClassification):
-    """Tiny-ImageNet (200 classes, 64×64): train 100,000 / valid 10,000 (the labelled validation set is the test
-    split, as in FLESD's Table 1 and the usual SSL protocol)."""
+    """Tiny-ImageNet (200 classes, 64×64): train 100,000 / valid 10,000 (the labelled validation set
+    is the test split, as in FLESD's Table 1 and the usual SSL protocol)."""
 
     name: ClassVar[str] = "tiny_imagenet"
     hub_id: ClassVar[str] = "zh-plus/tiny-imagenet"
@@ -129,15 +145,18 @@ class TinyImageNet(HubClassification):
     def validate(self, train_split: Any) -> None:
         n = self.num_classes_of(train_split)
         if n and n != 200:
-            raise DatasetUnavailable(f"tiny_imagenet: expected 200 classes, the stored label feature has {n}")
+            raise DatasetUnavailable(
+                f"tiny_imagenet: expected 200 classes, the stored label feature has {n}"
+            )
 
 
 @DATASETS.register("imagenet100", aliases=("imagenet-100", "in100"))
 @dataclass(frozen=True, kw_only=True)
 class ImageNet100(HubClassification):
-    """ImageNet-100, the CMC 100-class subset (``benchmark/data/imagenet100_classes.txt``; Dec-SSL Table 1, FLESD
-    Table 1): train 126,689 / validation 5,000 (the ImageNet validation images of those classes). Label i is the i-th
-    synset of the class list, as in the hub set's ClassLabel order."""
+    """ImageNet-100, the CMC 100-class subset (``benchmark/data/imagenet100_classes.txt``; Dec-SSL
+    Table 1, FLESD Table 1): train 126,689 / validation 5,000 (the ImageNet validation images of
+    those classes). Label i is the i-th synset of the class list, as in the hub set's ClassLabel
+    order."""
 
     name: ClassVar[str] = "imagenet100"
     hub_id: ClassVar[str] = "clane9/imagenet-100"
@@ -155,8 +174,10 @@ class ImageNet100(HubClassification):
     def validate(self, train_split: Any) -> None:
         n = self.num_classes_of(train_split)
         if n != len(self.classes):
-            raise DatasetUnavailable(f"imagenet100: expected the {len(self.classes)} classes of "
-                                     f"{IMAGENET100_CLASSES_FILE.name}, the stored label feature has {n}")
+            raise DatasetUnavailable(
+                f"imagenet100: expected the {len(self.classes)} classes of "
+                f"{IMAGENET100_CLASSES_FILE.name}, the stored label feature has {n}"
+            )
         names = list(getattr(train_split.features[self.label_column], "names", []) or [])
         indices = [str(i) for i in range(len(names))]  # ClassLabel(num_classes=n): no order
         if names in (self.classes, imagenet100_names(), indices):
@@ -166,17 +187,18 @@ class ImageNet100(HubClassification):
         raise DatasetUnavailable(
             f"imagenet100: stored class {i} is {names[i]!r}, {IMAGENET100_CLASSES_FILE.name} "
             f"(CMC order) has {want[i]!r}: not clane9/imagenet-100's class order; re-fetch it with "
-            "`python -m benchmark prefetch imagenet100`")
+            "`python -m benchmark prefetch imagenet100`"
+        )
 
 
 @DATASETS.register("mini_imagenet", aliases=("miniimagenet", "mini-imagenet"))
 @dataclass(frozen=True, kw_only=True)
 class MiniImageNet(HubClassification):
-    """Mini-ImageNet (100 classes; FedMAE's pre-training set, docs/methods/fedmae.md §4): train 50,000 / test = the hub's
-    ``validation`` 10,000 (together the 60,000 images the FedMAE paper cites); the hub's 5,000-image ``test`` split,
-    taken from ImageNet's validation set, is not used. The card says its classes and splits
-    are not Vinyals et al.'s few-shot Mini-ImageNet; FedMAE does not name its list
-    (docs/official-code.md)."""
+    """Mini-ImageNet (100 classes; FedMAE's pre-training set, docs/methods/fedmae.md §4): train
+    50,000 / test = the hub's ``validation`` 10,000 (together the 60,000 images the FedMAE paper
+    cites); the hub's 5,000-image ``test`` split, taken from ImageNet's validation set, is not used.
+    The card says its classes and splits are not Vinyals et al.'s few-shot Mini-ImageNet; FedMAE
+    does not name its list (docs/official-code.md)."""
 
     name: ClassVar[str] = "mini_imagenet"
     hub_id: ClassVar[str] = "timm/mini-imagenet"
@@ -190,10 +212,12 @@ class MiniImageNet(HubClassification):
     def validate(self, train_split: Any) -> None:
         n = self.num_classes_of(train_split)
         if n and n != 100:
-            raise DatasetUnavailable(f"mini_imagenet: expected 100 classes, the stored label feature has {n}")
+            raise DatasetUnavailable(
+                f"mini_imagenet: expected 100 classes, the stored label feature has {n}"
+            )
 
 
-# --------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # COCO 2017 (detection data for tasks/coco_detection)
 
 COCO_URLS = {  # cocodataset.org/#download
@@ -205,7 +229,8 @@ COCO_URLS = {  # cocodataset.org/#download
 
 @dataclass(frozen=True)
 class CocoLayout:
-    """Where the COCO 2017 detection files are (what Detectron2's ``register_coco_instances`` needs)."""
+    """Where the COCO 2017 detection files are (what Detectron2's ``register_coco_instances``
+    needs)."""
 
     root: Path
     train_images: Path
@@ -214,35 +239,47 @@ class CocoLayout:
     val_annotations: Path
 
     def splits(self) -> dict[str, tuple[Path, Path]]:
-        return {"train2017": (self.train_annotations, self.train_images),
-                "val2017": (self.val_annotations, self.val_images)}
+        return {
+            "train2017": (self.train_annotations, self.train_images),
+            "val2017": (self.val_annotations, self.val_images),
+        }
 
 
 @DATASETS.register("coco2017", aliases=("coco",))
 @dataclass(frozen=True, kw_only=True)
 class Coco2017:
     """COCO 2017 detection data under ``<data root>/<folder>``: ``train2017/``, ``val2017/`` and
-    ``annotations/instances_{train,val}2017.json`` (docs/protocols/evaluation.md §4; docs/detection.md). Not a pre-training set:
-    ``load`` returns a ``CocoLayout`` (paths), for the ``coco_detection`` task."""
+    ``annotations/instances_{train,val}2017.json`` (docs/protocols/evaluation.md §4;
+    docs/detection.md). Not a pre-training set: ``load`` returns a ``CocoLayout`` (paths), for the
+    ``coco_detection`` task."""
 
     version: ClassVar[str] = "1"
     hub_id: ClassVar[str | None] = None
     source_url: ClassVar[str] = COCO_URLS["val2017.zip"]  # prefetch's reachability check probes it
-    folder_name: str = "coco"  # tasks/coco_detection reads <data root>/coco unless its coco_root is set
+    # tasks/coco_detection reads <data root>/coco unless its coco_root is set
+    folder_name: str = "coco"
 
     def folder(self, root: Path) -> Path:
         return Path(root) / self.folder_name
 
     def layout(self, root: Path) -> CocoLayout:
         f = self.folder(root)
-        return CocoLayout(f, f / "train2017", f / "val2017", f / "annotations" / "instances_train2017.json",
-                          f / "annotations" / "instances_val2017.json")
+        return CocoLayout(
+            f,
+            f / "train2017",
+            f / "val2017",
+            f / "annotations" / "instances_train2017.json",
+            f / "annotations" / "instances_val2017.json",
+        )
 
     def missing(self, root: Path) -> list[str]:
         lay = self.layout(root)
         out = [str(p) for p in (lay.train_annotations, lay.val_annotations) if not p.is_file()]
-        out += [f"{p}/ (no images)" for p in (lay.train_images, lay.val_images)
-                if not p.is_dir() or next(p.iterdir(), None) is None]
+        out += [
+            f"{p}/ (no images)"
+            for p in (lay.train_images, lay.val_images)
+            if not p.is_dir() or next(p.iterdir(), None) is None
+        ]
         return out
 
     def available(self, root: Path) -> bool:

@@ -1,64 +1,26 @@
-"""The partition contract (docs/protocols/partitioning.md §1, §4, §5): ``Partition``, ``PartitionError``, digest and statistics.
+"""The partition contract (docs/protocols/partitioning.md §1, §4, §5): ``Partition``,
+``PartitionError``, digest and statistics.
 
-Partitioners are frozen dataclasses holding their parameters and registered in ``PARTITIONERS``; calling one with
-``(labels, num_clients, seed)`` returns a :class:`Partition`. They are pure functions of the label array: no dataset
-I/O, no global RNG (they use ``np.random.RandomState(seed)``, whose stream NumPy keeps frozen, so digests are stable).
+Partitioners are frozen dataclasses holding their parameters and registered in ``PARTITIONERS``;
+calling one with ``(labels, num_clients, seed)`` returns a :class:`Partition`. They are pure
+functions of the label array: no dataset I/O, no global RNG (they use
+``np.random.RandomState(seed)``, whose stream NumPy keeps frozen, so digests are stable).
 """
 
 from __future__ import annotations
 
 import hashlib
 import zlib
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from benchmark.contracts.data_types import Partition
+
 
 class PartitionError(ValueError):
-    """A partition constraint could not be met within ``max_tries``; the message says how to relax it."""
-
-
-@dataclass(frozen=True, eq=False)
-class Partition:
-    """Client index sets into the train split. Compare ``digest()``, not the arrays."""
-
-    client_indices: tuple[np.ndarray, ...]  # K sorted, unique int64 arrays; disjoint
-    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # assigned to no client
-    domain: np.ndarray | None = None  # int8 group id per train index (covariate shift), or None
-    public_indices: np.ndarray | None = None  # server-side public split (FLESD D_pub), disjoint from clients
-    meta: dict[str, Any] = field(default_factory=dict)  # tries, constraint_violated, diagnostics
-    spec: dict[str, Any] = field(default_factory=dict)  # name, params, seed, labels_sha256
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.client_indices)
-
-    def sizes(self) -> np.ndarray:
-        return np.array([len(ix) for ix in self.client_indices], dtype=np.int64)
-
-    def digest(self) -> str:
-        """sha256 per docs/protocols/partitioning.md §5 (plus a ``public`` block when a public split was carved)."""
-        h = hashlib.sha256(b"fssl-partition-v1\n")
-        h.update(np.uint64(len(self.client_indices)).astype("<u8").tobytes())
-        for ix in self.client_indices:
-            h.update(np.uint64(len(ix)).astype("<u8").tobytes())
-            h.update(np.asarray(ix, dtype="<i8").tobytes())
-        if self.domain is not None:
-            h.update(b"domain\n")
-            h.update(np.asarray(self.domain, dtype=np.int8).tobytes())
-        if self.public_indices is not None:
-            h.update(b"public\n")
-            h.update(np.asarray(self.public_indices, dtype="<i8").tobytes())
-        return h.hexdigest()
-
-    def label_counts(self, labels: np.ndarray, num_classes: int) -> np.ndarray:
-        """(clients, classes) matrix N_kc."""
-        labels = np.asarray(labels)
-        return np.stack(
-            [np.bincount(labels[ix], minlength=num_classes) if len(ix) else np.zeros(num_classes, np.int64)
-             for ix in self.client_indices]
-        ).astype(np.int64)
+    """A partition constraint could not be met within ``max_tries``; the message says how to relax
+    it."""
 
 
 class Partitioner(Protocol):
@@ -72,7 +34,8 @@ def labels_sha256(labels: np.ndarray) -> str:
 
 
 def substream(seed: int, tag: str) -> np.random.RandomState:
-    """Named sub-stream (docs/protocols/partitioning.md §1.4): RandomState(SeedSequence([seed, crc32(tag)]).generate_state(1)[0])."""
+    """Named sub-stream (docs/protocols/partitioning.md §1.4): RandomState(SeedSequence([seed,
+    crc32(tag)]).generate_state(1)[0])."""
     word = np.random.SeedSequence([int(seed), zlib.crc32(tag.encode())]).generate_state(1)[0]
     return np.random.RandomState(int(word))
 
@@ -90,7 +53,9 @@ def check_labels(labels: np.ndarray, num_clients: int) -> tuple[np.ndarray, int]
     num_classes = int(labels.max()) + 1
     missing = np.setdiff1d(np.arange(num_classes), labels)
     if missing.size:
-        raise ValueError(f"classes {missing[:10].tolist()} have no sample; labels must cover 0..C-1")
+        raise ValueError(
+            f"classes {missing[:10].tolist()} have no sample; labels must cover 0..C-1"
+        )
     if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
         raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
     if num_clients > labels.size:
@@ -113,7 +78,9 @@ def finalize(
         raise AssertionError(f"partitioner {spec.get('name')} produced overlapping clients")
     mask = np.ones(n, dtype=bool)
     mask[allix] = False
-    return Partition(clients, np.flatnonzero(mask).astype(np.int64), domain, None, dict(meta or {}), dict(spec))
+    return Partition(
+        clients, np.flatnonzero(mask).astype(np.int64), domain, None, dict(meta or {}), dict(spec)
+    )
 
 
 def _entropy_bits(p: np.ndarray) -> np.ndarray:
@@ -123,7 +90,8 @@ def _entropy_bits(p: np.ndarray) -> np.ndarray:
 
 
 def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) -> dict[str, Any]:
-    """Statistics of docs/protocols/partitioning.md §4 (sizes, label entropy, classes per client, EMD to the global mix)."""
+    """Statistics of docs/protocols/partitioning.md §4 (sizes, label entropy, classes per client,
+    EMD to the global mix)."""
     counts = partition.label_counts(labels, num_classes)
     sizes = counts.sum(axis=1)
     nonempty = sizes > 0
@@ -135,7 +103,7 @@ def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) 
     cpc_1pct = (counts >= 0.01 * sizes[:, None]).sum(axis=1)
     mean_size = float(sizes.mean())
     out: dict[str, Any] = {
-        "num_clients": int(len(sizes)),
+        "num_clients": len(sizes),
         "num_classes": int(num_classes),
         "size_min": int(sizes.min()),
         "size_max": int(sizes.max()),
@@ -143,12 +111,13 @@ def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) 
         "size_std": float(sizes.std()),
         "size_cv": float(sizes.std() / mean_size) if mean_size > 0 else 0.0,
         "empty_clients": int((~nonempty).sum()),
-        "dropped": int(len(partition.dropped)),
-        "public": int(len(partition.public_indices)) if partition.public_indices is not None else 0,
+        "dropped": len(partition.dropped),
+        "public": len(partition.public_indices) if partition.public_indices is not None else 0,
         "label_entropy_mean": float(entropy[nonempty].mean()) if nonempty.any() else 0.0,
         "label_entropy_min": float(entropy[nonempty].min()) if nonempty.any() else 0.0,
         "label_entropy_norm_mean": float(entropy[nonempty].mean() / np.log2(num_classes))
-        if nonempty.any() and num_classes > 1 else 0.0,
+        if nonempty.any() and num_classes > 1
+        else 0.0,
         "classes_per_client_any": float(cpc_any[nonempty].mean()) if nonempty.any() else 0.0,
         "classes_per_client_1pct": float(cpc_1pct[nonempty].mean()) if nonempty.any() else 0.0,
         "emd_mean": float(emd[nonempty].mean()) if nonempty.any() else 0.0,
@@ -158,7 +127,8 @@ def partition_stats(partition: Partition, labels: np.ndarray, num_classes: int) 
         "tries": int(partition.meta.get("tries", 1)),
         "constraint_violated": bool(partition.meta.get("constraint_violated", False)),
     }
-    if partition.public_indices is not None:  # the server's public split (FLESD D_pub, docs/methods/flesd.md §6 item 12)
+    # the server's public split (FLESD D_pub, docs/methods/flesd.md §6 item 12)
+    if partition.public_indices is not None:
         pub = np.asarray(labels)[partition.public_indices]
         out["public_class_counts"] = np.bincount(pub, minlength=num_classes).astype(int).tolist()
     return out

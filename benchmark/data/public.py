@@ -1,11 +1,14 @@
-"""Server-side public splits (FLESD's D_pub; FedMAE §5.5): carved from the train split, disjoint from clients.
+"""Server-side public splits (FLESD's D_pub; FedMAE §5.5): carved from the train split, disjoint
+from clients.
 
 A public spec wraps the partitioner call, so the carve is part of the partition and of its digest:
 
-- ``holdout(fraction)``: a class-stratified ``fraction`` of the train split is held out first (stream
-  ``(partition_seed, "public")``), and the partitioner splits the remaining indices among the K clients.
-- ``first_shard``: the partitioner splits the train split into K + 1 shards and shard 0 becomes D_pub, the FLESD
-  paper's choice (docs/methods/flesd.md "Data roles": the official code's ``user_groups['0']``).
+- ``holdout(fraction)``: a class-stratified ``fraction`` of the train split is held out first
+  (stream ``(partition_seed, "public")``), and the partitioner splits the remaining indices among
+  the K clients.
+- ``first_shard``: the partitioner splits the train split into K + 1 shards and shard 0 becomes
+  D_pub, the FLESD paper's choice (docs/methods/flesd.md "Data roles": the official code's
+  ``user_groups['0']``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmark.data.partition import Partition, substream
-from benchmark.registries import PUBLIC_SPLITS
+from benchmark.contracts.data_types import Partition
+from benchmark.contracts.registries import PUBLIC_SPLITS
+from benchmark.data.partition import substream
 
 
 def _remap(part: Partition, keep: np.ndarray, public: np.ndarray, n: int) -> Partition:
@@ -28,8 +32,13 @@ def _remap(part: Partition, keep: np.ndarray, public: np.ndarray, n: int) -> Par
     if part.domain is not None:
         domain = np.full(n, -1, dtype=np.int8)
         domain[keep] = part.domain
-    return replace(part, client_indices=clients, dropped=np.flatnonzero(mask).astype(np.int64), domain=domain,
-                   public_indices=np.sort(public).astype(np.int64))
+    return replace(
+        part,
+        client_indices=clients,
+        dropped=np.flatnonzero(mask).astype(np.int64),
+        domain=domain,
+        public_indices=np.sort(public).astype(np.int64),
+    )
 
 
 @PUBLIC_SPLITS.register("holdout")

@@ -1,11 +1,13 @@
-"""``shapes_coco``: a procedurally generated detection / instance-segmentation set in COCO format (docs/design.md §7).
+"""``shapes_coco``: a procedurally generated detection / instance-segmentation set in COCO format
+(docs/design.md §7).
 
-Each image (64×64 RGB by default) holds 1–3 filled shapes of 2 categories, ``rectangle`` (id 1) and ``ellipse``
-(id 2), in random colours on a random plain background. Every instance has a COCO ``bbox`` (x, y, w, h), an
-``area`` (of its polygon), ``iscrowd: 0`` and a polygon ``segmentation`` (4 points for a rectangle, 24 for an
-ellipse); the image is drawn from the same polygons, so masks and pixels agree. Deterministic per seed: the
-generator is ``np.random.default_rng(seed)`` and nothing else; the written PNGs and JSON are identical across runs.
-Later shapes may partly occlude earlier ones; the annotation keeps each shape's full polygon (as COCO does).
+Each image (64×64 RGB by default) holds 1–3 filled shapes of 2 categories, ``rectangle`` (id 1) and
+``ellipse`` (id 2), in random colours on a random plain background. Every instance has a COCO
+``bbox`` (x, y, w, h), an ``area`` (of its polygon), ``iscrowd: 0`` and a polygon ``segmentation``
+(4 points for a rectangle, 24 for an ellipse); the image is drawn from the same polygons, so masks
+and pixels agree. Deterministic per seed: the generator is ``np.random.default_rng(seed)`` and
+nothing else; the written PNGs and JSON are identical across runs. Later shapes may partly occlude
+earlier ones; the annotation keeps each shape's full polygon (as COCO does).
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from typing import Any
 
 import numpy as np
 
-CATEGORIES = ({"id": 1, "name": "rectangle", "supercategory": "shape"},
-              {"id": 2, "name": "ellipse", "supercategory": "shape"})
+CATEGORIES = (
+    {"id": 1, "name": "rectangle", "supercategory": "shape"},
+    {"id": 2, "name": "ellipse", "supercategory": "shape"},
+)
 ELLIPSE_POINTS = 24
 
 
 @dataclass(frozen=True)
 class ShapesSplit:
-    """In-memory images (N, H, W, 3) uint8 and the COCO dict (``images``, ``annotations``, ``categories``)."""
+    """In-memory images (N, H, W, 3) uint8 and the COCO dict (``images``, ``annotations``,
+    ``categories``)."""
 
     images: np.ndarray
     coco: dict[str, Any]
@@ -46,14 +51,20 @@ def _polygon_area(poly: list[float]) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
 
 
-def generate_shapes(num_images: int, seed: int, *, size: int = 64, max_shapes: int = 3,
-                    first_image_id: int = 1) -> ShapesSplit:
-    """Pure generator: ``num_images`` images with 1..``max_shapes`` shapes each, and their COCO annotations."""
+def generate_shapes(
+    num_images: int, seed: int, *, size: int = 64, max_shapes: int = 3, first_image_id: int = 1
+) -> ShapesSplit:
+    """Pure generator: ``num_images`` images with 1..``max_shapes`` shapes each, and their COCO
+    annotations."""
     from PIL import Image, ImageDraw
 
     rng = np.random.default_rng(seed)
     images = np.zeros((num_images, size, size, 3), dtype=np.uint8)
-    coco: dict[str, Any] = {"images": [], "annotations": [], "categories": [dict(c) for c in CATEGORIES]}
+    coco: dict[str, Any] = {
+        "images": [],
+        "annotations": [],
+        "categories": [dict(c) for c in CATEGORIES],
+    }
     ann_id = 1
     for i in range(num_images):
         image_id = first_image_id + i
@@ -73,14 +84,22 @@ def generate_shapes(num_images: int, seed: int, *, size: int = 64, max_shapes: i
             xs, ys = poly[0::2], poly[1::2]
             x0, y0 = max(min(xs), 0.0), max(min(ys), 0.0)
             x1, y1 = min(max(xs), float(size)), min(max(ys), float(size))
-            coco["annotations"].append({
-                "id": ann_id, "image_id": image_id, "category_id": kind, "iscrowd": 0,
-                "bbox": [round(x0, 2), round(y0, 2), round(x1 - x0, 2), round(y1 - y0, 2)],
-                "area": round(_polygon_area(poly), 2), "segmentation": [poly],
-            })
+            coco["annotations"].append(
+                {
+                    "id": ann_id,
+                    "image_id": image_id,
+                    "category_id": kind,
+                    "iscrowd": 0,
+                    "bbox": [round(x0, 2), round(y0, 2), round(x1 - x0, 2), round(y1 - y0, 2)],
+                    "area": round(_polygon_area(poly), 2),
+                    "segmentation": [poly],
+                }
+            )
             ann_id += 1
         images[i] = np.asarray(canvas, dtype=np.uint8)
-        coco["images"].append({"id": image_id, "file_name": f"{image_id:06d}.png", "width": size, "height": size})
+        coco["images"].append(
+            {"id": image_id, "file_name": f"{image_id:06d}.png", "width": size, "height": size}
+        )
     return ShapesSplit(images, coco)
 
 
@@ -102,27 +121,45 @@ def shapes_digest(*splits: ShapesSplit) -> str:
     return h.hexdigest()[:16]
 
 
-def shapes_coco(root: str | Path, *, seed: int = 0, num_train: int = 20, num_val: int = 8, size: int = 64,
-                max_shapes: int = 3) -> ShapesCocoFiles:
-    """Write (once) a train and a val split as PNGs plus COCO JSON under ``root``; return their paths.
+def shapes_coco(
+    root: str | Path,
+    *,
+    seed: int = 0,
+    num_train: int = 20,
+    num_val: int = 8,
+    size: int = 64,
+    max_shapes: int = 3,
+) -> ShapesCocoFiles:
+    """Write (once) a train and a val split as PNGs plus COCO JSON under ``root``; return their
+    paths.
 
-    The val split uses a different stream (``seed + 1_000_003``) and continues the image ids, so the two splits
-    never share images. Rewriting with the same arguments produces identical files; an existing folder whose
-    stored digest matches is reused as is.
+    The val split uses a different stream (``seed + 1_000_003``) and continues the image ids, so the
+    two splits never share images. Rewriting with the same arguments produces identical files; an
+    existing folder whose stored digest matches is reused as is.
     """
     from PIL import Image
 
     train = generate_shapes(num_train, seed, size=size, max_shapes=max_shapes)
-    val = generate_shapes(num_val, seed + 1_000_003, size=size, max_shapes=max_shapes, first_image_id=num_train + 1)
+    val = generate_shapes(
+        num_val, seed + 1_000_003, size=size, max_shapes=max_shapes, first_image_id=num_train + 1
+    )
     digest = shapes_digest(train, val)
     root = Path(root)
-    files = ShapesCocoFiles(root=root, train_json=root / "annotations" / "train.json", train_images=root / "train",
-                            val_json=root / "annotations" / "val.json", val_images=root / "val", digest=digest)
+    files = ShapesCocoFiles(
+        root=root,
+        train_json=root / "annotations" / "train.json",
+        train_images=root / "train",
+        val_json=root / "annotations" / "val.json",
+        val_images=root / "val",
+        digest=digest,
+    )
     stamp = root / "DIGEST"
     if stamp.exists() and stamp.read_text().strip() == digest:
         return files
-    for split, json_path, folder in ((train, files.train_json, files.train_images),
-                                     (val, files.val_json, files.val_images)):
+    for split, json_path, folder in (
+        (train, files.train_json, files.train_images),
+        (val, files.val_json, files.val_images),
+    ):
         folder.mkdir(parents=True, exist_ok=True)
         json_path.parent.mkdir(parents=True, exist_ok=True)
         for img, meta in zip(split.images, split.coco["images"]):

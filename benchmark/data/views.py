@@ -1,96 +1,35 @@
-"""Unlabeled client views: uint8 images in memory, batched on the model's device. No label is reachable here."""
+"""Unlabeled client views: uint8 images in memory, batched on the model's device. No label is
+reachable here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import torch
 
+from benchmark.contracts.views import UnlabeledView
+
 if TYPE_CHECKING:
-    from benchmark.types import ClientData
-
-
-@dataclass(frozen=True, eq=False)
-class UnlabeledView:
-    """A set of images (N, 3, H, W) uint8. ``mean``/``std`` are the normalisation the encoder will use."""
-
-    images: torch.Tensor
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if self.images.dtype != torch.uint8 or self.images.ndim != 4:
-            raise TypeError(f"images must be uint8 (N, C, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
-
-    def __len__(self) -> int:
-        return int(self.images.shape[0])
-
-    @property
-    def image_size(self) -> int:
-        return int(self.images.shape[-1])
-
-    def to(self, device: torch.device | str) -> UnlabeledView:
-        device = torch.device(device)
-        if self.images.device == device:
-            return self
-        images = self.images.pin_memory() if device.type == "cuda" and not self.images.is_pinned() else self.images
-        return UnlabeledView(images.to(device, non_blocking=True), self.mean, self.std)
-
-    def batch_indices(
-        self, batch_size: int, generator: torch.Generator, *, drop_last: bool | None = None, shuffle: bool = True
-    ) -> list[torch.Tensor]:
-        """Index batches for one epoch. ``drop_last=None`` is the Dec-SSL rule: drop a partial batch only if n > B.
-
-        Batches of size 1 are always dropped (BatchNorm cannot train on them).
-        """
-        # DEVIATION: also where a method's official loader keeps a partial last batch (FLESD's local
-        # SimCLR,
-        # drop_last False): one image gives no contrastive signal and a one-sample BatchNorm batch
-        n = len(self)
-        order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
-        if drop_last is None:
-            drop_last = n > batch_size
-        batches = list(order.split(batch_size))
-        if drop_last and batches and len(batches[-1]) < batch_size:
-            batches.pop()
-        return [b for b in batches if len(b) > 1]
-
-    def batches(
-        self,
-        batch_size: int,
-        generator: torch.Generator,
-        *,
-        device: torch.device | str = "cpu",
-        drop_last: bool | None = None,
-        shuffle: bool = True,
-    ) -> Iterator[torch.Tensor]:
-        """uint8 batches on ``device`` (the data is moved once; augmentation then runs on the device)."""
-        view = self.to(device)
-        for idx in self.batch_indices(batch_size, generator, drop_last=drop_last, shuffle=shuffle):
-            yield view.images[idx.to(view.images.device)]
-
-    def normalize(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 → float, scaled to [0, 1] and normalised with the view's statistics."""
-        return normalize(images, self.mean, self.std)
-
-
-def normalize(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    x = images.float() / 255.0 if images.dtype == torch.uint8 else images
-    m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-    s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-    return (x - m) / s
+    from benchmark.contracts.types import ClientData
 
 
 class ClientViews(Sequence["ClientData"]):
-    """The clients' data, built when asked for: ``views[k]`` gathers client k's images (and labels, for methods
-    that declare them) from the shared training tensor on each access. Only the index arrays are kept, so
-    registered clients cost nothing until sampled; each access returns equal data (a fresh copy)."""
+    """The clients' data, built when asked for: ``views[k]`` gathers client k's images (and labels,
+    for methods that declare them) from the shared training tensor on each access. Only the index
+    arrays are kept, so registered clients cost nothing until sampled; each access returns equal
+    data (a fresh copy)."""
 
-    def __init__(self, images: torch.Tensor, shards: Sequence[np.ndarray], mean: tuple[float, ...],
-                 std: tuple[float, ...], labels: np.ndarray | None = None, num_classes: int = 0) -> None:
+    def __init__(
+        self,
+        images: torch.Tensor,
+        shards: Sequence[np.ndarray],
+        mean: tuple[float, ...],
+        std: tuple[float, ...],
+        labels: np.ndarray | None = None,
+        num_classes: int = 0,
+    ) -> None:
         self.images = images
         self.shards = tuple(shards)
         self.mean = tuple(mean)
@@ -112,12 +51,14 @@ class ClientViews(Sequence["ClientData"]):
     def __getitem__(self, k: slice) -> list[ClientData]: ...
 
     def __getitem__(self, k: int | slice) -> ClientData | list[ClientData]:
-        from benchmark.types import ClientData
+        from benchmark.contracts.types import ClientData
 
         if isinstance(k, slice):
             return [self[i] for i in range(len(self))[k]]
         k = range(len(self))[k]  # bounds and negative indices as for a list
         idx = self.shards[k]
-        view = UnlabeledView(self.images[torch.as_tensor(idx, dtype=torch.long)], self.mean, self.std)
+        view = UnlabeledView(
+            self.images[torch.as_tensor(idx, dtype=torch.long)], self.mean, self.std
+        )
         labels = torch.as_tensor(self.labels[idx]) if self.labels is not None else None
         return ClientData(k, len(idx), view, labels, self.num_classes)

@@ -1,10 +1,12 @@
-"""Ray launcher: one ``ray.remote`` task per cell, results streamed with ``ray.wait`` as cells finish.
+"""Ray launcher: one ``ray.remote`` task per cell, results streamed with ``ray.wait`` as cells
+finish.
 
-Ray core, not Tune (docs/design.md §6): the grid is exhaustive and the results tree is ours. Each task is
-``execute_cell`` with the cell's resources (``num_cpus``/``num_gpus``); Ray retries a task whose worker died
-(``max_retries``: a node lost, the OOM killer) and the retried task resumes from the cell's latest round checkpoint.
-A task that still cannot finish is failed with its reason written to the cell's ``run directory`` (the worker could
-not write it: it was killed), and the grid goes on. ``ray`` is imported lazily (registered as a lazy target).
+Ray core, not Tune (docs/design.md §6): the grid is exhaustive and the results tree is ours. Each
+task is ``execute_cell`` with the cell's resources (``num_cpus``/``num_gpus``); Ray retries a task
+whose worker died (``max_retries``: a node lost, the OOM killer) and the retried task resumes from
+the cell's latest round checkpoint. A task that still cannot finish is failed with its reason
+written to the cell's ``run directory`` (the worker could not write it: it was killed), and the grid
+goes on. ``ray`` is imported lazily (registered as a lazy target).
 """
 
 from __future__ import annotations
@@ -15,8 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.launchers.local import CellOutcome, Progress, execute_cell, settle_claimed, write_failure
-from benchmark.options import RunOptions
+from benchmark.core.paths import REPO
+from benchmark.launchers.execute import (
+    CellOutcome,
+    execute_cell,
+    run_then_settle,
+    write_failure,
+)
+from benchmark.launchers.local import Progress
+from benchmark.launchers.options import RunOptions
 
 
 def _run_remote(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
@@ -26,10 +35,12 @@ def _run_remote(cell: Any, root: str, options: RunOptions, grid: str | None) -> 
 
 @dataclass(frozen=True, kw_only=True)
 class RayLauncher:
-    address: str | None = None  # None: start a local cluster (no dashboard); "auto" or ray://host:port: join one
+    # None: start a local cluster (no dashboard); "auto" or ray://host:port: join one
+    address: str | None = None
     cpus_per_cell: float = 1.0
     gpus_per_cell: float = 0.0
-    max_retries: int = 2  # re-runs of a task whose worker died; each retry resumes from the latest checkpoint
+    # re-runs of a task whose worker died; each retry resumes from the latest checkpoint
+    max_retries: int = 2
     num_cpus: int | None = None  # size of a local cluster (None: all cores)
     options: RunOptions = field(default_factory=RunOptions)
     claim_poll_s: float = 2.0
@@ -42,24 +53,44 @@ class RayLauncher:
         if ray.is_initialized():
             return False
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        # the cell code is imported from this checkout on every worker (local cluster: same file system)
-        repo = str(Path(__file__).resolve().parents[2])
-        env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
-                            "RAY_USAGE_STATS_ENABLED": "0"}}
+        # the cell code is imported from this checkout on every worker (local cluster: same file
+        # system)
+        repo = str(REPO)
+        env = {
+            "env_vars": {
+                "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
+                "RAY_USAGE_STATS_ENABLED": "0",
+            }
+        }
         if self.address is None:
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=False)
+            ray.init(
+                num_cpus=self.num_cpus,
+                include_dashboard=False,
+                runtime_env=env,
+                log_to_driver=False,
+            )
         else:
             ray.init(address=self.address, runtime_env=env, log_to_driver=False)
         return True
 
-    def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
-               progress: Progress | None = None) -> Iterator[CellOutcome]:
+    def launch(
+        self,
+        cells: Sequence,
+        root: Path,
+        *,
+        grid: str | None = None,
+        progress: Progress | None = None,
+    ) -> Iterator[CellOutcome]:
         import ray
 
         root = Path(root).resolve()
         started = self._init()
-        task = ray.remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
-                          max_retries=self.max_retries, retry_exceptions=False)(_run_remote)
+        task = ray.remote(
+            num_cpus=self.cpus_per_cell,
+            num_gpus=self.gpus_per_cell,
+            max_retries=self.max_retries,
+            retry_exceptions=False,
+        )(_run_remote)
         by_id = {c.cell_id: c for c in cells}
 
         def emit(outcome: CellOutcome) -> CellOutcome:
@@ -85,13 +116,10 @@ class RayLauncher:
             return next(run_all([cell]))
 
         try:
-            claimed = []
-            for outcome in run_all(cells):
-                if outcome.status == "claimed":
-                    claimed.append(by_id[outcome.cell_id])
-                else:
-                    yield emit(outcome)
-            for outcome in settle_claimed(claimed, root, run_one, poll_s=self.claim_poll_s):
+            settled = run_then_settle(
+                run_all(cells), cells, root, run_one, poll_s=self.claim_poll_s
+            )
+            for outcome in settled:
                 yield emit(outcome)
         finally:
             if started and self.shutdown:

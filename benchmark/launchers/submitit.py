@@ -1,14 +1,17 @@
-"""SLURM through submitit: the grid as one job array, requeued on preemption or timeout (docs/design.md §6, submitit).
+"""SLURM through submitit: the grid as one job array, requeued on preemption or timeout
+(docs/design.md §6, submitit).
 
-Each array task runs ``CellJob(cell)``, a ``submitit.helpers.Checkpointable``. When SLURM signals a timeout or a
-preemption, submitit calls ``CellJob.checkpoint``; nothing needs saving there, because ``run_cell`` checkpoints every
-round under ``_pretrain/<pretrain_key>/ckpt`` and scores per task, so the job just resubmits itself and the
-requeued task resumes the cell from its latest round checkpoint (up to ``max_num_timeout`` timeouts; preemptions do
-not count). The cell claim is owned by the submitit job id, which survives requeue, so the requeued task takes its
-own claim back at once instead of waiting for the heartbeat timeout.
+Each array task runs ``CellJob(cell)``, a ``submitit.helpers.Checkpointable``. When SLURM signals a
+timeout or a preemption, submitit calls ``CellJob.checkpoint``; nothing needs saving there, because
+``run_cell`` checkpoints every round under ``_pretrain/<pretrain_key>/ckpt`` and scores per task, so
+the job just resubmits itself and the requeued task resumes the cell from its latest round
+checkpoint (up to ``max_num_timeout`` timeouts; preemptions do not count). The cell claim is owned
+by the submitit job id, which survives requeue, so the requeued task takes its own claim back at
+once instead of waiting for the heartbeat timeout.
 
-``cluster="local"`` (one process per job on this machine) and ``cluster="debug"`` (in this process, sequentially)
-run the same code path without SLURM; tests use both. ``submitit`` is imported lazily (lazy registry target).
+``cluster="local"`` (one process per job on this machine) and ``cluster="debug"`` (in this process,
+sequentially) run the same code path without SLURM; tests use both. ``submitit`` is imported lazily
+(lazy registry target).
 """
 
 from __future__ import annotations
@@ -21,8 +24,14 @@ from typing import Any
 
 import submitit
 
-from benchmark.launchers.local import CellOutcome, Progress, execute_cell, settle_claimed, write_failure
-from benchmark.options import RunOptions
+from benchmark.launchers.execute import (
+    CellOutcome,
+    execute_cell,
+    run_then_settle,
+    write_failure,
+)
+from benchmark.launchers.local import Progress
+from benchmark.launchers.options import RunOptions
 
 
 def job_owner() -> str | None:
@@ -40,19 +49,27 @@ class CellJob(submitit.helpers.Checkpointable):
         self.root = str(root)
         self.options = options
         self.grid = grid
-        self.attempt = 0  # how many times this job was requeued (for logs; numbers never depend on it)
+        # how many times this job was requeued (for logs; numbers never depend on it)
+        self.attempt = 0
 
     def __call__(self, cell: Any) -> CellOutcome:
         print(f"cell {cell.cell_id} attempt {self.attempt} ({cell.label()})", flush=True)
-        return execute_cell(cell, Path(self.root), self.options, grid=self.grid, owner=job_owner(),
-                            on_round=self.on_round)
+        return execute_cell(
+            cell,
+            Path(self.root),
+            self.options,
+            grid=self.grid,
+            owner=job_owner(),
+            on_round=self.on_round,
+        )
 
     def on_round(self, round_: int, metrics: Mapping[str, float]) -> None:
         """Called after each pre-training round (the round checkpoint is on disk by then)."""
         print(f"round {round_} done", flush=True)
 
     def checkpoint(self, cell: Any) -> submitit.helpers.DelayedSubmission:
-        # The round checkpoints already on disk are the job's state; resubmit the same call, which resumes.
+        # The round checkpoints already on disk are the job's state; resubmit the same call, which
+        # resumes.
         self.attempt += 1
         print(f"checkpoint: requeueing cell {cell.cell_id} (attempt {self.attempt})", flush=True)
         return submitit.helpers.DelayedSubmission(self, cell)
@@ -67,20 +84,29 @@ class SubmititLauncher:
     gpus_per_node: int = 0
     cpus_per_task: int = 1
     mem_gb: float | None = None
-    array_parallelism: int = 32  # at most this many cells at once (SLURM: %N in the array; local: our window)
+    # at most this many cells at once (SLURM: %N in the array; local: our window)
+    array_parallelism: int = 32
     max_num_timeout: int = 3  # requeues after a timeout (preemptions are not counted)
-    slurm_additional: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"account": "...", "qos": "..."}
+    # e.g. {"account": "...", "qos": "..."}
+    slurm_additional: Mapping[str, Any] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
     poll_s: float = 2.0
-    job_class: type = CellJob  # tests substitute a subclass (e.g. one that waits for the timeout signal)
+    # tests substitute a subclass (e.g. one that waits for the timeout signal)
+    job_class: type = CellJob
 
     def executor(self, root: Path) -> submitit.AutoExecutor:
         folder = Path(self.folder) if self.folder else Path(root) / "_submitit"
-        ex = submitit.AutoExecutor(folder=folder / "%j", cluster=self.cluster,
-                                   slurm_max_num_timeout=self.max_num_timeout,
-                                   local_max_num_timeout=self.max_num_timeout)
-        params: dict[str, Any] = {"timeout_min": self.timeout_min, "name": "fssl-bench",
-                                  "slurm_array_parallelism": self.array_parallelism}
+        ex = submitit.AutoExecutor(
+            folder=folder / "%j",
+            cluster=self.cluster,
+            slurm_max_num_timeout=self.max_num_timeout,
+            local_max_num_timeout=self.max_num_timeout,
+        )
+        params: dict[str, Any] = {
+            "timeout_min": self.timeout_min,
+            "name": "fssl-bench",
+            "slurm_array_parallelism": self.array_parallelism,
+        }
         if ex.cluster != "debug":
             params.update(gpus_per_node=self.gpus_per_node, cpus_per_task=self.cpus_per_task)
         if self.mem_gb is not None:
@@ -92,8 +118,14 @@ class SubmititLauncher:
         ex.update_parameters(**params)
         return ex
 
-    def launch(self, cells: Sequence, root: Path, *, grid: str | None = None,
-               progress: Progress | None = None) -> Iterator[CellOutcome]:
+    def launch(
+        self,
+        cells: Sequence,
+        root: Path,
+        *,
+        grid: str | None = None,
+        progress: Progress | None = None,
+    ) -> Iterator[CellOutcome]:
         root = Path(root).resolve()
         ex = self.executor(root)
         job = self.job_class(str(root), self.options, grid=grid)
@@ -107,8 +139,10 @@ class SubmititLauncher:
         def result(cell: Any, j: Any) -> CellOutcome:
             try:
                 return j.result()
-            except Exception as exc:  # timed out too many times, cancelled, node failure, pickling...
-                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+            except Exception as exc:  # noqa: BLE001 - timed out too often, cancelled, node failure
+                reason = (
+                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+                )
                 reason += f" (submitit job {j.job_id}; logs in {j.paths.folder})"
                 write_failure(cell, root, reason)
                 return CellOutcome(cell.cell_id, "failed", error=reason)
@@ -116,13 +150,15 @@ class SubmititLauncher:
         def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
             if ex.cluster == "slurm":  # SLURM enforces the parallelism limit on the array itself
                 window = len(batch)
-            else:  # DEVIATION: the local/debug executors ignore array parallelism; we keep a window instead
+            # DEVIATION: the local/debug executors ignore array parallelism; we keep a window
+            # instead
+            else:
                 window = max(1, self.array_parallelism)
             queue = list(batch)
             running: list[tuple[Any, Any]] = []
             while queue or running:
                 if queue and len(running) < window:
-                    take, queue = queue[: window - len(running)], queue[window - len(running):]
+                    take, queue = queue[: window - len(running)], queue[window - len(running) :]
                     jobs = ex.map_array(job, take)
                     running.extend(zip(take, jobs))
                     continue
@@ -137,11 +173,5 @@ class SubmititLauncher:
         def run_one(cell: Any) -> CellOutcome:
             return next(run_all([cell]))
 
-        claimed = []
-        for outcome in run_all(cells):
-            if outcome.status == "claimed":
-                claimed.append(by_id[outcome.cell_id])
-            else:
-                yield emit(outcome)
-        for outcome in settle_claimed(claimed, root, run_one, poll_s=self.poll_s):
+        for outcome in run_then_settle(run_all(cells), cells, root, run_one, poll_s=self.poll_s):
             yield emit(outcome)

@@ -1,4 +1,5 @@
-"""Result records: schema, canonical JSON, migration, atomic storage. Torch-free (the leaderboard imports it)."""
+"""Result records: schema, canonical JSON, migration, atomic storage. Torch-free (the leaderboard
+imports it)."""
 
 from benchmark.records.schema import (
     SCHEMA_VERSION,

@@ -1,5 +1,5 @@
-"""``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its hardware model).
-Never identity."""
+"""``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its
+hardware model). Never identity."""
 
 from __future__ import annotations
 
@@ -11,15 +11,26 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from benchmark.core.paths import REPO
 from benchmark.records.schema import EnvInfo
 
-PACKAGES = ("torch", "torchvision", "numpy", "timm", "datasets", "pytorch-metric-learning", "scikit-learn", "wandb")
-_REPO = Path(__file__).resolve().parents[2]
+PACKAGES = (
+    "torch",
+    "torchvision",
+    "numpy",
+    "timm",
+    "datasets",
+    "pytorch-metric-learning",
+    "scikit-learn",
+    "wandb",
+)
 
 
 def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=_REPO, capture_output=True, text=True, timeout=5, check=True)
+        out = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=5, check=True
+        )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -41,8 +52,9 @@ def _cpu_model() -> str:
 
 
 def machine_model(device: str = "cpu") -> str:
-    """The hardware a number came from: the CUDA device's name when the cell ran on a GPU (read only if torch is
-    already imported: this package stays torch-free), else the CPU model. Cheap: one small file read."""
+    """The hardware a number came from: the CUDA device's name when the cell ran on a GPU (read only
+    if torch is already imported: this package stays torch-free), else the CPU model. Cheap: one
+    small file read."""
     torch = sys.modules.get("torch")
     if device.startswith("cuda") and torch is not None:
         with contextlib.suppress(Exception):  # provenance must never fail a finished cell
@@ -62,7 +74,8 @@ def collect_env(device: str = "cpu") -> EnvInfo:
     cuda = None
     threads = 0
     torch_version = versions.get("torch", "")
-    torch = sys.modules.get("torch")  # read only if the caller already imported it: this package stays torch-free
+    # read only if the caller already imported it: this package stays torch-free
+    torch = sys.modules.get("torch")
     if torch is not None:
         threads = int(torch.get_num_threads())
         if torch.cuda.is_available():

@@ -1,5 +1,5 @@
-"""The records layer's error type (its own module, so that the schema and the migration chain share it without
-importing each other)."""
+"""The records layer's error type (its own module, so that the schema and the migration chain share
+it without importing each other)."""
 
 
 class RecordError(ValueError):

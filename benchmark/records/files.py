@@ -1,33 +1,56 @@
-"""Reading and writing record files: atomic writes that never overwrite a record, strict reads (torch-free)."""
+"""Reading and writing record files: atomic writes that never overwrite a record, strict reads
+(torch-free)."""
 
 from __future__ import annotations
 
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmark.records.errors import RecordError
 from benchmark.records.schema import ResultRecord, from_json, to_json
+
+# a record's file name in a run root (benchmark.runroot.rundir re-exports it)
+RECORD_FILE = "record.json"
+
+
+def is_run_record(path: Path) -> bool:
+    """Whether ``path`` is a run root's record file (``<root>/<method>/<cell_id>/record.json``)."""
+    return Path(path).name == RECORD_FILE
 
 
 class RecordExists(FileExistsError):
     """Results are immutable: a record file is never overwritten."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+def atomic_replace(path: Path, write: Callable[[Path], None]) -> None:
+    """The one atomic write: ``write`` fills a temporary file in ``path``'s folder, which then
+    replaces ``path`` (``os.replace``), so a reader sees the old file or the whole new one; the
+    temporary file is removed if anything fails."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, flushed to disk before it replaces the old file."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    atomic_replace(path, write)
 
 
 def write_record(path: Path, record: ResultRecord) -> None:
@@ -63,5 +86,14 @@ def read_record(path: Path) -> ResultRecord:
     return from_json(read_text_bounded(Path(path)))
 
 
-__all__ = ["MAX_RECORD_BYTES", "RecordExists", "atomic_write_text", "read_record",
-           "read_text_bounded", "write_record"]
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "RECORD_FILE",
+    "RecordExists",
+    "atomic_replace",
+    "atomic_write_text",
+    "is_run_record",
+    "read_record",
+    "read_text_bounded",
+    "write_record",
+]

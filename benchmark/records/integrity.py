@@ -1,12 +1,14 @@
-"""A record's digest: sha256 over its canonical content (cell, scores, cards, environment, code identity, tracking),
-sealed by the runner when the record is written and checked by ``collect``, ``submit`` and ``leaderboard build``.
+"""A record's digest: sha256 over its canonical content (cell, scores, cards, environment, code
+identity, tracking), sealed by the runner when the record is written and checked by ``collect``,
+``submit`` and ``leaderboard build``.
 
-What it proves: the record is the one the runner wrote — an accidental or careless edit (a score typed over, a config
-value changed, a file merged by hand) no longer matches and the record is refused, or shown on the site's skipped page
-with the reason, never in a table. What it does not prove: anyone can recompute a digest after editing a record on
-purpose. Scores that do not rest on the submitter come from re-evaluation of the submitted checkpoint
-(``submit`` re-evaluates by default, the maintainers' ``accept`` repeats it and writes the acceptance the site's
-"re-evaluated" badge rests on: ``benchmark.records.acceptance``; docs/integrity.md). Torch-free.
+What it proves: the record is the one the runner wrote — an accidental or careless edit (a score
+typed over, a config value changed, a file merged by hand) no longer matches and the record is
+refused, or shown on the site's skipped page with the reason, never in a table. What it does not
+prove: anyone can recompute a digest after editing a record on purpose. Scores that do not rest on
+the submitter come from re-evaluation of the submitted checkpoint (``submit`` re-evaluates by
+default, the maintainers' ``accept`` repeats it and writes the acceptance the site's "re-evaluated"
+badge rests on: ``benchmark.records.acceptance``; docs/integrity.md). Torch-free.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from benchmark.records.canonical import digest, to_plain
+from benchmark.core.canonical import digest, to_plain
 
 DIGEST_FIELD = "digest"
 
@@ -35,11 +37,15 @@ def integrity_problems(record: Any) -> list[str]:
     """Why ``record`` is not the one the runner wrote, or [] when its digest matches its content."""
     stored = getattr(record, DIGEST_FIELD, "")
     if not stored:
-        return ["no digest: the record was not sealed by the runner (written by an older fssl-bench, or assembled by "
-                "hand); re-run the cell, or run collect on its run folder with this version"]
+        return [
+            "no digest: the record was not sealed by the runner (written by an older fssl-bench, or assembled by "
+            "hand); re-run the cell, or run collect on its run folder with this version"
+        ]
     if stored != record_digest(record):
-        return [f"digest mismatch: the record's content changed after the runner sealed it (stored {stored[:12]}…, "
-                f"content {record_digest(record)[:12]}…)"]
+        return [
+            f"digest mismatch: the record's content changed after the runner sealed it (stored {stored[:12]}…, "
+            f"content {record_digest(record)[:12]}…)"
+        ]
     return []
 
 

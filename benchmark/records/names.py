@@ -22,19 +22,27 @@ class UnsafeName(RecordError):
 
 def check_name(kind: str, value: object) -> str:
     """``value`` when it is a lower-case slug of at most :data:`MAX_NAME` characters, no ``..``."""
-    if (not isinstance(value, str) or len(value) > MAX_NAME or not NAME_RE.fullmatch(value)
-            or ".." in value):
-        raise UnsafeName(f"{kind} {_show(value)} is not a valid name (lower-case letters, digits, "
-                         f"'_', '.', '-', at most {MAX_NAME} characters, no '..'): it would name a "
-                         "folder under results/")
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_NAME
+        or not NAME_RE.fullmatch(value)
+        or ".." in value
+    ):
+        raise UnsafeName(
+            f"{kind} {_show(value)} is not a valid name (lower-case letters, digits, "
+            f"'_', '.', '-', at most {MAX_NAME} characters, no '..'): it would name a "
+            "folder under results/"
+        )
     return value
 
 
 def check_id(kind: str, value: object) -> str:
     """``value`` when it is 16 lower-case hex characters (a cell id)."""
     if not isinstance(value, str) or not ID_RE.fullmatch(value):
-        raise UnsafeName(f"{kind} {_show(value)} is not 16 lower-case hex characters: it would "
-                         "name a file under results/")
+        raise UnsafeName(
+            f"{kind} {_show(value)} is not 16 lower-case hex characters: it would "
+            "name a file under results/"
+        )
     return value
 
 

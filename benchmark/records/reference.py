@@ -16,10 +16,11 @@ One YAML file holds one table of one paper, transcribed exactly as the spec repo
     rows:                                                # one entry per printed row
       - {label: f-SimCLR, method: fedavg_simclr, settings: {...}, values: ["58.36±0.19", ...]}
 
-``card`` names a protocol card of docs/protocols/evaluation.md; ``card_id`` (optional, on a column or the file) is set only when the
-paper's protocol is exactly one of our cards, and only then may the leaderboard rank the number with ours. A value is
-a number, ``"mean±std"``, a number with a trailing ``?`` (uncertain reading in the spec), or ``null`` / ``"-"``
-(not reported). Settings merge file < column < row.
+``card`` names a protocol card of docs/protocols/evaluation.md; ``card_id`` (optional, on a column
+or the file) is set only when the paper's protocol is exactly one of our cards, and only then may
+the leaderboard rank the number with ours. A value is a number, ``"mean±std"``, a number with a
+trailing ``?`` (uncertain reading in the spec), or ``null`` / ``"-"`` (not reported). Settings merge
+file < column < row.
 """
 
 from __future__ import annotations
@@ -34,10 +35,26 @@ from typing import Any
 
 import yaml
 
-SELECTIONS = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test", "unknown")
+from benchmark.records.schema import SELECTION_RULES
+
+SELECTIONS = (*SELECTION_RULES, "unknown")  # a reference may not say how its number was chosen
 UNITS = ("percent", "fraction", "AP", "points")
-_FILE_KEYS = {"source", "table", "spec", "url", "metric", "unit", "selection", "notes", "settings", "columns", "rows",
-              "card", "card_id", "ablation"}
+_FILE_KEYS = {
+    "source",
+    "table",
+    "spec",
+    "url",
+    "metric",
+    "unit",
+    "selection",
+    "notes",
+    "settings",
+    "columns",
+    "rows",
+    "card",
+    "card_id",
+    "ablation",
+}
 _COLUMN_KEYS = {"key", "label", "card", "card_id", "settings", "metric", "unit", "selection"}
 _ROW_KEYS = {"label", "method", "settings", "values", "notes"}
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:(?:±|\+-|\+/-)\s*(\d+(?:\.\d+)?))?\s*(\?)?\s*$")
@@ -49,7 +66,8 @@ class ReferenceError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class ReferenceValue:
-    """One number printed in a paper, with everything needed to decide whether it is comparable with ours."""
+    """One number printed in a paper, with everything needed to decide whether it is comparable with
+    ours."""
 
     source: str
     table: str
@@ -67,7 +85,8 @@ class ReferenceValue:
     uncertain: bool
     settings: Mapping[str, Any] = field(default_factory=dict)
     ablation: bool = False
-    text: str = ""  # the value exactly as written in the file (keeps trailing zeros: "0.70", "78.0")
+    # the value exactly as written in the file (keeps trailing zeros: "0.70", "78.0")
+    text: str = ""
 
     @property
     def selects_on_test(self) -> bool:
@@ -80,7 +99,8 @@ class ReferenceValue:
 
     @property
     def percent(self) -> float:
-        """The value on a 0-100 scale (fractions are multiplied by 100; other units are returned unchanged)."""
+        """The value on a 0-100 scale (fractions are multiplied by 100; other units are returned
+        unchanged)."""
         return self.mean * 100 if self.unit == "fraction" else self.mean
 
     @property
@@ -118,10 +138,16 @@ class _Loader(yaml.SafeLoader):
 
 def _construct_number(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     tag = node.tag.rsplit(":", 1)[-1]
-    value = (yaml.SafeLoader.construct_yaml_float if tag == "float" else yaml.SafeLoader.construct_yaml_int)(
-        loader, node)
-    return _Number(float(value), str(node.value)) if isinstance(value, (int, float)) and math.isfinite(value) \
+    value = (
+        yaml.SafeLoader.construct_yaml_float
+        if tag == "float"
+        else yaml.SafeLoader.construct_yaml_int
+    )(loader, node)
+    return (
+        _Number(float(value), str(node.value))
+        if isinstance(value, (int, float)) and math.isfinite(value)
         else value
+    )
 
 
 _Loader.add_constructor("tag:yaml.org,2002:float", _construct_number)
@@ -132,7 +158,8 @@ def _text_of(raw: Any) -> str:
 
 
 def parse_value(raw: Any, where: str) -> tuple[float, float | None, bool] | None:
-    """``58.36±0.19`` → (58.36, 0.19, False); ``34.9?`` → (34.9, None, True); null or ``-`` → None."""
+    """``58.36±0.19`` → (58.36, 0.19, False); ``34.9?`` → (34.9, None, True); null or ``-`` →
+    None."""
     if raw is None or (isinstance(raw, str) and raw.strip() in ("-", "", "?")):
         return None
     if isinstance(raw, bool):
@@ -141,7 +168,9 @@ def parse_value(raw: Any, where: str) -> tuple[float, float | None, bool] | None
         return float(raw), None, False
     match = _VALUE.match(str(raw))
     if not match:
-        raise ReferenceError(f"{where}: cannot read {raw!r} (expected 12.3, '12.3±0.4', '12.3?' or null)")
+        raise ReferenceError(
+            f"{where}: cannot read {raw!r} (expected 12.3, '12.3±0.4', '12.3?' or null)"
+        )
     mean, std, unsure = match.groups()
     return float(mean), (float(std) if std is not None else None), unsure is not None
 
@@ -151,7 +180,9 @@ def _check_keys(raw: Any, allowed: set[str], where: str) -> Mapping[str, Any]:
         raise ReferenceError(f"{where} must be a mapping, got {type(raw).__name__}")
     unknown = set(raw) - allowed
     if unknown:
-        raise ReferenceError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        raise ReferenceError(
+            f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}"
+        )
     return raw
 
 
@@ -161,6 +192,29 @@ def _settings(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ReferenceError(f"{where}.settings must be a mapping")
     return dict(raw)
+
+
+def _check_columns(columns: list[Any], where: str) -> None:
+    """Each column has known keys, a label, and a key no other column has."""
+    keys = set()
+    for i, col in enumerate(columns):
+        _check_keys(col, _COLUMN_KEYS, f"{where}: columns[{i}]")
+        if "label" not in col:
+            raise ReferenceError(f"{where}: columns[{i}] needs a label")
+        key = col.get("key", col["label"])
+        if key in keys:
+            raise ReferenceError(f"{where}: duplicate column key {key!r}")
+        keys.add(key)
+
+
+def _row_method(row: Mapping[str, Any], rwhere: str) -> str | None:
+    """A row's method: a registry name (snake case) or None."""
+    method = row.get("method")
+    if method is not None and not (isinstance(method, str) and re.fullmatch(r"[a-z0-9_]+", method)):
+        raise ReferenceError(
+            f"{rwhere}: method must be a registry name (snake case) or null, got {method!r}"
+        )
+    return method
 
 
 def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
@@ -177,15 +231,7 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
         raise ReferenceError(f"{where}: rows must be a non-empty list")
     base = _settings(doc.get("settings"), where)
     out: list[ReferenceValue] = []
-    keys = set()
-    for i, col in enumerate(columns):
-        _check_keys(col, _COLUMN_KEYS, f"{where}: columns[{i}]")
-        if "label" not in col:
-            raise ReferenceError(f"{where}: columns[{i}] needs a label")
-        key = col.get("key", col["label"])
-        if key in keys:
-            raise ReferenceError(f"{where}: duplicate column key {key!r}")
-        keys.add(key)
+    _check_columns(columns, where)
     for j, row in enumerate(rows):
         rwhere = f"{where}: rows[{j}]"
         _check_keys(row, _ROW_KEYS, rwhere)
@@ -193,11 +239,11 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
             raise ReferenceError(f"{rwhere} needs a label and values")
         values = row["values"]
         if not isinstance(values, list) or len(values) != len(columns):
-            raise ReferenceError(f"{rwhere} ({row['label']}) has {len(values) if isinstance(values, list) else '?'} "
-                                 f"values for {len(columns)} columns")
-        method = row.get("method")
-        if method is not None and not (isinstance(method, str) and re.fullmatch(r"[a-z0-9_]+", method)):
-            raise ReferenceError(f"{rwhere}: method must be a registry name (snake case) or null, got {method!r}")
+            raise ReferenceError(
+                f"{rwhere} ({row['label']}) has {len(values) if isinstance(values, list) else '?'} "
+                f"values for {len(columns)} columns"
+            )
+        method = _row_method(row, rwhere)
         for col, raw_value in zip(columns, values):
             parsed = parse_value(raw_value, f"{rwhere} / {col['label']}")
             if parsed is None:
@@ -210,23 +256,48 @@ def parse_reference(raw: Any, path: Path | str = "<memory>") -> ReferenceTable:
             if unit not in UNITS:
                 raise ReferenceError(f"{where}: unit {unit!r} not in {UNITS}")
             if not isinstance(card, str) or not card:
-                raise ReferenceError(f"{where}: column {col['label']!r} has no protocol card (card: ...)")
+                raise ReferenceError(
+                    f"{where}: column {col['label']!r} has no protocol card (card: ...)"
+                )
             mean, std, unsure = parsed
-            out.append(ReferenceValue(
-                source=str(doc["source"]), table=str(doc["table"]), file=Path(path).name, row=str(row["label"]),
-                column=str(col["label"]), method=method, card=card, card_id=col.get("card_id", doc.get("card_id")),
-                selection=selection, metric=str(col.get("metric", doc["metric"])), unit=unit, mean=mean, std=std,
-                uncertain=unsure, ablation=bool(doc.get("ablation", False)), text=_text_of(raw_value),
-                settings={**base, **_settings(col.get("settings"), f"{where}: {col['label']}"),
-                          **_settings(row.get("settings"), rwhere)},
-            ))
-    return ReferenceTable(Path(path), str(doc["source"]), str(doc["table"]), str(doc.get("spec", "")),
-                          str(doc.get("notes", "")), tuple(out))
+            out.append(
+                ReferenceValue(
+                    source=str(doc["source"]),
+                    table=str(doc["table"]),
+                    file=Path(path).name,
+                    row=str(row["label"]),
+                    column=str(col["label"]),
+                    method=method,
+                    card=card,
+                    card_id=col.get("card_id", doc.get("card_id")),
+                    selection=selection,
+                    metric=str(col.get("metric", doc["metric"])),
+                    unit=unit,
+                    mean=mean,
+                    std=std,
+                    uncertain=unsure,
+                    ablation=bool(doc.get("ablation", False)),
+                    text=_text_of(raw_value),
+                    settings={
+                        **base,
+                        **_settings(col.get("settings"), f"{where}: {col['label']}"),
+                        **_settings(row.get("settings"), rwhere),
+                    },
+                )
+            )
+    return ReferenceTable(
+        Path(path),
+        str(doc["source"]),
+        str(doc["table"]),
+        str(doc.get("spec", "")),
+        str(doc.get("notes", "")),
+        tuple(out),
+    )
 
 
 def load_reference(path: Path) -> ReferenceTable:
     try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)
     except (OSError, yaml.YAMLError) as exc:
         raise ReferenceError(f"{path}: {exc}") from None
     return parse_reference(raw, path)
@@ -266,8 +337,9 @@ def plugin_reference_dirs() -> tuple[list[Path], list[tuple[Path, str]]]:
     return dirs, bad
 
 
-def load_references(root: Path, *, plugins: bool = False
-                    ) -> tuple[list[ReferenceTable], list[tuple[Path, str]]]:
+def load_references(
+    root: Path, *, plugins: bool = False
+) -> tuple[list[ReferenceTable], list[tuple[Path, str]]]:
     """Every valid table under ``root`` (and, with ``plugins``, in the folders plugins name in
     :data:`REFERENCE_GROUP`); invalid files come back as (path, reason), never raised."""
     good, bad = [], []

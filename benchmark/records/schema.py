@@ -1,8 +1,8 @@
 """The ``ResultRecord`` schema (docs/design.md §3): one immutable JSON per finished cell.
 
-Torch-free by design. ``to_json`` is canonical (sorted keys, indent 2, no NaN) so that re-serialising a record is
-byte-identical; ``from_json`` migrates older schema versions and then constructs strictly (unknown or missing keys
-raise :class:`RecordError`).
+Torch-free by design. ``to_json`` is canonical (sorted keys, indent 2, no NaN) so that
+re-serialising a record is byte-identical; ``from_json`` migrates older schema versions and then
+constructs strictly (unknown or missing keys raise :class:`RecordError`).
 """
 
 from __future__ import annotations
@@ -14,23 +14,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from benchmark.records.canonical import pretty_json, short_digest
+from benchmark.core.canonical import pretty_json, short_digest
 from benchmark.records.errors import RecordError
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
 from benchmark.records.shape import check_shape
 
 SCHEMA_VERSION = 1
+# The selection vocabulary, in one place: how a reported value was chosen (a record's and a
+# reference's ``selection``), and how a task turns the members of an encoder (per-client or
+# per-cluster models) into one value (``Encoder.member_rule``).
 SELECTION_RULES = ("final", "best_epoch_test", "max_over_models_test", "best_grid_test")
+MEMBER_RULES = ("mean", "designated", "max_over_models_test")
+SELECTS_ON_TEST = ("max_over_models_test",)  # member rules whose value is chosen by test scores
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProtocolCard:
-    """Binds a number to the exact evaluation protocol (docs/protocols/evaluation.md §1). Equal ``card_id`` ⇔ comparable."""
+    """Binds a number to the exact evaluation protocol (docs/protocols/evaluation.md §1). Equal
+    ``card_id`` ⇔ comparable."""
 
     task: str
     version: str
-    settings: Mapping[str, Any]  # resolved task config: epochs, optimizer, lr, label fraction, selection, ...
+    # resolved task config: epochs, optimizer, lr, label fraction, selection, ...
+    settings: Mapping[str, Any]
     summary: str = ""  # one line, shown in column headers (not part of the identity)
     name: str = ""  # e.g. "knn@v1" (not part of the identity)
 
@@ -59,9 +66,15 @@ class TaskScores:
 
     def __post_init__(self) -> None:
         if self.main_metric not in self.values:
-            raise RecordError(f"main metric {self.main_metric!r} is not among the values {sorted(self.values)}")
+            raise RecordError(
+                f"main metric {self.main_metric!r} is not among the values {sorted(self.values)}"
+            )
         for key, value in self.values.items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+            ):
                 raise RecordError(f"score {key!r} must be a finite number, got {value!r}")
 
     @property
@@ -98,15 +111,16 @@ class EnvInfo:
     device: str = "cpu"
     packages: Mapping[str, str] = field(default_factory=dict)
     hostname: str = ""
-    # CPU intra-op threads the cell ran with (torch.get_num_threads()); 0 = not recorded. On CPU, the thread count
-    # changes the order of floating-point reductions, hence the numbers: it is provenance a reader needs.
+    # CPU intra-op threads the cell ran with (torch.get_num_threads()); 0 = not recorded. On CPU,
+    # the thread count changes the order of floating-point reductions, hence the numbers: it is
+    # provenance a reader needs.
     threads: int = 0
-    # the hardware model the numbers came from: the CUDA device's name on a GPU, else the CPU's /proc/cpuinfo
-    # "model name"; "" = not recorded (records written before the field existed)
+    # the hardware model the numbers came from: the CUDA device's name on a GPU, else the CPU's
+    # /proc/cpuinfo "model name"; "" = not recorded (records written before the field existed)
     machine: str = ""
     runner: str = "fssl-bench"  # records from other runners are shown as unverified
-    # code that is not this repository's: {"method:NAME" | "task:NAME": {distribution, version, source_digest,
-    # commit?}} (benchmark.provenance); empty when every component is in-tree
+    # code that is not this repository's: {"method:NAME" | "task:NAME": {distribution, version,
+    # source_digest, commit?}} (benchmark.core.provenance); empty when every component is in-tree
     plugins: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -147,10 +161,12 @@ class ResultRecord:
     grid: str | None = None  # the grid that produced it (metadata, not identity)
     reason: str | None = None  # why the status is not "ok"
     created_at: str = ""
-    # Tasks whose evaluation diverged (non-finite loss, e.g. a fine-tuning card at lr 30), by task label: the
-    # pre-training and the other tasks still count; the missing score is explained rather than silently absent.
+    # Tasks whose evaluation diverged (non-finite loss, e.g. a fine-tuning card at lr 30), by task
+    # label: the pre-training and the other tasks still count; the missing score is explained rather
+    # than silently absent.
     task_failures: Mapping[str, str] = field(default_factory=dict)
-    # sha256 of the canonical record without this field, set by the runner (benchmark.records.integrity)
+    # sha256 of the canonical record without this field, set by the runner
+    # (benchmark.records.integrity)
     digest: str = ""
 
     def score(self, task: str) -> TaskScores | None:
@@ -187,8 +203,14 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
             _build(TaskScores, {**s, "card": _build(ProtocolCard, s.get("card"), "card")}, "score")
             for s in data.get("scores", ())
         )
-        data["comm"] = _build(CommStats, {k: tuple(v) if isinstance(v, list) else v
-                                          for k, v in dict(data.get("comm") or {}).items()}, "comm")
+        data["comm"] = _build(
+            CommStats,
+            {
+                k: tuple(v) if isinstance(v, list) else v
+                for k, v in dict(data.get("comm") or {}).items()
+            },
+            "comm",
+        )
         data["compute"] = _build(ComputeStats, data.get("compute") or {}, "compute")
         data["env"] = _build(EnvInfo, data.get("env") or {}, "env")
         if data.get("tracking") is not None:

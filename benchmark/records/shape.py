@@ -15,12 +15,16 @@ from typing import Any
 
 from benchmark.records.errors import RecordError
 
-# an entry of env.plugins (benchmark.provenance.component_provenance): the keys a page reads, with
-# their types
+# an entry of env.plugins (benchmark.core.provenance.component_provenance): the keys a page reads,
+# with their types
 PLUGIN_KEYS: Mapping[str, tuple[type, ...]] = {
-    "module": (str,), "distribution": (str, type(None)), "version": (str, type(None)),
+    "module": (str,),
+    "distribution": (str, type(None)),
+    "version": (str, type(None)),
     "source_digest": (str,),
-    "files": (int,), "commit": (str,), "url": (str, type(None)),
+    "files": (int,),
+    "commit": (str,),
+    "url": (str, type(None)),
 }
 PLUGIN_REQUIRED = ("module", "distribution", "version", "source_digest")
 
@@ -40,8 +44,10 @@ def check_shape(obj: Any, where: str = "record") -> None:
                 if dataclasses.is_dataclass(item):
                     check_shape(item, f"{path}[{i}]")
         if not _fits(value, hints[f.name]):
-            raise RecordError(f"{path} has the wrong type ({type(value).__name__}: "
-                              f"{_short(value)}), expected {_name(hints[f.name])}")
+            raise RecordError(
+                f"{path} has the wrong type ({type(value).__name__}: "
+                f"{_short(value)}), expected {_name(hints[f.name])}"
+            )
     if hasattr(obj, "plugins"):
         _check_plugins(obj.plugins, f"{where}.plugins")
 
@@ -61,8 +67,11 @@ def _fits(value: Any, hint: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(float(value)))
+        return (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(float(value))
+        )
     if hint is str:
         return isinstance(value, str)
     if origin is tuple:
@@ -93,8 +102,9 @@ def _check_plugins(plugins: Mapping[str, Any], where: str) -> None:
             if allowed is None:
                 raise RecordError(f"{where}[{key!r}] has an unknown key {name!r}")
             if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-                raise RecordError(f"{where}[{key!r}].{name} has the wrong type "
-                                  f"({type(value).__name__})")
+                raise RecordError(
+                    f"{where}[{key!r}].{name} has the wrong type ({type(value).__name__})"
+                )
 
 
 def _short(value: Any) -> str:

@@ -7,11 +7,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmark.errors import UsageError
-from benchmark.records.files import RecordExists, atomic_write_text, read_record, write_record
+from benchmark.core.errors import UsageError
+from benchmark.records.files import (
+    RecordExists,
+    atomic_write_text,
+    is_run_record,
+    read_record,
+    write_record,
+)
 from benchmark.records.names import UnsafeName, check_id, check_name, confined
 from benchmark.records.schema import RecordError, ResultRecord, to_json
-from benchmark.rundir import is_run_record
 
 RESULTS_SUBDIR = Path("records") / "v1"
 
@@ -39,7 +44,8 @@ def _looks_like_record_path(path: Path) -> bool:
 
 
 def load_records(roots: list[Path]) -> tuple[list[tuple[Path, ResultRecord]], list[Skipped]]:
-    """Every record under ``roots`` (recursively); malformed files are returned as ``Skipped``, never raised."""
+    """Every record under ``roots`` (recursively); malformed files are returned as ``Skipped``,
+    never raised."""
     good: list[tuple[Path, ResultRecord]] = []
     bad: list[Skipped] = []
     for root in roots:
@@ -72,30 +78,37 @@ def refuse_unsafe(skipped: list[Skipped]) -> None:
 
 
 def verify_record(record: ResultRecord) -> list[str]:
-    """Integrity checks that need no torch: the digest matches the content, the cell id the cell's content."""
+    """Integrity checks that need no torch: the digest matches the content, the cell id the cell's
+    content."""
     from benchmark.records.identity import cell_id_of
     from benchmark.records.integrity import integrity_problems
 
     problems = integrity_problems(record)
     if cell_id_of(record.cell) != record.cell_id:
-        problems.append(f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})")
+        problems.append(
+            f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})"
+        )
     if record.cell.get("method", {}).get("name") != record.method:
         problems.append("method does not match the cell")
     return problems
 
 
 def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
-    """Validate records under ``source`` and copy them to results/records/v1/<method>/<cell_id>.json. Records inside
-    W&B offline run folders (``wandb/offline-run-*/files/record.json``) are found like any other."""
+    """Validate records under ``source`` and copy them to
+    results/records/v1/<method>/<cell_id>.json. Records inside W&B offline run folders
+    (``wandb/offline-run-*/files/record.json``) are found like any other."""
     records, skipped = load_records([source])
     refuse_unsafe(skipped)
     copied, refused = copy_validated(records, results)
     return copied, skipped + refused
 
 
-def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> tuple[list[Path], list[Skipped]]:
-    """The copy step every collector shares (local folders, W&B): verify (digest, cell id), then write once; the
-    same record found twice (its run folder and its W&B files) is copied once; rerunning copies nothing twice."""
+def copy_validated(
+    records: list[tuple[Path, ResultRecord]], results: Path
+) -> tuple[list[Path], list[Skipped]]:
+    """The copy step every collector shares (local folders, W&B): verify (digest, cell id), then
+    write once; the same record found twice (its run folder and its W&B files) is copied once;
+    rerunning copies nothing twice."""
     copied: list[Path] = []
     skipped: list[Skipped] = []
     targets = []
@@ -112,9 +125,14 @@ def copy_validated(records: list[tuple[Path, ResultRecord]], results: Path) -> t
             continue
         text = to_json(record)
         if target.exists():
-            if hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(text.encode()).digest():
+            if (
+                hashlib.sha256(target.read_bytes()).digest()
+                == hashlib.sha256(text.encode()).digest()
+            ):
                 continue  # already collected (now or in an earlier run)
-            skipped.append(Skipped(path, f"{target} exists with different content (records are immutable)"))
+            skipped.append(
+                Skipped(path, f"{target} exists with different content (records are immutable)")
+            )
             continue
         atomic_write_text(target, text)
         copied.append(target)

@@ -1,7 +1,9 @@
-"""Leaderboard tracks: the ``Track`` dataclass, its strict loader, and the one rule of which records a track admits.
+"""Leaderboard tracks: the ``Track`` dataclass, its strict loader, and the one rule of which records
+a track admits.
 
-Track definitions are data (``leaderboard/tracks.yaml``). The leaderboard build and ``benchmark submit`` both decide
-membership with :meth:`Track.admits`, so the site and the submission check cannot drift apart. Torch-free.
+Track definitions are data (``leaderboard/tracks.yaml``). The leaderboard build and ``benchmark
+submit`` both decide membership with :meth:`Track.admits`, so the site and the submission check
+cannot drift apart. Torch-free.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ class TrackError(ValueError):
 
 
 def eval_split_of(cell: Mapping[str, Any]) -> str:
-    """The split a record's tasks scored on: "test", or "validation" for hyperparameter selection runs."""
+    """The split a record's tasks scored on: "test", or "validation" for hyperparameter selection
+    runs."""
     return str(((cell.get("dataset") or {}).get("params") or {}).get("eval_split", "test"))
 
 
@@ -39,7 +42,8 @@ class Track:
     backbone: str | None = None  # cell["backbone"]["name"], when the track is about one backbone
     min_seeds: int = 3
     description: str = ""
-    # a method whose runs every row is also compared with, seed by seed (leaderboard.margins), e.g. no_pretrain
+    # a method whose runs every row is also compared with, seed by seed (leaderboard.margins), e.g.
+    # no_pretrain
     baseline: str | None = None
     label: str = ""  # short name of the track's columns in its dataset's summary table, e.g. "kNN"
 
@@ -51,7 +55,8 @@ class Track:
 
     @property
     def short(self) -> str:
-        """The column-group label of the dataset summary: ``label``, else the task's registry name."""
+        """The column-group label of the dataset summary: ``label``, else the task's registry
+        name."""
         return self.label or self.task
 
     @property
@@ -67,10 +72,11 @@ class Track:
         return all(fl.get(k) == v for k, v in self.federation.items())
 
     def admits(self, record: ResultRecord) -> str | None:
-        """None if ``record`` belongs on this track, else why not: its dataset, backbone and federation settings
-        are the track's, it was scored on the test split (validation runs choose hyperparameters; they are never
-        leaderboard numbers), and — unless it diverged, which is shown as such — it has a score for the track's task.
-        Which card that score carries is checked where the card matters (a column never mixes cards)."""
+        """None if ``record`` belongs on this track, else why not: its dataset, backbone and
+        federation settings are the track's, it was scored on the test split (validation runs choose
+        hyperparameters; they are never leaderboard numbers), and — unless it diverged, which is
+        shown as such — it has a score for the track's task. Which card that score carries is
+        checked where the card matters (a column never mixes cards)."""
         cell = dict(record.cell)
         if record.dataset != self.dataset:
             return f"dataset {record.dataset!r} is not the track's {self.dataset!r}"
@@ -99,7 +105,9 @@ def parse_tracks(raw: Any, where: str = "<memory>") -> list[Track]:
             raise TrackError(f"{where}: tracks[{i}] must be a mapping")
         unknown = set(item) - known
         if unknown:
-            raise TrackError(f"{where}: tracks[{i}] has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+            raise TrackError(
+                f"{where}: tracks[{i}] has unknown keys {sorted(unknown)}; known: {sorted(known)}"
+            )
         if not all(isinstance(item.get(k), str) for k in ("id", "dataset", "task")):
             raise TrackError(f"{where}: tracks[{i}] needs string id, dataset and task")
         min_seeds = item.get("min_seeds", 3)
@@ -131,14 +139,26 @@ def find_track(tracks: list[Track], track_id: str) -> Track:
         if t.id == track_id:
             return t
     hint = difflib.get_close_matches(track_id, [t.id for t in tracks], n=1)
-    raise TrackError(f"unknown track {track_id!r}." + (f" Did you mean {hint[0]!r}?" if hint else "")
-                     + f" Known: {', '.join(t.id for t in tracks)}")
+    raise TrackError(
+        f"unknown track {track_id!r}."
+        + (f" Did you mean {hint[0]!r}?" if hint else "")
+        + f" Known: {', '.join(t.id for t in tracks)}"
+    )
 
 
 def track_lines(tracks: list[Track]) -> list[str]:
-    """One line per track, ``ID  title (dataset, task, card)``: what ``python -m benchmark list tracks`` and
-    ``python -m leaderboard list tracks`` print (one function, so the two listings cannot drift apart)."""
+    """One line per track, ``ID  title (dataset, task, card)``: what ``python -m benchmark list
+    tracks`` and ``python -m leaderboard list tracks`` print (one function, so the two listings
+    cannot drift apart)."""
     return [f"{t.id:32s} {t.title} ({t.dataset}, {t.task}, {t.card or 'any card'})" for t in tracks]
 
 
-__all__ = ["Track", "TrackError", "eval_split_of", "find_track", "load_tracks", "parse_tracks", "track_lines"]
+__all__ = [
+    "Track",
+    "TrackError",
+    "eval_split_of",
+    "find_track",
+    "load_tracks",
+    "parse_tracks",
+    "track_lines",
+]

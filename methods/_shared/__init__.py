@@ -1,1 +1,2 @@
-"""Pure building blocks shared by the methods: aggregation, EMA, losses, heads, clustering, local training."""
+"""Pure building blocks shared by the methods: aggregation, EMA, losses, heads, clustering, local
+training."""

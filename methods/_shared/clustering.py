@@ -1,7 +1,10 @@
-"""Balanced clustering maths (Orchestra, Lubana et al. ICML 2022; docs/methods/orchestra.md §2.7-§2.9): pure functions.
+"""Balanced clustering maths (Orchestra, Lubana et al. ICML 2022; docs/methods/orchestra.md
+§2.7-§2.9): pure functions.
 
-- ``sinkhorn_knopp``: the official code's ``sknopp`` (Genevay et al. 2019 style balanced soft assignment).
-- ``equal_size_kmeans``: the client's local clustering of its projection memory (``orchestra.local_clustering``).
+- ``sinkhorn_knopp``: the official code's ``sknopp`` (Genevay et al. 2019 style balanced soft
+  assignment).
+- ``equal_size_kmeans``: the client's local clustering of its projection memory
+  (``orchestra.local_clustering``).
 - ``global_clustering``: the server's gradient-based centroid learning against SK targets
   (``orchestra.global_clustering``): 500 SGD steps on C with a negative-cosine loss.
 
@@ -18,10 +21,13 @@ import torch.nn.functional as F
 from benchmark.api import FP32, fp32_math
 
 
-@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
 @torch.no_grad()
-def sinkhorn_knopp(scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 100, tol: float = 1e-2) -> torch.Tensor:
-    """Balanced soft assignment Q (N × K) of N points to K centroids from scores S (docs/methods/orchestra.md §2.8).
+def sinkhorn_knopp(
+    scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 100, tol: float = 1e-2
+) -> torch.Tensor:
+    """Balanced soft assignment Q (N × K) of N points to K centroids from scores S
+    (docs/methods/orchestra.md §2.8).
 
     P = row-softmax(λS)ᵀ (K × N); alternate r = (1/K)/(P c), c' = (1/N)/(Pᵀ r); every 10 iterations
     err = Σ|c/c' − 1| (NaN terms count 0); stop when err < tol; Q_nk = N c_n P_kn r_k.
@@ -45,7 +51,7 @@ def sinkhorn_knopp(scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 
     return (n * c[:, None]) * p.t() * r[None, :]
 
 
-@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
 @torch.no_grad()
 def equal_size_kmeans(
     memory: torch.Tensor,
@@ -57,10 +63,12 @@ def equal_size_kmeans(
     sk_iters: int = 10,
     tol: float = 1e-2,
 ) -> torch.Tensor:
-    """Orchestra's local clustering (§2.7): N_l unit-norm centroids of the unit-norm rows of ``memory``.
+    """Orchestra's local clustering (§2.7): N_l unit-norm centroids of the unit-norm rows of
+    ``memory``.
 
-    Initialise with N_l distinct random rows; 5 times: Q = SK(Z Uᵀ), hard-assign by argmax, set each centroid to the
-    normalised mean of its members, reseeding an empty cluster with a random row. Randomness: ``generator`` (CPU).
+    Initialise with N_l distinct random rows; 5 times: Q = SK(Z Uᵀ), hard-assign by argmax, set each
+    centroid to the normalised mean of its members, reseeding an empty cluster with a random row.
+    Randomness: ``generator`` (CPU).
     """
     z = memory.detach().float()
     m = z.shape[0]
@@ -80,10 +88,18 @@ def equal_size_kmeans(
     return F.normalize(u, dim=1)
 
 
-@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
-def global_clustering_loss(y: torch.Tensor, centroids: torch.Tensor, *, temperature: float, lam: float,
-                           sk_iters: int, tol: float) -> torch.Tensor:
-    """L_glob = −(1/M) Σ_j cos(Q_j, P_j), Q = SK(Y Cᵀ) (no grad), P_j = softmax(⟨normalize(Y_j), c⟩/T) (§2.9)."""
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
+def global_clustering_loss(
+    y: torch.Tensor,
+    centroids: torch.Tensor,
+    *,
+    temperature: float,
+    lam: float,
+    sk_iters: int,
+    tol: float,
+) -> torch.Tensor:
+    """L_glob = −(1/M) Σ_j cos(Q_j, P_j), Q = SK(Y Cᵀ) (no grad), P_j = softmax(⟨normalize(Y_j),
+    c⟩/T) (§2.9)."""
     q = sinkhorn_knopp(y @ centroids.detach().t(), lam=lam, max_iters=sk_iters, tol=tol)
     p = torch.softmax(F.normalize(y, dim=1) @ centroids.t() / temperature, dim=1)
     return -F.cosine_similarity(q, p, dim=1).mean()
@@ -102,19 +118,24 @@ def global_clustering(
     sk_iters: int = 100,
     tol: float = 1e-2,
 ) -> tuple[torch.Tensor, float]:
-    """Server clustering of all uploaded local centroids Y (M × d) into N_G centroids, warm-started from C (§2.9).
+    """Server clustering of all uploaded local centroids Y (M × d) into N_G centroids, warm-started
+    from C (§2.9).
 
-    A fresh SGD(C, lr, momentum, weight decay) runs ``steps`` times: loss ``global_clustering_loss``, step, then
-    row-normalise C. Returns (C, last loss); with ``steps = 0`` C comes back unchanged. Deterministic (no randomness).
+    A fresh SGD(C, lr, momentum, weight decay) runs ``steps`` times: loss
+    ``global_clustering_loss``, step, then row-normalise C. Returns (C, last loss); with ``steps =
+    0`` C comes back unchanged. Deterministic (no randomness).
     """
     y = local_centroids.detach().float()
     c = init_centroids.detach().float().clone().requires_grad_(True)
     opt = torch.optim.SGD([c], lr=lr, momentum=momentum, weight_decay=weight_decay)
-    fp32_steps = FP32.scaler(c.device)  # server maths stays fp32 in every cell, declared (benchmark.precision)
+    # server maths stays fp32 in every cell, declared (benchmark.core.precision)
+    fp32_steps = FP32.scaler(c.device)
     loss_value = math.nan
     for _ in range(steps):
         with torch.enable_grad():
-            loss = global_clustering_loss(y, c, temperature=temperature, lam=lam, sk_iters=sk_iters, tol=tol)
+            loss = global_clustering_loss(
+                y, c, temperature=temperature, lam=lam, sk_iters=sk_iters, tol=tol
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
         fp32_steps.step(opt)
@@ -124,13 +145,16 @@ def global_clustering(
     return c.detach().clone(), loss_value
 
 
-@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.precision)
-def cluster_assignment_loss(z_online: torch.Tensor, z_target: torch.Tensor, centroids: torch.Tensor,
-                            temperature: float) -> torch.Tensor:
-    """Orchestra's L_cluster = −(1/B) Σ_i Σ_j p^T_ij log p^O_ij (docs/methods/orchestra.md §2.6 step 5).
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
+def cluster_assignment_loss(
+    z_online: torch.Tensor, z_target: torch.Tensor, centroids: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """Orchestra's L_cluster = −(1/B) Σ_i Σ_j p^T_ij log p^O_ij (docs/methods/orchestra.md §2.6 step
+    5).
 
-    p = softmax(⟨z, c_j⟩/T) over the global centroids; the target side and the centroids carry no gradient;
-    log-softmax (not log of softmax); p^T is a plain temperature softmax, neither balanced nor sharpened.
+    p = softmax(⟨z, c_j⟩/T) over the global centroids; the target side and the centroids carry no
+    gradient; log-softmax (not log of softmax); p^T is a plain temperature softmax, neither balanced
+    nor sharpened.
     """
     c = centroids.detach()
     p_target = torch.softmax(z_target.detach() @ c.t() / temperature, dim=1)
@@ -138,11 +162,21 @@ def cluster_assignment_loss(z_online: torch.Tensor, z_target: torch.Tensor, cent
     return -(p_target * log_p_online).sum(dim=1).mean()
 
 
-def fifo_push(memory: torch.Tensor, rows: torch.Tensor, capacity: int, *, keep: str = "last") -> torch.Tensor:
-    """Append ``rows`` to ``memory`` (detached) and keep the ``capacity`` most recent (``keep="last"``, the FIFO of
-    docs/methods/orchestra.md §2.2) or the first ``capacity`` ever pushed (``keep="first"``, the initialisation round)."""
+def fifo_push(
+    memory: torch.Tensor, rows: torch.Tensor, capacity: int, *, keep: str = "last"
+) -> torch.Tensor:
+    """Append ``rows`` to ``memory`` (detached) and keep the ``capacity`` most recent
+    (``keep="last"``, the FIFO of docs/methods/orchestra.md §2.2) or the first ``capacity`` ever
+    pushed (``keep="first"``, the initialisation round)."""
     out = torch.cat([memory, rows.detach().to(memory.dtype)])
     return out[-capacity:] if keep == "last" else out[:capacity]
 
 
-__all__ = ["cluster_assignment_loss", "equal_size_kmeans", "fifo_push", "global_clustering", "global_clustering_loss", "sinkhorn_knopp"]
+__all__ = [
+    "cluster_assignment_loss",
+    "equal_size_kmeans",
+    "fifo_push",
+    "global_clustering",
+    "global_clustering_loss",
+    "sinkhorn_knopp",
+]

@@ -1,4 +1,5 @@
-"""FeatARC maths (Dec-SSL, Wang et al. ICLR 2023, §5 and Algorithms 1–2; docs/methods/featarc.md §2–3): small and pure.
+"""FeatARC maths (Dec-SSL, Wang et al. ICLR 2023, §5 and Algorithms 1–2; docs/methods/featarc.md
+§2–3): small and pure.
 
 D(z1, z2) = −⟨z1, z2⟩ / (‖z1‖ ‖z2‖) everywhere (paper App. C.3).
 """
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from methods._shared.aggregate import weighted_average
+from benchmark.api import weighted_average
 
 TensorDict = Mapping[str, torch.Tensor]
 
@@ -21,7 +22,8 @@ def neg_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def alignment_scores(local: torch.Tensor, clusters: Sequence[torch.Tensor]) -> torch.Tensor:
-    """A_j = (1/n) Σ_k D(Zg_j[k], Zl[k]) for each cluster j (Algorithm 1 lines 8–12), float64, shape (C,)."""
+    """A_j = (1/n) Σ_k D(Zg_j[k], Zl[k]) for each cluster j (Algorithm 1 lines 8–12), float64, shape
+    (C,)."""
     return torch.stack([neg_cosine(z, local).double().mean() for z in clusters])
 
 
@@ -37,11 +39,17 @@ def alignment_loss(p1: torch.Tensor, p2: torch.Tensor, targets: torch.Tensor) ->
     return 0.5 * neg_cosine(p1, t).mean() + 0.5 * neg_cosine(p2, t).mean()
 
 
-def cluster_average(current: Sequence[TensorDict], uploads: Sequence[TensorDict], assign: Sequence[int],
-                    weights: Sequence[float]) -> list[dict[str, torch.Tensor]]:
-    """θ_j = Σ_{k∈M_j} w_k θ̃_k / Σ_{k∈M_j} w_k for every cluster j; an empty cluster is returned unchanged.
+def cluster_average(
+    current: Sequence[TensorDict],
+    uploads: Sequence[TensorDict],
+    assign: Sequence[int],
+    weights: Sequence[float],
+) -> list[dict[str, torch.Tensor]]:
+    """θ_j = Σ_{k∈M_j} w_k θ̃_k / Σ_{k∈M_j} w_k for every cluster j; an empty cluster is returned
+    unchanged.
 
-    ``uploads``, ``assign`` and ``weights`` are aligned lists in client-id order (docs/methods/featarc.md §2.2, 7.4–7.5).
+    ``uploads``, ``assign`` and ``weights`` are aligned lists in client-id order
+    (docs/methods/featarc.md §2.2, 7.4–7.5).
     """
     out = []
     for j, cur in enumerate(current):
@@ -54,7 +62,8 @@ def cluster_average(current: Sequence[TensorDict], uploads: Sequence[TensorDict]
 
 
 def largest_cluster(assign: Sequence[int], sizes: Sequence[int], num_clusters: int) -> int:
-    """j* = argmax_j m_j, m_j = Σ n_k over clients whose latest assignment is j; ties to the smallest j (§3).
+    """j* = argmax_j m_j, m_j = Σ n_k over clients whose latest assignment is j; ties to the
+    smallest j (§3).
 
     Uses only training-side information (assignments and client sizes), never test data.
     """

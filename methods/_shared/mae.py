@@ -1,4 +1,5 @@
-"""Masked auto-encoding maths (MAE, He et al. 2022; FedMAE docs/methods/fedmae.md §2.1): masks, targets, the masked-patch loss."""
+"""Masked auto-encoding maths (MAE, He et al. 2022; FedMAE docs/methods/fedmae.md §2.1): masks,
+targets, the masked-patch loss."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ def keep_count(num_patches: int, mask_ratio: float) -> int:
     return int(num_patches * (1 - mask_ratio))
 
 
-def random_patch_permutation(batch: int, num_patches: int, generator: torch.Generator,
-                             device: torch.device | str = "cpu") -> torch.Tensor:
-    """ids_shuffle = argsort(u), u ~ U(0, 1)^{B×L}, drawn on the CPU from ``generator`` (device-independent)."""
+def random_patch_permutation(
+    batch: int, num_patches: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """ids_shuffle = argsort(u), u ~ U(0, 1)^{B×L}, drawn on the CPU from ``generator``
+    (device-independent)."""
     noise = torch.rand(batch, num_patches, generator=generator)
     return torch.argsort(noise, dim=1).to(device)
 
@@ -20,7 +23,8 @@ def random_patch_permutation(batch: int, num_patches: int, generator: torch.Gene
 def normalize_patches(target: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """norm_pix_loss targets: per patch (t − mean) / sqrt(var + 1e-6).
 
-    The variance is torch's default unbiased estimate, as in MAE's ``forward_loss`` (``target.var(dim=-1)``).
+    The variance is torch's default unbiased estimate, as in MAE's ``forward_loss``
+    (``target.var(dim=-1)``).
     """
     mean = target.mean(dim=-1, keepdim=True)
     var = target.var(dim=-1, keepdim=True)
@@ -28,13 +32,19 @@ def normalize_patches(target: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """𝓛 = Σ_ij M_ij · (1/P)‖x̂_ij − t_ij‖² / Σ_ij M_ij: mean squared error over removed patches only."""
+    """𝓛 = Σ_ij M_ij · (1/P)‖x̂_ij − t_ij‖² / Σ_ij M_ij: mean squared error over removed patches
+    only."""
     per_patch = ((pred.float() - target.float()) ** 2).mean(dim=-1)
     return (per_patch * mask).sum() / mask.sum()
 
 
-def mae_loss(pred: torch.Tensor, target_patches: torch.Tensor, mask: torch.Tensor, *,
-             norm_pix_loss: bool = False) -> torch.Tensor:
+def mae_loss(
+    pred: torch.Tensor,
+    target_patches: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    norm_pix_loss: bool = False,
+) -> torch.Tensor:
     """FedMAE's client loss (docs/methods/fedmae.md §2.1 step 5; MAE ``forward_loss``)."""
     target = normalize_patches(target_patches) if norm_pix_loss else target_patches
     return masked_patch_mse(pred, target, mask)

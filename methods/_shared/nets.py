@@ -1,13 +1,14 @@
 """The one backbone-plus-head module and the one cache of working networks that every method uses.
 
-``BackboneHead`` replaces the per-method copies (FedAvg-SimCLR's encoder/projector, Dec-SL's encoder/classifier,
-FLESD's backbone/head, Orchestra's and BYOL's backbone/projector branches). Its two children keep the names each
-method's state dicts have always used (``encoder.*``/``projector.*``, ``backbone.*``/``head.*``, …): payload names,
-client states and the final-state digest are keyed by them.
+``BackboneHead`` replaces the per-method copies (FedAvg-SimCLR's encoder/projector, Dec-SL's
+encoder/classifier, FLESD's backbone/head, Orchestra's and BYOL's backbone/projector branches). Its
+two children keep the names each method's state dicts have always used
+(``encoder.*``/``projector.*``, ``backbone.*``/``head.*``, …): payload names, client states and the
+final-state digest are keyed by them.
 
-``WorkingNets`` holds the modules a method computes with inside one hook. They carry no state from one hook to the
-next: every use reloads them from tensors (payloads, client or server state), so a method object can be rebuilt at
-any time (resume) without changing a number.
+``WorkingNets`` holds the modules a method computes with inside one hook. They carry no state from
+one hook to the next: every use reloads them from tensors (payloads, client or server state), so a
+method object can be rebuilt at any time (resume) without changing a number.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from benchmark.api import Stream, scoped_torch_seed
 
 
 class BackboneHead(nn.Module):
-    """``head(backbone(x))``, the two children registered under ``names`` (default ``backbone``/``head``)."""
+    """``head(backbone(x))``, the two children registered under ``names`` (default
+    ``backbone``/``head``)."""
 
-    def __init__(self, backbone: nn.Module, head: nn.Module, names: tuple[str, str] = ("backbone", "head")) -> None:
+    def __init__(
+        self, backbone: nn.Module, head: nn.Module, names: tuple[str, str] = ("backbone", "head")
+    ) -> None:
         super().__init__()
         self._names = names
         self.add_module(names[0], backbone)
@@ -31,12 +35,14 @@ class BackboneHead(nn.Module):
 
     @property
     def trunk(self) -> nn.Module:
-        """The backbone, whatever its attribute name (``net.encoder`` / ``net.backbone`` read the same)."""
+        """The backbone, whatever its attribute name (``net.encoder`` / ``net.backbone`` read the
+        same)."""
         return getattr(self, self._names[0])
 
     @property
     def top(self) -> nn.Module:
-        """The head, whatever its attribute name (``net.projector`` / ``net.head`` / ``net.classifier``)."""
+        """The head, whatever its attribute name (``net.projector`` / ``net.head`` /
+        ``net.classifier``)."""
         return getattr(self, self._names[1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -44,15 +50,18 @@ class BackboneHead(nn.Module):
 
 
 class WorkingNets:
-    """Working modules of one method instance: one per ``role`` (e.g. FLESD's ``model`` and ``momentum``), built
-    by ``build(*key)`` under ``scoped_torch_seed(0, Stream.INIT, 0)`` the first time a (role, key, device) is asked
-    for and rebuilt when the key or device of that role changes. Callers load every tensor before use."""
+    """Working modules of one method instance: one per ``role`` (e.g. FLESD's ``model`` and
+    ``momentum``), built by ``build(*key)`` under ``scoped_torch_seed(0, Stream.INIT, 0)`` the first
+    time a (role, key, device) is asked for and rebuilt when the key or device of that role changes.
+    Callers load every tensor before use."""
 
     def __init__(self, build: Callable[..., nn.Module]) -> None:
         self._build = build
         self._cache: dict[str, tuple[tuple[Hashable, ...], torch.device, nn.Module]] = {}
 
-    def get(self, device: torch.device, role: str = "model", key: tuple[Hashable, ...] = ()) -> nn.Module:
+    def get(
+        self, device: torch.device, role: str = "model", key: tuple[Hashable, ...] = ()
+    ) -> nn.Module:
         hit = self._cache.get(role)
         if hit is None or hit[0] != key or hit[1] != device:
             with scoped_torch_seed(0, Stream.INIT, 0):
@@ -61,7 +70,8 @@ class WorkingNets:
         return hit[2]
 
     def structure(self, role: str = "model", key: tuple[Hashable, ...] = ()) -> nn.Module:
-        """A module to read names and shapes from: the cached one of ``role`` (any device), else a CPU one."""
+        """A module to read names and shapes from: the cached one of ``role`` (any device), else a
+        CPU one."""
         hit = self._cache.get(role)
         if hit is not None and hit[0] == key:
             return hit[2]

@@ -1,5 +1,6 @@
-"""SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and FeatARC
-(docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the client's local update of FedAvg-SimCLR.
+"""SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and
+FeatARC (docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the
+client's local update of FedAvg-SimCLR, and the family's hooks (:class:`SimCLRFamily`).
 
 Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
 """
@@ -8,25 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
 
 from benchmark.api import (
+    PRECISIONS,
     AugmentConfig,
     ClientData,
     ClientState,
     ComponentSpec,
+    Encoder,
+    InputSpec,
+    MethodBase,
     Payload,
     RoundContext,
+    ServerState,
+    Stream,
+    bn_tensor_names,
     build_backbone,
+    load_tensors,
+    mlp_head,
+    prepare_module,
+    run_local_epochs,
+    scoped_torch_seed,
+    tensors_of,
 )
 from methods._shared.contrastive import contrastive_step
-from methods._shared.heads import mlp_head
-from methods._shared.local_train import run_local_epochs
-from methods._shared.modules import bn_tensor_names, load_tensors, tensors_of
-from methods._shared.nets import BackboneHead
+from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, optimizer_tensors, restore_optimizer, scheduled_lr
 
 SIMCLR_NAMES = ("encoder", "projector")
@@ -34,7 +45,8 @@ SIMCLR_NAMES = ("encoder", "projector")
 
 @dataclass(frozen=True, kw_only=True)
 class SimCLRConfig:
-    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code unless noted)."""
+    """Hyperparameters of docs/methods/fedavg_simclr.md §4 (project defaults = Dec-SSL CIFAR code
+    unless noted)."""
 
     loss_form: Literal["ntxent_2b", "crossview_1dir"] = "ntxent_2b"  # §2.3
     tau: float = 0.5  # τ, hard-coded 0.5 in the Dec-SSL code
@@ -43,22 +55,25 @@ class SimCLRConfig:
     weight_decay: float = 1e-6
     momentum: float = 0.9  # SGD only (Orchestra f-SimCLR preset)
     batch_size: int = 256
-    # ×γ at 30/60/90 % of rounds (§2.4); "step_epochs": lr_milestones in epochs (central_ssl's native [30, 60, 90])
+    # ×γ at 30/60/90 % of rounds (§2.4); "step_epochs": lr_milestones in epochs (central_ssl's
+    # native [30, 60, 90])
     lr_schedule: Literal["step_rounds", "step_epochs", "constant"] = "step_rounds"
     lr_milestones: tuple[float, ...] = (0.3, 0.6, 0.9)
     lr_gamma: float = 0.3
     weighting: Literal["uniform", "num_examples", "num_batches"] = "num_examples"  # §7.2
     bn: Literal["average", "local"] = "average"  # §7.1
-    # which tensors `bn: local` keeps on the client (§7.1): "type" = every BatchNorm module's tensors; "decssl_names" =
-    # the Dec-SSL ImageNet code's rule, state-dict names containing "bn" or "running" (so the stem's and the
-    # downsample's BN affine parameters, named f.1 / downsample.1, are still averaged)
+    # which tensors `bn: local` keeps on the client (§7.1): "type" = every BatchNorm module's
+    # tensors; "decssl_names" = the Dec-SSL ImageNet code's rule, state-dict names containing "bn"
+    # or "running" (so the stem's and the downsample's BN affine parameters, named f.1 /
+    # downsample.1, are still averaged)
     bn_filter: Literal["type", "decssl_names"] = "type"
     optimizer_state: Literal["reset", "keep"] = "reset"  # §4
     nan_policy: Literal["raise", "skip"] = "raise"  # §7.9
     proj_hidden: int | None = None  # None: the backbone's feature dimension (512 for ResNet-18)
     proj_out: int | None = None  # None: the feature dimension ("flesd": 128)
-    # Projector shape (§5 presets): "decssl" Linear-BN-ReLU-Linear (Dec-SSL SimCLR); "orchestra" Linear(no bias)-BN-
-    # ReLU-Linear-BN(affine=False) (Orchestra's f-SimCLR); "flesd" Linear-ReLU-Linear(d, 128) (FLESD's FedAvg).
+    # Projector shape (§5 presets): "decssl" Linear-BN-ReLU-Linear (Dec-SSL SimCLR); "orchestra"
+    # Linear(no bias)-BN- ReLU-Linear-BN(affine=False) (Orchestra's f-SimCLR); "flesd"
+    # Linear-ReLU-Linear(d, 128) (FLESD's FedAvg).
     projector: Literal["decssl", "orchestra", "flesd"] = "decssl"
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
@@ -71,41 +86,55 @@ def simclr_projector(cfg: SimCLRConfig, feat_dim: int) -> nn.Sequential:
     """The projector of the configured shape (docs/methods/fedavg_simclr.md §5)."""
     hidden = cfg.proj_hidden or feat_dim
     if cfg.projector == "orchestra":
-        return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim, bias_hidden=False, bn_last=True,
-                        bn_last_affine=False)
+        return mlp_head(
+            feat_dim,
+            hidden,
+            cfg.proj_out or feat_dim,
+            bias_hidden=False,
+            bn_last=True,
+            bn_last_affine=False,
+        )
     if cfg.projector == "flesd":
         return mlp_head(feat_dim, hidden, cfg.proj_out or 128, bn_hidden=False)
     return mlp_head(feat_dim, hidden, cfg.proj_out or feat_dim)
 
 
 def simclr_net(backbone: ComponentSpec, cfg: SimCLRConfig) -> BackboneHead:
-    """Backbone (``encoder``) then projector, built in that order (the order the seeded initialisation draws in)."""
+    """Backbone (``encoder``) then projector, built in that order (the order the seeded
+    initialisation draws in)."""
     encoder, feat_dim = build_backbone(backbone.name, dict(backbone.params))
     return BackboneHead(encoder, simclr_projector(cfg, feat_dim), SIMCLR_NAMES)
 
 
 def encoder_of(net: BackboneHead, tensors: Mapping[str, torch.Tensor]) -> nn.Module:
-    """The backbone of ``net`` loaded from ``tensors``, in eval mode (the projector is discarded, §2.6)."""
+    """The backbone of ``net`` loaded from ``tensors``, in eval mode (the projector is discarded,
+    §2.6)."""
     load_tensors(net, tensors)
     return net.encoder.eval()
 
 
 def upload_weighting(cfg: SimCLRConfig) -> str:
-    """The server's weighting mode: a ``num_batches`` client already reports its batch count as its weight."""
+    """The server's weighting mode: a ``num_batches`` client already reports its batch count as its
+    weight."""
     return "num_examples" if cfg.weighting == "num_batches" else cfg.weighting
 
 
 def local_bn_names(net: nn.Module, cfg: SimCLRConfig) -> set[str]:
-    """The tensors ``bn: local`` keeps on the client, by ``cfg.bn_filter`` (docs/methods/fedavg_simclr.md §7.1)."""
+    """The tensors ``bn: local`` keeps on the client, by ``cfg.bn_filter``
+    (docs/methods/fedavg_simclr.md §7.1)."""
     if cfg.bn_filter == "decssl_names":
-        return {k for k in net.state_dict() if not k.endswith("num_batches_tracked")
-                and ("bn" in _decssl_name(k) or "running" in k)}
+        return {
+            k
+            for k in net.state_dict()
+            if not k.endswith("num_batches_tracked") and ("bn" in _decssl_name(k) or "running" in k)
+        }
     return bn_tensor_names(net)
 
 
 def _decssl_name(key: str) -> str:
-    """Our name as Dec-SSL's model spells it, where it matters for the name rule: the ResNet stem's BatchNorm is our
-    ``bn1`` and Dec-SSL's ``f.1`` (an ``nn.Sequential`` index, no "bn" in it, so its affine parameters are averaged)."""
+    """Our name as Dec-SSL's model spells it, where it matters for the name rule: the ResNet stem's
+    BatchNorm is our ``bn1`` and Dec-SSL's ``f.1`` (an ``nn.Sequential`` index, no "bn" in it, so
+    its affine parameters are averaged)."""
     head, sep, rest = key.partition("bn1.")
     return f"{head}f.1.{rest}" if sep and head in ("", "encoder.") else key
 
@@ -115,18 +144,26 @@ def without(tensors: Mapping[str, torch.Tensor], names: set[str]) -> dict[str, t
 
 
 def local_start(down: Payload, state: ClientState, cfg: SimCLRConfig) -> dict[str, torch.Tensor]:
-    """The client's starting tensors: the broadcast, with its own BN tensors under ``bn: local`` (§7.1)."""
+    """The client's starting tensors: the broadcast, with its own BN tensors under ``bn: local``
+    (§7.1)."""
     tensors = dict(down.tensors)
     if cfg.bn == "local":
         tensors.update({k: v for k, v in state.tensors.items() if not k.startswith("opt.")})
     return tensors
 
 
-def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRConfig, state: ClientState,
-                 data: ClientData, ctx: RoundContext) -> tuple[Payload, ClientState]:
-    """FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local epochs of SimCLR from ``start`` with a
-    fresh (or, ``optimizer_state: keep``, restored) optimizer at the round's lr; uploads every tensor, keeps the
-    BN tensors (``bn: local``) and the optimizer state (``keep``) on the client."""
+def local_update(
+    net: nn.Module,
+    start: Mapping[str, torch.Tensor],
+    cfg: SimCLRConfig,
+    state: ClientState,
+    data: ClientData,
+    ctx: RoundContext,
+) -> tuple[Payload, ClientState]:
+    """FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local epochs of
+    SimCLR from ``start`` with a fresh (or, ``optimizer_state: keep``, restored) optimizer at the
+    round's lr; uploads every tensor, keeps the BN tensors (``bn: local``) and the optimizer state
+    (``keep``) on the client."""
     load_tensors(net, start)
     net.train()
     lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
@@ -137,8 +174,15 @@ def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRC
             group["lr"] = lr
     view = data.train
     step = contrastive_step(net, cfg.loss_form, cfg.tau, cfg.augment, view, ctx)
-    stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs,
-                             nan_policy=cfg.nan_policy)
+    stats = run_local_epochs(
+        view,
+        step,
+        opt,
+        ctx,
+        batch_size=cfg.batch_size,
+        epochs=ctx.local_epochs,
+        nan_policy=cfg.nan_policy,
+    )
     out = tensors_of(net)
     keep: dict[str, torch.Tensor] = {}
     if cfg.bn == "local":
@@ -148,4 +192,68 @@ def local_update(net: nn.Module, start: Mapping[str, torch.Tensor], cfg: SimCLRC
         keep.update(optimizer_tensors(opt))
     weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples
     metrics = {**stats.as_dict(), "lr": lr}
-    return Payload(out, num_examples=weight, metrics=metrics), ClientState(tensors=keep, last_round=ctx.round)
+    return Payload(out, num_examples=weight, metrics=metrics), ClientState(
+        tensors=keep, last_round=ctx.round
+    )
+
+
+class SimCLRFamily(MethodBase):
+    """The SimCLR family's hooks (docs/methods/fedavg_simclr.md §2): FedAvg-SimCLR, and its
+    reference points central_ssl (one pooled client) and local_ssl (each client alone). The server
+    starts from a freshly seeded SimCLR network; a client starts from the global weights (its own BN
+    tensors under ``bn: local``, §7.1) and runs E local epochs of SimCLR (:func:`local_update`); the
+    exported encoder is the backbone. Abstract: the server step is the method's (FedAvg through
+    ``FedAvgServer``, or none for local_ssl), with its name, version and Config."""
+
+    # every step through ctx.precision (benchmark.core.precision)
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
+    payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    cfg: SimCLRConfig
+
+    def __init__(self, cfg: SimCLRConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
+        super().__init__(cfg, backbone, inputs)
+        self.nets = WorkingNets(self.build)
+
+    # ---- model plumbing --------------------------------------------------------------------------
+    def build(self) -> BackboneHead:
+        return simclr_net(self.backbone, self.cfg)
+
+    def bn_names(self) -> set[str]:
+        return local_bn_names(self.nets.structure(), self.cfg)
+
+    def fedavg_weighting(self) -> str:
+        """The server's weighting mode for ``FedAvgServer`` (:func:`upload_weighting`)."""
+        return upload_weighting(self.cfg)
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def init_server(self, ctx: RoundContext) -> ServerState:
+        with scoped_torch_seed(ctx.seed, Stream.INIT):
+            net = self.build()
+        return ServerState(model=tensors_of(net))
+
+    def init_client(self, client_id: int, server: ServerState) -> ClientState:
+        if self.cfg.bn == "local":  # §7.1: BN tensors never leave the client
+            bn = self.bn_names()
+            return ClientState(tensors={k: v.clone() for k, v in server.model.items() if k in bn})
+        return ClientState()
+
+    def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
+        if self.cfg.bn == "local":
+            return Payload(without(server.model, self.bn_names()))
+        return Payload(dict(server.model))
+
+    def start_tensors(self, down: Payload, state: ClientState) -> dict[str, torch.Tensor]:
+        return local_start(down, state, self.cfg)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """§2.1: E local epochs of SimCLR from the start tensors (:func:`local_update`)."""
+        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
+        return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
+
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
+        return self.export(encoder_of(self.build(), server.model))

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark.backbones import build_backbone
-from benchmark.backbones_vit import ViTEncoder, patchify, sincos_2d, unpatchify
-from benchmark.config import from_mapping
-from benchmark.registries import BACKBONES, load_builtins
+from benchmark.contracts.registries import BACKBONES, load_builtins
+from benchmark.core.config import from_mapping
+from benchmark.toolkit.backbones import build_backbone
+from benchmark.toolkit.backbones_vit import ViTEncoder, patchify, sincos_2d, unpatchify
 
 load_builtins()
 
@@ -24,21 +24,30 @@ def trainable(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-@pytest.mark.parametrize("name, one_block, cascade", [
-    ("vit_micro", 19_040, 69_856),  # tiny-16
-    ("vit_tiny_p4", 590_160, 2_369_616),  # small-32
-])
+@pytest.mark.parametrize(
+    "name, one_block, cascade",
+    [
+        ("vit_micro", 19_040, 69_856),  # tiny-16
+        ("vit_tiny_p4", 590_160, 2_369_616),  # small-32
+    ],
+)
 def test_parameter_counts_small_presets(name: str, one_block: int, cascade: int) -> None:
     s = spec(name, depth=5)
     assert trainable(s.build_mae(1)) == one_block
     assert trainable(s.build_mae(5)) == cascade
 
 
-@pytest.mark.parametrize("name, one_block, cascade, encoder_only", [
-    ("vit_base_p16", 11_622_400, 39_973_888, 36_032_256),  # paper preset = Table 2 (11.62 M / 39.97 M)
-    ("vit_base_p4", 10_700_080, 39_051_568, None),  # cifar32-b
-])
-def test_parameter_counts_paper_presets(name: str, one_block: int, cascade: int, encoder_only) -> None:
+@pytest.mark.parametrize(
+    "name, one_block, cascade, encoder_only",
+    [
+        # paper preset = Table 2 (11.62 M / 39.97 M)
+        ("vit_base_p16", 11_622_400, 39_973_888, 36_032_256),
+        ("vit_base_p4", 10_700_080, 39_051_568, None),  # cifar32-b
+    ],
+)
+def test_parameter_counts_paper_presets(
+    name: str, one_block: int, cascade: int, encoder_only
+) -> None:
     s = spec(name)
     assert s.depth == 5
     assert trainable(s.build_mae(1)) == one_block
@@ -49,7 +58,8 @@ def test_parameter_counts_paper_presets(name: str, one_block: int, cascade: int,
 
 
 def mae_formula(d: int, g: int) -> np.ndarray:
-    """The MAE formula written out independently: rows (cls, then h-major grid); first half encodes w."""
+    """The MAE formula written out independently: rows (cls, then h-major grid); first half encodes
+    w."""
     out = np.zeros((1 + g * g, d))
     half, quarter = d // 2, d // 4
     omega = 1.0 / 10000 ** (np.arange(quarter) / quarter)
@@ -58,8 +68,8 @@ def mae_formula(d: int, g: int) -> np.ndarray:
             row = 1 + h * g + w
             out[row, :quarter] = np.sin(w * omega)
             out[row, quarter:half] = np.cos(w * omega)
-            out[row, half:half + quarter] = np.sin(h * omega)
-            out[row, half + quarter:] = np.cos(h * omega)
+            out[row, half : half + quarter] = np.sin(h * omega)
+            out[row, half + quarter :] = np.cos(h * omega)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Stochastic depth on the ViT backbones (used by the ``finetune/fedmae`` card): off by default, linear per block."""
+"""Stochastic depth on the ViT backbones (used by the ``finetune/fedmae`` card): off by default,
+linear per block."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import pytest
 import torch
 from timm.layers import DropPath
 
-from benchmark.backbones import arch_fingerprint
-from benchmark.backbones_vit import ViTEncoder, drop_path_rates
-from benchmark.seeding import Stream, scoped_torch_seed
+from benchmark.contracts.types import arch_fingerprint
+from benchmark.core.seeding import Stream, scoped_torch_seed
+from benchmark.toolkit.backbones_vit import ViTEncoder, drop_path_rates
 
 KW = dict(img_size=16, patch_size=4, embed_dim=32, depth=5, num_heads=2)
 
@@ -38,7 +39,9 @@ def test_rates_rise_linearly_and_set_drop_path_is_reversible():
     enc.eval()
     y0 = enc(x)
     enc.set_drop_path(0.1)
-    assert isinstance(enc.blocks[4].drop_path2, DropPath) and isinstance(enc.blocks[0].drop_path1, torch.nn.Identity)
+    assert isinstance(enc.blocks[4].drop_path2, DropPath) and isinstance(
+        enc.blocks[0].drop_path1, torch.nn.Identity
+    )
     assert torch.equal(enc(x), y0)  # eval mode: drop path is the identity
     enc.train()
     torch.manual_seed(0)

@@ -1,4 +1,5 @@
-"""The CLI's contract: bad input exits 2 with one line and writes nothing; runs skip finished cells."""
+"""The CLI's contract: bad input exits 2 with one line and writes nothing; runs skip finished
+cells."""
 
 from __future__ import annotations
 
@@ -11,10 +12,18 @@ import yaml
 
 from benchmark.cli import main
 
-TINY = {"name": "tiny", "base": {"dataset": "digits", "backbone": {"name": "resnet_micro", "width": 4},
-                                 "partition": "iid", "fl": {"num_clients": 2, "rounds": 1},
-                                 "tasks": ["knn"]},
-        "method_common": {"batch_size": 16}, "axes": {"method": ["no_pretrain", "fedavg_simclr"]}}
+TINY = {
+    "name": "tiny",
+    "base": {
+        "dataset": "digits",
+        "backbone": {"name": "resnet_micro", "width": 4},
+        "partition": "iid",
+        "fl": {"num_clients": 2, "rounds": 1},
+        "tasks": ["knn"],
+    },
+    "method_common": {"batch_size": 16},
+    "axes": {"method": ["no_pretrain", "fedavg_simclr"]},
+}
 
 
 def write_grid(tmp_path: Path, grid: dict) -> Path:
@@ -23,20 +32,25 @@ def write_grid(tmp_path: Path, grid: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("change, needle", [
-    (lambda g: g["axes"].update(method=["fedavg_simclrr"]), "unknown method 'fedavg_simclrr'"),
-    (lambda g: g["base"].update(dataset="cifar11"), "unknown dataset"),
-    (lambda g: g["base"].update(partition="dirichlett"), "unknown partitioner"),
-    (lambda g: g.update(axis={}), "unknown grid key 'axis'"),
-    (lambda g: g["base"]["fl"].update(rounds="1"), "rounds"),
-    (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": -1}), "alpha"),
-    (lambda g: g["base"]["fl"].update(num_clients=5000), "5000"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda g: g["axes"].update(method=["fedavg_simclrr"]), "unknown method 'fedavg_simclrr'"),
+        (lambda g: g["base"].update(dataset="cifar11"), "unknown dataset"),
+        (lambda g: g["base"].update(partition="dirichlett"), "unknown partitioner"),
+        (lambda g: g.update(axis={}), "unknown grid key 'axis'"),
+        (lambda g: g["base"]["fl"].update(rounds="1"), "rounds"),
+        (lambda g: g["base"].update(partition={"name": "dirichlet", "alpha": -1}), "alpha"),
+        (lambda g: g["base"]["fl"].update(num_clients=5000), "5000"),
+    ],
+)
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys, change, needle: str) -> None:
     grid = yaml.safe_load(yaml.safe_dump(TINY))
     change(grid)
     root = tmp_path / "root"
-    code = main(["run", "--grid", str(write_grid(tmp_path, grid)), "--root", str(root), "--no-wandb"])
+    code = main(
+        ["run", "--grid", str(write_grid(tmp_path, grid)), "--root", str(root), "--no-wandb"]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("error: ") and needle in err and len(err.splitlines()) == 1
@@ -87,7 +101,21 @@ def test_failing_cell_is_kept_and_grid_goes_on(tmp_path: Path, monkeypatch, caps
     monkeypatch.setattr(fs.FedAvgSimCLR, "client_update", boom)
     root = tmp_path / "root"
     # exit code 1: a cell failed (the policy: 0 all done, 1 some failed, 2 usage error)
-    assert main(["run", "--grid", str(write_grid(tmp_path, TINY)), "--root", str(root), "--no-wandb", "--workers", "1"]) == 1
+    assert (
+        main(
+            [
+                "run",
+                "--grid",
+                str(write_grid(tmp_path, TINY)),
+                "--root",
+                str(root),
+                "--no-wandb",
+                "--workers",
+                "1",
+            ]
+        )
+        == 1
+    )
     assert len(list(root.glob("*/*/record.json"))) == 1  # no_pretrain finished
     errors = list(root.glob("fedavg_simclr/*/error.json"))
     assert len(errors) == 1 and "synthetic failure" in errors[0].read_text()
@@ -109,13 +137,20 @@ def test_plan_offline(capsys) -> None:
 
 
 def test_module_entry_point() -> None:
-    out = subprocess.run([sys.executable, "-m", "benchmark", "list", "methods"], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmark", "list", "methods"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and "fedavg_simclr" in out.stdout
 
 
-def test_missing_task_data_is_reported_before_anything_runs(tmp_path: Path, capsys, monkeypatch) -> None:
-    """The cell's dataset is present (digits) but the transfer target is not: preflight names it and stops."""
+def test_missing_task_data_is_reported_before_anything_runs(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The cell's dataset is present (digits) but the transfer target is not: preflight names it and
+    stops."""
     monkeypatch.setenv("FSSL_DATA_ROOT", str(tmp_path / "empty"))
     grid = yaml.safe_load(yaml.safe_dump(TINY))
     grid["base"]["tasks"] = [{"name": "transfer", "target": "stl10"}]
@@ -126,21 +161,29 @@ def test_missing_task_data_is_reported_before_anything_runs(tmp_path: Path, caps
 
 
 def test_missing_data_check_needs_no_torch(tmp_path: Path) -> None:
-    """`run` on a machine without the data stops before importing torch (which is what makes it fast), naming the
-    datasets tasks read (COCO for the main grid's detection cells) along with the cells' own."""
-    code = ("import sys; from benchmark.preflight import missing_datasets_fast; from benchmark.grid import load_grid; "
-            "m = missing_datasets_fast(load_grid('main'), sys.argv[1]); "
-            "assert m and 'torch' not in sys.modules, (m, 'torch' in sys.modules); print(len(m)); "
-            "print(any('COCO 2017' in line for line in m))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    """`run` on a machine without the data stops before importing torch (which is what makes it
+    fast), naming the datasets tasks read (COCO for the main grid's detection cells) along with the
+    cells' own."""
+    code = (
+        "import sys; from benchmark.launchers.preflight import missing_datasets_fast; from benchmark.grids.expand import load_grid; "
+        "m = missing_datasets_fast(load_grid('main'), sys.argv[1]); "
+        "assert m and 'torch' not in sys.modules, (m, 'torch' in sys.modules); print(len(m)); "
+        "print(any('COCO 2017' in line for line in m))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     count, coco = out.stdout.split()
-    assert int(count) >= 4 and coco == "True"  # the cells' datasets and the detection task's COCO, in one stop
+    # the cells' datasets and the detection task's COCO, in one stop
+    assert int(count) >= 4 and coco == "True"
 
 
 def test_seeds_replace_the_grids_seeds_and_keep_the_other_cells_ids(tmp_path: Path, capsys) -> None:
-    """`--seeds` replaces the grid's seeds (the quickstart's three become one with `--seeds 0`, and back); seed 0's
-    cells keep their ids (so they are skipped when already done); bad lists exit 2 before anything is written."""
+    """`--seeds` replaces the grid's seeds (the quickstart's three become one with `--seeds 0`, and
+    back); seed 0's cells keep their ids (so they are skipped when already done); bad lists exit 2
+    before anything is written."""
+
     def ids(*extra: str) -> dict[str, str]:
         assert main(["run", "--grid", "quickstart", "--dry-run", *extra]) == 0
         lines = [ln.split() for ln in capsys.readouterr().out.splitlines() if "| seed=" in ln]
@@ -150,5 +193,8 @@ def test_seeds_replace_the_grids_seeds_and_keep_the_other_cells_ids(tmp_path: Pa
     assert set(one.values()) == {"seed=0"} and set(three.values()) == {"seed=0", "seed=1", "seed=2"}
     assert len(three) == 3 * len(one) and set(one) <= set(three)
     for bad in ("0,x", "1,1", "-1", ""):
-        assert main(["run", "--grid", "quickstart", "--seeds", bad, "--root", str(tmp_path / "r")]) == 2
+        assert (
+            main(["run", "--grid", "quickstart", "--seeds", bad, "--root", str(tmp_path / "r")])
+            == 2
+        )
     assert not (tmp_path / "r").exists()

@@ -1,8 +1,10 @@
-"""check-method: passes for every registered method, fails with a named reason for deliberately broken ones.
+"""check-method: passes for every registered method, fails with a named reason for deliberately
+broken ones.
 
-The broken methods are variants of the tiny out-of-tree fixture method (tests/plugins/fssl_toy_plugin), loaded from
-its source file and registered only for the duration of one test (monkeypatch restores the registry), so the
-registry-generated tests elsewhere never see them.
+The broken methods are variants of the tiny out-of-tree fixture method
+(tests/plugins/fssl_toy_plugin), loaded from its source file and registered only for the duration of
+one test (monkeypatch restores the registry), so the registry-generated tests elsewhere never see
+them.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import pytest
 import torch
 
 from benchmark.api import ClientState, FedAvgFold, Payload, ServerState, average_uploads
-from benchmark.conformance import check_method, smoke_cell
-from benchmark.registries import METHODS, load_builtins
+from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.tools.check_method import check_method, smoke_cell
 
 load_builtins()
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
-    "_toy_plugin_method", REPO / "tests" / "plugins" / "fssl_toy_plugin" / "src" / "fssl_toy_plugin" / "method.py")
+    "_toy_plugin_method",
+    REPO / "tests" / "plugins" / "fssl_toy_plugin" / "src" / "fssl_toy_plugin" / "method.py",
+)
 toy = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = toy  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(toy)  # type: ignore[union-attr]
@@ -39,7 +43,10 @@ class NondeterministicToy(toy.ToyPlugin):
 
     def client_update(self, down, state, data, ctx):
         up, new_state = super().client_update(down, state, data, ctx)
-        noisy = {k: (v + 1e-3 * torch.randn(v.shape) if v.is_floating_point() else v) for k, v in up.tensors.items()}
+        noisy = {
+            k: (v + 1e-3 * torch.randn(v.shape) if v.is_floating_point() else v)
+            for k, v in up.tensors.items()
+        }
         return Payload(noisy, num_examples=up.num_examples, metrics=up.metrics), new_state
 
 
@@ -51,7 +58,9 @@ class LeakyToy(toy.ToyPlugin):
     def client_update(self, down, state, data, ctx):
         up, new_state = super().client_update(down, state, data, ctx)
         extra = {"debug.client_mean": data.train.images.float().mean(0)}
-        return Payload({**up.tensors, **extra}, num_examples=up.num_examples, metrics=up.metrics), new_state
+        return Payload(
+            {**up.tensors, **extra}, num_examples=up.num_examples, metrics=up.metrics
+        ), new_state
 
 
 class HiddenStateToy(toy.ToyPlugin):
@@ -66,8 +75,13 @@ class HiddenStateToy(toy.ToyPlugin):
     def server_aggregate(self, server, ups, ctx, public):
         self.calls += 1
         out = super().server_aggregate(server, ups, ctx, public)
-        return type(out)(model={k: v * (1.0 + 1e-3 * self.calls) if v.is_floating_point() else v
-                                for k, v in out.model.items()}, extra=out.extra)
+        return type(out)(
+            model={
+                k: v * (1.0 + 1e-3 * self.calls) if v.is_floating_point() else v
+                for k, v in out.model.items()
+            },
+            extra=out.extra,
+        )
 
 
 class ForgetfulToy(toy.ToyPlugin):
@@ -89,12 +103,15 @@ class BlindToy(toy.ToyPlugin):
     name = "_blind_toy"
 
     def encoder(self, server, clients=None):
-        zero = type(server)(model={k: torch.zeros_like(v) for k, v in server.model.items()}, extra=server.extra)
+        zero = type(server)(
+            model={k: torch.zeros_like(v) for k, v in server.model.items()}, extra=server.extra
+        )
         return super().encoder(zero, clients)
 
 
 class FoldToy(toy.ToyPlugin):
-    """FedAvg through the engine's upload fold: each upload folded as it comes, as server_aggregate would average."""
+    """FedAvg through the engine's upload fold: each upload folded as it comes, as server_aggregate
+    would average."""
 
     name = "_fold_toy"
 
@@ -110,8 +127,9 @@ class _ForgetsTheLast:
 
     def __init__(self, server, sizes):
         self._last = max(sizes)
-        self._fold = FedAvgFold(server, {k: n for k, n in sizes.items() if k != self._last}, "num_examples",
-                                merge=False)
+        self._fold = FedAvgFold(
+            server, {k: n for k, n in sizes.items() if k != self._last}, "num_examples", merge=False
+        )
 
     def add(self, client_id, up):
         if client_id != self._last:
@@ -162,15 +180,28 @@ def test_a_conforming_method_passes(register) -> None:
     report = check_method(register(GoodToy), knn=False, method_params=FAST)
     assert report.ok, report.format()
     assert {r.name for r in report.results if r.status == "pass"} == {
-        "interface", "finite_losses", "declared_payloads", "determinism", "resume"}
+        "interface",
+        "finite_losses",
+        "declared_payloads",
+        "determinism",
+        "resume",
+    }
 
 
 def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:
     report = check_method(register(FoldToy), knn=False, method_params=FAST)
     assert report.ok, report.format()
-    assert report.result("upload_fold").status == "pass" and "2 rounds" in report.result("upload_fold").detail
-    assert report.result("upload_fold") and check_method(register(GoodToy), knn=False, method_params=FAST).result(
-        "upload_fold").status == "skip"
+    assert (
+        report.result("upload_fold").status == "pass"
+        and "2 rounds" in report.result("upload_fold").detail
+    )
+    assert (
+        report.result("upload_fold")
+        and check_method(register(GoodToy), knn=False, method_params=FAST)
+        .result("upload_fold")
+        .status
+        == "skip"
+    )
     bad = check_method(register(BadFoldToy), knn=False, method_params=FAST)
     assert bad.failed == ["upload_fold"], bad.format()
     assert "differs from server_aggregate" in bad.result("upload_fold").detail
@@ -219,9 +250,9 @@ def test_cli_exit_codes_and_report(register) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", METHODS.names())
 def test_every_registered_method_conforms(name: str) -> None:
-    """Structural conformance of every method (interface, finite losses, declared payloads, determinism, resume).
-    The kNN-above-random-init check needs a training budget per method; it is exercised for the reference SSL
-    method below and by `python -m benchmark check-method NAME`."""
+    """Structural conformance of every method (interface, finite losses, declared payloads,
+    determinism, resume). The kNN-above-random-init check needs a training budget per method; it is
+    exercised for the reference SSL method below and by `python -m benchmark check-method NAME`."""
     report = check_method(name, knn=False)
     assert report.ok, report.format()
 
@@ -235,7 +266,12 @@ def test_reference_method_beats_random_init() -> None:
 
 @pytest.mark.slow
 def test_cli_subprocess_names_the_failure(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "benchmark", "check-method", "no_pretrain"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmark", "check-method", "no_pretrain"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "PASS  determinism" in proc.stdout and "SKIP  knn_above_no_pretrain" in proc.stdout

@@ -1,4 +1,5 @@
-"""``benchmark doctor`` on the CPU: the fp32 / bf16 pair per method, side by side with the ratio (what CI runs)."""
+"""``benchmark doctor`` on the CPU: the fp32 / bf16 pair per method, side by side with the ratio
+(what CI runs)."""
 
 from __future__ import annotations
 
@@ -7,34 +8,54 @@ import math
 import pytest
 
 from benchmark.cli import main
-from benchmark.doctor import DoctorRow, doctor, render, speeds
+from benchmark.tools.doctor import DoctorRow, doctor, render, speeds
 
 
 def test_doctor_compares_fp32_and_bf16_per_round_on_the_cpu(capsys) -> None:
-    assert main(["doctor", "--methods", "fedavg_simclr,orchestra", "--rounds", "2", "--device", "cpu"]) == 0
+    assert (
+        main(["doctor", "--methods", "fedavg_simclr,orchestra", "--rounds", "2", "--device", "cpu"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "loss bf16" in out and "4 of 4 rounds within 10% of fp32" in out
     other, rows = doctor(["fedavg_simclr"], rounds=2, device="cpu")
     assert other == "bf16" and [r.round for r in rows] == [1, 2]
-    assert all(math.isfinite(r.loss_fp32) and r.loss_fp32 != r.loss_other and r.ok(0.1) for r in rows)
-    # the speed table: steps counted by the engine, time inside the client updates below the rounds' wall time
+    assert all(
+        math.isfinite(r.loss_fp32) and r.loss_fp32 != r.loss_other and r.ok(0.1) for r in rows
+    )
+    # the speed table: steps counted by the engine, time inside the client updates below the rounds'
+    # wall time
     assert "steps/s" in out and "outside clients" in out
     for sp in speeds(other, rows):
         assert sp.steps == sum(r.time_fp32[0] for r in rows) > 0  # same steps in both precisions
-        assert 0 < sp.client_s < sp.round_s and math.isfinite(sp.steps_per_s) and 0 < sp.outside_share < 1
+        assert (
+            0 < sp.client_s < sp.round_s
+            and math.isfinite(sp.steps_per_s)
+            and 0 < sp.outside_share < 1
+        )
 
 
 def test_speed_is_steps_over_client_time_and_the_rest_is_outside() -> None:
-    rows = [DoctorRow("m", 1, 2.0, 2.0, 0.0, (10, 2.0, 2.5), (10, 1.0, 1.5)),
-            DoctorRow("m", 2, 2.0, 2.0, 0.0, (10, 2.0, 2.5), (10, 1.0, 1.5))]
+    rows = [
+        DoctorRow("m", 1, 2.0, 2.0, 0.0, (10, 2.0, 2.5), (10, 1.0, 1.5)),
+        DoctorRow("m", 2, 2.0, 2.0, 0.0, (10, 2.0, 2.5), (10, 1.0, 1.5)),
+    ]
     fp32, bf16 = speeds("bf16", rows)
     assert (fp32.precision, fp32.steps_per_s, fp32.outside_share) == ("fp32", 5.0, 0.2)
-    assert (bf16.precision, bf16.steps_per_s, round(bf16.outside_share, 6)) == ("bf16", 10.0, round(1 / 3, 6))
+    assert (bf16.precision, bf16.steps_per_s, round(bf16.outside_share, 6)) == (
+        "bf16",
+        10.0,
+        round(1 / 3, 6),
+    )
     assert "10.00" in render("bf16", rows) and "33.33%" in render("bf16", rows)
 
 
 def test_a_diverging_or_skipping_round_is_flagged() -> None:
-    rows = [DoctorRow("m", 1, 2.0, 2.5, 0.0), DoctorRow("m", 2, 2.0, 2.0, 3.0), DoctorRow("m", 3, 2.0, math.nan, 0)]
+    rows = [
+        DoctorRow("m", 1, 2.0, 2.5, 0.0),
+        DoctorRow("m", 2, 2.0, 2.0, 3.0),
+        DoctorRow("m", 3, 2.0, math.nan, 0),
+    ]
     assert [r.ok(0.1) for r in rows] == [False, False, False]
     text = render("fp16", rows)
     assert "CHECK" in text and "SKIPPED STEPS" in text and "0 of 3 rounds" in text

@@ -1,5 +1,5 @@
-"""No function in the harness (benchmark/) is longer than 80 lines: a cell's path from the CLI to its record must be
-readable in one sitting (docs/architecture.md)."""
+"""No function in the harness (benchmark/) is longer than 80 lines: a cell's path from the CLI to
+its record must be readable in one sitting (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ LIMIT = 80
 
 def long_functions(path: Path) -> list[tuple[str, int]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > LIMIT]
+    return [
+        (n.name, n.end_lineno - n.lineno + 1)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.end_lineno - n.lineno + 1 > LIMIT
+    ]
 
 
 def test_no_harness_function_is_longer_than_80_lines() -> None:
-    found = {str(p.relative_to(ROOT)): hits for p in sorted((ROOT / "benchmark").rglob("*.py"))
-             for hits in [long_functions(p)] if hits}
+    found = {
+        str(p.relative_to(ROOT)): hits
+        for p in sorted((ROOT / "benchmark").rglob("*.py"))
+        for hits in [long_functions(p)]
+        if hits
+    }
     assert not found, f"functions over {LIMIT} lines: {found}"
 
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from benchmark.cli import main
-from benchmark.conformance import smoke_cell
+from benchmark.engine.runner import run_cell
 from benchmark.records.files import read_record
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 from benchmark.records.integrity import seal
 from benchmark.records.schema import ResultRecord, to_json
-from benchmark.runner import run_cell
+from benchmark.tools.check_method import smoke_cell
 
 TRACK = "digits-smoke-knn"
 
@@ -212,7 +212,7 @@ class _Api:
 def test_wandb_collect_refuses_a_method_that_climbs_out_of_results(
     honest: ResultRecord, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    import benchmark.wandb_collect as wc
+    import benchmark.submission.wandb_collect as wc
 
     bad = renamed(honest, _hostile_name(scratch, kind))
     api = _Api([_Run("good", to_json(honest)), _Run("bad", to_json(bad))])
@@ -273,12 +273,12 @@ def test_an_acceptance_never_badges_a_record_without_scores(honest: ResultRecord
 def test_manifest_files_outside_the_bundle_are_refused_unread(
     honest: ResultRecord, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import benchmark.bundle as bundle_mod
+    import benchmark.submission.bundle as bundle_mod
 
     opened: list[str] = []
     real = bundle_mod.file_sha256 if hasattr(bundle_mod, "file_sha256") else None
-    assert real is None  # hashing happens in benchmark.reevaluation; watch it there
-    import benchmark.reevaluation as reev
+    assert real is None  # hashing happens in benchmark.submission.reevaluation; watch it there
+    import benchmark.submission.reevaluation as reev
 
     original = reev.file_sha256
     monkeypatch.setattr(reev, "file_sha256", lambda p: opened.append(str(p)) or original(p))
@@ -371,8 +371,8 @@ def test_a_record_path_to_binary_data_is_refused(
 def test_a_bundle_level_failure_stops_before_any_record_is_re_run(
     honest: ResultRecord, run_root: Path, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import benchmark.accept as acc
-    from benchmark.submit import submit
+    import benchmark.submission.accept as acc
+    from benchmark.submission.submit import submit
 
     calls: list[str] = []
     monkeypatch.setattr(acc, "reevaluate", lambda *a, **k: calls.append("reevaluate") or ([], ""))
@@ -388,25 +388,51 @@ def test_a_bundle_level_failure_stops_before_any_record_is_re_run(
 def test_accept_without_the_plugin_names_its_distribution_and_version(
     honest: ResultRecord, scratch: Path, capsys
 ) -> None:
-    prov = {"module": "fssl_fedsimsiam.method", "distribution": "fssl-fedsimsiam",
-            "version": "0.1.0", "source_digest": "ab" * 32, "files": 2}
+    prov = {
+        "module": "fssl_fedsimsiam.method",
+        "distribution": "fssl-fedsimsiam",
+        "version": "0.1.0",
+        "source_digest": "ab" * 32,
+        "files": 2,
+    }
     plugin = renamed(honest, "fedsimsiam")
-    plugin = seal(dataclasses.replace(
-        plugin, env=dataclasses.replace(plugin.env, plugins={"method:fedsimsiam": prov})))
-    refused(scratch, capsys, accept_argv(scratch, one_record_bundle(scratch / "b", plugin)),
-            "method 'fedsimsiam' is not installed here",
-            "pip install 'fssl-fedsimsiam==0.1.0'")
+    plugin = seal(
+        dataclasses.replace(
+            plugin, env=dataclasses.replace(plugin.env, plugins={"method:fedsimsiam": prov})
+        )
+    )
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, one_record_bundle(scratch / "b", plugin)),
+        "method 'fedsimsiam' is not installed here",
+        "pip install 'fssl-fedsimsiam==0.1.0'",
+    )
 
 
-def test_accept_refuses_an_installed_method_whose_sources_differ(honest: ResultRecord,
-                                                                 scratch: Path, capsys) -> None:
+def test_accept_refuses_an_installed_method_whose_sources_differ(
+    honest: ResultRecord, scratch: Path, capsys
+) -> None:
     """The record claims plugin code for fedavg_simclr; the installed one is in-tree (no digest)."""
-    prov = {"module": "fssl_x.method", "distribution": "fssl-x", "version": "1.0",
-            "source_digest": "cd" * 32, "files": 1}
-    claimed = seal(dataclasses.replace(
-        honest, env=dataclasses.replace(honest.env, plugins={"method:fedavg_simclr": prov})))
-    refused(scratch, capsys, accept_argv(scratch, one_record_bundle(scratch / "b", claimed)),
-            "the installed plugin's source digest", "install fssl-x 1.0")
+    prov = {
+        "module": "fssl_x.method",
+        "distribution": "fssl-x",
+        "version": "1.0",
+        "source_digest": "cd" * 32,
+        "files": 1,
+    }
+    claimed = seal(
+        dataclasses.replace(
+            honest, env=dataclasses.replace(honest.env, plugins={"method:fedavg_simclr": prov})
+        )
+    )
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, one_record_bundle(scratch / "b", claimed)),
+        "the installed plugin's source digest",
+        "install fssl-x 1.0",
+    )
 
 
 # ---- 4. bounds -----------------------------------------------------------------------------------
@@ -462,8 +488,8 @@ def test_extraction_stops_at_the_limit_whatever_the_headers_said(
     scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Enforced while writing too: the header check off, the byte count stops the extraction."""
-    import benchmark.bundle as bundle_mod
-    from benchmark.bundle import BundleError, BundleLimits
+    import benchmark.submission.bundle as bundle_mod
+    from benchmark.submission.bundle import BundleError, BundleLimits
 
     monkeypatch.setattr(bundle_mod, "_check_sizes", lambda *a, **k: None)
     bomb = _tarball(scratch / "bomb.tar.gz", [("zeros", bytes(3 << 20), b"")])
@@ -520,8 +546,8 @@ def test_accept_checks_the_pretrain_key_and_the_track_as_submit_does(
 def test_an_interrupted_accept_leaves_no_temporary_folder(
     run_root: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import benchmark.accept as acc
-    from benchmark.submit import submit
+    import benchmark.submission.accept as acc
+    from benchmark.submission.submit import submit
 
     tarball = scratch / "honest.tar.gz"
     assert submit([run_root], track=TRACK, out=tarball, manifests=None, reevaluate=False).ok
@@ -543,7 +569,7 @@ def test_a_score_raised_within_the_tolerance_shows_as_reproduced(
     run_root: Path, tmp_path: Path, capsys
 ) -> None:
     from benchmark.records.acceptance import acceptance_path, read_acceptance
-    from benchmark.submit import submit
+    from benchmark.submission.submit import submit
     from leaderboard.build import build_model
     from leaderboard.site import build_site
 
@@ -662,7 +688,7 @@ class _Payload:
 def test_a_round_checkpoint_cannot_run_code(tmp_path: Path) -> None:
     import torch
 
-    from benchmark.simulate import load_round_checkpoint
+    from benchmark.engine.checkpoints import load_round_checkpoint
 
     marker = tmp_path / "ran"
     torch.save({"model": {}, "clients": _Payload(marker)}, tmp_path / "round.pt")

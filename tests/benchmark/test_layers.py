@@ -1,11 +1,16 @@
-"""Import rules of docs/design.md §4.2 and docs/architecture.md, checked on the source (AST), imports inside functions
-included (``if TYPE_CHECKING:`` blocks, which never run, are not imports):
+"""Import rules of docs/design.md §4.2 and docs/architecture.md, checked on the source (AST),
+imports inside functions included:
 
+- the packages of benchmark/ form an order of layers (LAYERS): no import runs back up to a later
+  layer, and no import circle exists, counting ``if TYPE_CHECKING:`` imports too (a type named back
+  up is a dependency of meaning a reader has to follow, even if it never runs);
 - methods/ and tasks/ reach the harness only through ``benchmark.api``;
-- benchmark/ never imports the plugin packages (tasks/, methods/) or the site (leaderboard/): it reaches them only
-  through the plugin points declared in ``benchmark/registries.py``;
-- benchmark/records/ and leaderboard/ never import torch or wandb; only tracking and collect import wandb;
-- no import cycle exists among the project's modules.
+- benchmark/ never imports the plugin packages (tasks/, methods/) or the site (leaderboard/): it
+  reaches them only through the plugin points declared in ``benchmark/contracts/registries.py``;
+- benchmark/records/ and leaderboard/ never import torch or wandb; only tracking and collect import
+  wandb;
+- no import cycle exists among the project's modules (run-time imports; across methods/, tasks/,
+  leaderboard/).
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> list[str]:
-    """Every module ``path`` imports (absolute names; relative imports resolved), wherever the statement is."""
+def imports(path: Path, *, typing: bool = False) -> list[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved), wherever the
+    statement is; ``typing``: ``if TYPE_CHECKING:`` imports included."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_nodes(tree)
+    skip = set() if typing else _type_checking_nodes(tree)
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     out = []
@@ -59,8 +65,9 @@ def files(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
 
-def project_graph() -> dict[str, set[str]]:
-    """module → the project modules it imports (a ``from pkg import name`` of a submodule counts as that module)."""
+def project_graph(*, typing: bool = False) -> dict[str, set[str]]:
+    """module → the project modules it imports (a ``from pkg import name`` of a submodule counts as
+    that module); ``typing``: ``if TYPE_CHECKING:`` imports included."""
     paths = {module_name(p): p for pkg in PACKAGES for p in files(pkg)}
 
     def resolve(name: str) -> str | None:
@@ -70,9 +77,11 @@ def project_graph() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = defaultdict(set)
     for mod, path in paths.items():
-        for target in imports(path):
+        for target in imports(path, typing=typing):
             hit = resolve(target)
-            if hit is not None and hit != mod and not mod.startswith(f"{hit}."):  # a package's own __init__
+            if (
+                hit is not None and hit != mod and not mod.startswith(f"{hit}.")
+            ):  # a package's own __init__
                 graph[mod].add(hit)
     return graph
 
@@ -114,23 +123,121 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     found = cycles(project_graph())
-    assert not found, "import cycles (module-level or inside functions): " + "; ".join(" <-> ".join(c) for c in found)
+    assert not found, "import cycles (module-level or inside functions): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
 
 
 def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
-    """The checker itself: a function-level import closing a loop is a cycle; a TYPE_CHECKING import is not."""
+    """The checker itself: a function-level import closing a loop is a cycle; a TYPE_CHECKING import
+    is not."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n"
+    )
     skip = _type_checking_nodes(tree)
-    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in skip for a in n.names]
+    names = [
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import) and id(n) not in skip
+        for a in n.names
+    ]
     assert names == ["y"]
+
+
+# The layers of benchmark/, in the order a cell lives (docs/architecture.md §6): a module may import
+# its own layer and the layers before it, never a later one. The foundation comes first (canonical
+# JSON, digests and the repository's paths, which the torch-free records use too).
+LAYERS = (
+    "benchmark.core",  # canonical JSON, registry, strict configs, errors, precision, seeding, paths
+    "benchmark.records",  # the record schema, record files, tracks, the results store (torch-free)
+    "benchmark.contracts",  # value types, the Method contract, specs and the cell, registries
+    "benchmark.data",  # datasets, partitioners, augmentation, client views
+    # building blocks methods use: backbones, heads, tensors, aggregation, local loop
+    "benchmark.toolkit",
+    "benchmark.grids",  # grid YAML files, their expansion into cells, the run plan
+    "benchmark.runroot",  # run directory, locks, status (torch-free)
+    # stages, runner, round loop, client store, checkpoints, pre-training, tracking
+    "benchmark.engine",
+    # execute_cell and the settle loop, local, Ray, SLURM, options, preflight, run_grid
+    "benchmark.launchers",
+    "benchmark.submission",  # submit, checks, oracle, bundle, accept, re-evaluation, W&B collect
+    "benchmark.tools",  # check-method, new-method, doctor, method table, tuning
+    "benchmark.api",  # the one door for methods, tasks and plugins
+    "benchmark.cli",  # the command line, one module per subcommand
+)
+# the package's empty __init__ (first) and `python -m benchmark` (last)
+ENTRY = ("benchmark", "benchmark.__main__")
+
+
+def layer_of(module: str) -> int | None:
+    if module == ENTRY[0]:
+        return -1
+    if module == ENTRY[1]:
+        return len(LAYERS)
+    for i, prefix in enumerate(LAYERS):
+        if module == prefix or module.startswith(f"{prefix}."):
+            return i
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a later layer (or of a module no layer holds)."""
+    bad = []
+    for mod, targets in sorted(graph.items()):
+        for target in sorted(t for t in targets if t.startswith("benchmark")):
+            here, there = layer_of(mod), layer_of(target)
+            if here is None or there is None or there > here:
+                bad.append(f"{mod} -> {target}")
+    return bad
+
+
+def harness_graph() -> dict[str, set[str]]:
+    """The import graph of benchmark/, ``if TYPE_CHECKING:`` imports included."""
+    graph = project_graph(typing=True)
+    return {
+        m: {t for t in ts if t.startswith("benchmark")}
+        for m, ts in graph.items()
+        if m.startswith("benchmark")
+    }
+
+
+def test_every_harness_module_sits_in_a_layer() -> None:
+    loose = [m for m in map(module_name, files("benchmark")) if layer_of(m) is None]
+    assert not loose, f"modules outside every layer of LAYERS: {loose}"
+
+
+def test_no_import_runs_back_up_a_layer() -> None:
+    bad = upward_imports(harness_graph())
+    assert not bad, "imports of a later layer (TYPE_CHECKING included): " + "; ".join(bad)
+
+
+def test_no_import_circle_in_the_harness_counting_type_only_imports() -> None:
+    found = cycles(harness_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_layer_checker_flags_an_import_back_up() -> None:
+    graph = {
+        "benchmark.core.config": {"benchmark.core.canonical"},  # down: fine
+        "benchmark.contracts.types": {"benchmark.data.views"},  # up: contracts come before data
+        "benchmark.engine.rounds": {"benchmark.nowhere"},  # a module no layer holds
+    }
+    assert upward_imports(graph) == [
+        "benchmark.contracts.types -> benchmark.data.views",
+        "benchmark.engine.rounds -> benchmark.nowhere",
+    ]
 
 
 @pytest.mark.parametrize("path", files("benchmark"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_harness_never_imports_plugins_or_the_site(path: Path) -> None:
-    bad = sorted({m for m in imports(path) if m.split(".")[0] in {"tasks", "methods", "leaderboard"}})
-    assert not bad, (f"{path.relative_to(ROOT)} imports {bad}: declare a plugin point in benchmark/registries.py "
-                     "(PLUGIN_POINTS) or move the shared type into benchmark/")
+    bad = sorted(
+        {m for m in imports(path) if m.split(".")[0] in {"tasks", "methods", "leaderboard"}}
+    )
+    assert not bad, (
+        f"{path.relative_to(ROOT)} imports {bad}: declare a plugin point in benchmark/contracts/registries.py "
+        "(PLUGIN_POINTS) or move the shared type into benchmark/"
+    )
 
 
 DOTTED_PLUGIN = re.compile(r"^(tasks|methods|leaderboard)(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
@@ -138,56 +245,98 @@ DOTTED_PLUGIN = re.compile(r"^(tasks|methods|leaderboard)(\.[A-Za-z_]\w*)+(:[A-Z
 
 def _strings(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
 
 
 def test_plugin_modules_are_named_only_at_the_declared_plugin_points() -> None:
-    """Loading a plugin module by name (importlib) is an import the AST rule cannot see: only registries.py may."""
-    allowed = ROOT / "benchmark" / "registries.py"
-    bad = {str(p.relative_to(ROOT)): hits for p in files("benchmark") if p != allowed
-           for hits in [[s for s in _strings(p) if DOTTED_PLUGIN.match(s)]] if hits}
-    assert not bad, f"plugin modules named outside benchmark/registries.py: {bad}"
-    from benchmark.registries import PLUGIN_POINTS, plugin_point
+    """Loading a plugin module by name (importlib) is an import the AST rule cannot see: only
+    registries.py may."""
+    allowed = ROOT / "benchmark" / "contracts" / "registries.py"
+    bad = {
+        str(p.relative_to(ROOT)): hits
+        for p in files("benchmark")
+        if p != allowed
+        for hits in [[s for s in _strings(p) if DOTTED_PLUGIN.match(s)]]
+        if hits
+    }
+    assert not bad, f"plugin modules named outside benchmark/contracts/registries.py: {bad}"
+    from benchmark.contracts.registries import PLUGIN_POINTS, plugin_point
 
     for name in PLUGIN_POINTS:
         assert plugin_point(name) is not None
 
 
-@pytest.mark.parametrize("path", files("methods") + files("tasks"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", files("methods") + files("tasks"), ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_methods_and_tasks_import_only_the_api(path: Path) -> None:
     allowed = {"benchmark.api", "benchmark.api.*"}
-    if path.parent.name == "cards":  # cards are read by the torch-free leaderboard: the torch-free records schema
-        allowed |= {"benchmark.records.schema", "benchmark.records.canonical"}
-    bad = sorted({m for m in imports(path) if m.startswith("benchmark")
-                  and m not in allowed and m.rpartition(".")[0] not in allowed})
+    if (
+        path.parent.name == "cards"
+    ):  # cards are read by the torch-free leaderboard: the torch-free records schema
+        allowed |= {"benchmark.records.schema", "benchmark.core.canonical"}
+    bad = sorted(
+        {
+            m
+            for m in imports(path)
+            if m.startswith("benchmark")
+            and m not in allowed
+            and m.rpartition(".")[0] not in allowed
+        }
+    )
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}; use benchmark.api"
 
 
 def test_cards_are_torch_free() -> None:
     for path in files("tasks/cards"):
-        bad = [m for m in imports(path) if m.split(".")[0] in {"torch", "torchvision", "timm"} or m == "benchmark.api"]
+        bad = [
+            m
+            for m in imports(path)
+            if m.split(".")[0] in {"torch", "torchvision", "timm"} or m == "benchmark.api"
+        ]
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
-@pytest.mark.parametrize("path", files("benchmark/records") + files("leaderboard"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path",
+    files("benchmark/records") + files("leaderboard"),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_records_and_leaderboard_are_torch_free(path: Path) -> None:
     bad = [m for m in imports(path) if m.split(".")[0] in {"torch", "wandb", "torchvision", "timm"}]
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
 def test_status_collect_and_the_run_plan_import_without_torch() -> None:
-    """What ``status``, ``collect``, the leaderboard and the fast missing-data check load stays torch-free at import
-    (torch costs seconds; a machine without the data must hear so at once)."""
+    """What ``status``, ``collect``, the leaderboard and the fast missing-data check load stays
+    torch-free at import (torch costs seconds; a machine without the data must hear so at once)."""
     import subprocess
     import sys
 
-    mods = ("benchmark.rundir", "benchmark.options", "benchmark.errors", "benchmark.method", "benchmark.deviations",
-            "benchmark.run_grid", "benchmark.preflight", "benchmark.records.store", "benchmark.records.tracks",
-            "benchmark.cli")
+    mods = (
+        "benchmark.runroot.rundir",
+        "benchmark.launchers.options",
+        "benchmark.core.errors",
+        "benchmark.contracts.method",
+        "benchmark.core.deviations",
+        "benchmark.launchers.run_grid",
+        "benchmark.launchers.preflight",
+        "benchmark.records.store",
+        "benchmark.records.tracks",
+        "benchmark.cli",
+    )
     code = f"import sys\nfor m in {mods!r}: __import__(m)\nassert 'torch' not in sys.modules, 'torch imported'"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr

@@ -1,5 +1,6 @@
-"""``benchmark/local_train.py``: the client's local loop reads the step losses from the device once per update under
-the project's non-finite policy ("raise"), every step only where the policy must decide before the step ("skip")."""
+"""``benchmark/toolkit/local_train.py``: the client's local loop reads the step losses from the
+device once per update under the project's non-finite policy ("raise"), every step only where the
+policy must decide before the step ("skip")."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import pytest
 import torch
 
 from benchmark.api import Diverged, UnlabeledView, run_local_epochs
-from benchmark.simulate import SimSettings, client_context
+from benchmark.engine.rounds import SimSettings, client_context
 
 
 def _setup(values: list[float]):
-    """A one-parameter model whose step loss is ``w * 0 + values[i]`` (a real graph, so backward and step run)."""
+    """A one-parameter model whose step loss is ``w * 0 + values[i]`` (a real graph, so backward and
+    step run)."""
     w = torch.nn.Parameter(torch.zeros(()))
     opt = torch.optim.SGD([w], lr=0.1)
     view = UnlabeledView(torch.zeros(len(values) * 4, 1, 2, 2, dtype=torch.uint8), (0.5,), (0.5,))
@@ -22,8 +24,12 @@ def _setup(values: list[float]):
     def step(batch: torch.Tensor) -> torch.Tensor:
         return w * 0.0 + torch.tensor(next(it))
 
-    ctx = client_context(SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1, device=torch.device("cpu")),
-                         1, 3, None)
+    ctx = client_context(
+        SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1, device=torch.device("cpu")),
+        1,
+        3,
+        None,
+    )
     return step, opt, view, ctx
 
 

@@ -1,5 +1,6 @@
-"""``reuses`` (benchmark/method.py ``identity_version``): a method that runs another method's code carries that
-method's version in its cell identity, so bumping the reused method's version cannot leave a stale record."""
+"""``reuses`` (benchmark/contracts/method.py ``identity_version``): a method that runs another
+method's code carries that method's version in its cell identity, so bumping the reused method's
+version cannot leave a stale record."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import ClassVar
 
 import pytest
 
-from benchmark.method import MethodBase, identity_version
-from benchmark.registries import METHODS, load_builtins
+from benchmark.contracts.method import MethodBase, identity_version
+from benchmark.contracts.registries import METHODS, load_builtins
 from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig
 from methods.fedu import FedU
 from tests.helpers import smoke_cell
@@ -65,6 +66,10 @@ def test_a_reuse_cycle_is_refused_with_its_chain() -> None:
     with pytest.raises(ValueError, match=r"'a' reuses itself: a -> b -> c -> a"):
         identity_version(loop["a"], loop.__getitem__)
     # a diamond (two methods reusing one) is not a cycle
-    diamond = {"a": _method("a", ("b", "c")), "b": _method("b", ("d",)), "c": _method("c", ("d",)),
-               "d": _method("d", ())}
+    diamond = {
+        "a": _method("a", ("b", "c")),
+        "b": _method("b", ("d",)),
+        "c": _method("c", ("d",)),
+        "d": _method("d", ()),
+    }
     assert identity_version(diamond["a"], diamond.__getitem__) == "1+b@1+d@1+c@1+d@1"

@@ -14,7 +14,7 @@ import pytest
 
 import benchmark
 from benchmark.api import API_VERSION, MethodBase
-from benchmark.registry import Registry, RegistryError
+from benchmark.core.registry import Registry, RegistryError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ class FedSimSiam:
 
 
 def _methods_registry() -> Registry:
-    from benchmark.method import explain_refusal
+    from benchmark.contracts.method import explain_refusal
 
     return Registry("method", base=MethodBase, explain=explain_refusal)
 
@@ -62,7 +62,7 @@ def test_an_api1_plugin_from_an_entry_point_is_refused_alike() -> None:
 
 
 def test_the_shipped_methods_registry_gives_the_api1_refusal() -> None:
-    from benchmark.registries import METHODS
+    from benchmark.contracts.registries import METHODS
 
     assert METHODS.explain is not None and METHODS.explain("x", FedSimSiam)
     assert (

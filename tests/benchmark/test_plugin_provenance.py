@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.scaffold import write_scaffold
+from benchmark.tools.new_method import write_scaffold
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json
-from benchmark.provenance import component_provenance
-from benchmark.registries import METHODS, load_builtins
+from benchmark.core.provenance import component_provenance
+from benchmark.contracts.registries import METHODS, load_builtins
 load_builtins()
 print(json.dumps(component_provenance(METHODS.get("fedprov"))))
 """
@@ -31,8 +31,9 @@ print(json.dumps(component_provenance(METHODS.get("fedprov"))))
 
 def _run(cmd: list[str], **kw: object) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, check=False,
-                          **kw)
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env=env, check=False, **kw
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -49,8 +50,16 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _install(python: Path, package: Path, *, editable: bool) -> dict:
-    pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-           "-q"]
+    pip = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-q",
+    ]
     _run([*pip, *(["-e"] if editable else []), str(package)])
     try:
         return json.loads(_run([str(python), "-c", PROBE]))
@@ -59,8 +68,9 @@ def _install(python: Path, package: Path, *, editable: bool) -> dict:
 
 
 @pytest.mark.slow
-def test_editable_and_regular_installs_give_the_same_real_digest(venv: Path,
-                                                                 tmp_path: Path) -> None:
+def test_editable_and_regular_installs_give_the_same_real_digest(
+    venv: Path, tmp_path: Path
+) -> None:
     write_scaffold("fedprov", tmp_path, plugin=True)
     package = tmp_path / "fssl-fedprov"
     editable = _install(venv, package, editable=True)

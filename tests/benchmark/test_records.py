@@ -5,27 +5,59 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.records.identity import cell_id_of
 from benchmark.records.integrity import seal
 from benchmark.records.schema import (
-    SCHEMA_VERSION, CommStats, ComputeStats, EnvInfo, ProtocolCard, RecordError, ResultRecord, TaskScores, from_json,
+    SCHEMA_VERSION,
+    CommStats,
+    ComputeStats,
+    EnvInfo,
+    ProtocolCard,
+    RecordError,
+    ResultRecord,
+    TaskScores,
+    from_json,
     to_json,
 )
-from benchmark.records.identity import cell_id_of
 from benchmark.records.store import RecordExists, collect, load_records, write_record
 
 CELL = {"method": {"name": "fedavg_simclr", "version": "1", "params": {}}, "seed": 0}
 
 
 def record(**kw) -> ResultRecord:
-    card = ProtocolCard(task="knn", version="1", settings={"k": 200, "selection": "final"}, name="knn@v1")
+    card = ProtocolCard(
+        task="knn", version="1", settings={"k": 200, "selection": "final"}, name="knn@v1"
+    )
     base = dict(
-        schema_version=SCHEMA_VERSION, cell_id=cell_id_of(CELL), pretrain_key="p" * 16, cell=CELL,
-        method="fedavg_simclr", method_version="1", dataset="digits", dataset_revision="r", seed=0,
-        partition_label="iid", partition_digest="d" * 64, partition_stats={"size_min": 3}, backbone_fingerprint="f",
-        status="ok", rounds_completed=1,
-        scores=(TaskScores(task="knn", card=card, main_metric="top1", higher_is_better=True, values={"top1": 81.5}),),
+        schema_version=SCHEMA_VERSION,
+        cell_id=cell_id_of(CELL),
+        pretrain_key="p" * 16,
+        cell=CELL,
+        method="fedavg_simclr",
+        method_version="1",
+        dataset="digits",
+        dataset_revision="r",
+        seed=0,
+        partition_label="iid",
+        partition_digest="d" * 64,
+        partition_stats={"size_min": 3},
+        backbone_fingerprint="f",
+        status="ok",
+        rounds_completed=1,
+        scores=(
+            TaskScores(
+                task="knn",
+                card=card,
+                main_metric="top1",
+                higher_is_better=True,
+                values={"top1": 81.5},
+            ),
+        ),
         comm=CommStats(bytes_up=10, bytes_down=10, per_round_up=(10,), per_round_down=(10,)),
-        compute=ComputeStats(wall_time_s=1.0), final_state_digest="s", env=EnvInfo(), created_at="2026-01-01T00:00:00",
+        compute=ComputeStats(wall_time_s=1.0),
+        final_state_digest="s",
+        env=EnvInfo(),
+        created_at="2026-01-01T00:00:00",
     )
     base.update(kw)
     return seal(ResultRecord(**base))
@@ -40,14 +72,21 @@ def test_roundtrip_is_byte_identical() -> None:
 
 def test_card_id_changes_with_settings_not_name() -> None:
     a = ProtocolCard(task="knn", version="1", settings={"k": 200}, name="x")
-    assert a.card_id == ProtocolCard(task="knn", version="1", settings={"k": 200}, name="y", summary="z").card_id
+    assert (
+        a.card_id
+        == ProtocolCard(task="knn", version="1", settings={"k": 200}, name="y", summary="z").card_id
+    )
     assert a.card_id != ProtocolCard(task="knn", version="1", settings={"k": 20}).card_id
     assert not a.selects_on_test
-    assert ProtocolCard(task="knn", version="1", settings={"selection": "best_epoch_test"}).selects_on_test
+    assert ProtocolCard(
+        task="knn", version="1", settings={"selection": "best_epoch_test"}
+    ).selects_on_test
 
 
-@pytest.mark.parametrize("text", ["", "{", "[1, 2]", json.dumps({"schema_version": 99}),
-                                  json.dumps({"schema_version": "1"})])
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", "[1, 2]", json.dumps({"schema_version": 99}), json.dumps({"schema_version": "1"})],
+)
 def test_malformed_records_raise_record_error(text: str) -> None:
     with pytest.raises(RecordError):
         from_json(text)
@@ -59,8 +98,13 @@ def test_unknown_keys_and_bad_scores_are_rejected() -> None:
     with pytest.raises(RecordError, match="unknown keys"):
         from_json(json.dumps(raw))
     with pytest.raises(RecordError):
-        TaskScores(task="knn", card=record().scores[0].card, main_metric="top5", higher_is_better=True,
-                   values={"top1": 1.0})
+        TaskScores(
+            task="knn",
+            card=record().scores[0].card,
+            main_metric="top5",
+            higher_is_better=True,
+            values={"top1": 1.0},
+        )
 
 
 def test_write_is_atomic_and_immutable(tmp_path: Path) -> None:
@@ -88,11 +132,12 @@ def test_collect_validates_and_skips_bad_files(tmp_path: Path) -> None:
 
 
 def test_env_records_the_cpu_thread_count_and_old_records_still_load() -> None:
-    """The intra-op thread count changes CPU reductions, hence numbers: it is provenance; records written before
-    the field existed load with 0 (not recorded)."""
+    """The intra-op thread count changes CPU reductions, hence numbers: it is provenance; records
+    written before the field existed load with 0 (not recorded)."""
     import torch
 
     from benchmark.records.env import collect_env
+
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -115,8 +160,9 @@ def test_task_failures_default_empty_and_round_trip() -> None:
 
 
 def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -> None:
-    """The hardware model behind a number (CPU model, or the CUDA device's name) is provenance the leaderboard shows
-    beside compute; records written before the field existed load with "" (not recorded)."""
+    """The hardware model behind a number (CPU model, or the CUDA device's name) is provenance the
+    leaderboard shows beside compute; records written before the field existed load with "" (not
+    recorded)."""
     import sys
     import types
 
@@ -124,7 +170,9 @@ def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -
 
     monkeypatch.setattr(env_mod, "_cpu_model", lambda: "Test CPU 3000")
     assert env_mod.collect_env().machine == "Test CPU 3000"
-    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_name=lambda dev: f"Fake GPU on {dev}"))
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(get_device_name=lambda dev: f"Fake GPU on {dev}")
+    )
     monkeypatch.setitem(sys.modules, "torch", fake)
     assert env_mod.machine_model("cuda:0") == "Fake GPU on cuda:0"
     assert env_mod.machine_model("cpu") == "Test CPU 3000"
@@ -143,5 +191,6 @@ def test_cpu_model_is_read_from_proc_cpuinfo(tmp_path, monkeypatch) -> None:
     cpuinfo.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Test CPU 3000 @ 2.0GHz\n")
     monkeypatch.setattr(env_mod, "CPUINFO", cpuinfo)
     assert env_mod._cpu_model() == "Test CPU 3000 @ 2.0GHz"
-    monkeypatch.setattr(env_mod, "CPUINFO", tmp_path / "absent")  # not Linux: the platform's own answer
+    # not Linux: the platform's own answer
+    monkeypatch.setattr(env_mod, "CPUINFO", tmp_path / "absent")
     assert env_mod._cpu_model() == platform.processor()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.registry import DuplicateName, Registry, UnknownName
+from benchmark.core.registry import DuplicateName, Registry, UnknownName
 
 
 def make() -> Registry:
@@ -51,12 +51,27 @@ def test_glob_and_freeze() -> None:
 
 
 def test_project_registries_are_populated() -> None:
-    from benchmark.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS, load_builtins
+    from benchmark.contracts.registries import (
+        BACKBONES,
+        DATASETS,
+        METHODS,
+        PARTITIONERS,
+        TASKS,
+        load_builtins,
+    )
 
     load_builtins()
-    assert {"fedavg_simclr", "no_pretrain", "central_ssl", "local_ssl", "dec_sl"} <= set(METHODS.names())
+    assert {"fedavg_simclr", "no_pretrain", "central_ssl", "local_ssl", "dec_sl"} <= set(
+        METHODS.names()
+    )
     assert {"knn", "linear_probe"} <= set(TASKS.names())
-    assert {"iid", "niid_bench_labeldir", "orchestra_sinkhorn", "decssl_band", "easyfl_class"} <= set(PARTITIONERS.names())
+    assert {
+        "iid",
+        "niid_bench_labeldir",
+        "orchestra_sinkhorn",
+        "decssl_band",
+        "easyfl_class",
+    } <= set(PARTITIONERS.names())
     assert PARTITIONERS.canonical("dirichlet") == "niid_bench_labeldir"
     assert METHODS.canonical("random_init") == "no_pretrain"
     assert {"digits", "cifar10", "cifar100"} <= set(DATASETS.names())
@@ -64,13 +79,14 @@ def test_project_registries_are_populated() -> None:
 
 
 def test_a_registry_with_a_base_refuses_other_classes() -> None:
-    """The METHODS registry only takes MethodBase subclasses: the harness reads their declared capabilities."""
-    from benchmark.method import MethodBase
-    from benchmark.registries import METHODS
-    from benchmark.registry import Registry, RegistryError
+    """The METHODS registry only takes MethodBase subclasses: the harness reads their declared
+    capabilities."""
+    from benchmark.contracts.method import MethodBase
+    from benchmark.contracts.registries import METHODS
+    from benchmark.core.registry import Registry, RegistryError
 
     reg: Registry = Registry("method", base=MethodBase)
-    with pytest.raises(RegistryError, match="must subclass benchmark.method.MethodBase"):
+    with pytest.raises(RegistryError, match="must subclass benchmark.contracts.method.MethodBase"):
         reg.register("plain")(type("Plain", (), {}))
     reg.register("ok")(type("Ok", (MethodBase,), {}))
     reg.register("lazy", target="collections:OrderedDict")

@@ -1,5 +1,5 @@
-"""``run_grid``, the programmatic entry point the CLI calls: typed options, a launcher built from its typed config,
-finished cells skipped, missing data stopped before anything is written."""
+"""``run_grid``, the programmatic entry point the CLI calls: typed options, a launcher built from
+its typed config, finished cells skipped, missing data stopped before anything is written."""
 
 from __future__ import annotations
 
@@ -7,25 +7,36 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.config import ConfigError
-from benchmark.errors import MissingData
-from benchmark.options import RunOptions
-from benchmark.run_grid import build_launcher, run_grid
+from benchmark.core.config import ConfigError
+from benchmark.core.errors import MissingData
+from benchmark.launchers.options import RunOptions
+from benchmark.launchers.run_grid import build_launcher, run_grid
 
-GRID = ("name: tiny\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
-        " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
-        "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr, no_pretrain], seed: [0]}\n")
+GRID = (
+    "name: tiny\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
+    " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+    "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr, no_pretrain], seed: [0]}\n"
+)
 
 
 def test_run_grid_runs_then_skips(tmp_path: Path) -> None:
     grid = tmp_path / "tiny.yaml"
     grid.write_text(GRID)
     seen = []
-    first = run_grid(str(grid), root=tmp_path / "runs", options=RunOptions(device="cpu"),
-                     progress=lambda cell, outcome: seen.append(outcome.status))
+    first = run_grid(
+        str(grid),
+        root=tmp_path / "runs",
+        options=RunOptions(device="cpu"),
+        progress=lambda cell, outcome: seen.append(outcome.status),
+    )
     assert (first.cells, first.count("done"), first.skipped, first.failed) == (2, 2, 0, [])
     assert seen == ["done", "done"]
-    again = run_grid(str(grid), root=tmp_path / "runs", options=RunOptions(device="cpu"), only="method=no_pretrain")
+    again = run_grid(
+        str(grid),
+        root=tmp_path / "runs",
+        options=RunOptions(device="cpu"),
+        only="method=no_pretrain",
+    )
     assert (again.cells, again.skipped, again.outcomes) == (1, 1, ())
 
 
@@ -33,7 +44,9 @@ def test_missing_data_stops_before_anything_is_written(tmp_path: Path) -> None:
     grid = tmp_path / "c.yaml"
     grid.write_text(GRID.replace("{name: digits, size: 8}", "cifar10"))
     with pytest.raises(MissingData) as err:
-        run_grid(str(grid), root=tmp_path / "runs", options=RunOptions(data_root=str(tmp_path / "empty")))
+        run_grid(
+            str(grid), root=tmp_path / "runs", options=RunOptions(data_root=str(tmp_path / "empty"))
+        )
     assert err.value.grid == "tiny" and any("cifar10" in line.lower() for line in err.value.lines)
     assert not (tmp_path / "runs").exists()
 
@@ -49,14 +62,19 @@ def test_launchers_are_built_from_typed_configs() -> None:
 
 
 def test_a_setting_the_data_makes_impossible_stops_at_the_door(tmp_path: Path) -> None:
-    """MethodBase.check_data runs in the preflight: FLESD whose queue fills every ESD epoch (docs/methods/flesd.md §6 item 10)
-    is refused before any cell runs, not after a round of local training."""
-    from benchmark.errors import UsageError
+    """MethodBase.check_data runs in the preflight: FLESD whose queue fills every ESD epoch
+    (docs/methods/flesd.md §6 item 10) is refused before any cell runs, not after a round of local
+    training."""
+    from benchmark.core.errors import UsageError
 
     grid = tmp_path / "f.yaml"
-    grid.write_text(GRID.replace("axes: {method: [fedavg_simclr, no_pretrain], seed: [0]}",
-                                 "axes: {method: [{name: flesd, distill_batch_size: 16, queue_size: 4096, "
-                                 "with: {public: {name: holdout, fraction: 0.1}}}], seed: [0]}"))
+    grid.write_text(
+        GRID.replace(
+            "axes: {method: [fedavg_simclr, no_pretrain], seed: [0]}",
+            "axes: {method: [{name: flesd, distill_batch_size: 16, queue_size: 4096, "
+            "with: {public: {name: holdout, fraction: 0.1}}}], seed: [0]}",
+        )
+    )
     with pytest.raises(UsageError, match=r"flesd on digits .*ESD would take no step"):
         run_grid(str(grid), root=tmp_path / "runs", options=RunOptions(device="cpu"))
     assert not (tmp_path / "runs").exists()

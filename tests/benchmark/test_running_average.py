@@ -1,18 +1,18 @@
-"""benchmark/aggregate.py: ``weighted_average`` folds its states through ``RunningAverage``, a flat float64 sum that
-must be, bit for bit, the per-tensor float64 sum FedAvg always computed (records made before and after it are
-identical), whether the states come at once or one at a time."""
+"""benchmark/toolkit/aggregate.py: ``weighted_average`` folds its states through ``RunningAverage``,
+a flat float64 sum that must be, bit for bit, the per-tensor float64 sum FedAvg always computed
+(records made before and after it are identical), whether the states come at once or one at a time."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from benchmark.aggregate import RunningAverage, weighted_average
+from benchmark.toolkit.aggregate import RunningAverage, weighted_average
 
 
 def per_tensor_reference(states, weights):
-    """The FedAvg sum written per tensor: 0 + Σ_k (w_k/Σw)·x_k in float64, in order, cast back to the first
-    state's dtype; integer tensors and tensors equal in every state are the first state's."""
+    """The FedAvg sum written per tensor: 0 + Σ_k (w_k/Σw)·x_k in float64, in order, cast back to
+    the first state's dtype; integer tensors and tensors equal in every state are the first state's."""
     total = float(sum(weights))
     out = {}
     for key, first in states[0].items():
@@ -40,18 +40,20 @@ def states(n: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
         nan = torch.randn(3, generator=g)
         if k == 2:
             nan[1] = float("nan")
-        out.append({
-            "conv.weight": conv,
-            "fp16": half,
-            "bf16": torch.randn(2, 3, generator=g).bfloat16(),
-            "fp64": torch.randn(4, generator=g, dtype=torch.float64),
-            "scalar": torch.randn((), generator=g),
-            "signed_zeros": zeros,
-            "same": shared.clone(),
-            "all_neg_zero": torch.full((3,), -0.0),
-            "nan": nan,
-            "counter": torch.tensor(k + 10),
-        })
+        out.append(
+            {
+                "conv.weight": conv,
+                "fp16": half,
+                "bf16": torch.randn(2, 3, generator=g).bfloat16(),
+                "fp64": torch.randn(4, generator=g, dtype=torch.float64),
+                "scalar": torch.randn((), generator=g),
+                "signed_zeros": zeros,
+                "same": shared.clone(),
+                "all_neg_zero": torch.full((3,), -0.0),
+                "nan": nan,
+                "counter": torch.tensor(k + 10),
+            }
+        )
     return out
 
 
@@ -67,21 +69,29 @@ def test_the_flat_sum_is_the_per_tensor_float64_sum_bit_for_bit(weights) -> None
     assert list(out) == list(ref)
     for key in ref:
         assert out[key].dtype == ref[key].dtype, key
-        assert out[key].stride() == ref[key].stride(), key  # the first state's memory layout (channels_last here)
+        # the first state's memory layout (channels_last here)
+        assert out[key].stride() == ref[key].stride(), key
         assert torch.equal(bits(out[key]), bits(ref[key])), key
-    assert torch.equal(bits(out["all_neg_zero"]), bits(torch.full((3,), -0.0)))  # equal everywhere: the first's
+    # equal everywhere: the first's
+    assert torch.equal(bits(out["all_neg_zero"]), bits(torch.full((3,), -0.0)))
     assert out["same"].data_ptr() != ss[0]["same"].data_ptr()  # a copy, never the input itself
 
 
-def fp32_states(n: int, seed: int = 0, *, every_element_differs: bool = False) -> list[dict[str, torch.Tensor]]:
-    """float32 only, as the FedAvg methods upload (the single-dtype flattening path), channels_last conv weights."""
+def fp32_states(
+    n: int, seed: int = 0, *, every_element_differs: bool = False
+) -> list[dict[str, torch.Tensor]]:
+    """float32 only, as the FedAvg methods upload (the single-dtype flattening path), channels_last
+    conv weights."""
     g = torch.Generator().manual_seed(seed)
     fixed = torch.randn(3, generator=g)
     out = []
     for _ in range(n):
-        s = {"conv": torch.randn(4, 3, 3, 3, generator=g).to(memory_format=torch.channels_last),
-             "t": torch.randn(3, 5, generator=g).t(),  # a transposed (non-contiguous) tensor
-             "bias": torch.randn(4, generator=g), "scalar": torch.randn((), generator=g)}
+        s = {
+            "conv": torch.randn(4, 3, 3, 3, generator=g).to(memory_format=torch.channels_last),
+            "t": torch.randn(3, 5, generator=g).t(),  # a transposed (non-contiguous) tensor
+            "bias": torch.randn(4, generator=g),
+            "scalar": torch.randn((), generator=g),
+        }
         if not every_element_differs:
             s["fixed"] = fixed.clone()
         out.append(s)
@@ -89,15 +99,21 @@ def fp32_states(n: int, seed: int = 0, *, every_element_differs: bool = False) -
 
 
 @pytest.mark.parametrize("every_element_differs", [False, True])
-def test_the_single_dtype_path_is_the_per_tensor_sum_bit_for_bit(every_element_differs: bool) -> None:
+def test_the_single_dtype_path_is_the_per_tensor_sum_bit_for_bit(
+    every_element_differs: bool,
+) -> None:
     ss = fp32_states(5, every_element_differs=every_element_differs)
-    if every_element_differs:  # the fold stops looking for equal tensors after state 2: a later repeat of the
-        ss[3] = {k: v.clone() for k, v in ss[0].items()}  # first state must still be averaged, not shortcut
+    # the fold stops looking for equal tensors after state 2: a later repeat of the
+    if every_element_differs:
+        # first state must still be averaged, not shortcut
+        ss[3] = {k: v.clone() for k, v in ss[0].items()}
     weights = [143, 144, 143, 12, 7]
     ref, out = per_tensor_reference(ss, weights), weighted_average(ss, weights)
     assert list(out) == list(ref)
     for key in ref:
-        assert out[key].stride() == ref[key].stride() and torch.equal(bits(out[key]), bits(ref[key])), key
+        assert out[key].stride() == ref[key].stride() and torch.equal(
+            bits(out[key]), bits(ref[key])
+        ), key
 
 
 def test_weights_may_be_an_array_or_a_tensor() -> None:
@@ -106,7 +122,10 @@ def test_weights_may_be_an_array_or_a_tensor() -> None:
     ss = fp32_states(2)
     ref = weighted_average(ss, [1.0, 3.0])
     for weights in (np.array([1.0, 3.0]), torch.tensor([1.0, 3.0], dtype=torch.float64)):
-        assert all(torch.equal(bits(a), bits(b)) for a, b in zip(weighted_average(ss, weights).values(), ref.values()))
+        assert all(
+            torch.equal(bits(a), bits(b))
+            for a, b in zip(weighted_average(ss, weights).values(), ref.values())
+        )
 
 
 def test_one_state_at_a_time_is_the_same_as_all_at_once() -> None:
@@ -114,10 +133,13 @@ def test_one_state_at_a_time_is_the_same_as_all_at_once() -> None:
     avg = RunningAverage(weights)
     for s in ss:
         avg.add(s)
-        s["conv.weight"].fill_(7.0)  # an added state may be reused (the engine frees it): the fold kept what it needs
+        # an added state may be reused (the engine frees it): the fold kept what it needs
+        s["conv.weight"].fill_(7.0)
     fresh = states(4, seed=1)
-    assert all(torch.equal(bits(a), bits(b)) for a, b in zip(avg.result().values(),
-                                                             weighted_average(fresh, weights).values()))
+    assert all(
+        torch.equal(bits(a), bits(b))
+        for a, b in zip(avg.result().values(), weighted_average(fresh, weights).values())
+    )
 
 
 def test_identical_states_come_back_exactly() -> None:

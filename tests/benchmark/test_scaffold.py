@@ -1,4 +1,5 @@
-"""new-method: the scaffold is a working method whose generated tests and conformance check pass as written."""
+"""new-method: the scaffold is a working method whose generated tests and conformance check pass as
+written."""
 
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
-from benchmark.scaffold import ScaffoldError, render, write_scaffold
+from benchmark.tools.new_method import ScaffoldError, render, write_scaffold
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The generated module is imported in a subprocess (so the registry of this process never sees it): the folder it
-# was generated into is appended to the ``methods`` package path, exactly where a real method file would live.
+# The generated module is imported in a subprocess (so the registry of this process never sees it):
+# the folder it was generated into is appended to the ``methods`` package path, exactly where a real
+# method file would live.
 DRIVER = """
 import sys, importlib
 import methods
 methods.__path__.append(sys.argv[1] + "/methods")
 importlib.import_module("methods." + sys.argv[2])
-from benchmark.grid import expand_grid, load_grid
+from benchmark.grids.expand import expand_grid, load_grid
 cells = expand_grid(load_grid(sys.argv[1] + "/benchmark/grids/" + sys.argv[2] + "_smoke.yaml"))
 assert sorted(c.method.name for c in cells) == sorted([sys.argv[2], "fedavg_simclr", "no_pretrain"]), cells
 import pytest
@@ -33,16 +35,30 @@ sys.exit(pytest.main(args + sys.argv[3:]))
 
 def _generated_tests(out: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-c", DRIVER, str(out), name, *extra], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, str(out), name, *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def test_cli_writes_the_three_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new-method", "fedtoy", "--out", str(tmp_path)]) == 0
-    for rel in ("methods/fedtoy.py", "tests/methods/test_fedtoy.py", "benchmark/grids/fedtoy_smoke.yaml"):
+    for rel in (
+        "methods/fedtoy.py",
+        "tests/methods/test_fedtoy.py",
+        "benchmark/grids/fedtoy_smoke.yaml",
+    ):
         assert (tmp_path / rel).is_file(), rel
     text = (tmp_path / "methods/fedtoy.py").read_text()
-    assert '@METHODS.register("fedtoy")' in text and "class FedtoyConfig" in text and "TODO(fedtoy)" in text
+    assert (
+        '@METHODS.register("fedtoy")' in text
+        and "class FedtoyConfig" in text
+        and "TODO(fedtoy)" in text
+    )
     assert "check-method fedtoy" in capsys.readouterr().out
     compile(text, "fedtoy.py", "exec")
     compile((tmp_path / "tests/methods/test_fedtoy.py").read_text(), "test_fedtoy.py", "exec")
@@ -75,18 +91,22 @@ def test_generated_method_passes_check_method(tmp_path: Path) -> None:
 
 
 def _load_plugin(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> type:
-    """What ``pip install`` + the entry point do, without pip: import the generated module, register its class."""
+    """What ``pip install`` + the entry point do, without pip: import the generated module, register
+    its class."""
     import importlib.util
     import sys
+
     import tomllib
 
-    from benchmark.registries import METHODS, load_builtins
+    from benchmark.contracts.registries import METHODS, load_builtins
 
     pkg = tmp_path / f"fssl-{name}"
     meta = tomllib.loads((pkg / "pyproject.toml").read_text())
     target = meta["project"]["entry-points"]["fssl_bench.methods"][name]
     module_name, _, attr = target.partition(":")
-    spec = importlib.util.spec_from_file_location(module_name, pkg / "src" / f"fssl_{name}" / "method.py")
+    spec = importlib.util.spec_from_file_location(
+        module_name, pkg / "src" / f"fssl_{name}" / "method.py"
+    )
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, module_name, module)
     spec.loader.exec_module(module)
@@ -95,8 +115,9 @@ def _load_plugin(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> 
     return getattr(module, attr)
 
 
-def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point(tmp_path: Path, capsys,
-                                                                              monkeypatch) -> None:
+def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     from benchmark.api import MethodBase
     from benchmark.cli import main
 
@@ -106,7 +127,7 @@ def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point
     assert "METHODS.register" not in text  # registered by the entry point, never twice
     cls = _load_plugin(tmp_path, "fedplug", monkeypatch)
     assert issubclass(cls, MethodBase) and cls.name == "fedplug"
-    from benchmark.conformance import smoke_cell
+    from benchmark.tools.check_method import smoke_cell
 
     assert smoke_cell("fedplug", tasks=[]).method.name == "fedplug"
 
@@ -115,7 +136,8 @@ PROJECT_PACKAGES = ("benchmark", "methods", "tasks", "leaderboard")
 
 
 def project_imports(source: str) -> set[str]:
-    """Every module of this project that ``source`` imports, wherever the statement is (AST, not grep)."""
+    """Every module of this project that ``source`` imports, wherever the statement is (AST, not
+    grep)."""
     import ast
 
     found: set[str] = set()
@@ -132,8 +154,12 @@ def test_plugin_method_imports_only_benchmark_api(tmp_path: Path) -> None:
     write_scaffold("fedplug", tmp_path, plugin=True)
     text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
     assert project_imports(text) == {"benchmark.api"}
-    assert project_imports("from methods._shared.heads import mlp_head\nimport benchmark.api") == {
-        "methods._shared.heads", "benchmark.api"}  # the checker sees what it must refuse
+    assert project_imports(
+        "from methods._shared.nets import WorkingNets\nimport benchmark.api"
+    ) == {
+        "methods._shared.nets",
+        "benchmark.api",
+    }  # the checker sees what it must refuse
 
 
 def test_plugin_package_has_tests_and_a_digits_smoke_grid(tmp_path: Path) -> None:
@@ -144,14 +170,21 @@ def test_plugin_package_has_tests_and_a_digits_smoke_grid(tmp_path: Path) -> Non
     tests = (pkg / "tests" / "test_fedplug.py").read_text()
     compile(tests, "test_fedplug.py", "exec")
     assert 'check_method("fedplug"' in tests
-    # the generated tests run as generated: no test carries a decorator, and pytest is used for nothing that could
-    # set a test aside (only raises / approx / fixture)
+    # the generated tests run as generated: no test carries a decorator, and pytest is used for
+    # nothing that could set a test aside (only raises / approx / fixture)
     tree = ast.parse(tests)
-    assert not [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.decorator_list]
-    assert {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == "pytest"} <= {"raises", "approx", "fixture"}
-    grid = yaml.safe_load((pkg / "grids" / "fedplug_smoke.yaml").read_text())  # expanded by the slow test below,
-    assert grid["axes"]["method"] == ["fedplug", "no_pretrain"]  # where an installed fedplug resolves
+    assert not [
+        f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.decorator_list
+    ]
+    assert {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "pytest"
+    } <= {"raises", "approx", "fixture"}
+    # expanded by the slow test below,
+    grid = yaml.safe_load((pkg / "grids" / "fedplug_smoke.yaml").read_text())
+    # where an installed fedplug resolves
+    assert grid["axes"]["method"] == ["fedplug", "no_pretrain"]
     assert grid["base"]["dataset"]["name"] == "digits" and grid["base"]["fl"]["rounds"] == 1
 
 
@@ -164,25 +197,70 @@ def test_registered_names_are_refused_for_plugins_and_with_out(tmp_path: Path, c
 
 @pytest.mark.slow
 def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_path: Path) -> None:
-    """The package as a stranger gets it: pip-installed (into a temporary target, offline, no build isolation),
-    found by a fresh process through its entry point only; ``check-method`` exits 0 and its generated tests pass."""
+    """The package as a stranger gets it: pip-installed (into a temporary target, offline, no build
+    isolation), found by a fresh process through its entry point only; ``check-method`` exits 0 and
+    its generated tests pass."""
     assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                          "--quiet", "--disable-pip-version-check", "--target", str(site),
-                          str(tmp_path / "fssl-fedplug")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(tmp_path / "fssl-fedplug"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
-    assert "fedplug = fssl_fedplug.method:Fedplug" in next(site.glob("fssl_fedplug-*.dist-info")).joinpath(
-        "entry_points.txt").read_text()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "WANDB_MODE": "disabled",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    check = subprocess.run([sys.executable, "-m", "benchmark", "check-method", "fedplug"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=900)
+    assert (
+        "fedplug = fssl_fedplug.method:Fedplug"
+        in next(site.glob("fssl_fedplug-*.dist-info")).joinpath("entry_points.txt").read_text()
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
+        "WANDB_MODE": "disabled",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    check = subprocess.run(
+        [sys.executable, "-m", "benchmark", "check-method", "fedplug"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "fedplug: all checks passed" in check.stdout
-    tests = subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "fssl-fedplug" / "tests"), "-q",
-                            "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=900)
+    tests = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path / "fssl-fedplug" / "tests"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert tests.returncode == 0 and "4 passed" in tests.stdout, tests.stdout + tests.stderr
 
 
@@ -190,7 +268,7 @@ def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_pat
 def test_a_smoke_grid_takes_each_methods_smoke_settings(tmp_path: Path) -> None:
     """``smoke: true``: orchestra's smoke_settings (50 global steps, 8 clusters) reach the grid's
     cells, an explicit grid param still wins; without the key a cell keeps its defaults."""
-    from benchmark.grid import expand_grid, load_grid
+    from benchmark.grids.expand import expand_grid, load_grid
 
     text = """name: s
 base: {dataset: digits, backbone: {name: resnet_micro, width: 4}, partition: iid,

@@ -1,6 +1,6 @@
-"""benchmark/simulate.py with a method's ``upload_fold``: each upload is folded as its client finishes and freed, so a
-round holds one model-sized sum instead of an upload per sampled client, and the numbers are those of collecting
-every upload for ``server_aggregate``."""
+"""benchmark/engine/rounds.py with a method's ``upload_fold``: each upload is folded as its client
+finishes and freed, so a round holds one model-sized sum instead of an upload per sampled client,
+and the numbers are those of collecting every upload for ``server_aggregate``."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.simulate import simulate, state_digest
-from benchmark.stages import prepare
+from benchmark.engine.client_store import state_digest
+from benchmark.engine.rounds import simulate
+from benchmark.engine.stages import prepare
 from tests.helpers import smoke_cell
 
 
 def run(method_name: str, tmp: Path, *, fold: bool, wrap=None):
-    from benchmark.stages import build_method
+    from benchmark.engine.stages import build_method
 
     setup = prepare(smoke_cell(method_name, rounds=2, clients=4, participation=0.75))
     method = build_method(setup.cell, setup.inputs)
     if not fold:
-        method.upload_fold = lambda server, sizes, ctx: None  # the engine collects every upload instead
+        # the engine collects every upload instead
+        method.upload_fold = lambda server, sizes, ctx: None
     if wrap is not None:
         method = wrap(method)
     return simulate(method, setup.clients, setup.settings, tmp, public=setup.public)
@@ -33,12 +35,14 @@ def test_folding_the_uploads_moves_no_number(name: str, tmp_path: Path) -> None:
     assert state_digest(folded.server.model) == state_digest(collected.server.model)
     assert list(folded.server.model) == list(collected.server.model)
     keep = ("loss", "bytes_up", "bytes_down", "client_steps", "clients")
-    assert [{k: h[k] for k in keep} for h in folded.history] == [{k: h[k] for k in keep} for h in collected.history]
+    assert [{k: h[k] for k in keep} for h in folded.history] == [
+        {k: h[k] for k in keep} for h in collected.history
+    ]
 
 
 class _Watch:
-    """Forwards to a method; remembers weak references to every uploaded tensor and, at each client update,
-    counts the earlier uploads' tensors still alive."""
+    """Forwards to a method; remembers weak references to every uploaded tensor and, at each client
+    update, counts the earlier uploads' tensors still alive."""
 
     def __init__(self, method) -> None:
         self._m = method
@@ -64,5 +68,6 @@ def test_the_engine_frees_each_upload_once_folded(tmp_path: Path) -> None:
 
     run("fedavg_simclr", tmp_path / "fold", fold=True, wrap=wrap)
     assert watch["m"].alive_at_start[1:] and set(watch["m"].alive_at_start) == {0}
-    run("fedavg_simclr", tmp_path / "all", fold=False, wrap=wrap)  # without a fold the round holds them all
+    # without a fold the round holds them all
+    run("fedavg_simclr", tmp_path / "all", fold=False, wrap=wrap)
     assert max(watch["m"].alive_at_start) > 0

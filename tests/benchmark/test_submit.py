@@ -1,5 +1,6 @@
-"""submit: records are validated (schema, identity, integrity, partition, track, seeds) before they reach the
-leaderboard, and a bundle with sha256s and provenance is written only when every record passes."""
+"""submit: records are validated (schema, identity, integrity, partition, track, seeds) before they
+reach the leaderboard, and a bundle with sha256s and provenance is written only when every record
+passes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.conformance import smoke_cell
-from benchmark.runner import run_cell
-from benchmark.submit import submit, verify_bundle
+from benchmark.engine.runner import run_cell
+from benchmark.submission.bundle import verify_bundle
+from benchmark.submission.submit import submit
+from benchmark.tools.check_method import smoke_cell
 
 TRACKS = """
 tracks:
@@ -26,7 +28,8 @@ tracks:
 @pytest.fixture(scope="module")
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    for seed in (0, 1):  # no_pretrain: no training, so the real runner writes real records in seconds
+    # no_pretrain: no training, so the real runner writes real records in seconds
+    for seed in (0, 1):
         run_cell(smoke_cell("no_pretrain", tasks=["knn"], seed=seed), root, device="cpu")
     return root
 
@@ -56,8 +59,8 @@ def edit(path: Path, change) -> None:
 
 
 def edit_external(path: Path, change) -> None:
-    """An edit standing for a record another runner wrote: that runner seals its own record (a digest is no
-    signature: anyone can compute one), so only the checks under test can catch it."""
+    """An edit standing for a record another runner wrote: that runner seals its own record (a
+    digest is no signature: anyone can compute one), so only the checks under test can catch it."""
     from benchmark.records.files import read_record
     from benchmark.records.integrity import seal
 
@@ -81,23 +84,33 @@ def test_valid_records_make_a_verified_bundle(root: Path, tracks: Path, tmp_path
         names = set(tar.getnames())
     assert manifest["track"] == "digits-test" and len(manifest["records"]) == 2
     for entry in manifest["records"]:
-        assert entry["provenance"]["runner"] == "fssl-bench" and entry["provenance"]["verified"] is True
+        assert (
+            entry["provenance"]["runner"] == "fssl-bench"
+            and entry["provenance"]["verified"] is True
+        )
         assert entry["path"] in names and entry["sha256"] == manifest["files"][entry["path"]]
     assert any("/scores/knn-" in n for n in names)  # the sidecars travel with the record
     # a bundle is itself submittable (its records keep their sidecars next to them)
     extracted = tmp_path / "x"
     with tarfile.open(out) as tar:
         tar.extractall(extracted, filter="data")
-    again = submit([extracted / "records"], track="digits-test", out=None, tracks_file=tracks, manifests=None)
+    again = submit(
+        [extracted / "records"], track="digits-test", out=None, tracks_file=tracks, manifests=None
+    )
     assert again.ok, again.format()
 
 
 def test_edited_scores_are_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
     path = records(root)[0]
-    edit(path, lambda r: r["scores"][0]["values"].update(top1=r["scores"][0]["values"]["top1"] + 5.0))
-    report = submit([path], track="digits-test", out=tmp_path / "b", tracks_file=tracks, manifests=None)
+    edit(
+        path, lambda r: r["scores"][0]["values"].update(top1=r["scores"][0]["values"]["top1"] + 5.0)
+    )
+    report = submit(
+        [path], track="digits-test", out=tmp_path / "b", tracks_file=tracks, manifests=None
+    )
     assert not report.ok and report.bundle is None and not (tmp_path / "b").exists()
-    assert failed_checks(report) == {"integrity"}, report.format()  # the cell id still matches: scores are not in it
+    # the cell id still matches: scores are not in it
+    assert failed_checks(report) == {"integrity"}, report.format()
     assert "edited after it was written" in report.format()
 
 
@@ -109,11 +122,16 @@ def test_edited_cell_breaks_the_cell_id(root: Path, tracks: Path) -> None:
     assert "does not match the cell's content" in report.format()
 
 
-def test_partition_digest_other_than_the_tracks_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
-    # an external record (no runner sidecars, so only the partition check can catch it) with another split
+def test_partition_digest_other_than_the_tracks_is_rejected(
+    root: Path, tracks: Path, tmp_path: Path
+) -> None:
+    # an external record (no runner sidecars, so only the partition check can catch it) with another
+    # split
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
-    edit_external(copy, lambda r: (r.update(partition_digest="0" * 64), r["env"].update(runner="my-own-loop")))
+    edit_external(
+        copy, lambda r: (r.update(partition_digest="0" * 64), r["env"].update(runner="my-own-loop"))
+    )
     report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
     assert failed_checks(report) == {"partition"}, report.format()
     assert "differs from the track's official partition" in report.format()
@@ -123,34 +141,50 @@ def test_partition_digest_edited_in_a_run_is_rejected_twice(root: Path, tracks: 
     path = records(root)[0]
     edit(path, lambda r: r.update(partition_digest="f" * 64))
     assert {"partition", "integrity"} <= failed_checks(
-        submit([path], track="digits-test", tracks_file=tracks, manifests=None))
+        submit([path], track="digits-test", tracks_file=tracks, manifests=None)
+    )
 
 
-def test_leaderboard_digest_disagreement_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
-    """A record already on the leaderboard fixes the partition digest too (datasets that cannot be recomputed)."""
+def test_leaderboard_digest_disagreement_is_rejected(
+    root: Path, tracks: Path, tmp_path: Path
+) -> None:
+    """A record already on the leaderboard fixes the partition digest too (datasets that cannot be
+    recomputed)."""
     board = tmp_path / "board"
     board.mkdir()
     on_board = board / f"{records(root)[1].parent.name}.json"  # results/ names records by cell id
     shutil.copy(records(root)[1], on_board)
     edit(on_board, lambda r: r.update(partition_digest="a" * 64))
-    report = submit([records(root)[0]], track="digits-test", tracks_file=tracks, against=[board], manifests=None)
+    report = submit(
+        [records(root)[0]], track="digits-test", tracks_file=tracks, against=[board], manifests=None
+    )
     assert "partition" in failed_checks(report)
 
 
-def test_external_records_are_accepted_as_unverified(root: Path, tracks: Path, tmp_path: Path) -> None:
+def test_external_records_are_accepted_as_unverified(
+    root: Path, tracks: Path, tmp_path: Path
+) -> None:
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
     edit_external(copy, lambda r: r["env"].update(runner="my-own-loop"))
-    report = submit([copy], track="digits-test", out=tmp_path / "bundle", tracks_file=tracks, manifests=None)
+    report = submit(
+        [copy], track="digits-test", out=tmp_path / "bundle", tracks_file=tracks, manifests=None
+    )
     assert report.ok, report.format()
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["records"][0]["provenance"] == {
-        "runner": "my-own-loop", "git_sha": manifest["records"][0]["provenance"]["git_sha"],
-        "git_dirty": manifest["records"][0]["provenance"]["git_dirty"], "sealed": False, "reevaluated": False,
-        "verified": False}
+        "runner": "my-own-loop",
+        "git_sha": manifest["records"][0]["provenance"]["git_sha"],
+        "git_dirty": manifest["records"][0]["provenance"]["git_dirty"],
+        "sealed": False,
+        "reevaluated": False,
+        "verified": False,
+    }
 
 
-def test_runner_record_without_its_sidecars_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
+def test_runner_record_without_its_sidecars_is_rejected(
+    root: Path, tracks: Path, tmp_path: Path
+) -> None:
     copy = tmp_path / "copied.json"
     shutil.copy(records(root)[0], copy)
     report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
@@ -160,17 +194,28 @@ def test_runner_record_without_its_sidecars_is_rejected(root: Path, tracks: Path
 def test_schema_version_and_track_and_seed_count(root: Path, tracks: Path) -> None:
     path = records(root)[0]
     few = submit(records(root), track="digits-3seeds", tracks_file=tracks, manifests=None)
-    assert failed_checks(few) == {"seeds"} and "2 seed(s) [0, 1], the track requires 3" in few.format()
-    assert failed_checks(submit([path], track="digits-cross-device", tracks_file=tracks, manifests=None)) == {"track"}
-    assert failed_checks(submit([path], track="digits-linear", tracks_file=tracks, manifests=None)) == {"track"}
+    assert (
+        failed_checks(few) == {"seeds"} and "2 seed(s) [0, 1], the track requires 3" in few.format()
+    )
+    assert failed_checks(
+        submit([path], track="digits-cross-device", tracks_file=tracks, manifests=None)
+    ) == {"track"}
+    assert failed_checks(
+        submit([path], track="digits-linear", tracks_file=tracks, manifests=None)
+    ) == {"track"}
     edit(path, lambda r: r.update(schema_version=0))
-    assert failed_checks(submit([path], track="digits-test", tracks_file=tracks, manifests=None)) == {"schema"}
+    assert failed_checks(
+        submit([path], track="digits-test", tracks_file=tracks, manifests=None)
+    ) == {"schema"}
 
 
 def test_edited_card_is_rejected(root: Path, tracks: Path, tmp_path: Path) -> None:
     copy = tmp_path / "external.json"
     shutil.copy(records(root)[0], copy)
-    edit_external(copy, lambda r: (r["scores"][0]["card"]["settings"].update(k=20), r["env"].update(runner="x")))
+    edit_external(
+        copy,
+        lambda r: (r["scores"][0]["card"]["settings"].update(k=20), r["env"].update(runner="x")),
+    )
     report = submit([copy], track="digits-test", tracks_file=tracks, manifests=None)
     assert failed_checks(report) == {"track"} and "the registered task builds" in report.format()
 
@@ -179,13 +224,17 @@ def test_submit_reevaluates_by_default(root: Path, tracks: Path) -> None:
     report = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None)
     assert report.ok and report.checks[0].reevaluated, report.format()
     assert report.checks[0].score_checks and all(c.ok for c in report.checks[0].score_checks)
-    skipped = submit(records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None, reevaluate=False)
+    skipped = submit(
+        records(root)[:1], track="digits-test", tracks_file=tracks, manifests=None, reevaluate=False
+    )
     assert skipped.ok and not skipped.checks[0].reevaluated and not skipped.checks[0].score_checks
 
 
 def test_tampered_bundle_is_detected(root: Path, tracks: Path, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
-    assert submit(records(root), track="digits-test", out=out, tracks_file=tracks, manifests=None).ok
+    assert submit(
+        records(root), track="digits-test", out=out, tracks_file=tracks, manifests=None
+    ).ok
     rec = next(out.glob("records/*/*/record.json"))
     edit(rec, lambda r: r["scores"][0]["values"].update(top1=99.0))
     assert any("sha256" in p for p in verify_bundle(out))
@@ -195,9 +244,25 @@ def test_cli(root: Path, tracks: Path, tmp_path: Path) -> None:
     from benchmark.cli import main
 
     out = tmp_path / "cli-bundle"
-    assert main(["submit", *map(str, records(root)), "--track", "digits-test", "--tracks", str(tracks),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "submit",
+                *map(str, records(root)),
+                "--track",
+                "digits-test",
+                "--tracks",
+                str(tracks),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert (out / "manifest.json").exists()
     edit(records(root)[0], lambda r: r["scores"][0]["values"].update(top1=1.0))
-    assert main(["submit", str(records(root)[0]), "--track", "digits-test", "--tracks", str(tracks)]) == 1
+    assert (
+        main(["submit", str(records(root)[0]), "--track", "digits-test", "--tracks", str(tracks)])
+        == 1
+    )
     assert main(["submit", str(records(root)[1]), "--track", "nope", "--tracks", str(tracks)]) == 2

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.runner import run_cell
-from benchmark.tracking import WandbTracker, wandb_mode
+from benchmark.engine.runner import run_cell
+from benchmark.engine.tracking import WandbTracker, wandb_mode
 from tests.helpers import smoke_cell
 
 
@@ -24,12 +24,19 @@ def test_offline_run_holds_final_scores(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
-    record = run_cell(smoke_cell("no_pretrain", tasks=["knn"]), tmp_path / "runs", device="cpu",
-                      tracker=WandbTracker(project="fssl-bench-test"))
+    record = run_cell(
+        smoke_cell("no_pretrain", tasks=["knn"]),
+        tmp_path / "runs",
+        device="cpu",
+        tracker=WandbTracker(project="fssl-bench-test"),
+    )
     assert record.tracking is not None and record.tracking.run_id == record.cell_id
-    runs = list((tmp_path / "runs").rglob(f"offline-run-*-{record.cell_id}/run-{record.cell_id}.wandb"))
+    runs = list(
+        (tmp_path / "runs").rglob(f"offline-run-*-{record.cell_id}/run-{record.cell_id}.wandb")
+    )
     assert runs, "no offline W&B run folder was written"
-    # The offline run file is a log of protobuf records; summary items carry the key and the value as JSON text.
+    # The offline run file is a log of protobuf records; summary items carry the key and the value
+    # as JSON text.
     data = runs[0].read_bytes()
     assert b"knn/top1" in data
     assert json.dumps(record.score("knn").values["top1"]).encode() in data

@@ -1,4 +1,5 @@
-"""Shared fixtures for end-to-end grid runs: a tiny grid on 8×8 digits and its uninterrupted local-run records."""
+"""Shared fixtures for end-to-end grid runs: a tiny grid on 8×8 digits and its uninterrupted
+local-run records."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmark.options import RunOptions
+
+from benchmark.launchers.options import RunOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
-# 2 seeds × 2 task lists: 4 cells, 2 pre-trainings (cells that differ only in tasks share one), 3 rounds each
+# 2 seeds × 2 task lists: 4 cells, 2 pre-trainings (cells that differ only in tasks share one), 3
+# rounds each
 TINY_GRID = """\
 name: tiny_launch
 description: 4 cells on 8x8 digits; pairs share a pre-training
@@ -39,37 +42,57 @@ def write_tiny_grid(folder: Path) -> Path:
 def comparable(record: Any) -> dict[str, Any]:
     """Everything in a record that must not depend on where or how often the cell ran."""
     return {
-        "cell_id": record.cell_id, "status": record.status, "rounds": record.rounds_completed,
-        "final_state_digest": record.final_state_digest, "partition_digest": record.partition_digest,
-        "comm": (record.comm.bytes_up, record.comm.bytes_down, tuple(record.comm.per_round_up),
-                 tuple(record.comm.per_round_down)),
+        "cell_id": record.cell_id,
+        "status": record.status,
+        "rounds": record.rounds_completed,
+        "final_state_digest": record.final_state_digest,
+        "partition_digest": record.partition_digest,
+        "comm": (
+            record.comm.bytes_up,
+            record.comm.bytes_down,
+            tuple(record.comm.per_round_up),
+            tuple(record.comm.per_round_down),
+        ),
         "scores": sorted((s.card.card_id, tuple(sorted(s.values.items()))) for s in record.scores),
     }
 
 
 def records_of(cells: Any, root: Path) -> dict[str, dict[str, Any]]:
     from benchmark.records.store import read_record
-    from benchmark.rundir import RunDir
+    from benchmark.runroot.rundir import RunDir
 
     return {c.cell_id: comparable(read_record(RunDir.of(c, root).record_path)) for c in cells}
 
 
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])), WANDB_MODE="disabled",
-               OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+        WANDB_MODE="disabled",
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+    )
     return env
 
 
 def run_cli(*args: str, **kw: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "benchmark", *args], cwd=REPO, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmark", *args],
+        cwd=REPO,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread() -> Any:
-    """One intra-op thread per process: on a busy 2-core machine, 2 OMP threads per process made a cell ~30× slower.
-    Children (submitit local jobs, CLI subprocesses) inherit OMP_NUM_THREADS; Ray sets it from num_cpus."""
+    """One intra-op thread per process: on a busy 2-core machine, 2 OMP threads per process made a
+    cell ~30× slower. Children (submitit local jobs, CLI subprocesses) inherit OMP_NUM_THREADS; Ray
+    sets it from num_cpus."""
     import torch
 
     before, env_before = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
@@ -85,20 +108,25 @@ def _one_thread() -> Any:
 
 @pytest.fixture(scope="session")
 def tiny_grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
-    from benchmark.grid import expand_grid, load_grid
+    from benchmark.grids.expand import expand_grid, load_grid
 
     path = write_tiny_grid(tmp_path_factory.mktemp("grid"))
     return path, expand_grid(load_grid(str(path)))
 
 
 @pytest.fixture(scope="session")
-def tiny_reference(tiny_grid: tuple[Path, list[Any]], tmp_path_factory: pytest.TempPathFactory
-                   ) -> dict[str, dict[str, Any]]:
+def tiny_reference(
+    tiny_grid: tuple[Path, list[Any]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Any]]:
     """The uninterrupted local run of the tiny grid, in this process."""
     from benchmark.launchers.local import LocalLauncher
 
     path, cells = tiny_grid
     root = tmp_path_factory.mktemp("reference")
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(cells, root, grid="tiny_launch"))
+    outcomes = list(
+        LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(
+            cells, root, grid="tiny_launch"
+        )
+    )
     assert [o.status for o in outcomes] == ["done"] * len(cells), outcomes
     return records_of(cells, root)

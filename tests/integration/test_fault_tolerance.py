@@ -1,4 +1,5 @@
-"""Runs that survive anything: SIGKILL at a random point, then a restart; two runners on one grid and root."""
+"""Runs that survive anything: SIGKILL at a random point, then a restart; two runners on one grid
+and root."""
 
 from __future__ import annotations
 
@@ -22,25 +23,29 @@ def _run_args(grid: Path, root: Path) -> list[str]:
 
 
 def _events(cells: list[Any], root: Path) -> dict[str, list[dict[str, Any]]]:
-    from benchmark.rundir import RunDir
+    from benchmark.runroot.rundir import RunDir
 
     out = {}
     for c in cells:
         log = RunDir.of(c, root).attempts_path
-        out[c.cell_id] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        out[c.cell_id] = (
+            [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        )
     return out
 
 
-def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(tiny_grid: Any, tiny_reference: Any,
-                                                                         tmp_path: Path) -> None:
+def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(
+    tiny_grid: Any, tiny_reference: Any, tmp_path: Path
+) -> None:
     grid, cells = tiny_grid
     root = tmp_path / "runs"
     delay = random.Random().uniform(0.0, 6.0)
     proc = run_cli(*_run_args(grid, root))
     deadline = time.monotonic() + 600
-    from benchmark.rundir import RunDir
+    from benchmark.runroot.rundir import RunDir
 
-    while not any(RunDir.of(c, root).pretrain.checkpoint_rounds() for c in cells):  # a round checkpoint on disk
+    # a round checkpoint on disk
+    while not any(RunDir.of(c, root).pretrain.checkpoint_rounds() for c in cells):
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -54,15 +59,21 @@ def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(tiny_g
     assert rerun.returncode == 0, out
     assert records_of(cells, root) == tiny_reference
     assert not list(root.rglob("claim.json")) and not list(root.rglob("lock.json"))
-    # the restart resumed: no pre-training round ran more often than in the two runs together allow, and each
-    # pre-training's rounds completed once in total unless the kill hit between a checkpoint and its log line
-    rounds = Counter((e["pretrain_key"], e["round"]) for evs in _events(cells, root).values() for e in evs
-                     if e["event"] == "round")
+    # the restart resumed: no pre-training round ran more often than in the two runs together allow,
+    # and each pre-training's rounds completed once in total unless the kill hit between a
+    # checkpoint and its log line
+    rounds = Counter(
+        (e["pretrain_key"], e["round"])
+        for evs in _events(cells, root).values()
+        for e in evs
+        if e["event"] == "round"
+    )
     assert all(n == 1 for n in rounds.values()), rounds
 
 
-def test_two_runners_on_one_grid_and_root_run_each_cell_exactly_once(tiny_grid: Any, tiny_reference: Any,
-                                                                    tmp_path: Path) -> None:
+def test_two_runners_on_one_grid_and_root_run_each_cell_exactly_once(
+    tiny_grid: Any, tiny_reference: Any, tmp_path: Path
+) -> None:
     grid, cells = tiny_grid
     root = tmp_path / "runs"
     procs = [run_cli(*_run_args(grid, root)) for _ in range(2)]
@@ -74,8 +85,15 @@ def test_two_runners_on_one_grid_and_root_run_each_cell_exactly_once(tiny_grid: 
         starts = [e for e in events[cell.cell_id] if e["event"] == "start"]
         assert len(starts) == 1, (cell.cell_id, events[cell.cell_id])
     # cells that share a pre-training (same pretrain_key) trained it once between them
-    rounds = Counter((e["pretrain_key"], e["round"]) for evs in events.values() for e in evs if e["event"] == "round")
-    assert sorted(rounds) == sorted({(c.pretrain_key, r) for c in cells for r in range(1, c.fl.rounds + 1)})
+    rounds = Counter(
+        (e["pretrain_key"], e["round"])
+        for evs in events.values()
+        for e in evs
+        if e["event"] == "round"
+    )
+    assert sorted(rounds) == sorted(
+        {(c.pretrain_key, r) for c in cells for r in range(1, c.fl.rounds + 1)}
+    )
     assert set(rounds.values()) == {1}, rounds
     runners = {e["pid"] for evs in events.values() for e in evs if e["event"] == "start"}
     print(f"cells run by {len(runners)} runner(s): " + ", ".join(map(str, sorted(runners))))

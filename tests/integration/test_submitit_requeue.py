@@ -1,4 +1,5 @@
-"""A submitit job that times out is requeued by submitit and resumes its cell from the latest round checkpoint."""
+"""A submitit job that times out is requeued by submitit and resumes its cell from the latest round
+checkpoint."""
 
 from __future__ import annotations
 
@@ -14,28 +15,41 @@ from tests.integration.conftest import records_of
 pytestmark = pytest.mark.slow
 submitit = pytest.importorskip("submitit")
 
-from benchmark.launchers.submitit import CellJob, SubmititLauncher  # noqa: E402
-from tests.integration.conftest import REPO  # noqa: E402
-from tests.integration.requeue_job import TimesOutAfterRoundOne  # noqa: E402
-from benchmark.options import RunOptions  # noqa: E402
+from benchmark.launchers.options import RunOptions
+from benchmark.launchers.submitit import CellJob, SubmititLauncher
+from tests.integration.conftest import REPO
+from tests.integration.requeue_job import TimesOutAfterRoundOne
 
 
-def test_timed_out_job_is_requeued_and_resumes_from_its_checkpoint(tiny_grid: Any, tiny_reference: Any,
-                                                                  tmp_path: Path, monkeypatch) -> None:
-    from benchmark.rundir import RunDir
+def test_timed_out_job_is_requeued_and_resumes_from_its_checkpoint(
+    tiny_grid: Any, tiny_reference: Any, tmp_path: Path, monkeypatch
+) -> None:
+    from benchmark.runroot.rundir import RunDir
 
     _, cells = tiny_grid
     cell = cells[0]
     root = tmp_path / "runs"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    launcher = SubmititLauncher(cluster="local", folder=str(tmp_path / "submitit"), timeout_min=5,
-                                max_num_timeout=2, options=RunOptions(device="cpu"), poll_s=0.5,
-                                job_class=TimesOutAfterRoundOne)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    )
+    launcher = SubmititLauncher(
+        cluster="local",
+        folder=str(tmp_path / "submitit"),
+        timeout_min=5,
+        max_num_timeout=2,
+        options=RunOptions(device="cpu"),
+        poll_s=0.5,
+        job_class=TimesOutAfterRoundOne,
+    )
     [outcome] = list(launcher.launch([cell], root, grid="tiny_launch"))
     logs = "\n".join(p.read_text() for p in sorted((tmp_path / "submitit").rglob("*.out")))
     logs += "\n".join(p.read_text() for p in sorted((tmp_path / "submitit").rglob("*.err")))
     assert outcome.status == "done", (outcome, logs)
-    assert "this job is timed-out" in logs and "Requeued job" in logs and "(1 remaining timeouts)" in logs, logs
+    assert (
+        "this job is timed-out" in logs
+        and "Requeued job" in logs
+        and "(1 remaining timeouts)" in logs
+    ), logs
     assert "attempt 1" in logs
     events = [json.loads(x) for x in RunDir.of(cell, root).attempts_path.read_text().splitlines()]
     starts = [e for e in events if e["event"] == "start"]

@@ -1,9 +1,10 @@
-"""The leaderboard in a real headless browser (Debian's chromium via selenium; docs/design.md §7 "Browser test").
+"""The leaderboard in a real headless browser (Debian's chromium via selenium; docs/design.md §7
+"Browser test").
 
-Screenshots of the index, a summary table, a track, a method and a cell page at 1400 and 400 px are saved as test
-artefacts. On every one of them: nothing scrolls sideways at the document level (wide tables scroll in their own
-box), every number in a summary or track table is a link to a page of the site, nothing is requested outside the
-local server and nothing 404s (favicon included).
+Screenshots of the index, a summary table, a track, a method and a cell page at 1400 and 400 px are
+saved as test artefacts. On every one of them: nothing scrolls sideways at the document level (wide
+tables scroll in their own box), every number in a summary or track table is a link to a page of the
+site, nothing is requested outside the local server and nothing 404s (favicon included).
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from benchmark.records.schema import TrackingRef
 from leaderboard.__main__ import make_server
 from leaderboard.build import REPO
 from leaderboard.site import build_site
-from tests.leaderboard.lb_factory import KNN_VALUES, make_record, showcase_records, write_raw, write_records
+from tests.leaderboard.lb_factory import (
+    KNN_VALUES,
+    make_record,
+    showcase_records,
+    write_raw,
+    write_records,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -32,15 +39,28 @@ pytestmark = pytest.mark.browser
 
 def _driver(profile: Path):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("needs Debian's chromium and chromium-driver (.ci/install-browser.sh installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (.ci/install-browser.sh)")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (.ci/install-browser.sh installs them)"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="needs selenium (.ci/install-browser.sh)"
+    )
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                 "--window-size=1400,1000", "--hide-scrollbars"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+        "--hide-scrollbars",
+    ):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
@@ -59,7 +79,13 @@ def site(tmp_path: Path):
         # machine model, which the track table shows
         make_record("evil", alpha=0.1, seed=0, value=50.0, machine="<script>alert(1)</script>"),
         make_record("fedema", alpha=1.0, seed=0, value=99.0, runner="someone-else"),
-        make_record("fedema", alpha=1.0, seed=1, value=98.0, tracking=TrackingRef(url="javascript:alert(2)", run_id="x")),
+        make_record(
+            "fedema",
+            alpha=1.0,
+            seed=1,
+            value=98.0,
+            tracking=TrackingRef(url="javascript:alert(2)", run_id="x"),
+        ),
     ]
     write_records(tmp_path / "results", records)
     write_raw(tmp_path / "results", "truncated.json", '{"schema_version": 1, "cell_id": "ab')
@@ -74,18 +100,22 @@ def site(tmp_path: Path):
 
 
 def _resize(driver, width: int) -> None:
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+    )
 
 
 def _check_page(driver, base: str, out: Path, path: str, width: int, artifacts: Path) -> None:
-    """No sideways scroll of the document; every number of a summary/track table inside a link to a site page."""
+    """No sideways scroll of the document; every number of a summary/track table inside a link to a
+    site page."""
     from selenium.webdriver.common.by import By
 
     _resize(driver, width)
     driver.get(f"{base}/{path}")
     scroll, client = driver.execute_script(
-        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
     assert scroll <= client, f"{path} at {width} px scrolls sideways ({scroll} > {client})"
     for table_id in ("summary-table", "track-table"):
         for td in driver.find_elements(By.CSS_SELECTOR, f"#{table_id} td.num"):
@@ -99,8 +129,10 @@ def _check_page(driver, base: str, out: Path, path: str, width: int, artifacts: 
                 assert f"{url.scheme}://{url.netloc}" == base, (path, text, url)
                 assert (out / url.path.lstrip("/")).is_file(), (path, text, url.path)
     height = min(driver.execute_script("return document.documentElement.scrollHeight"), 8000)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
     name = path.replace("/", "_").removesuffix(".html")
     driver.save_screenshot(str(artifacts / f"leaderboard_{name}_{width}.png"))
 
@@ -112,18 +144,26 @@ def _network(driver) -> tuple[list[str], list[tuple[str, int]]]:
         if msg.get("method") == "Network.requestWillBeSent":
             urls.append(msg["params"]["request"]["url"])
         elif msg.get("method") == "Network.responseReceived":
-            statuses.append((msg["params"]["response"]["url"], int(msg["params"]["response"]["status"])))
+            statuses.append(
+                (msg["params"]["response"]["url"], int(msg["params"]["response"]["status"]))
+            )
     return urls, statuses
 
 
-def test_pages_at_two_widths_link_every_number_and_never_scroll_sideways(site, tmp_path: Path,
-                                                                         artifacts_dir: Path) -> None:
+def test_pages_at_two_widths_link_every_number_and_never_scroll_sideways(
+    site, tmp_path: Path, artifacts_dir: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     out, base = site
     cell = next(r for r in showcase_records() if r.method == "orchestra").cell_id
-    pages = ["index.html", "datasets/cifar10.html", "tracks/cifar10-knn.html", "methods/orchestra.html",
-             f"cells/{cell}.html"]
+    pages = [
+        "index.html",
+        "datasets/cifar10.html",
+        "tracks/cifar10-knn.html",
+        "methods/orchestra.html",
+        f"cells/{cell}.html",
+    ]
     driver = _driver(tmp_path / "profile")
     try:
         for width in WIDTHS:
@@ -167,13 +207,16 @@ def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_di
         assert "75.50 ± 0.50" in text  # orchestra IID, golden mean ± std
         assert "62.00 ± 2.00" in text  # fedavg_simclr α=0.1
         assert "incomplete: 61.00, 62.00" in text  # fedu α=0.1 has two of three seeds
-        assert "missing" in text  # the injected method has only α=0.1: its other partitions are missing
+        # the injected method has only α=0.1: its other partitions are missing
+        assert "missing" in text
         assert "unverified" in text
         # reference points sit in their own block and have no rank
         refs = table.find_element(By.CSS_SELECTOR, "tbody.refs")
         assert "no_pretrain" in refs.text and "vit_tiny" in refs.text  # two backbones, named
-        assert all(r.find_elements(By.TAG_NAME, "td")[5].text == "—"
-                   for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)"))
+        assert all(
+            r.find_elements(By.TAG_NAME, "td")[5].text == "—"
+            for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)")
+        )
 
         # the script-named machine renders as text, and no script ran
         assert "<script>alert(1)</script>" in text
@@ -186,11 +229,14 @@ def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_di
             titles = svg.find_elements(By.TAG_NAME, "title")
             assert titles and any("orchestra" in t.get_attribute("textContent") for t in titles)
 
-        # sorting the mean column: best first (higher is better), then reversed; reference points stay apart
+        # sorting the mean column: best first (higher is better), then reversed; reference points
+        # stay apart
         def column(idx: int) -> list[str]:
             body = table.find_elements(By.TAG_NAME, "tbody")[0]
-            return [r.find_elements(By.TAG_NAME, "td")[idx].get_attribute("data-sort") or ""
-                    for r in body.find_elements(By.TAG_NAME, "tr")]
+            return [
+                r.find_elements(By.TAG_NAME, "td")[idx].get_attribute("data-sort") or ""
+                for r in body.find_elements(By.TAG_NAME, "tr")
+            ]
 
         header = table.find_elements(By.CSS_SELECTOR, "thead th")[2]
         header.click()
@@ -207,8 +253,11 @@ def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_di
         cells = next(r for r in track["rows"] if r["method"] == "fedema")["cell_ids"]
         for cell_id in cells:
             driver.get(f"{base}/cells/{cell_id}.html")
-            assert not [a for a in driver.find_elements(By.TAG_NAME, "a")
-                        if (a.get_attribute("href") or "").startswith("javascript")]
+            assert not [
+                a
+                for a in driver.find_elements(By.TAG_NAME, "a")
+                if (a.get_attribute("href") or "").startswith("javascript")
+            ]
         driver.get(f"{base}/skipped.html")
         assert "truncated.json" in driver.find_element(By.ID, "skipped-table").text
 
@@ -221,8 +270,9 @@ def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_di
 
 
 def test_site_built_from_the_repository_results(tmp_path: Path, artifacts_dir: Path) -> None:
-    """What CI publishes: the site built from results/. When results/records holds records, its summary tables are
-    non-empty in the browser; the index always renders and scrolls only vertically."""
+    """What CI publishes: the site built from results/. When results/records holds records, its
+    summary tables are non-empty in the browser; the index always renders and scrolls only
+    vertically."""
     from selenium.webdriver.common.by import By
 
     out = tmp_path / "site"
@@ -270,8 +320,9 @@ def _answer_checks(driver, path: str, width: int) -> None:
     assert re.search(r"\[[+−]?\d+\.\d\d, [+−]?\d+\.\d\d\]", ci), (path, width, ci)
     for baseline in ("no_pretrain", "no_pretrain_bn"):
         cells = first.find_elements(By.CSS_SELECTOR, f'td.margin[data-baseline="{baseline}"]')
-        shown = [c for c in cells
-                 if c.is_displayed() and SIGNED.match(c.text.split("\n")[0].strip())]
+        shown = [
+            c for c in cells if c.is_displayed() and SIGNED.match(c.text.split("\n")[0].strip())
+        ]
         assert shown, f"{path} at {width} px: no margin over {baseline}"
         assert "[" in shown[0].text  # with its interval
     later = driver.find_elements(By.CSS_SELECTOR, "#summary-table, #tracks-table")
@@ -323,20 +374,28 @@ def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts
         assert driver.current_url.endswith("/datasets/digits.html")  # it sorted, not navigated
         assert header.get_attribute("aria-sort")
         col = int(header.get_attribute("data-col"))
-        values = [r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
-                  for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")]
+        values = [
+            r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
+            for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")
+        ]
         numbers = [float(v) for v in values if v]
         assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
-        iid = driver.find_element(By.CSS_SELECTOR,
-                                  'a.filter[data-filter="partition"][data-value="IID"]')
+        iid = driver.find_element(
+            By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]'
+        )
         iid.click()
         heads = table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
         visible = [th.text for th in heads if th.is_displayed()]
         assert visible and set(visible) == {"IID"}
         assert driver.current_url.endswith("/datasets/digits.html")
         iid.click()
-        assert len([th for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
-                    if th.is_displayed()]) > len(visible)
+        assert len(
+            [
+                th
+                for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+                if th.is_displayed()
+            ]
+        ) > len(visible)
     finally:
         driver.quit()
         server.shutdown()

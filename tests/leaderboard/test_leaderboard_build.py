@@ -1,5 +1,5 @@
-"""Table building from fixture records: golden table, incomplete/missing cells, card mixing, skipped files,
-unverified records, references beside ours (leaderboard/build.py)."""
+"""Table building from fixture records: golden table, incomplete/missing cells, card mixing, skipped
+files, unverified records, references beside ours (leaderboard/build.py)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,17 @@ from tests.leaderboard.lb_factory import (
     write_records,
 )
 
-TRACK = Track(id="c10-knn", title="c10 knn", dataset="cifar10", task="knn", card="knn@v1",
-              federation={"num_clients": 100, "participation": 0.1}, min_seeds=3)
-# method, partition, status, n_seeds, mean, std, rank, noise group (golden: computed by hand from KNN_VALUES)
+TRACK = Track(
+    id="c10-knn",
+    title="c10 knn",
+    dataset="cifar10",
+    task="knn",
+    card="knn@v1",
+    federation={"num_clients": 100, "participation": 0.1},
+    min_seeds=3,
+)
+# method, partition, status, n_seeds, mean, std, rank, noise group (golden: computed by hand from
+# KNN_VALUES)
 GOLDEN = [
     ("orchestra", "iid", "complete", 3, 75.5, 0.5, 1, 1),
     ("fedu", "iid", "complete", 3, 71.5, 1.0, 2, 2),
@@ -53,8 +61,19 @@ def _frame(records):
 
 def test_golden_table() -> None:
     tt = build_track(_frame(standard_records()), TRACK)
-    got = [(r.method, r.partition_label, r.status, r.n_seeds, None if pd.isna(r.mean) else r.mean,
-            None if pd.isna(r.std) else r.std, r.rank, r.noise_group) for r in tt.table.itertuples()]
+    got = [
+        (
+            r.method,
+            r.partition_label,
+            r.status,
+            r.n_seeds,
+            None if pd.isna(r.mean) else r.mean,
+            None if pd.isna(r.std) else r.std,
+            r.rank,
+            r.noise_group,
+        )
+        for r in tt.table.itertuples()
+    ]
     assert got == GOLDEN
     assert tt.card_name == "knn@v1" and tt.metric == "top1"
     assert tt.table["bytes"].tolist() == [8_000_000.0] * 9
@@ -65,7 +84,9 @@ def test_golden_table() -> None:
 
 
 def test_missing_and_diverged_cells_are_shown() -> None:
-    records = standard_records() + [make_record("fedema", alpha=0.1, seed=s, value=50.0 + s) for s in range(3)]
+    records = standard_records() + [
+        make_record("fedema", alpha=0.1, seed=s, value=50.0 + s) for s in range(3)
+    ]
     records.append(make_record("fedema", alpha=1.0, seed=0, status="diverged"))
     table = build_track(_frame(records), TRACK).table
     fedema = table[table["method"] == "fedema"].set_index("partition_label")
@@ -76,17 +97,28 @@ def test_missing_and_diverged_cells_are_shown() -> None:
 
 
 def test_track_selects_dataset_federation_and_card() -> None:
-    other = [make_record("fedavg_simclr", seed=0, value=1.0, dataset="cifar100"),
-             make_record("fedavg_simclr", seed=0, value=2.0, num_clients=10),
-             make_record("fedavg_simclr", seed=0, value=3.0, card=LINEAR_CARD, task="linear_probe")]
+    other = [
+        make_record("fedavg_simclr", seed=0, value=1.0, dataset="cifar100"),
+        make_record("fedavg_simclr", seed=0, value=2.0, num_clients=10),
+        make_record("fedavg_simclr", seed=0, value=3.0, card=LINEAR_CARD, task="linear_probe"),
+    ]
     tt = build_track(_frame(standard_records() + other), TRACK)
     assert tt.cell_ids == {r.cell_id for r in standard_records()}
 
 
 def test_mixing_card_ids_in_one_column_raises() -> None:
-    track = Track(id="c10-lin", title="lin", dataset="cifar10", task="linear_probe", card="linear@v1", min_seeds=1)
-    records = [make_record("fedavg_simclr", seed=0, value=50.0, card=LINEAR_CARD, task="linear_probe"),
-               make_record("fedavg_simclr", seed=1, value=30.0, card=LINEAR_CARD_1EP, task="linear_probe")]
+    track = Track(
+        id="c10-lin",
+        title="lin",
+        dataset="cifar10",
+        task="linear_probe",
+        card="linear@v1",
+        min_seeds=1,
+    )
+    records = [
+        make_record("fedavg_simclr", seed=0, value=50.0, card=LINEAR_CARD, task="linear_probe"),
+        make_record("fedavg_simclr", seed=1, value=30.0, card=LINEAR_CARD_1EP, task="linear_probe"),
+    ]
     frame = _frame(records)
     with pytest.raises(CardMixError, match="2 protocol cards"):
         build_track(frame, track)
@@ -100,15 +132,19 @@ def test_mixing_card_ids_in_one_column_raises() -> None:
 
 def test_cards_that_select_on_test_are_excluded_from_main_columns() -> None:
     track = Track(id="c10-lin", title="lin", dataset="cifar10", task="linear_probe", min_seeds=1)
-    records = [make_record("fedavg_simclr", seed=0, value=50.0, card=LINEAR_CARD, task="linear_probe"),
-               make_record("orchestra", seed=0, value=90.0, card=DECSSL_PROBE_CARD, task="linear_probe")]
+    records = [
+        make_record("fedavg_simclr", seed=0, value=50.0, card=LINEAR_CARD, task="linear_probe"),
+        make_record("orchestra", seed=0, value=90.0, card=DECSSL_PROBE_CARD, task="linear_probe"),
+    ]
     tt = build_track(_frame(records), track)
     assert tt.table["method"].tolist() == ["fedavg_simclr"]
     assert tt.selects_on_test["method"].tolist() == ["orchestra"]
 
 
 def test_unverified_records_are_marked() -> None:
-    records = [make_record("fedu", seed=s, value=70.0 + s, runner="my-laptop-script") for s in range(3)]
+    records = [
+        make_record("fedu", seed=s, value=70.0 + s, runner="my-laptop-script") for s in range(3)
+    ]
     table = build_track(_frame(records), TRACK).table
     assert table["verified"].tolist() == [False]
 
@@ -140,7 +176,9 @@ def test_duplicates_are_counted_once(tmp_path: Path) -> None:
     assert len(records) == len(standard_records()) and not skipped
 
 
-def test_references_are_shown_beside_ours_and_ranked_only_with_the_same_card(tmp_path: Path) -> None:
+def test_references_are_shown_beside_ours_and_ranked_only_with_the_same_card(
+    tmp_path: Path,
+) -> None:
     refs = tmp_path / "ref"
     refs.mkdir()
     (refs / "paper_t1.yaml").write_text(f"""
@@ -165,10 +203,14 @@ rows:
     model = build_model([tmp_path / "res"], tracks=[TRACK], references_dir=refs)
     refs_shown = model.tracks[0].references
     # the cross-silo column (K = 10) is not shown on this cross-device track (K = 100)
-    assert [x["ref"].column for x in refs_shown] == ["alpha 0.1 (their kNN)", "alpha 0.1 (our card)"]
+    assert [x["ref"].column for x in refs_shown] == [
+        "alpha 0.1 (their kNN)",
+        "alpha 0.1 (our card)",
+    ]
     assert [x["comparable"] for x in refs_shown] == [False, True]
     assert refs_shown[0]["would_rank"] is None
-    assert refs_shown[1]["would_rank"] == 2  # 66.0 between 73.0 and 62.0 at alpha 0.1 (fedu is incomplete)
+    # 66.0 between 73.0 and 62.0 at alpha 0.1 (fedu is incomplete)
+    assert refs_shown[1]["would_rank"] == 2
     # the reported numbers never enter our table
     assert set(model.tracks[0].table["method"]) == {"fedavg_simclr", "orchestra", "fedu"}
 
@@ -177,7 +219,9 @@ def test_tracks_yaml_is_valid_and_strict() -> None:
     tracks = load_tracks()
     assert tracks and len({t.id for t in tracks}) == len(tracks)
     with pytest.raises(TrackError, match="unknown keys"):
-        parse_tracks({"tracks": [{"id": "x", "title": "x", "dataset": "d", "task": "knn", "min_seed": 3}]})
+        parse_tracks(
+            {"tracks": [{"id": "x", "title": "x", "dataset": "d", "task": "knn", "min_seed": 3}]}
+        )
     with pytest.raises(TrackError, match="slug"):
         parse_tracks({"tracks": [{"id": "X Y", "title": "x", "dataset": "d", "task": "knn"}]})
 
@@ -188,38 +232,54 @@ def test_data_json_rows_match_tables(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "site" / "data.json").read_text())
     track = next(t for t in data["tracks"] if t["id"] == "cifar10-knn")
     assert len(track["rows"]) == 9 and track["card"] == "knn@v1"
-    orchestra_iid = next(r for r in track["rows"] if r["method"] == "orchestra" and r["partition_label"] == "iid")
-    assert orchestra_iid["mean"] == 75.5 and orchestra_iid["rank"] == 1 and orchestra_iid["alpha"] is None
+    orchestra_iid = next(
+        r for r in track["rows"] if r["method"] == "orchestra" and r["partition_label"] == "iid"
+    )
+    assert (
+        orchestra_iid["mean"] == 75.5
+        and orchestra_iid["rank"] == 1
+        and orchestra_iid["alpha"] is None
+    )
 
 
 def test_extra_scores_of_other_tasks_go_to_their_tracks() -> None:
-    lin = TaskScores(task="linear_probe", card=LINEAR_CARD, main_metric="top1", higher_is_better=True,
-                     values={"top1": 40.0})
+    lin = TaskScores(
+        task="linear_probe",
+        card=LINEAR_CARD,
+        main_metric="top1",
+        higher_is_better=True,
+        values={"top1": 40.0},
+    )
     records = [make_record("fedu", seed=s, value=70.0, extra_scores=[lin]) for s in range(3)]
     track = Track(id="lin", title="lin", dataset="cifar10", task="linear_probe", card="linear@v1")
     assert build_track(_frame(records), track).table["mean"].tolist() == [40.0]
 
 
 def test_two_configurations_of_one_method_are_two_rows_not_pooled_seeds() -> None:
-    """Seeds of one configuration are averaged; another configuration of the same method (here another lr) is
-    its own row, labelled, never averaged in as if it were a seed."""
+    """Seeds of one configuration are averaged; another configuration of the same method (here
+    another lr) is its own row, labelled, never averaged in as if it were a seed."""
     records = [make_record("fedavg_simclr", seed=s, value=70.0 + s) for s in range(3)]
-    records += [make_record("fedavg_simclr", seed=s, value=40.0 + s, method_params={"lr": 0.1, "tau": 0.5})
-                for s in range(3)]
+    records += [
+        make_record("fedavg_simclr", seed=s, value=40.0 + s, method_params={"lr": 0.1, "tau": 0.5})
+        for s in range(3)
+    ]
     table = build_track(_frame(records), TRACK).table
     rows = table[table["method"] == "fedavg_simclr"]
     assert sorted(rows["mean"]) == [41.0, 71.0] and set(rows["n_seeds"]) == {3}
-    assert all(rows["variant"]) and rows["variant"].nunique() == 2  # both rows say which configuration they are
+    # both rows say which configuration they are
+    assert all(rows["variant"]) and rows["variant"].nunique() == 2
     single = build_track(_frame(records[:3]), TRACK).table
     assert single["variant"].tolist() == [""]  # one configuration: no label needed
 
 
 def test_a_public_carve_out_partition_creates_no_missing_rows() -> None:
-    """FLESD partitions what is left after its public split, so its digest differs from the other methods' for the
-    same partition setting: that is not a missing cell of anyone."""
+    """FLESD partitions what is left after its public split, so its digest differs from the other
+    methods' for the same partition setting: that is not a missing cell of anyone."""
     records = [make_record("fedavg_simclr", seed=s, value=70.0) for s in range(3)]
-    flesd = [dataclasses.replace(make_record("flesd", seed=s, value=72.0), partition_digest="f" * 64)
-             for s in range(3)]
+    flesd = [
+        dataclasses.replace(make_record("flesd", seed=s, value=72.0), partition_digest="f" * 64)
+        for s in range(3)
+    ]
     table = build_track(_frame(records + flesd), TRACK).table
     assert "missing" not in set(table["status"])
     assert sorted(table["method"]) == ["fedavg_simclr", "flesd"]

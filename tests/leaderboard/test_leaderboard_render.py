@@ -1,4 +1,5 @@
-"""Rendering: every record field is escaped (checked on the parsed DOM), unsafe links dropped, file names slugged."""
+"""Rendering: every record field is escaped (checked on the parsed DOM), unsafe links dropped, file
+names slugged."""
 
 from __future__ import annotations
 
@@ -45,22 +46,44 @@ def _dom(path: Path) -> _Dom:
 
 def _evil_records() -> list:
     evil_cell = {"lr": EVIL, "note": "<img src=x onerror=alert(3)>"}
-    evil_label = dataclasses.replace(make_record("orchestra", alpha=0.5, seed=0, value=70.0), partition_label=EVIL)
-    return standard_records() + [
-        # a method name is a slug where records are read (issue 33): markup in it is refused (the
-        # skipped page), so the markup rides in every other field of this method's records
-        make_record("evil", alpha=0.1, seed=s, value=50.0 + s, method_params=evil_cell,
-                    machine=EVIL, tracking=TrackingRef(url="javascript:alert(2)", run_id=EVIL))
-        for s in range(3)
-    ] + [
-        make_record("fedu", alpha=0.5, seed=0, value=1.0, tracking=TrackingRef(entity="me", project="p", run_id="r1",
-                                                                             mode="online")),
-        # a second configuration of fedu whose label (its varying parameter) is markup
-        make_record("fedu", alpha=0.1, seed=0, value=2.0, method_params={"lr": EVIL, "tau": 0.5}),
-        dataclasses.replace(make_record("orchestra", alpha=0.5, seed=1, value=71.0),
-                            env=EnvInfo(git_sha=EVIL, machine=EVIL, hostname=EVIL)),
-        evil_label,
-    ]
+    evil_label = dataclasses.replace(
+        make_record("orchestra", alpha=0.5, seed=0, value=70.0), partition_label=EVIL
+    )
+    return (
+        standard_records()
+        + [
+            # a method name is a slug where records are read (issue 33): markup in it is refused
+            # (the skipped page), so the markup rides in every other field of this method's records
+            make_record(
+                "evil",
+                alpha=0.1,
+                seed=s,
+                value=50.0 + s,
+                method_params=evil_cell,
+                machine=EVIL,
+                tracking=TrackingRef(url="javascript:alert(2)", run_id=EVIL),
+            )
+            for s in range(3)
+        ]
+        + [
+            make_record(
+                "fedu",
+                alpha=0.5,
+                seed=0,
+                value=1.0,
+                tracking=TrackingRef(entity="me", project="p", run_id="r1", mode="online"),
+            ),
+            # a second configuration of fedu whose label (its varying parameter) is markup
+            make_record(
+                "fedu", alpha=0.1, seed=0, value=2.0, method_params={"lr": EVIL, "tau": 0.5}
+            ),
+            dataclasses.replace(
+                make_record("orchestra", alpha=0.5, seed=1, value=71.0),
+                env=EnvInfo(git_sha=EVIL, machine=EVIL, hostname=EVIL),
+            ),
+            evil_label,
+        ]
+    )
 
 
 def _build(tmp_path: Path, repo_url: str | None = None) -> Path:
@@ -78,7 +101,9 @@ def test_record_fields_render_as_text(tmp_path: Path) -> None:
     site = _build(tmp_path, repo_url="javascript:alert(4)")
     pages = sorted(site.rglob("*.html"))
     kinds = {p.parent.name for p in pages}
-    assert {"tracks", "cells", "methods", "entries", "datasets", "partitions"} <= kinds and len(pages) > 40
+    assert {"tracks", "cells", "methods", "entries", "datasets", "partitions"} <= kinds and len(
+        pages
+    ) > 40
     seen: dict[str, int] = {}
     for page in pages:
         dom = _dom(page)
@@ -86,14 +111,18 @@ def test_record_fields_render_as_text(tmp_path: Path) -> None:
         srcs = [s.get("src", "") for s in dom.scripts]
         assert [x.rsplit("/", 1)[-1] for x in srcs] == ["sort.js", "filter.js"], page
         assert all(x.startswith(("static/", "../static/")) for x in srcs), page
-        assert "img" not in dom.tags, page  # plots are inline SVG; an injected <img onerror> must stay text
+        # plots are inline SVG; an injected <img onerror> must stay text
+        assert "img" not in dom.tags, page
         assert not [h for h in dom.hrefs if h.strip().lower().startswith("javascript")], page
         seen[page.parent.name] = seen.get(page.parent.name, 0) + "".join(dom.text).count(EVIL)
-    # the markup appears as text on every kind of page: method name, variant label, machine, partition label
-    assert all(seen.get(k, 0) >= 1 for k in ("tracks", "cells", "methods", "entries", "datasets", "partitions")), seen
+    # the markup appears as text on every kind of page: method name, variant label, machine,
+    # partition label
+    assert all(
+        seen.get(k, 0) >= 1
+        for k in ("tracks", "cells", "methods", "entries", "datasets", "partitions")
+    ), seen
     raw = (site / "tracks" / "cifar10-knn.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in raw and EVIL not in raw
-
 
 
 def test_method_file_names_are_slugs_and_wandb_links_are_safe(tmp_path: Path) -> None:
@@ -122,7 +151,7 @@ def test_plots_and_static_assets_are_local(tmp_path: Path) -> None:
     # both plots are inline SVG: every point has a hover title and links to the page behind it
     for plot_id in ("comm-plot", "alpha-plot"):
         start = text.index(f'<svg id="{plot_id}"')
-        svg = text[start:text.index("</svg>", start)]
+        svg = text[start : text.index("</svg>", start)]
         assert "<script" not in svg and svg.count("<title>") >= 9 and 'href="../entries/' in svg
     # the point title of the configuration whose label is markup, escaped
     assert "fedu (lr=&lt;script&gt;alert(1)&lt;/script&gt;) · Dir(0.1)" in text
@@ -130,7 +159,7 @@ def test_plots_and_static_assets_are_local(tmp_path: Path) -> None:
         text = page.read_text()
         # links out (the repository, the papers) are fine; nothing the page loads may come from
         # elsewhere
-        loads = re.findall(r'<(?:script|img|link|iframe|source)\b[^>]*>', text)
+        loads = re.findall(r"<(?:script|img|link|iframe|source)\b[^>]*>", text)
         assert not [tag for tag in loads if "//" in tag], page
         assert "//cdn" not in text and "url(http" not in text, page
     css = (site / "static" / "style.css").read_text()
@@ -142,10 +171,14 @@ def test_deviation_comments_are_collected(tmp_path: Path) -> None:
 
     src = tmp_path / "methods" / "m.py"
     src.parent.mkdir()
-    src.write_text("x = 1\ny = 2  # DEVIATION: the paper does A;\n# we do B because C.\nz = 3\n# DEVIATION: other\n")
+    src.write_text(
+        "x = 1\ny = 2  # DEVIATION: the paper does A;\n# we do B because C.\nz = 3\n# DEVIATION: other\n"
+    )
     got = deviations(src, tmp_path)
-    assert got == [{"where": "methods/m.py:2", "text": "the paper does A; we do B because C."},
-                   {"where": "methods/m.py:5", "text": "other"}]
+    assert got == [
+        {"where": "methods/m.py:2", "text": "the paper does A; we do B because C."},
+        {"where": "methods/m.py:5", "text": "other"},
+    ]
 
 
 def test_cli_build_reports_skipped_and_never_stops(tmp_path: Path, capsys) -> None:

@@ -1,5 +1,6 @@
-"""The built site as a whole: every number links to the runs behind it, every internal link resolves, no absolute
-local path, raw records and configurations published, CSV downloads, build date and commit, hardware, favicon."""
+"""The built site as a whole: every number links to the runs behind it, every internal link
+resolves, no absolute local path, raw records and configurations published, CSV downloads, build
+date and commit, hardware, favicon."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ URL = "https://git.example.org/team/fssl-bench"
 
 
 class _Links(HTMLParser):
-    """Hrefs and srcs, and for every numeric table cell (td.num) whether its text sits inside a link."""
+    """Hrefs and srcs, and for every numeric table cell (td.num) whether its text sits inside a
+    link."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,7 +40,10 @@ class _Links(HTMLParser):
             if a.get(key):
                 self.refs.append(a[key])
         if tag == "td":
-            self._cell, self._linked = ([] if "num" in (a.get("class") or "").split() else None), False
+            self._cell, self._linked = (
+                ([] if "num" in (a.get("class") or "").split() else None),
+                False,
+            )
         if tag == "a":
             self._in_a += 1
 
@@ -85,15 +90,18 @@ def test_every_internal_link_resolves(site: Path) -> None:
     assert checked > 500
 
 
-@pytest.mark.parametrize("page", ["datasets/cifar10.html", "tracks/cifar10-knn.html", "tracks/cifar10-linear.html"])
+@pytest.mark.parametrize(
+    "page", ["datasets/cifar10.html", "tracks/cifar10-knn.html", "tracks/cifar10-linear.html"]
+)
 def test_every_number_in_a_summary_or_track_table_is_a_link(site: Path, page: str) -> None:
     text = (site / page).read_text()
     # the summary page opens with the answer tables, then its summary table: check all of them
     tables = re.findall(r'<table class="sortable.*?</table>', text, flags=re.DOTALL)
     main = next(t for t in tables if 'id="summary-table"' in t or 'id="track-table"' in t)
     for table in [main, *(t for t in tables if "answer-table" in t)]:
-        numeric = [(t, linked) for t, linked in _parse_fragment(table).num_cells
-                   if re.search(r"\d", t)]
+        numeric = [
+            (t, linked) for t, linked in _parse_fragment(table).num_cells if re.search(r"\d", t)
+        ]
         assert len(numeric) >= (10 if table is main else 2)
         assert all(linked for _, linked in numeric), [t for t, linked in numeric if not linked]
 
@@ -106,7 +114,10 @@ def _parse_fragment(html: str) -> _Links:
 
 def test_summary_links_lead_to_the_seeds_behind_the_number(site: Path) -> None:
     text = (site / "datasets" / "cifar10.html").read_text()
-    m = re.search(r'href="\.\./entries/([0-9a-f]+\.html)" title="orchestra · kNN · iid · best">75\.50</a>', text)
+    m = re.search(
+        r'href="\.\./entries/([0-9a-f]+\.html)" title="orchestra · kNN · iid · best">75\.50</a>',
+        text,
+    )
     assert m, "orchestra's IID kNN mean (75.50, the column's best) links to its entry page"
     entry = (site / "entries" / m.group(1)).read_text()
     for seed_value in ("75.00", "75.50", "76.00"):  # golden per-seed values (KNN_VALUES)
@@ -116,14 +127,22 @@ def test_summary_links_lead_to_the_seeds_behind_the_number(site: Path) -> None:
 
 
 def test_cell_page_links_raw_record_config_tracks_and_commit(site: Path) -> None:
-    rec = next(r for r in showcase_records() if r.method == "orchestra" and r.partition_label == "iid")
+    rec = next(
+        r for r in showcase_records() if r.method == "orchestra" and r.partition_label == "iid"
+    )
     page = (site / "cells" / f"{rec.cell_id}.html").read_text()
     assert f'href="{rec.cell_id}.json"' in page and f'href="{rec.cell_id}.cell.json"' in page
     from benchmark.records.integrity import seal
 
-    assert from_json((site / "cells" / f"{rec.cell_id}.json").read_text()) == seal(rec)  # the raw record, published
-    assert json.loads((site / "cells" / f"{rec.cell_id}.cell.json").read_text()) == json.loads(json.dumps(rec.cell))
-    assert 'href="../tracks/cifar10-knn.html"' in page and 'href="../tracks/cifar10-linear.html"' in page
+    # the raw record, published
+    assert from_json((site / "cells" / f"{rec.cell_id}.json").read_text()) == seal(rec)
+    assert json.loads((site / "cells" / f"{rec.cell_id}.cell.json").read_text()) == json.loads(
+        json.dumps(rec.cell)
+    )
+    assert (
+        'href="../tracks/cifar10-knn.html"' in page
+        and 'href="../tracks/cifar10-linear.html"' in page
+    )
     assert MACHINE in page
     # "abc123" is not a full commit id: shown, never linked; a real sha links to the repository
     assert "abc123" in page and f"{URL}/commit/abc123" not in page
@@ -147,13 +166,27 @@ def test_csv_downloads_beside_data_json(site: Path) -> None:
     for name in ("tracks", "summaries", "margins", "paper-pairs"):
         assert f'href="csv/{name}.csv"' in index and (site / "csv" / f"{name}.csv").exists()
     rows = list(csv.DictReader(io.StringIO((site / "csv" / "tracks.csv").read_text())))
-    orchestra = next(r for r in rows if r["track"] == "cifar10-knn" and r["method"] == "orchestra"
-                     and r["partition_short"] == "IID")
-    assert float(orchestra["mean"]) == 75.5 and orchestra["rank"] == "1" and orchestra["fl_rounds"] == "100"
+    orchestra = next(
+        r
+        for r in rows
+        if r["track"] == "cifar10-knn"
+        and r["method"] == "orchestra"
+        and r["partition_short"] == "IID"
+    )
+    assert (
+        float(orchestra["mean"]) == 75.5
+        and orchestra["rank"] == "1"
+        and orchestra["fl_rounds"] == "100"
+    )
     assert json.loads(orchestra["values"]) == [75.0, 75.5, 76.0]
     margins = list(csv.DictReader(io.StringIO((site / "csv" / "margins.csv").read_text())))
-    fedavg = next(r for r in margins if r["method"] == "fedavg_simclr" and r["partition_label"] == "iid")
-    assert float(fedavg["margin"]) == pytest.approx(71.0 - 80.0) and fedavg["baseline"] == "no_pretrain"
+    fedavg = next(
+        r for r in margins if r["method"] == "fedavg_simclr" and r["partition_label"] == "iid"
+    )
+    assert (
+        float(fedavg["margin"]) == pytest.approx(71.0 - 80.0)
+        and fedavg["baseline"] == "no_pretrain"
+    )
     per_track = list(csv.DictReader(io.StringIO((site / "csv" / "cifar10-linear.csv").read_text())))
     assert {r["track"] for r in per_track} == {"cifar10-linear"} and len(per_track) >= 3
     data = json.loads((site / "data.json").read_text())
@@ -171,8 +204,9 @@ def test_favicon_legend_and_bytes_definition(site: Path) -> None:
 
 def test_method_page_cites_each_paper_once_and_renders_the_readme_as_markdown(site: Path) -> None:
     page = (site / "methods" / "orchestra.html").read_text()
-    readme = page[page.index("From methods/README.md"):page.index(">Results</h2>")]
-    assert "<code>orchestra</code>" in readme and "`" not in readme  # Markdown rendered, not shown raw
+    readme = page[page.index("From methods/README.md") : page.index(">Results</h2>")]
+    # Markdown rendered, not shown raw
+    assert "<code>orchestra</code>" in readme and "`" not in readme
     assert f'href="{URL}/blob/' in readme  # the README's relative link points into the repository
     source = "Orchestra: Unsupervised Federated Learning via Globally Consistent Clustering"
     # the method's own paper (papers.yaml) in the header and its BibTeX; the reference numbers'
@@ -183,12 +217,14 @@ def test_method_page_cites_each_paper_once_and_renders_the_readme_as_markdown(si
 
 
 def test_the_repository_results_folder_builds(tmp_path: Path) -> None:
-    """The site CI publishes: built from the repository's results/. With records in results/records its summary
-    tables must not be empty; either way the build succeeds and every page renders."""
+    """The site CI publishes: built from the repository's results/. With records in results/records
+    its summary tables must not be empty; either way the build succeeds and every page renders."""
     results = REPO / "results"
     index = build_site([results], tmp_path / "site")
     assert index.exists() and (tmp_path / "site" / "references.html").exists()
-    has_records = any((results / "records").rglob("*.json")) if (results / "records").exists() else False
+    has_records = (
+        any((results / "records").rglob("*.json")) if (results / "records").exists() else False
+    )
     data = json.loads((tmp_path / "site" / "data.json").read_text())
     if has_records:
         assert data["summaries"], "records in results/records but no summary table"

@@ -1,5 +1,5 @@
-"""Direct-hook harness for the FedU / FedEMA / FeatARC tests: a real method and real digits clients, hooks called
-by hand so a test can place a client in any state (not a test module itself)."""
+"""Direct-hook harness for the FedU / FedEMA / FeatARC tests: a real method and real digits clients,
+hooks called by hand so a test can place a client in any state (not a test module itself)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from benchmark.data.datasets import load_dataset_splits
-from benchmark.stages import build_method, build_partition, client_datasets, input_spec
-from benchmark.simulate import SimSettings, client_context, server_context
+from benchmark.engine.rounds import SimSettings, client_context, server_context
+from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
 from tests.helpers import smoke_cell
 
 
@@ -31,8 +31,15 @@ class Kit:
         return self.method.init_server(self.sctx(0))
 
 
-def make_kit(name: str, *, clients: int = 8, rounds: int = 4, method_params: dict | None = None,
-             backbone: dict | None = None, **extra: Any) -> Kit:
+def make_kit(
+    name: str,
+    *,
+    clients: int = 8,
+    rounds: int = 4,
+    method_params: dict | None = None,
+    backbone: dict | None = None,
+    **extra: Any,
+) -> Kit:
     if backbone is not None:
         extra["backbone"] = backbone
     cell = smoke_cell(name, clients=clients, rounds=rounds, method_params=method_params, **extra)
@@ -40,8 +47,14 @@ def make_kit(name: str, *, clients: int = 8, rounds: int = 4, method_params: dic
     part = build_partition(cell, ds.train.labels)
     method = build_method(cell, input_spec(ds))
     data = client_datasets(method, ds, part)
-    s = SimSettings(seed=cell.seed, num_rounds=rounds, local_epochs=1, per_round=clients,
-                    device=torch.device("cpu"), num_classes=ds.num_classes)
+    s = SimSettings(
+        seed=cell.seed,
+        num_rounds=rounds,
+        local_epochs=1,
+        per_round=clients,
+        device=torch.device("cpu"),
+        num_classes=ds.num_classes,
+    )
     return Kit(method, data, s)
 
 

@@ -1,4 +1,5 @@
-"""``no_pretrain_bn``: no_pretrain's weights, BN running statistics calibrated on the clients' data — nothing else."""
+"""``no_pretrain_bn``: no_pretrain's weights, BN running statistics calibrated on the clients' data
+— nothing else."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from benchmark.runner import run_cell
-from benchmark.stages import export_encoder, prepare, pretrain
-from benchmark.rundir import PretrainDir
+from benchmark.engine.runner import run_cell
+from benchmark.engine.stages import export_encoder, prepare, pretrain
+from benchmark.runroot.rundir import PretrainDir
 from tests.helpers import smoke_cell
 
 
@@ -28,15 +29,24 @@ def test_only_bn_statistics_change(tmp_path: Path) -> None:
         if key in stats:
             assert not torch.equal(plain[key], calibrated[key]), f"{key} was not calibrated"
         elif not key.endswith("num_batches_tracked"):
-            assert torch.equal(plain[key], calibrated[key]), f"{key} is a weight and must not change"
+            assert torch.equal(plain[key], calibrated[key]), (
+                f"{key} is a weight and must not change"
+            )
 
 
 def test_statistics_are_the_size_weighted_mean_of_the_clients(tmp_path: Path) -> None:
-    """Each client calibrates on its own images; the server averages by client size (FedAvg of BN buffers)."""
+    """Each client calibrates on its own images; the server averages by client size (FedAvg of BN
+    buffers)."""
     from methods.calibrated_init import calibrate_bn
 
-    prep = prepare(smoke_cell("no_pretrain_bn", tasks=["knn"], clients=2, partition={"name": "dirichlet",
-                                                                                       "alpha": 0.5}))
+    prep = prepare(
+        smoke_cell(
+            "no_pretrain_bn",
+            tasks=["knn"],
+            clients=2,
+            partition={"name": "dirichlet", "alpha": 0.5},
+        )
+    )
     pre = pretrain(prep, PretrainDir(tmp_path / "p"))
     got = export_encoder(prep.method, pre.server).module
     per_client = []
@@ -52,7 +62,7 @@ def test_statistics_are_the_size_weighted_mean_of_the_clients(tmp_path: Path) ->
 
 
 def _ctx(prep):
-    from benchmark.simulate import server_context
+    from benchmark.engine.rounds import server_context
 
     return server_context(prep.settings, 0, None)
 
@@ -60,5 +70,10 @@ def _ctx(prep):
 def test_calibration_lifts_random_init_and_communicates_once(tmp_path: Path) -> None:
     plain = run_cell(smoke_cell("no_pretrain", rounds=2, tasks=["knn"]), tmp_path, device="cpu")
     cal = run_cell(smoke_cell("no_pretrain_bn", rounds=2, tasks=["knn"]), tmp_path, device="cpu")
-    assert cal.comm.per_round_up[0] > 0 and cal.comm.per_round_up[1] == 0 and cal.comm.per_round_down[1] == 0
-    assert cal.scores[0].values != plain.scores[0].values  # evaluation sees the calibrated statistics
+    assert (
+        cal.comm.per_round_up[0] > 0
+        and cal.comm.per_round_up[1] == 0
+        and cal.comm.per_round_down[1] == 0
+    )
+    # evaluation sees the calibrated statistics
+    assert cal.scores[0].values != plain.scores[0].values

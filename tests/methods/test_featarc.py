@@ -1,4 +1,5 @@
-"""FeatARC faithfulness tests: the items of docs/methods/featarc.md §9 (numbers in the comments are the spec's)."""
+"""FeatARC faithfulness tests: the items of docs/methods/featarc.md §9 (numbers in the comments are
+the spec's)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import ComponentSpec, Payload
-from benchmark.config import ConfigError
-from benchmark.rundir import RunDir
-from benchmark.runner import run_cell
+from benchmark.api import ComponentSpec, Payload, select
+from benchmark.core.config import ConfigError
+from benchmark.engine.runner import run_cell
+from benchmark.runroot.rundir import RunDir
 from methods._shared.feature_align import largest_cluster
-from methods._shared.modules import select
 from methods.featarc import FeatARC, FeatARCConfig, preset
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import make_kit
@@ -54,19 +54,26 @@ def test_bytes_formula(featarc_vs_fedavg) -> None:
     rec1 = featarc_vs_fedavg["c1"][0]
     assert rec2.comm.per_round_down == tuple(2 * d for d in rec_f.comm.per_round_down)
     participants = 2
-    assert rec2.comm.per_round_up == tuple(u + participants * 4 * 2 for u in rec_f.comm.per_round_up)
-    assert rec1.comm.per_round_up == tuple(u + participants * 4 * 1 for u in rec_f.comm.per_round_up)
+    assert rec2.comm.per_round_up == tuple(
+        u + participants * 4 * 2 for u in rec_f.comm.per_round_up
+    )
+    assert rec1.comm.per_round_up == tuple(
+        u + participants * 4 * 1 for u in rec_f.comm.per_round_up
+    )
 
 
 def test_bytes_resnet18_oracle() -> None:
     """§8 worked example: (P + S) b = 46,823,168 B; C = 2 → down 93,646,336 B, up 46,823,176 B."""
-    from benchmark.simulate import SimSettings, payload_nbytes, server_context, tensors_nbytes
+    from benchmark.engine.client_store import tensors_nbytes
+    from benchmark.engine.rounds import SimSettings, payload_nbytes, server_context
 
-    m = FeatARC(FeatARCConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}), digits_inputs())
+    m = FeatARC(
+        FeatARCConfig(), ComponentSpec("resnet18_cifar", "1", {"width": 64}), digits_inputs()
+    )
     s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
     down = m.broadcast(m.init_server(server_context(s, 0, None)), server_context(s, 1, None))
     assert payload_nbytes(down) == 93_646_336
-    from methods._shared.modules import tensors_of
+    from benchmark.api import tensors_of
     from methods.featarc import onehot
 
     up = {**tensors_of(m.build()), "assign": onehot(0, 2)}
@@ -75,7 +82,8 @@ def test_bytes_resnet18_oracle() -> None:
 
 @pytest.mark.slow
 def test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl() -> None:
-    """§9.2: C = K, λ = 0, p = 1: client i stays in cluster i; client 0 follows local_ssl's trajectory."""
+    """§9.2: C = K, λ = 0, p = 1: client i stays in cluster i; client 0 follows local_ssl's
+    trajectory."""
     kit = make_kit("featarc", clients=2, method_params={"num_clusters": 2, "reg_scale": 0.0})
     loc = make_kit("local_ssl", clients=2)
     m, lm = kit.method, loc.method
@@ -89,7 +97,9 @@ def test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl() -> No
             ups[k], states[k] = m.client_update(down, states[k], kit.clients[k], kit.ctx(r, k))
             assert ups[k].metrics["cluster"] == k
         server = m.server_aggregate(server, ups, kit.sctx(r), None)
-        _, lstate = lm.client_update(lm.broadcast(lserver, loc.sctx(r)), lstate, loc.clients[0], loc.ctx(r, 0))
+        _, lstate = lm.client_update(
+            lm.broadcast(lserver, loc.sctx(r)), lstate, loc.clients[0], loc.ctx(r, 0)
+        )
     mine = select(states[0].tensors, "local.", strip=True)
     for k, v in mine.items():
         assert torch.equal(v, lstate.tensors[k]), k
@@ -108,7 +118,8 @@ def test_first_participation_picks_i_mod_c() -> None:
 
 
 def test_assignment_is_eval_mode_clean_and_leaves_bn_alone() -> None:
-    """§9.4: features are eval-mode forwards of the clean (normalised, un-augmented) images; BN stats untouched."""
+    """§9.4: features are eval-mode forwards of the clean (normalised, un-augmented) images; BN
+    stats untouched."""
     kit = make_kit("featarc", clients=2)
     m = kit.method
     server = kit.server()
@@ -119,21 +130,23 @@ def test_assignment_is_eval_mode_clean_and_leaves_bn_alone() -> None:
     local = m.init_cluster(0, 0)
     I, scores, feats = m.assign(down, local, view, net, torch.device("cpu"))
     ref = m.build()
-    from methods._shared.modules import load_tensors
+    from benchmark.api import load_tensors
 
     load_tensors(ref, m.cluster_tensors(down.tensors, 1))
     ref.eval()
     with torch.no_grad():
         z = torch.nn.functional.normalize(ref.encoder(view.normalize(view.images)), dim=1)
     assert torch.allclose(feats[1], z, atol=1e-5)
-    for k, v in m.cluster_tensors(down.tensors, 1).items():  # the working net's BN stats are those loaded
+    # the working net's BN stats are those loaded
+    for k, v in m.cluster_tensors(down.tensors, 1).items():
         assert torch.equal(net.state_dict()[k], v), k
     assert all(torch.equal(before[k], down.tensors[k]) for k in before)
     assert I == int(torch.argmin(scores)) and scores.shape == (2,)
 
 
 def test_cluster_models_unchanged_by_local_training() -> None:
-    """§9.5: the cluster models (down-link) are not modified by the client's training (targets detached)."""
+    """§9.5: the cluster models (down-link) are not modified by the client's training (targets
+    detached)."""
     kit = make_kit("featarc", clients=2)
     m = kit.method
     down = m.broadcast(kit.server(), kit.sctx(1))
@@ -148,11 +161,16 @@ def test_dimension_guard() -> None:
     spec = ComponentSpec("resnet_micro", "1", {"width": 4})
     with pytest.raises(ValueError, match="dimensions must match"):
         FeatARC(FeatARCConfig(proj_out=7), spec, digits_inputs())
-    FeatARC(FeatARCConfig(proj_out=7, align_local="projector", align_target="projector"), spec, digits_inputs())
+    FeatARC(
+        FeatARCConfig(proj_out=7, align_local="projector", align_target="projector"),
+        spec,
+        digits_inputs(),
+    )
 
 
 def test_aggregation_members_empty_and_order() -> None:
-    """§9.7: only members contribute; an empty cluster is unchanged bitwise; upload order does not matter."""
+    """§9.7: only members contribute; an empty cluster is unchanged bitwise; upload order does not
+    matter."""
     kit = make_kit("featarc", clients=3)
     m = kit.method
     server = kit.server()
@@ -166,7 +184,9 @@ def test_aggregation_members_empty_and_order() -> None:
     out = m.server_aggregate(server, ups, kit.sctx(1), None)
     out2 = m.server_aggregate(server, dict(sorted(ups.items())), kit.sctx(1), None)
     for k in names:
-        assert torch.allclose(out.model["cluster0." + k], torch.full_like(out.model["cluster0." + k], 2.5))
+        assert torch.allclose(
+            out.model["cluster0." + k], torch.full_like(out.model["cluster0." + k], 2.5)
+        )
         assert torch.equal(out.model["cluster1." + k], server.model["cluster1." + k])
         assert torch.equal(out.model["cluster0." + k], out2.model["cluster0." + k])
     assert out.extra["assign"].tolist() == [0, 1, 0] and out.extra["n"].tolist() == [1, 0, 3]
@@ -181,8 +201,10 @@ def test_cluster_mass_counts_examples_under_num_batches() -> None:
     server = kit.server()
     down = m.broadcast(server, kit.sctx(1))
     sizes = [kit.clients[k].num_examples for k in range(3)]
-    ups = {k: m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))[0]
-           for k in range(3)}
+    ups = {
+        k: m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))[0]
+        for k in range(3)
+    }
     for k, up in ups.items():
         assert int(up.tensors["size"]) == sizes[k]
         assert up.num_examples == up.metrics["steps"] < sizes[k]
@@ -213,14 +235,17 @@ def test_no_size_upload_when_the_weight_is_the_size() -> None:
 
 
 def test_partial_participation_keeps_stale_local_model() -> None:
-    """§9.8: a non-participant keeps its local model and assignment; that stale model is used next time."""
+    """§9.8: a non-participant keeps its local model and assignment; that stale model is used next
+    time."""
     kit = make_kit("featarc", clients=3)
     m = kit.method
     server = kit.server()
     down = m.broadcast(server, kit.sctx(1))
     ups, states = {}, {}
     for k in range(3):
-        ups[k], states[k] = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))
+        ups[k], states[k] = m.client_update(
+            down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k)
+        )
     server = m.server_aggregate(server, ups, kit.sctx(1), None)
     saved = {k: v.clone() for k, v in states[2].tensors.items()}
     down2 = m.broadcast(server, kit.sctx(2))
@@ -231,28 +256,35 @@ def test_partial_participation_keeps_stale_local_model() -> None:
     assert int(server.extra["assign"][2]) == int(saved["cluster"])
     assert server.extra["assign_history"][1, 2] == -1
     down3 = m.broadcast(server, kit.sctx(3))
-    I, scores, _ = m.assign(down3, select(saved, "local.", strip=True), kit.clients[2].train,
-                            m.nets.get(torch.device("cpu")), torch.device("cpu"))
+    I, scores, _ = m.assign(
+        down3,
+        select(saved, "local.", strip=True),
+        kit.clients[2].train,
+        m.nets.get(torch.device("cpu")),
+        torch.device("cpu"),
+    )
     up3, _ = m.client_update(down3, states[2], kit.clients[2], kit.ctx(3, 2, 0))
     assert up3.metrics["cluster"] == I and up3.metrics["align_score0"] == float(scores[0])
 
 
 def test_reporting_uses_training_side_information_only() -> None:
-    """§9.9: the selection function takes (assignments, sizes) only; ties go to the smaller index."""
+    """§9.9: the selection function takes (assignments, sizes) only; ties go to the smaller
+    index."""
     params = list(inspect.signature(largest_cluster).parameters)
     assert params == ["assign", "sizes", "num_clusters"]
     assert largest_cluster([0, 1], [5, 5], 2) == 0 and largest_cluster([1, 1, 0], [2, 2, 3], 2) == 1
     with pytest.raises((ConfigError, TypeError, ValueError)):
-        from benchmark.config import from_mapping
+        from benchmark.core.config import from_mapping
 
         from_mapping(FeatARCConfig, {"report_model": "best_on_test"})
 
 
 def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
-    """§3 / §9.9: the code-behaviour mode scores every cluster model and reports the maximum; its cards carry
-    ``selects_on_test`` (so the leaderboard keeps them out of main columns), the per-cluster scores and the
-    mass-weighted mean are reported beside it; the default mode's cards select nothing, its value is the largest
-    cluster's score, and every cluster's score and their mass-weighted mean are logged beside it (§3)."""
+    """§3 / §9.9: the code-behaviour mode scores every cluster model and reports the maximum; its
+    cards carry ``selects_on_test`` (so the leaderboard keeps them out of main columns), the
+    per-cluster scores and the mass-weighted mean are reported beside it; the default mode's cards
+    select nothing, its value is the largest cluster's score, and every cluster's score and their
+    mass-weighted mean are logged beside it (§3)."""
     tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
     kw = {"rounds": 1, "clients": 3, "tasks": tasks}
     cell_max = smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw)
@@ -262,21 +294,27 @@ def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
     rec_max = run_cell(cell_max, tmp_path)
     rec_def = run_cell(cell_def, tmp_path)
     assert rec_max.status == rec_def.status == "ok"
-    assert rec_def.compute.pretrain_time_s == rec_max.compute.pretrain_time_s  # read back from the shared final.pt
+    # read back from the shared final.pt
+    assert rec_def.compute.pretrain_time_s == rec_max.compute.pretrain_time_s
     for s in rec_max.scores:
         per = s.extra["per_member"]
         assert len(per) == 2 and s.values["top1"] == max(per)
         assert s.card.selects_on_test and s.card.selection == "max_over_models_test"
         mass = s.extra["member_weights"]
         assert sum(mass) > 0 and s.values["top1_weighted"] == pytest.approx(
-            sum(m * a for m, a in zip(mass, per)) / sum(mass))
+            sum(m * a for m, a in zip(mass, per)) / sum(mass)
+        )
     for s, s_max in zip(rec_def.scores, rec_max.scores, strict=True):
         assert not s.card.selects_on_test and s.card.selection != "max_over_models_test"
         per, pick = s.extra["per_member"], s.extra["designated_member"]
         assert per == s_max.extra["per_member"]  # the same cluster models, scored the same way
-        assert s.values["top1"] == per[pick] and s.values["top1_weighted"] == s_max.values["top1_weighted"]
+        assert (
+            s.values["top1"] == per[pick]
+            and s.values["top1_weighted"] == s_max.values["top1_weighted"]
+        )
         mass = s.extra["member_weights"]
-        assert mass[pick] == max(mass) and pick == mass.index(max(mass))  # the largest cluster, ties to the smaller j
+        # the largest cluster, ties to the smaller j
+        assert mass[pick] == max(mass) and pick == mass.index(max(mass))
 
 
 def test_presets() -> None:
@@ -287,8 +325,8 @@ def test_presets() -> None:
 
 @pytest.mark.slow
 def test_smoke_logs_assignments_and_reported_cluster(featarc_vs_fedavg) -> None:
-    """§9.12: C = 2, 2 rounds, E = 1: finite losses; every round's assignment vector is kept; the reported
-    cluster is logged."""
+    """§9.12: C = 2, 2 rounds, E = 1: finite losses; every round's assignment vector is kept; the
+    reported cluster is logged."""
     rec, fin = featarc_vs_fedavg["c2"]
     assert rec.status == "ok"
     hist = fin["extra"]["assign_history"]
@@ -296,15 +334,15 @@ def test_smoke_logs_assignments_and_reported_cluster(featarc_vs_fedavg) -> None:
     for h in fin["history"]:
         assert h["loss"] == h["loss"] and "reported_cluster" in h
     m = make_kit("featarc").method
-    from benchmark.types import ServerState
+    from benchmark.contracts.types import ServerState
 
     j = m.reported_cluster(ServerState(fin["model"], fin["extra"]))
     assert fin["history"][-1]["reported_cluster"] == j
 
 
 def test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_pulls_together() -> None:
-    """§9.5: L_align = −1 when the local outputs equal the targets; +1 when they are opposite (a flipped sign would
-    make the regulariser push local features away from the cluster model's)."""
+    """§9.5: L_align = −1 when the local outputs equal the targets; +1 when they are opposite (a
+    flipped sign would make the regulariser push local features away from the cluster model's)."""
     from methods._shared.feature_align import alignment_loss
 
     t = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
@@ -325,11 +363,14 @@ def test_pick_cluster_breaks_exact_ties_to_the_smallest_index() -> None:
     assert pick_cluster(torch.tensor([0.1, 0.3, -0.2, -0.2], dtype=torch.float64)) == 2
 
 
-def test_partial_participation_covers_every_registered_client_in_the_per_client_card(tmp_path) -> None:
-    """With p < 1 the client with the highest id may never be sampled: the server still holds an assignment (i mod
-    C) and a size (0) for every registered client, so perclient@v1 maps all K clients (it failed the cell before)."""
-    from benchmark.simulate import server_context
-    from benchmark.stages import prepare
+def test_partial_participation_covers_every_registered_client_in_the_per_client_card(
+    tmp_path,
+) -> None:
+    """With p < 1 the client with the highest id may never be sampled: the server still holds an
+    assignment (i mod C) and a size (0) for every registered client, so perclient@v1 maps all K
+    clients (it failed the cell before)."""
+    from benchmark.engine.rounds import server_context
+    from benchmark.engine.stages import prepare
 
     cell = smoke_cell("featarc", rounds=1, clients=4, participation=0.5, tasks=["perclient"])
     prep = prepare(cell)

@@ -1,5 +1,5 @@
-"""FedEMA faithfulness tests: every item of docs/methods/fedema.md §7, plus the partial-participation kill/resume acceptance test
-(client states included)."""
+"""FedEMA faithfulness tests: every item of docs/methods/fedema.md §7, plus the
+partial-participation kill/resume acceptance test (client states included)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import Payload
-from benchmark.rundir import PretrainDir, RunDir
-from benchmark.simulate import Checkpointer, state_digest
-from methods._shared.ema import divergence
+from benchmark.api import Payload, divergence
+from benchmark.engine.checkpoints import Checkpointer
+from benchmark.engine.client_store import state_digest
+from benchmark.runroot.rundir import PretrainDir, RunDir
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
 
-# §7 tests 1-7 check the printed formula's mechanics: divergence against the new global model, μ clipped at 1
+# §7 tests 1-7 check the printed formula's mechanics: divergence against the new global model, μ
+# clipped at 1
 PRINTED = {"divergence_ref": "global", "mu_max": 1.0}
 
 
@@ -28,13 +29,16 @@ def with_cfg(kit, **changes):
 
 
 def round1(kit, clients=(0, 1)):
-    """Round 1 with real training for ``clients``; returns their states and the round-2 broadcast."""
+    """Round 1 with real training for ``clients``; returns their states and the round-2
+    broadcast."""
     m = kit.method
     server = kit.server()
     down = m.broadcast(server, kit.sctx(1))
     ups, states = {}, {}
     for k in clients:
-        ups[k], states[k] = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))
+        ups[k], states[k] = m.client_update(
+            down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k)
+        )
     server = m.server_aggregate(server, ups, kit.sctx(1), None)
     return states, server
 
@@ -49,7 +53,8 @@ def test_mu_rule() -> None:
 
 @pytest.mark.parametrize("tau", [0.7, 0.8])
 def test_autoscaler_first_merge_gives_tau_and_is_frozen(tau: float) -> None:
-    """§7.2: μ = τ at the round-2 merge; λ = τ/d stored; unchanged in round 3 and by a fresh (restarted) instance."""
+    """§7.2: μ = τ at the round-2 merge; λ = τ/d stored; unchanged in round 3 and by a fresh
+    (restarted) instance."""
     kit = with_cfg(make_kit("fedema", method_params={**PRINTED, "autoscaler_tau": tau}))
     m = kit.method
     states, server = round1(kit)
@@ -61,7 +66,8 @@ def test_autoscaler_first_merge_gives_tau_and_is_frozen(tau: float) -> None:
     assert math.isclose(lam, tau / d, rel_tol=1e-9)
     server = m.server_aggregate(server, {0: up2}, kit.sctx(2), None)
     down3 = m.broadcast(server, kit.sctx(3))
-    fresh = FedEMA(m.cfg, m.backbone, m.inputs)  # a restart from checkpoint: only the persisted state carries λ
+    # a restart from checkpoint: only the persisted state carries λ
+    fresh = FedEMA(m.cfg, m.backbone, m.inputs)
     up3, st3 = fresh.client_update(down3, st2, kit.clients[0], kit.ctx(3, 0, 0))
     d3 = divergence(down3.tensors, st2.tensors, m.divergence_names())
     assert float(st3.tensors["scaler"]) == lam and d3 != d
@@ -78,7 +84,8 @@ def merge_e0(kit, **cfg):
 
 @pytest.mark.parametrize("tau", [0.3, 0.7])
 def test_merge_arithmetic(tau: float) -> None:
-    """§7.3 (E = 0): params = μ local + (1 − μ) global; online buffers global; predictor buffers local iff μ > 0.5."""
+    """§7.3 (E = 0): params = μ local + (1 − μ) global; online buffers global; predictor buffers
+    local iff μ > 0.5."""
     kit = make_kit("fedema", method_params=PRINTED)
     local, down, up, _ = merge_e0(kit, autoscaler_tau=tau)
     mu = up.metrics["mu"]
@@ -99,7 +106,9 @@ def test_extremes() -> None:
     local, down, up, _ = merge_e0(kit, autoscaler=False, scaler=1e6)  # λ d ≫ 1 → μ = 1
     assert up.metrics["mu"] == 1.0
     for k in down.tensors:
-        expect = down.tensors[k] if (k.startswith("online.") and "running_" in k) else local.tensors[k]
+        expect = (
+            down.tensors[k] if (k.startswith("online.") and "running_" in k) else local.tensors[k]
+        )
         assert torch.equal(up.tensors[k], expect), k
     # d = 0: the client's online encoder equals the global one
     same = Payload({k: local.tensors[k].clone() for k in down.tensors})
@@ -112,7 +121,9 @@ def test_d_zero_leaves_scaler_unset() -> None:
     kit = make_kit("fedema", method_params=PRINTED)
     states, _server = round1(kit)
     local = states[0]
-    same = Payload({k: v.clone() for k, v in local.tensors.items() if k.startswith(("online.", "predictor."))})
+    same = Payload(
+        {k: v.clone() for k, v in local.tensors.items() if k.startswith(("online.", "predictor."))}
+    )
     _, st = kit.method.client_update(same, local, kit.clients[0], kit.ctx(2, 0, 0))
     assert math.isnan(float(st.tensors["scaler"]))
 
@@ -126,8 +137,10 @@ def test_first_merge_at_zero_drift_takes_the_global_model() -> None:
     assert kit.method.cfg.divergence_ref == "local_drift"
     states, server = round1(kit)
     local = states[0]
-    still = type(local)(tensors={**local.tensors, "drift": torch.tensor(0.0, dtype=torch.float64)},
-                        last_round=local.last_round)
+    still = type(local)(
+        tensors={**local.tensors, "drift": torch.tensor(0.0, dtype=torch.float64)},
+        last_round=local.last_round,
+    )
     down = kit.method.broadcast(server, kit.sctx(2))
     merged = kit.method.merge(down, still, kit.ctx(2, 0, 0))
     assert merged.metrics["mu"] == 0.0 and math.isnan(float(merged.extra["scaler"]))
@@ -152,7 +165,9 @@ def test_stale_policy(policy: str) -> None:
     kit = with_cfg(make_kit("fedema", method_params=PRINTED), stale_policy=policy)
     m = kit.method
     states, server = round1(kit)
-    up1, states[1] = m.client_update(m.broadcast(server, kit.sctx(2)), states[1], kit.clients[1], kit.ctx(2, 1))
+    up1, states[1] = m.client_update(
+        m.broadcast(server, kit.sctx(2)), states[1], kit.clients[1], kit.ctx(2, 1)
+    )
     server = m.server_aggregate(server, {1: up1}, kit.sctx(2), None)
     down3 = m.broadcast(server, kit.sctx(3))
     up3, st3 = m.client_update(down3, states[0], kit.clients[0], kit.ctx(3, 0, 0))
@@ -160,10 +175,13 @@ def test_stale_policy(policy: str) -> None:
         assert equal(up3.tensors, down3.tensors)
         for k, v in down3.tensors.items():
             if k.startswith("online."):
-                assert torch.equal(st3.tensors["target." + k[len("online."):]], v)
+                assert torch.equal(st3.tensors["target." + k[len("online.") :]], v)
     else:
         d = divergence(down3.tensors, states[0].tensors, m.divergence_names())
-        assert math.isclose(up3.metrics["divergence"], d) and abs(up3.metrics["mu"] - m.cfg.autoscaler_tau) < 1e-6
+        assert (
+            math.isclose(up3.metrics["divergence"], d)
+            and abs(up3.metrics["mu"] - m.cfg.autoscaler_tau) < 1e-6
+        )
         assert equal(st3.tensors, states[0].tensors, "target.")
 
 
@@ -182,9 +200,14 @@ def test_local_drift() -> None:
     states, server = round1(kit)
     down1 = m.broadcast(kit.server(), kit.sctx(1))
     drift = float(states[0].tensors["drift"])
-    # start of round-1 training = the global model; end = the uploaded online encoder (kept in the state)
-    assert math.isclose(drift, divergence(down1.tensors, states[0].tensors, m.divergence_names()), rel_tol=1e-9)
-    up2, _ = m.client_update(m.broadcast(server, kit.sctx(2)), states[0], kit.clients[0], kit.ctx(2, 0, 0))
+    # start of round-1 training = the global model; end = the uploaded online encoder (kept in the
+    # state)
+    assert math.isclose(
+        drift, divergence(down1.tensors, states[0].tensors, m.divergence_names()), rel_tol=1e-9
+    )
+    up2, _ = m.client_update(
+        m.broadcast(server, kit.sctx(2)), states[0], kit.clients[0], kit.ctx(2, 0, 0)
+    )
     assert up2.metrics["divergence"] == drift
 
 
@@ -195,7 +218,10 @@ def test_first_participation_copies_global() -> None:
     down = m.broadcast(kit.server(), kit.sctx(1))
     up, st = m.client_update(down, m.init_client(0, kit.server()), kit.clients[0], kit.ctx(1, 0, 0))
     assert equal(up.tensors, down.tensors) and "scaler" not in st.tensors
-    assert st.tensors["target.backbone.conv1.weight"].data_ptr() != st.tensors["online.backbone.conv1.weight"].data_ptr()
+    assert (
+        st.tensors["target.backbone.conv1.weight"].data_ptr()
+        != st.tensors["online.backbone.conv1.weight"].data_ptr()
+    )
 
 
 def client_state_digests(pretrain_dir: PretrainDir) -> dict[str, str]:
@@ -204,14 +230,16 @@ def client_state_digests(pretrain_dir: PretrainDir) -> dict[str, str]:
     for k, entry in latest["clients"].items():
         if entry["file"]:
             tensors = torch.load(pretrain_dir.states / entry["file"], weights_only=True)
-            out[k] = f"{entry['last_round']}:{state_digest({n: v.reshape(-1) for n, v in tensors.items()})}"
+            out[k] = (
+                f"{entry['last_round']}:{state_digest({n: v.reshape(-1) for n, v in tensors.items()})}"
+            )
     return out
 
 
 @pytest.mark.slow
 def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
-    """Acceptance: FedEMA with partial participation, stopped after round 2 and resumed, equals the straight run
-    (server digest, scores, bytes, and every client state including λ_k)."""
+    """Acceptance: FedEMA with partial participation, stopped after round 2 and resumed, equals the
+    straight run (server digest, scores, bytes, and every client state including λ_k)."""
     cell = smoke_cell("fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"])
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert_same_numbers(resumed, straight)
@@ -219,14 +247,18 @@ def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
     b = client_state_digests(RunDir.of(cell, tmp_path / "b").pretrain)
     assert a == b and len(a) >= 3  # clients skipped in some rounds are still there
     rounds = {int(v.split(":")[0]) for v in a.values()}
-    assert len(rounds) > 1  # some states date from earlier rounds (survived rounds without the client)
+    # some states date from earlier rounds (survived rounds without the client)
+    assert len(rounds) > 1
 
 
 def _mu_over_rounds(divergence_ref: str, tmp_path: Path) -> tuple[float, dict[int, list[float]]]:
-    """Test 8b's run: 4 clients, 6 rounds, full participation, the mode's default mu_max; μ per client per merge."""
-    from benchmark.stages import prepare, pretrain
+    """Test 8b's run: 4 clients, 6 rounds, full participation, the mode's default mu_max; μ per
+    client per merge."""
+    from benchmark.engine.stages import prepare, pretrain
 
-    cell = smoke_cell("fedema", rounds=6, clients=4, tasks=[], method_params={"divergence_ref": divergence_ref})
+    cell = smoke_cell(
+        "fedema", rounds=6, clients=4, tasks=[], method_params={"divergence_ref": divergence_ref}
+    )
     prep = prepare(cell)
     mus: dict[int, list[float]] = {}
     update = prep.method.client_update
@@ -243,7 +275,8 @@ def _mu_over_rounds(divergence_ref: str, tmp_path: Path) -> tuple[float, dict[in
 
 
 def test_default_divergence_ref_is_the_authors_code_and_global_clips_at_0_7() -> None:
-    """docs/methods/fedema.md §6 items 2 and 7 (amended): local_drift by default with μ_max 1; global with μ_max 0.7."""
+    """docs/methods/fedema.md §6 items 2 and 7 (amended): local_drift by default with μ_max 1;
+    global with μ_max 0.7."""
     assert FedEMAConfig().divergence_ref == "local_drift" and FedEMAConfig().mu_max == 1.0
     assert FedEMAConfig(divergence_ref="global").mu_max == 0.7
     assert FedEMAConfig(divergence_ref="global", mu_max=0.9).mu_max == 0.9
@@ -251,10 +284,12 @@ def test_default_divergence_ref_is_the_authors_code_and_global_clips_at_0_7() ->
 
 @pytest.mark.parametrize("divergence_ref", ["local_drift", "global"])
 def test_mu_over_rounds(divergence_ref: str, tmp_path: Path) -> None:
-    """docs/methods/fedema.md §7 test 8b: in local_drift mode no client's μ reaches μ_max after its first merge and each client's
-    μ falls from one merge to the next as the cosine lr falls; in global mode μ never exceeds 0.7."""
+    """docs/methods/fedema.md §7 test 8b: in local_drift mode no client's μ reaches μ_max after its
+    first merge and each client's μ falls from one merge to the next as the cosine lr falls; in
+    global mode μ never exceeds 0.7."""
     mu_max, mus = _mu_over_rounds(divergence_ref, tmp_path)
-    assert sorted(mus) == [0, 1, 2, 3] and all(len(v) == 5 for v in mus.values())  # rounds 2..6 merge
+    # rounds 2..6 merge
+    assert sorted(mus) == [0, 1, 2, 3] and all(len(v) == 5 for v in mus.values())
     if divergence_ref == "global":
         assert mu_max == 0.7 and max(max(v) for v in mus.values()) <= 0.7
         return
@@ -263,7 +298,8 @@ def test_mu_over_rounds(divergence_ref: str, tmp_path: Path) -> None:
         assert seq[0] == pytest.approx(0.7, abs=1e-6)  # the autoscaler's first merge: μ = τ
         assert all(m < mu_max for m in seq[1:]), (k, seq)
         assert seq[-1] < seq[1], (k, seq)  # falls with the cosine lr
-    # per merge, the clients' mean μ falls strictly (at this toy scale one client's μ may rise once: measured
-    # [0.7, 0.065, 0.081, 0.041, 0.024] for client 3, so the strict per-client form of 8b is checked on the mean)
+    # per merge, the clients' mean μ falls strictly (at this toy scale one client's μ may rise once:
+    # measured [0.7, 0.065, 0.081, 0.041, 0.024] for client 3, so the strict per-client form of 8b
+    # is checked on the mean)
     means = [sum(mus[k][i] for k in mus) / len(mus) for i in range(5)]
     assert all(b < a for a, b in itertools.pairwise(means)), means

@@ -1,4 +1,5 @@
-"""FedMAE (docs/methods/fedmae.md §7 tests 4–8): payloads, `none` and `mean` state, the block pool, the cascade's weights."""
+"""FedMAE (docs/methods/fedmae.md §7 tests 4–8): payloads, `none` and `mean` state, the block pool,
+the cascade's weights."""
 
 from __future__ import annotations
 
@@ -6,25 +7,61 @@ import pytest
 import torch
 
 from benchmark.api import ClientData, ClientState, Payload, UnlabeledView
-from benchmark.grid import ComponentSpec
-from benchmark.registries import load_builtins
-from benchmark.simulate import SimSettings, client_context, payload_nbytes, server_context
-from methods._shared.cascade import PoolEntry, cascade_tensors, pool_entries, pool_insert, pool_to_extra
+from benchmark.contracts.registries import load_builtins
+from benchmark.contracts.specs import ComponentSpec
+from benchmark.engine.rounds import SimSettings, client_context, payload_nbytes, server_context
+from methods._shared.cascade import (
+    PoolEntry,
+    cascade_tensors,
+    pool_entries,
+    pool_insert,
+    pool_to_extra,
+)
 from methods.fedmae import FedMAE, FedMAEConfig
 from tests.helpers import digits_inputs
 
 load_builtins()
-BLOCK = ("norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-         "norm2.weight", "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias")
-NAMES = {"mae.patch_embed.proj.weight", "mae.patch_embed.proj.bias", "mae.cls_token",
-         *(f"mae.blocks.0.{b}" for b in BLOCK), "mae.norm.weight", "mae.norm.bias", "mae.decoder_embed.weight",
-         "mae.decoder_embed.bias", "mae.mask_token", *(f"mae.decoder_blocks.0.{b}" for b in BLOCK),
-         "mae.decoder_norm.weight", "mae.decoder_norm.bias", "mae.decoder_pred.weight", "mae.decoder_pred.bias"}
-SETTINGS = SimSettings(seed=0, num_rounds=3, local_epochs=1, per_round=1, device=torch.device("cpu"))
+BLOCK = (
+    "norm1.weight",
+    "norm1.bias",
+    "attn.qkv.weight",
+    "attn.qkv.bias",
+    "attn.proj.weight",
+    "attn.proj.bias",
+    "norm2.weight",
+    "norm2.bias",
+    "mlp.fc1.weight",
+    "mlp.fc1.bias",
+    "mlp.fc2.weight",
+    "mlp.fc2.bias",
+)
+NAMES = {
+    "mae.patch_embed.proj.weight",
+    "mae.patch_embed.proj.bias",
+    "mae.cls_token",
+    *(f"mae.blocks.0.{b}" for b in BLOCK),
+    "mae.norm.weight",
+    "mae.norm.bias",
+    "mae.decoder_embed.weight",
+    "mae.decoder_embed.bias",
+    "mae.mask_token",
+    *(f"mae.decoder_blocks.0.{b}" for b in BLOCK),
+    "mae.decoder_norm.weight",
+    "mae.decoder_norm.bias",
+    "mae.decoder_pred.weight",
+    "mae.decoder_pred.bias",
+}
+SETTINGS = SimSettings(
+    seed=0, num_rounds=3, local_epochs=1, per_round=1, device=torch.device("cpu")
+)
 
 
 def method(backbone: str = "vit_micro", bparams: dict | None = None, **cfg) -> FedMAE:
-    return FedMAE(FedMAEConfig(batch_size=16, **cfg), ComponentSpec(backbone, "1", bparams or {}), digits_inputs())
+    return FedMAE(
+        FedMAEConfig(batch_size=16, **cfg),
+        ComponentSpec(backbone, "1", bparams or {}),
+        digits_inputs(),
+    )
 
 
 def client(k: int, n: int = 32) -> ClientData:
@@ -47,9 +84,16 @@ def test_payload_names_and_bytes() -> None:
     server = m.init_server(server_context(SETTINGS, 0, None))
     assert set(server.model) == NAMES and len(NAMES) == 36
     down, up, _ = update(m, server, ClientState(), 0, 1)
-    assert down.tensors == {} and set(up.tensors) == NAMES and up.num_examples == 32 and "loss" in up.metrics
+    assert (
+        down.tensors == {}
+        and set(up.tensors) == NAMES
+        and up.num_examples == 32
+        and "loss" in up.metrics
+    )
     mm = method(aggregate="mean")
-    down, up, state = update(mm, mm.init_server(server_context(SETTINGS, 0, None)), ClientState(), 0, 1)
+    down, up, state = update(
+        mm, mm.init_server(server_context(SETTINGS, 0, None)), ClientState(), 0, 1
+    )
     assert set(down.tensors) == NAMES and set(up.tensors) == NAMES and state.tensors == {}
     paper = method("vit_base_p16").initial_tensors(0)  # the up-link carries exactly these tensors
     assert set(paper) == NAMES and payload_nbytes(Payload(paper)) == 46_489_600
@@ -79,11 +123,15 @@ def test_mean_mode_weighted_average_and_start_point() -> None:
     server = m.init_server(server_context(SETTINGS, 0, None))
     a = {k: torch.zeros_like(v) for k, v in server.model.items()}
     b = {k: torch.ones_like(v) for k, v in server.model.items()}
-    new = m.server_aggregate(server, {0: Payload(a, 1), 1: Payload(b, 3)}, server_context(SETTINGS, 1, None), None)
+    new = m.server_aggregate(
+        server, {0: Payload(a, 1), 1: Payload(b, 3)}, server_context(SETTINGS, 1, None), None
+    )
     assert all(torch.allclose(v, torch.full_like(v, 0.75)) for v in new.model.values())
     down = m.broadcast(new, server_context(SETTINGS, 2, None))
     for k in (0, 1):
-        start = m.start_tensors(down, ClientState(tensors={}, last_round=1), client_context(SETTINGS, 2, k, None))
+        start = m.start_tensors(
+            down, ClientState(tensors={}, last_round=1), client_context(SETTINGS, 2, k, None)
+        )
         assert equal(dict(start), dict(new.model))
 
 
@@ -101,8 +149,12 @@ def test_pool_order_replacement_and_size() -> None:
     pool = pool_insert(pool, {4: fake(6), 5: fake(7)}, 4, 4)  # at most pool_size entries
     assert [(e.round, e.client) for e in pool] == [(4, 4), (4, 5), (3, 1), (2, 0)]
     back = pool_entries(pool_to_extra(pool))
-    assert [(e.round, e.client, float(e.tensors["mae.x"])) for e in back] == [(4, 4, 6), (4, 5, 7), (3, 1, 5),
-                                                                             (2, 0, 4)]
+    assert [(e.round, e.client, float(e.tensors["mae.x"])) for e in back] == [
+        (4, 4, 6),
+        (4, 5, 7),
+        (3, 1, 5),
+        (2, 0, 4),
+    ]
 
 
 def test_server_pool_after_rounds() -> None:
@@ -148,24 +200,40 @@ def test_cascade_fresh_trailing_blocks_and_global_copies() -> None:
     with pytest.warns(UserWarning, match="freshly initialised"):  # empty pool: every block fresh
         fresh = m.cascaded_tensors(m.init_server(server_context(SETTINGS, 0, None)))
     for i in range(5):
-        src = ups[i].tensors["mae.blocks.0.mlp.fc1.weight"] if i < 3 else fresh[f"mae.blocks.{i}.mlp.fc1.weight"]
+        src = (
+            ups[i].tensors["mae.blocks.0.mlp.fc1.weight"]
+            if i < 3
+            else fresh[f"mae.blocks.{i}.mlp.fc1.weight"]
+        )
         assert torch.equal(sd[f"blocks.{i}.mlp.fc1.weight"], src)
     assert torch.equal(sd["norm.weight"], ups[2].tensors["mae.norm.weight"])  # s_{N_p}
     g = method(bparams={"depth": 5}, aggregate="mean", cascade_source="global_copies")
     server, _ = pooled_server(g, 2)
     sd = g.encoder(server).module.state_dict()
     for i in range(5):
-        assert torch.equal(sd[f"blocks.{i}.attn.qkv.weight"], server.model["mae.blocks.0.attn.qkv.weight"])
+        assert torch.equal(
+            sd[f"blocks.{i}.attn.qkv.weight"], server.model["mae.blocks.0.attn.qkv.weight"]
+        )
 
 
 def test_cascade_mean_shared_tensors() -> None:
-    s1 = {"mae.blocks.0.w": torch.tensor([1.0]), "mae.norm.weight": torch.tensor([2.0]),
-          "mae.cls_token": torch.tensor([0.0])}
-    s2 = {"mae.blocks.0.w": torch.tensor([3.0]), "mae.norm.weight": torch.tensor([4.0]),
-          "mae.cls_token": torch.tensor([1.0])}
-    fresh = {"mae.blocks.0.w": torch.tensor([9.0]), "mae.blocks.1.w": torch.tensor([9.0]),
-             "mae.blocks.2.w": torch.tensor([8.0]), "mae.norm.weight": torch.tensor([9.0]),
-             "mae.cls_token": torch.tensor([9.0])}
+    s1 = {
+        "mae.blocks.0.w": torch.tensor([1.0]),
+        "mae.norm.weight": torch.tensor([2.0]),
+        "mae.cls_token": torch.tensor([0.0]),
+    }
+    s2 = {
+        "mae.blocks.0.w": torch.tensor([3.0]),
+        "mae.norm.weight": torch.tensor([4.0]),
+        "mae.cls_token": torch.tensor([1.0]),
+    }
+    fresh = {
+        "mae.blocks.0.w": torch.tensor([9.0]),
+        "mae.blocks.1.w": torch.tensor([9.0]),
+        "mae.blocks.2.w": torch.tensor([8.0]),
+        "mae.norm.weight": torch.tensor([9.0]),
+        "mae.cls_token": torch.tensor([9.0]),
+    }
     out = cascade_tensors([s1, s2], fresh, 3, shared="mean")
     assert [float(out[f"mae.blocks.{i}.w"]) for i in range(3)] == [1.0, 3.0, 8.0]
     assert float(out["mae.norm.weight"]) == 3.0 and float(out["mae.cls_token"]) == 0.5
@@ -186,31 +254,50 @@ def test_config_guards() -> None:
 
 @pytest.mark.slow
 def test_mean_mode_resume_equivalence(tmp_path) -> None:
-    """Spec test 11 in `mean` mode (the registry smoke test covers the default `none` mode): pool included."""
+    """Spec test 11 in `mean` mode (the registry smoke test covers the default `none` mode): pool
+    included."""
     from tests.helpers import run_straight_and_resumed, smoke_cell
 
-    cell = smoke_cell("fedmae", rounds=2, clients=3, participation=0.67, tasks=["reconstruction"],
-                      method_params={"aggregate": "mean"})
+    cell = smoke_cell(
+        "fedmae",
+        rounds=2,
+        clients=3,
+        participation=0.67,
+        tasks=["reconstruction"],
+        method_params={"aggregate": "mean"},
+    )
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert resumed.final_state_digest == straight.final_state_digest
     assert [s.values for s in resumed.scores] == [s.values for s in straight.scores]
 
 
 def test_cascade_ablations_share_one_pretraining(tmp_path) -> None:
-    """The cascade (§2.6) is built on the server after training, so the Table 7-8 ablations (depth N, pre-trained
-    blocks N_p, source, shared tensors, fresh-block seed) are cells of one pre-training: same pretrain_key, trained
-    once (the cascade itself is checked weight for weight by the cascade tests above)."""
-    from benchmark.runner import run_cell
+    """The cascade (§2.6) is built on the server after training, so the Table 7-8 ablations (depth
+    N, pre-trained blocks N_p, source, shared tensors, fresh-block seed) are cells of one
+    pre-training: same pretrain_key, trained once (the cascade itself is checked weight for weight
+    by the cascade tests above)."""
+    from benchmark.engine.runner import run_cell
     from tests.helpers import smoke_cell
 
     kw = dict(rounds=1, clients=2, tasks=["knn"])
-    cells = [smoke_cell("fedmae", method_params=p, **kw)
-             for p in ({}, {"cascade_pretrained": 0}, {"cascade_pretrained": 1, "cascade_init": 3},
-                       {"cascade_shared": "mean"})]
+    cells = [
+        smoke_cell("fedmae", method_params=p, **kw)
+        for p in (
+            {},
+            {"cascade_pretrained": 0},
+            {"cascade_pretrained": 1, "cascade_init": 3},
+            {"cascade_shared": "mean"},
+        )
+    ]
     assert len({c.pretrain_key for c in cells}) == 1 and len({c.cell_id for c in cells}) == 4
     records = [run_cell(c, tmp_path) for c in cells]
     assert all(r.status == "ok" for r in records)
-    assert len({r.compute.pretrain_time_s for r in records}) == 1  # read back from the shared final.pt
-    assert len({r.backbone_fingerprint for r in records}) == 1  # same architecture, different weights
+    # read back from the shared final.pt
+    assert len({r.compute.pretrain_time_s for r in records}) == 1
+    # same architecture, different weights
+    assert len({r.backbone_fingerprint for r in records}) == 1
     # a training parameter still gets its own pre-training
-    assert smoke_cell("fedmae", method_params={"mask_ratio": 0.5}, **kw).pretrain_key != cells[0].pretrain_key
+    assert (
+        smoke_cell("fedmae", method_params={"mask_ratio": 0.5}, **kw).pretrain_key
+        != cells[0].pretrain_key
+    )

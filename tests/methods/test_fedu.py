@@ -1,4 +1,5 @@
-"""FedU faithfulness tests: every item of docs/methods/fedu.md §7 (numbers in the comments are the spec's)."""
+"""FedU faithfulness tests: every item of docs/methods/fedu.md §7 (numbers in the comments are the
+spec's)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.api import ComponentSpec
-from benchmark.runner import run_cell
-from benchmark.simulate import payload_nbytes
-from methods._shared.ema import divergence
+from benchmark.api import ComponentSpec, divergence
+from benchmark.engine.rounds import payload_nbytes
+from benchmark.engine.runner import run_cell
 from methods.fedu import FedU, FedUConfig
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
@@ -22,14 +22,17 @@ def r18_fedu() -> FedU:
 
 
 def test_payload_names_and_resnet18_bytes() -> None:
-    """§7.1: 116 tensors, no target, no num_batches_tracked; 153,945,856 B for the ResNet-18 config."""
+    """§7.1: 116 tensors, no target, no num_batches_tracked; 153,945,856 B for the ResNet-18
+    config."""
     m = r18_fedu()
-    from benchmark.simulate import SimSettings, server_context
+    from benchmark.engine.rounds import SimSettings, server_context
 
     s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
     down = m.broadcast(m.init_server(server_context(s, 0, None)), server_context(s, 1, None))
     assert len(down.tensors) == 116
-    assert not any(k.startswith("target.") or k.endswith("num_batches_tracked") for k in down.tensors)
+    assert not any(
+        k.startswith("target.") or k.endswith("num_batches_tracked") for k in down.tensors
+    )
     assert sum(v.numel() for v in down.tensors.values()) == 38_486_464
     assert payload_nbytes(down) == 153_945_856
     assert len(m.divergence_names()) == 17  # §7.2
@@ -46,9 +49,10 @@ def test_upload_names_and_examples() -> None:
 
 
 def test_divergence_set_stem_and_excluded_tensors() -> None:
-    """§7.2: δ on every stem-conv entry gives D = δ√1728/17; shortcut/BN/projector/predictor leave D = 0."""
+    """§7.2: δ on every stem-conv entry gives D = δ√1728/17; shortcut/BN/projector/predictor leave D
+    = 0."""
     m = r18_fedu()
-    from benchmark.simulate import SimSettings, server_context
+    from benchmark.engine.rounds import SimSettings, server_context
 
     s = SimSettings(seed=0, num_rounds=1, local_epochs=0, per_round=1, device=torch.device("cpu"))
     base = dict(m.init_server(server_context(s, 0, None)).model)
@@ -58,8 +62,13 @@ def test_divergence_set_stem_and_excluded_tensors() -> None:
     stem["online.backbone.conv1.weight"] = base["online.backbone.conv1.weight"] + delta
     assert base["online.backbone.conv1.weight"].numel() == 1728
     assert math.isclose(divergence(stem, base, names), delta * math.sqrt(1728) / 17, rel_tol=1e-4)
-    for key in ("online.backbone.layer2.0.downsample.0.weight", "online.backbone.bn1.weight",
-                "online.projector.0.weight", "predictor.0.weight", "online.backbone.layer1.0.bn1.running_mean"):
+    for key in (
+        "online.backbone.layer2.0.downsample.0.weight",
+        "online.backbone.bn1.weight",
+        "online.projector.0.weight",
+        "predictor.0.weight",
+        "online.backbone.layer1.0.bn1.running_mean",
+    ):
         other = dict(base)
         other[key] = base[key] + 1.0
         assert divergence(other, base, names) == 0.0, key
@@ -74,7 +83,7 @@ def test_first_participation_copies_global_and_independent_target() -> None:
     assert equal(up.tensors, down.tensors)
     for k, v in down.tensors.items():
         if k.startswith("online."):
-            t = st.tensors["target." + k[len("online."):]]
+            t = st.tensors["target." + k[len("online.") :]]
             assert torch.equal(t, v)
             assert t.data_ptr() != st.tensors[k].data_ptr()
     t = st.tensors["target.backbone.conv1.weight"]
@@ -96,12 +105,15 @@ def _trained_state(kit, rounds=1):
 
 @pytest.mark.parametrize("above", [True, False])
 def test_dapu_branches(above: bool) -> None:
-    """§7.4: μ_dapu above D → global predictor; below → the persisted local predictor; online = θ_g always."""
+    """§7.4: μ_dapu above D → global predictor; below → the persisted local predictor; online = θ_g
+    always."""
     kit = make_kit("fedu")
     st, down2 = _trained_state(kit)
     d = divergence(down2.tensors, st.tensors, kit.method.divergence_names())
     assert d > 0
-    kit.method.cfg = FedUConfig(**{**kit.method.cfg.__dict__, "dapu_threshold": d * (2 if above else 0.5)})
+    kit.method.cfg = FedUConfig(
+        **{**kit.method.cfg.__dict__, "dapu_threshold": d * (2 if above else 0.5)}
+    )
     up, _ = kit.method.client_update(down2, st, kit.clients[0], kit.ctx(2, 0, 0))
     assert equal(up.tensors, down2.tensors, "online.")
     assert equal(up.tensors, down2.tensors if above else st.tensors, "predictor.")
@@ -109,14 +121,17 @@ def test_dapu_branches(above: bool) -> None:
 
 
 def test_local_drift_mode() -> None:
-    """§7.5: stored drift = D(start, end) of the previous training; the next decision uses it, not D(θ_g, θ_k)."""
+    """§7.5: stored drift = D(start, end) of the previous training; the next decision uses it, not
+    D(θ_g, θ_k)."""
     kit = make_kit("fedu", method_params={"divergence_ref": "local_drift"})
     m = kit.method
     server = kit.server()
     down = m.broadcast(server, kit.sctx(1))
     up, st = m.client_update(down, m.init_client(0, server), kit.clients[0], kit.ctx(1, 0))
     drift = float(st.tensors["drift"])
-    assert math.isclose(drift, divergence(down.tensors, up.tensors, m.divergence_names()), rel_tol=1e-9)
+    assert math.isclose(
+        drift, divergence(down.tensors, up.tensors, m.divergence_names()), rel_tol=1e-9
+    )
     # a "global" model identical to the local one (D(θ_g, θ_k) = 0) still follows the stored drift
     fake_down = type(down)({k: st.tensors[k].clone() for k in down.tensors})
     m.cfg = FedUConfig(**{**m.cfg.__dict__, "dapu_threshold": drift / 2})
@@ -126,7 +141,8 @@ def test_local_drift_mode() -> None:
 
 def test_target_ema_after_one_step() -> None:
     """§7.6: after exactly one optimizer step ξ = 0.99 ξ_old + 0.01 θ_new (1e-7)."""
-    kit = make_kit("fedu", method_params={"batch_size": 10_000, "drop_last": False})  # one batch = one step
+    # one batch = one step
+    kit = make_kit("fedu", method_params={"batch_size": 10_000, "drop_last": False})
     m = kit.method
     st, down2 = _trained_state(kit)
     up, st2 = m.client_update(down2, st, kit.clients[0], kit.ctx(2, 0, 1))
@@ -134,18 +150,23 @@ def test_target_ema_after_one_step() -> None:
     net = m.nets.structure()
     for name, _ in net.target.named_parameters():
         old, new = st.tensors["target." + name], st2.tensors["online." + name]
-        assert torch.allclose(st2.tensors["target." + name], 0.99 * old + 0.01 * new, atol=1e-7, rtol=0), name
+        assert torch.allclose(
+            st2.tensors["target." + name], 0.99 * old + 0.01 * new, atol=1e-7, rtol=0
+        ), name
 
 
 def test_state_persistence_across_unsampled_round() -> None:
-    """§7.7: trains in rounds 1 and 3, not 2; the round-3 start uses the round-1 target and predictor bitwise."""
+    """§7.7: trains in rounds 1 and 3, not 2; the round-3 start uses the round-1 target and
+    predictor bitwise."""
     kit = make_kit("fedu", method_params={"dapu_threshold": 0.0})  # always keep the local predictor
     m = kit.method
     server = kit.server()
     down = m.broadcast(server, kit.sctx(1))
     ups, states = {}, {}
     for k in (0, 1):
-        ups[k], states[k] = m.client_update(down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k))
+        ups[k], states[k] = m.client_update(
+            down, m.init_client(k, server), kit.clients[k], kit.ctx(1, k)
+        )
     server = m.server_aggregate(server, ups, kit.sctx(1), None)
     saved = {k: v.clone() for k, v in states[0].tensors.items()}
     down = m.broadcast(server, kit.sctx(2))  # round 2: client 0 not sampled
@@ -165,19 +186,24 @@ def test_aggregation_weights() -> None:
     server = kit.server()
     a = {k: torch.zeros_like(v) for k, v in server.model.items()}
     b = {k: torch.ones_like(v) for k, v in server.model.items()}
-    out = kit.method.server_aggregate(server, {0: Payload(a, 1), 1: Payload(b, 3)}, kit.sctx(1), None)
+    out = kit.method.server_aggregate(
+        server, {0: Payload(a, 1), 1: Payload(b, 3)}, kit.sctx(1), None
+    )
     for k, v in out.model.items():
         assert torch.allclose(v, torch.full_like(v, 0.75)), k
     assert any("running_var" in k for k in out.model)
 
 
 def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
-    """§7.9: lr_r = 0.016 (1 + cos(π(r−1)/R)); momentum buffers empty at the start of each round: one new optimizer
-    per round, whose first step finds no state (a reused optimizer would carry its momentum into the next round)."""
+    """§7.9: lr_r = 0.016 (1 + cos(π(r−1)/R)); momentum buffers empty at the start of each round:
+    one new optimizer per round, whose first step finds no state (a reused optimizer would carry its
+    momentum into the next round)."""
     seen: list[float] = []  # the lr of each optimizer built
-    first_step_state: dict[int, int] = {}  # round -> optimizer state entries at that round's first step
-    # round -> the optimizers that stepped in it, held here so that no two can share an id (a freed optimizer's
-    # address is reused by the next one, which made ids of short-lived optimizers collide)
+    # round -> optimizer state entries at that round's first step
+    first_step_state: dict[int, int] = {}
+    # round -> the optimizers that stepped in it, held here so that no two can share an id (a freed
+    # optimizer's address is reused by the next one, which made ids of short-lived optimizers
+    # collide)
     steppers: dict[int, list] = {}
     rnd = {"r": 0}
     real = torch.optim.SGD
@@ -200,7 +226,9 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
     keep = []
     for r in (1, 2, 3):
         rnd["r"] = r
-        up, st = m.client_update(m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0))
+        up, st = m.client_update(
+            m.broadcast(server, kit.sctx(r)), st, kit.clients[0], kit.ctx(r, 0)
+        )
         assert up.metrics["steps"] > 0
         keep.append(up)
     assert len(seen) == 3  # one optimizer per round (no silent zip over fewer)
@@ -213,7 +241,8 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
 
 @pytest.mark.slow
 def test_comm_bytes_match_formula(tmp_path: Path) -> None:
-    """§8: C↓ = C↑ = 4 (P_f + S_f + P_g + S_g + P_h + S_h) per participant, from the parameter counts."""
+    """§8: C↓ = C↑ = 4 (P_f + S_f + P_g + S_g + P_h + S_h) per participant, from the parameter
+    counts."""
     cell = smoke_cell("fedu", rounds=2, clients=6, participation=0.34, tasks=[])
     rec = run_cell(cell, tmp_path, device="cpu")
     m = make_kit("fedu").method
@@ -221,21 +250,27 @@ def test_comm_bytes_match_formula(tmp_path: Path) -> None:
 
     def count(mod):
         params = sum(p.numel() for p in mod.parameters())
-        stats = sum(b.numel() for n, b in mod.named_buffers() if n.endswith(("running_mean", "running_var")))
+        stats = sum(
+            b.numel() for n, b in mod.named_buffers() if n.endswith(("running_mean", "running_var"))
+        )
         return params + stats
 
-    per_client = 4 * (count(net.online.backbone) + count(net.online.projector) + count(net.predictor))
+    per_client = 4 * (
+        count(net.online.backbone) + count(net.online.projector) + count(net.predictor)
+    )
     assert rec.comm.per_round_down == (2 * per_client, 2 * per_client)
     assert rec.comm.per_round_up == (2 * per_client, 2 * per_client)
 
 
 def test_first_round_alias_option() -> None:
-    """§6.3: with ``alias`` the persisted target after the first round is the trained online encoder."""
+    """§6.3: with ``alias`` the persisted target after the first round is the trained online
+    encoder."""
     kit = make_kit("fedu", method_params={"first_round_target": "alias"})
     m = kit.method
     server = kit.server()
-    up, st = m.client_update(m.broadcast(server, kit.sctx(1)), m.init_client(0, server), kit.clients[0],
-                             kit.ctx(1, 0))
+    up, st = m.client_update(
+        m.broadcast(server, kit.sctx(1)), m.init_client(0, server), kit.clients[0], kit.ctx(1, 0)
+    )
     for k in up.tensors:
         if k.startswith("online."):
-            assert torch.equal(st.tensors["target." + k[len("online."):]], up.tensors[k])
+            assert torch.equal(st.tensors["target." + k[len("online.") :]], up.tensors[k])

@@ -1,4 +1,5 @@
-"""FLESD (docs/methods/flesd.md §7 items 4-6, 9-13, 15) and the public-data requirement of grid expansion."""
+"""FLESD (docs/methods/flesd.md §7 items 4-6, 9-13, 15) and the public-data requirement of grid
+expansion."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from benchmark.api import (
     np_rng,
     torch_gen,
 )
-from benchmark.grid import ComponentSpec, resolve_cell
-from benchmark.runner import run_cell
-from benchmark.simulate import payload_nbytes
+from benchmark.contracts.specs import ComponentSpec
+from benchmark.engine.rounds import payload_nbytes
+from benchmark.engine.runner import run_cell
+from benchmark.grids.expand import resolve_cell
 from methods._shared.distill import ensemble_similarities, similarity_matrix
 from methods._shared.losses import crossview_1dir
 from methods.flesd import FLESD, AnchorQueue, FLESDConfig, esd_batch
@@ -33,21 +35,40 @@ MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 MEAN, STD = (0.5,) * 3, (0.25,) * 3
 
 
-def ctx(round_: int, client: int | None = None, public: UnlabeledView | None = None) -> RoundContext:
+def ctx(
+    round_: int, client: int | None = None, public: UnlabeledView | None = None
+) -> RoundContext:
     stream = Stream.SERVER if client is None else Stream.CLIENT
     path = (round_,) if client is None else (round_, client)
-    return RoundContext(round=round_, num_rounds=2, client_id=client, device=torch.device("cpu"), seed=0,
-                        rng=np_rng(0, stream, *path), generator=torch_gen(0, stream, *path), public=public)
+    return RoundContext(
+        round=round_,
+        num_rounds=2,
+        client_id=client,
+        device=torch.device("cpu"),
+        seed=0,
+        rng=np_rng(0, stream, *path),
+        generator=torch_gen(0, stream, *path),
+        public=public,
+    )
 
 
 def images(n: int, seed: int) -> UnlabeledView:
     g = torch.Generator().manual_seed(seed)
-    return UnlabeledView(torch.randint(0, 256, (n, 3, 16, 16), generator=g, dtype=torch.uint8), MEAN, STD)
+    return UnlabeledView(
+        torch.randint(0, 256, (n, 3, 16, 16), generator=g, dtype=torch.uint8), MEAN, STD
+    )
 
 
 def small(**kw) -> FLESD:
-    cfg = FLESDConfig(**{"local_batch_size": 16, "distill_batch_size": 8, "queue_size": 16, "distill_epochs": 1,
-                         **kw})
+    cfg = FLESDConfig(
+        **{
+            "local_batch_size": 16,
+            "distill_batch_size": 8,
+            "queue_size": 16,
+            "distill_epochs": 1,
+            **kw,
+        }
+    )
     return FLESD(cfg, MICRO, digits_inputs())
 
 
@@ -66,17 +87,22 @@ def test_distillation_zero_at_optimum_and_queue() -> None:
     student, mom = model, copy.deepcopy(model)
     queue = AnchorQueue(keys=F.normalize(emb[:16], dim=1).clone(), index=torch.arange(16))
     rows = torch.arange(8, 16)
-    ce, kl = esd_batch(student, mom, queue, x[rows], x[rows], rows, ebar, tau_student=0.1, zeta=0.999)
+    ce, kl = esd_batch(
+        student, mom, queue, x[rows], x[rows], rows, ebar, tau_student=0.1, zeta=0.999
+    )
     p = ebar[rows][:, queue.index] / ebar[rows][:, queue.index].sum(1, keepdim=True)
     entropy = -(p * p.log()).sum(1).mean()
     assert float(kl) <= 1e-6 and abs(float(ce) - float(entropy)) < 1e-5
-    # queue: the current keys at [ptr, ptr + B'), their indices in qidx; own index carries the largest target
+    # queue: the current keys at [ptr, ptr + B'), their indices in qidx; own index carries the
+    # largest target
     assert queue.ptr == 8 and torch.equal(queue.index[:8], rows)
     assert torch.allclose(queue.keys[:8], F.normalize(emb[rows], dim=1), atol=1e-6)
     own = (queue.index[None, :] == rows[:, None]).float().argmax(1)
     assert torch.equal(p.argmax(1), own)
     with pytest.raises(ValueError):
-        AnchorQueue(keys=torch.zeros(20, 8), index=torch.zeros(20, dtype=torch.long)).enqueue(torch.zeros(8, 8), rows)
+        AnchorQueue(keys=torch.zeros(20, 8), index=torch.zeros(20, dtype=torch.long)).enqueue(
+            torch.zeros(8, 8), rows
+        )
     with pytest.raises(ValueError):
         FLESDConfig(queue_size=100, distill_batch_size=64)
 
@@ -92,10 +118,14 @@ def test_momentum_update_before_keys() -> None:
     old = [p.clone() for p in mom.parameters()]
     queue = AnchorQueue.random(16, 8, torch.Generator().manual_seed(0), torch.device("cpu"))
     rows = torch.arange(8)
-    esd_batch(student, mom, queue, x[:8], x[8:], rows, torch.ones(16, 16), tau_student=0.1, zeta=0.9)
+    esd_batch(
+        student, mom, queue, x[:8], x[8:], rows, torch.ones(16, 16), tau_student=0.1, zeta=0.9
+    )
     for m, o, s in zip(mom.parameters(), old, student.parameters()):
         assert torch.allclose(m, 0.9 * o + 0.1 * s, atol=1e-7)
-    esd_batch(student, mom, queue, x[:8], x[8:], rows, torch.ones(16, 16), tau_student=0.1, zeta=0.0)
+    esd_batch(
+        student, mom, queue, x[:8], x[8:], rows, torch.ones(16, 16), tau_student=0.1, zeta=0.0
+    )
     with torch.no_grad():
         assert torch.allclose(queue.keys[8:], F.normalize(student(x[8:]), dim=1), atol=1e-6)
 
@@ -109,7 +139,10 @@ def test_client_payloads_and_upload_modes_agree() -> None:
         server = m.init_server(ctx(0))
         down = m.broadcast(server, ctx(1))
         assert set(down.tensors) == {k for k in server.model}
-        assert all(k.startswith(("backbone.", "head.")) and "num_batches_tracked" not in k for k in down.tensors)
+        assert all(
+            k.startswith(("backbone.", "head.")) and "num_batches_tracked" not in k
+            for k in down.tensors
+        )
         assert any(k.endswith("running_var") for k in down.tensors)
         up, state = m.client_update(down, ClientState(), data, ctx(1, 0, pub))
         assert state.tensors == {}
@@ -123,9 +156,14 @@ def test_client_payloads_and_upload_modes_agree() -> None:
     assert torch.allclose(ebars["embeddings"], ebars["similarity"], atol=1e-5)
     assert abs(kls["embeddings"] - kls["similarity"]) < 1e-5
     m = small(upload="similarity", topk_percent=10)
-    up, _ = m.client_update(m.broadcast(m.init_server(ctx(0)), ctx(1)), ClientState(), data, ctx(1, 0, pub))
+    up, _ = m.client_update(
+        m.broadcast(m.init_server(ctx(0)), ctx(1)), ClientState(), data, ctx(1, 0, pub)
+    )
     assert set(up.tensors) == {"sim_topk_values", "sim_topk_indices"}
-    assert up.tensors["sim_topk_values"].shape == (40, 4) and up.tensors["sim_topk_indices"].dtype == torch.int32
+    assert (
+        up.tensors["sim_topk_values"].shape == (40, 4)
+        and up.tensors["sim_topk_indices"].dtype == torch.int32
+    )
 
 
 def test_warm_start_and_student_returned() -> None:
@@ -134,10 +172,16 @@ def test_warm_start_and_student_returned() -> None:
     server = m.init_server(ctx(0))
     ebar = torch.ones(32, 32)
     same, _ = small(distill_epochs=0).distill(server.model, ebar, pub, ctx(1, None, pub))
-    assert all(torch.equal(same[k], server.model[k]) for k in server.model)  # θ starts at w^(t-1) bitwise
-    out, stats = small(key_momentum=1.0, distill_epochs=2).distill(server.model, ebar, pub, ctx(1, None, pub))
+    # θ starts at w^(t-1) bitwise
+    assert all(torch.equal(same[k], server.model[k]) for k in server.model)
+    out, stats = small(key_momentum=1.0, distill_epochs=2).distill(
+        server.model, ebar, pub, ctx(1, None, pub)
+    )
     assert stats["esd_steps"] == 2 * (4 - 2)
-    assert any(not torch.equal(out[k], server.model[k]) for k in server.model if k.endswith("weight"))  # θ, not μ
+    # θ, not μ
+    assert any(
+        not torch.equal(out[k], server.model[k]) for k in server.model if k.endswith("weight")
+    )
 
 
 def test_local_loss() -> None:
@@ -145,34 +189,54 @@ def test_local_loss() -> None:
     z1 = torch.randn(6, 8, generator=g, requires_grad=True)
     z2 = torch.randn(6, 8, generator=g, requires_grad=True)
     loss = crossview_1dir(z1, z2, 0.4)
-    ref = F.cross_entropy(F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / 0.4, torch.arange(6))
+    ref = F.cross_entropy(
+        F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / 0.4, torch.arange(6)
+    )
     assert abs(float(loss) - float(ref)) < 1e-6
     loss.backward()
-    assert z1.grad is not None and z2.grad is not None and z1.grad.abs().sum() > 0 and z2.grad.abs().sum() > 0
+    assert (
+        z1.grad is not None
+        and z2.grad is not None
+        and z1.grad.abs().sum() > 0
+        and z2.grad.abs().sum() > 0
+    )
     assert float(crossview_1dir(z1[:1], z2[:1], 0.4)) == 0.0
 
 
 def test_grid_refuses_flesd_without_public() -> None:
-    values = {"dataset": "digits", "backbone": {"name": "resnet_micro"}, "method": "flesd", "partition": "iid",
-              "fl": {"num_clients": 2, "rounds": 1}}
-    with pytest.raises(ConfigError, match="method 'flesd' needs public data, but the cell has none"):
+    values = {
+        "dataset": "digits",
+        "backbone": {"name": "resnet_micro"},
+        "method": "flesd",
+        "partition": "iid",
+        "fl": {"num_clients": 2, "rounds": 1},
+    }
+    with pytest.raises(
+        ConfigError, match="method 'flesd' needs public data, but the cell has none"
+    ):
         resolve_cell(values)
     assert resolve_cell({**values, "public": {"name": "first_shard"}}).public.name == "first_shard"
 
 
 def test_public_roles_first_shard() -> None:
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.stages import build_partition
+    from benchmark.engine.stages import build_partition
 
-    cell = smoke_cell("flesd", clients=5, public={"name": "first_shard"}, partition={"name": "flesd_minshare",
-                                                                                     "alpha": 1.0})
+    cell = smoke_cell(
+        "flesd",
+        clients=5,
+        public={"name": "first_shard"},
+        partition={"name": "flesd_minshare", "alpha": 1.0},
+    )
     labels = load_dataset_splits("digits", dict(cell.dataset.params)).train.labels
     part = build_partition(cell, labels)
     assert len(part.client_indices) == 5  # 5 training clients; shard 0 of 6 is D_pub
     pub = set(part.public_indices.tolist())
     assert pub and all(not pub & set(ix.tolist()) for ix in part.client_indices)
     # FedAvg-SimCLR on the same flesd_minshare shards without a public carve trains all 6
-    fedavg = smoke_cell("fedavg_simclr", clients=6, partition={"name": "flesd_minshare", "alpha": 1.0})
+    fedavg = smoke_cell(
+        "fedavg_simclr", clients=6, partition={"name": "flesd_minshare", "alpha": 1.0}
+    )
     full = build_partition(fedavg, labels)
     assert len(full.client_indices) == 6 and full.public_indices is None
     assert set(full.client_indices[0].tolist()) == pub  # shard 0 is exactly D_pub
@@ -190,7 +254,9 @@ def test_resnet18_bytes_match_spec() -> None:
 @pytest.mark.slow
 def test_resnet18_dense_similarity_bytes() -> None:
     emb = torch.randn(8333, 128, generator=torch.Generator().manual_seed(0))
-    dense = FLESD(FLESDConfig(upload="similarity"), ComponentSpec("resnet18_cifar", "1", {}), digits_inputs())
+    dense = FLESD(
+        FLESDConfig(upload="similarity"), ComponentSpec("resnet18_cifar", "1", {}), digits_inputs()
+    )
     assert payload_nbytes(Payload(dense.upload(emb))) == 277_755_556
 
 
@@ -198,13 +264,16 @@ def test_resnet18_dense_similarity_bytes() -> None:
 def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
     """The runner's counters follow §8 for the three upload forms; top-k cuts the dense uplink."""
     recs = {}
-    for name, params in (("emb", {}), ("dense", {"upload": "similarity"}),
-                         ("topk", {"upload": "similarity", "topk_percent": 10.0})):
+    for name, params in (
+        ("emb", {}),
+        ("dense", {"upload": "similarity"}),
+        ("topk", {"upload": "similarity", "topk_percent": 10.0}),
+    ):
         cell = smoke_cell("flesd", clients=2, tasks=["knn"], method_params=params)
         recs[name] = run_cell(cell, tmp_path / name, device="cpu")
         assert recs[name].status == "ok" and recs[name].uses_public_data
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.stages import build_partition
+    from benchmark.engine.stages import build_partition
 
     n = len(build_partition(cell, load_dataset_splits("digits", {}).train.labels).public_indices)
     k = int(10.0 * n // 100)
@@ -216,13 +285,13 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
 
 
 def test_the_public_split_size_and_class_histogram_are_logged(tmp_path: Path) -> None:
-    """docs/methods/flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its class histogram are logged
-    in the record's partition statistics (and in partition.json): read from what the run wrote, not
-    recomputed."""
+    """docs/methods/flesd.md §6 item 12: D_pub is non-IID and its size varies with alpha: N and its
+    class histogram are logged in the record's partition statistics (and in partition.json): read
+    from what the run wrote, not recomputed."""
     import numpy as np
 
-    from benchmark.rundir import RunDir
-    from benchmark.stages import build_partition, load_data
+    from benchmark.engine.stages import build_partition, load_data
+    from benchmark.runroot.rundir import RunDir
 
     cell = smoke_cell("flesd", clients=3, tasks=["knn"])
     rec = run_cell(cell, tmp_path, device="cpu")

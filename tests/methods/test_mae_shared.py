@@ -5,15 +5,22 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmark.backbones_vit import masking_from_ids
-from benchmark.config import from_mapping
-from benchmark.registries import BACKBONES, load_builtins
-from methods._shared.mae import keep_count, mae_loss, masked_patch_mse, normalize_patches, random_patch_permutation
+from benchmark.contracts.registries import BACKBONES, load_builtins
+from benchmark.core.config import from_mapping
+from benchmark.toolkit.backbones_vit import masking_from_ids
+from methods._shared.mae import (
+    keep_count,
+    mae_loss,
+    masked_patch_mse,
+    normalize_patches,
+    random_patch_permutation,
+)
 
 load_builtins()
 
 
-@pytest.mark.parametrize("num_patches, masked", [(196, 147), (64, 48), (16, 12)])  # paper, 32-px, tiny-16
+# paper, 32-px, tiny-16
+@pytest.mark.parametrize("num_patches, masked", [(196, 147), (64, 48), (16, 12)])
 def test_exactly_75_percent_masked_per_image(num_patches: int, masked: int) -> None:
     gen = torch.Generator().manual_seed(3)
     keep = keep_count(num_patches, 0.75)
@@ -23,8 +30,12 @@ def test_exactly_75_percent_masked_per_image(num_patches: int, masked: int) -> N
         ids_keep, ids_restore, mask = masking_from_ids(ids, keep)
         assert torch.equal(mask.sum(1), torch.full((8,), float(masked)))
         for row in range(8):  # the kept patches are exactly the unmasked ones
-            assert torch.equal(torch.sort(ids_keep[row]).values, torch.nonzero(mask[row] == 0).flatten())
-        assert torch.equal(torch.gather(ids, 1, ids_restore), torch.arange(num_patches).expand(8, -1))
+            assert torch.equal(
+                torch.sort(ids_keep[row]).values, torch.nonzero(mask[row] == 0).flatten()
+            )
+        assert torch.equal(
+            torch.gather(ids, 1, ids_restore), torch.arange(num_patches).expand(8, -1)
+        )
 
 
 def test_masks_differ_across_steps_and_samples() -> None:

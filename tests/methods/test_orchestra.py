@@ -1,5 +1,5 @@
-"""Orchestra (docs/methods/orchestra.md §7 items 6-13, 15): losses, gradient, EMA and memory on the method's own steps, rotation,
-initialisation round, payloads, bytes, aggregation."""
+"""Orchestra (docs/methods/orchestra.md §7 items 6-13, 15): losses, gradient, EMA and memory on the
+method's own steps, rotation, initialisation round, payloads, bytes, aggregation."""
 
 from __future__ import annotations
 
@@ -11,10 +11,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.api import ClientData, ClientState, Payload, RoundContext, Stream, UnlabeledView, np_rng, torch_gen
-from benchmark.grid import ComponentSpec
-from benchmark.runner import run_cell
-from benchmark.simulate import payload_nbytes
+from benchmark.api import (
+    ClientData,
+    ClientState,
+    Payload,
+    RoundContext,
+    Stream,
+    UnlabeledView,
+    np_rng,
+    torch_gen,
+)
+from benchmark.contracts.specs import ComponentSpec
+from benchmark.engine.rounds import payload_nbytes
+from benchmark.engine.runner import run_cell
 from methods._shared.momentum import momentum_update_
 from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
 from tests.helpers import digits_inputs, run_straight_and_resumed, smoke_cell
@@ -25,20 +34,30 @@ MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 def ctx(round_: int, client: int | None = None, seed: int = 0, epochs: int = 1) -> RoundContext:
     stream = Stream.SERVER if client is None else Stream.CLIENT
     path = (round_,) if client is None else (round_, client)
-    return RoundContext(round=round_, num_rounds=3, client_id=client, device=torch.device("cpu"), seed=seed,
-                        rng=np_rng(seed, stream, *path), generator=torch_gen(seed, stream, *path),
-                        local_epochs=epochs)
+    return RoundContext(
+        round=round_,
+        num_rounds=3,
+        client_id=client,
+        device=torch.device("cpu"),
+        seed=seed,
+        rng=np_rng(seed, stream, *path),
+        generator=torch_gen(seed, stream, *path),
+        local_epochs=epochs,
+    )
 
 
 def client_data(n: int = 48, seed: int = 0, k: int = 0) -> ClientData:
     g = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (n, 3, 16, 16), generator=g, dtype=torch.uint8)
-    return ClientData(client_id=k, num_examples=n, train=UnlabeledView(images, (0.5,) * 3, (0.25,) * 3))
+    return ClientData(
+        client_id=k, num_examples=n, train=UnlabeledView(images, (0.5,) * 3, (0.25,) * 3)
+    )
 
 
 def method(**kw) -> Orchestra:
-    cfg = OrchestraConfig(**{"batch_size": 16, "memory_size": 32, "num_global_clusters": 6, "global_steps": 5,
-                             **kw})
+    cfg = OrchestraConfig(
+        **{"batch_size": 16, "memory_size": 32, "num_global_clusters": 6, "global_steps": 5, **kw}
+    )
     return Orchestra(cfg, MICRO, digits_inputs())
 
 
@@ -55,7 +74,8 @@ def test_ema_parameters_only() -> None:
     momentum_update_(target, online, 0.996)
     for t, o, p_old in zip(target.parameters(), online.parameters(), old):
         assert torch.allclose(t, 0.996 * p_old + 0.004 * o, atol=1e-7)
-    assert torch.equal(target[1].running_mean, old_buf)  # buffers change only through the target's forward
+    # buffers change only through the target's forward
+    assert torch.equal(target[1].running_mean, old_buf)
 
 
 def test_rotation_labels_and_views() -> None:
@@ -88,14 +108,15 @@ def test_initialisation_round() -> None:
     assert not sgd_steps
     work = m.nets.get(torch.device("cpu")).target.state_dict()
     for k, v in before.items():  # every model tensor, BN running buffers included, bit-identical
-        assert torch.equal(work[k[len("target."):]], v)
+        assert torch.equal(work[k[len("target.") :]], v)
     d = m.proj_dim()
     assert set(up.tensors) == {"local_centroids"} and up.tensors["local_centroids"].shape == (8, d)
     new = m.server_aggregate(server, {0: up}, ctx(1), None)
     c0, c1 = server.extra["global_centroids"], new.extra["global_centroids"]
     assert not torch.equal(c0, c1)
     assert torch.allclose(c1.norm(dim=1), torch.ones(len(c1)), atol=1e-5)
-    assert all(torch.equal(new.model[k], server.model[k]) for k in server.model)  # no encoder aggregation
+    # no encoder aggregation
+    assert all(torch.equal(new.model[k], server.model[k]) for k in server.model)
 
 
 def _enc_keys(server_model, prefix):
@@ -113,20 +134,39 @@ def test_training_payloads_and_aggregation() -> None:
     assert set(up.tensors) == (set(down.tensors) - {"global_centroids"}) | {"local_centroids"}
     assert all(t.dtype == torch.float32 for t in up.tensors.values())
     d = m.proj_dim()
-    assert up.tensors["local_centroids"].shape == (8, d) and down.tensors["global_centroids"].shape == (6, d)
-    assert up.tensors["rot_head.weight"].shape == (4, d) and up.tensors["rot_head.bias"].shape == (4,)
+    assert up.tensors["local_centroids"].shape == (8, d) and down.tensors[
+        "global_centroids"
+    ].shape == (6, d)
+    assert up.tensors["rot_head.weight"].shape == (4, d) and up.tensors["rot_head.bias"].shape == (
+        4,
+    )
     assert state.tensors == {}  # stateless clients
     assert up.metrics["num_steps"] == 3 and {"loss_cluster", "loss_deg"} <= set(up.metrics)
-    # aggregation: sizes 100 and 300, constant tensors 1 and 5 → 4.0 everywhere; centroids come from clustering
+    # aggregation: sizes 100 and 300, constant tensors 1 and 5 → 4.0 everywhere; centroids come from
+    # clustering
     keys = [k for k in server.model]
-    ups = {0: Payload({**{k: torch.full_like(server.model[k], 1.0) for k in keys},
-                       "local_centroids": up.tensors["local_centroids"]}, num_examples=100),
-           1: Payload({**{k: torch.full_like(server.model[k], 5.0) for k in keys},
-                       "local_centroids": up.tensors["local_centroids"]}, num_examples=300)}
-    new = Orchestra(OrchestraConfig(num_global_clusters=6, global_steps=0), MICRO, digits_inputs()).server_aggregate(
-        server, ups, ctx(2), None)
+    ups = {
+        0: Payload(
+            {
+                **{k: torch.full_like(server.model[k], 1.0) for k in keys},
+                "local_centroids": up.tensors["local_centroids"],
+            },
+            num_examples=100,
+        ),
+        1: Payload(
+            {
+                **{k: torch.full_like(server.model[k], 5.0) for k in keys},
+                "local_centroids": up.tensors["local_centroids"],
+            },
+            num_examples=300,
+        ),
+    }
+    new = Orchestra(
+        OrchestraConfig(num_global_clusters=6, global_steps=0), MICRO, digits_inputs()
+    ).server_aggregate(server, ups, ctx(2), None)
     assert all(torch.allclose(new.model[k], torch.full_like(new.model[k], 4.0)) for k in keys)
-    assert torch.equal(new.extra["global_centroids"], server.extra["global_centroids"])  # not averaged
+    # not averaged
+    assert torch.equal(new.extra["global_centroids"], server.extra["global_centroids"])
 
 
 def test_small_client_uploads_weight_zero() -> None:
@@ -140,7 +180,9 @@ def test_resnet18_bytes_match_spec() -> None:
     """docs/methods/orchestra.md §8 worked example (ResNet-18, CIFAR stem)."""
     r18 = ComponentSpec("resnet18_cifar", "1", {})
     for (ng, nl), down_b in (((32, 8), 93_720_080), ((256, 16), 94_178_832)):
-        m = Orchestra(OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18, digits_inputs())
+        m = Orchestra(
+            OrchestraConfig(num_global_clusters=ng, num_local_clusters=nl), r18, digits_inputs()
+        )
         server = m.init_server(ctx(0))
         assert payload_nbytes(m.broadcast(server, ctx(1))) == 46_823_168
         down = m.broadcast(server, ctx(2))
@@ -157,26 +199,33 @@ def _formula(cell_method: Orchestra, clients: int, rounds: int) -> tuple[list[in
     e_enc = sum(v.numel() for k, v in model.items() if k.startswith("target."))
     d = cell_method.proj_dim()
     cfg = cell_method.cfg
-    up = [4 * cfg.num_local_clusters * d * clients] + [4 * (2 * e_enc + 4 * d + 4 + cfg.num_local_clusters * d) * clients] * (rounds - 1)
-    down = [4 * e_enc * clients] + [4 * (2 * e_enc + 4 * d + 4 + cfg.num_global_clusters * d) * clients] * (rounds - 1)
+    up = [4 * cfg.num_local_clusters * d * clients] + [
+        4 * (2 * e_enc + 4 * d + 4 + cfg.num_local_clusters * d) * clients
+    ] * (rounds - 1)
+    down = [4 * e_enc * clients] + [
+        4 * (2 * e_enc + 4 * d + 4 + cfg.num_global_clusters * d) * clients
+    ] * (rounds - 1)
     return up, down
 
 
 @pytest.mark.slow
 def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
-    """fl.rounds = 3 → init + 2 training rounds; the runner's counters equal §8; resume after round 2 is exact."""
+    """fl.rounds = 3 → init + 2 training rounds; the runner's counters equal §8; resume after round
+    2 is exact."""
     cell = smoke_cell("orchestra", rounds=3, clients=2, tasks=["knn"])
     straight = run_cell(cell, tmp_path / "a", device="cpu")
     assert straight is not None and straight.status == "ok" and straight.rounds_completed == 3
     m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone, digits_inputs())
     up, down = _formula(m, 2, 3)
     assert list(straight.comm.per_round_up) == up and list(straight.comm.per_round_down) == down
-    _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)  # straight part re-used under a/
+    # straight part re-used under a/
+    _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)
     assert resumed.final_state_digest == straight.final_state_digest
 
 
 def _captured_step(m: Orchestra, n: int):
-    """One client update of training round 2, with the views and target projections of every step captured."""
+    """One client update of training round 2, with the views and target projections of every step
+    captured."""
     import methods.orchestra as orch
 
     server = m.init_server(ctx(0))
@@ -199,11 +248,12 @@ def _captured_step(m: Orchestra, n: int):
 
 
 def test_one_real_step_losses_gradient_and_ema() -> None:
-    """docs/methods/orchestra.md §7 items 6-7 on one step of the method itself (not toy modules): with the step's own views, the
-    reported L_cluster is −(1/B) Σ p^T log p^O and L_deg the cross-entropy of the rotation head on x3; the online
-    weights after the step are one SGD step on L_cluster + w L_deg from the broadcast; every target parameter is then
-    0.996 target_old + 0.004 online_new (EMA after the SGD step) and the target's BN buffers are those of its own
-    forward pass on x1 (never averaged in from the online network)."""
+    """docs/methods/orchestra.md §7 items 6-7 on one step of the method itself (not toy modules):
+    with the step's own views, the reported L_cluster is −(1/B) Σ p^T log p^O and L_deg the
+    cross-entropy of the rotation head on x3; the online weights after the step are one SGD step on
+    L_cluster + w L_deg from the broadcast; every target parameter is then 0.996 target_old + 0.004
+    online_new (EMA after the SGD step) and the target's BN buffers are those of its own forward
+    pass on x1 (never averaged in from the online network)."""
     m = method()
     cfg = m.cfg
     down, up, views, _, _ = _captured_step(m, n=16)  # one batch of 16: exactly one step
@@ -225,16 +275,23 @@ def test_one_real_step_losses_gradient_and_ema() -> None:
     l_deg = -torch.log_softmax(logits, dim=1)[torch.arange(len(r)), r].mean()
     assert up.metrics["loss_cluster"] == pytest.approx(float(l_cluster.detach()), abs=1e-6)
     assert up.metrics["loss_deg"] == pytest.approx(float(l_deg.detach()), abs=1e-6)
-    opt = torch.optim.SGD([p for mod in (net.online, net.rot_head) for p in mod.parameters()], lr=cfg.lr,
-                          momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    opt = torch.optim.SGD(
+        [p for mod in (net.online, net.rot_head) for p in mod.parameters()],
+        lr=cfg.lr,
+        momentum=cfg.momentum,
+        weight_decay=cfg.weight_decay,
+    )
     (l_cluster + cfg.deg_weight * l_deg).backward()
     opt.step()
-    for k, v in {**{f"online.{k}": v for k, v in net.online.state_dict().items()},
-                 **{f"rot_head.{k}": v for k, v in net.rot_head.state_dict().items()},
-                 **{f"target.{k}": v for k, v in net.target.state_dict().items() if "running" in k}}.items():
+    for k, v in {
+        **{f"online.{k}": v for k, v in net.online.state_dict().items()},
+        **{f"rot_head.{k}": v for k, v in net.rot_head.state_dict().items()},
+        **{f"target.{k}": v for k, v in net.target.state_dict().items() if "running" in k},
+    }.items():
         if k.endswith("num_batches_tracked"):
             continue
-        assert torch.allclose(up.tensors[k], v, atol=1e-6), k  # the step, and each branch's own BN buffers
+        # the step, and each branch's own BN buffers
+        assert torch.allclose(up.tensors[k], v, atol=1e-6), k
     online_new = dict(net.online.named_parameters())
     for k, old in target_old.items():
         want = cfg.ema * old + (1 - cfg.ema) * online_new[k].detach()
@@ -242,10 +299,13 @@ def test_one_real_step_losses_gradient_and_ema() -> None:
 
 
 def test_memory_after_real_steps_is_the_last_target_projections_in_push_order() -> None:
-    """docs/methods/orchestra.md §7 item 9 on the method's own steps: after s = 4 steps at B = 16 with room for 32, the memory
-    clustered into the upload is exactly the last 32 target projections, in push order, unit norm."""
+    """docs/methods/orchestra.md §7 item 9 on the method's own steps: after s = 4 steps at B = 16
+    with room for 32, the memory clustered into the upload is exactly the last 32 target
+    projections, in push order, unit norm."""
     m = method()  # memory_size 32, batch 16
     _, up, views, targets, memories = _captured_step(m, n=64)
-    assert len(views) == len(targets) == 4 and len(memories) == 1 and "local_centroids" in up.tensors
-    assert torch.equal(memories[0], torch.cat(targets)[-m.cfg.memory_capacity:])
+    assert (
+        len(views) == len(targets) == 4 and len(memories) == 1 and "local_centroids" in up.tensors
+    )
+    assert torch.equal(memories[0], torch.cat(targets)[-m.cfg.memory_capacity :])
     assert torch.allclose(memories[0].norm(dim=1), torch.ones(32), atol=1e-5)

@@ -1,6 +1,6 @@
-"""Every registered method, generated from the registry (docs/design.md §4.11): a real 2-client cell on digits, resume
-equivalence (interrupted + resumed == straight through, which catches state hidden in the method object), and
-determinism (same cell twice → identical final state)."""
+"""Every registered method, generated from the registry (docs/design.md §4.11): a real 2-client cell
+on digits, resume equivalence (interrupted + resumed == straight through, which catches state hidden
+in the method object), and determinism (same cell twice → identical final state)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.engine.runner import run_cell
 from benchmark.records.schema import from_json, to_json
-from benchmark.registries import METHODS, load_builtins
-from benchmark.runner import run_cell
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 
 load_builtins()
@@ -44,10 +44,11 @@ def test_resume_equivalence(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ALL_METHODS)
 def test_payload_names_are_declared(name: str) -> None:
-    """Every tensor a method sends matches its declared ``payload_up`` / ``payload_down`` patterns."""
-    from benchmark.stages import build_method, build_partition, client_datasets, input_spec
+    """Every tensor a method sends matches its declared ``payload_up`` / ``payload_down``
+    patterns."""
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.simulate import SimSettings, client_context, server_context
+    from benchmark.engine.rounds import SimSettings, client_context, server_context
+    from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
 
     cell = smoke_cell(name)
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
@@ -56,14 +57,26 @@ def test_payload_names_are_declared(name: str) -> None:
     clients = client_datasets(method, ds, part)
     public = None
     if part.public_indices is not None:
-        from benchmark.data.views import UnlabeledView
+        from benchmark.contracts.views import UnlabeledView
 
-        public = UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
-    s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=1, device=torch.device("cpu"),
-                    num_classes=ds.num_classes)
+        public = UnlabeledView(
+            ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std
+        )
+    s = SimSettings(
+        seed=0,
+        num_rounds=1,
+        local_epochs=1,
+        per_round=1,
+        device=torch.device("cpu"),
+        num_classes=ds.num_classes,
+    )
     server = method.init_server(server_context(s, 0, public))
     down = method.broadcast(server, server_context(s, 1, public))
-    up, _ = method.client_update(down, method.init_client(0, server), clients[0], client_context(s, 1, 0, public))
+    up, _ = method.client_update(
+        down, method.init_client(0, server), clients[0], client_context(s, 1, 0, public)
+    )
     for names, patterns in ((down.tensors, method.payload_down), (up.tensors, method.payload_up)):
         for key in names:
-            assert any(fnmatch.fnmatch(key, p) for p in patterns), f"{key} not declared in {patterns}"
+            assert any(fnmatch.fnmatch(key, p) for p in patterns), (
+                f"{key} not declared in {patterns}"
+            )

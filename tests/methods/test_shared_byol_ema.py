@@ -1,4 +1,5 @@
-"""Property tests of the pure building blocks shared by FedU, FedEMA and FeatARC (methods/_shared)."""
+"""Property tests of the pure building blocks shared by FedU, FedEMA and FeatARC
+(methods/_shared)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmark.api import build_backbone
+from benchmark.api import build_backbone, divergence
 from methods._shared.byol import byol_heads, byol_loss, byol_pair_loss, cosine_round_lr
 from methods._shared.ema import (
     autoscaler,
-    divergence,
     divergence_tensor_names,
     divergence_weight,
     ema_params_,
@@ -34,7 +34,7 @@ def tensors(seed: int, shape=(3, 4)) -> dict[str, torch.Tensor]:
     return {"a": torch.randn(*shape, generator=g), "b": torch.randn(5, generator=g)}
 
 
-# ---- ema.py -----------------------------------------------------------------------------------------------------
+# ---- ema.py --------------------------------------------------------------------------------------
 @given(st.integers(0, 1000), st.integers(0, 1000))
 @settings(max_examples=30, deadline=None)
 def test_ema_extremes_are_bitwise(s1: int, s2: int) -> None:
@@ -91,12 +91,16 @@ def test_autoscaler_makes_the_first_mu_equal_tau(tau: float, d: float) -> None:
 def test_divergence_names_by_role() -> None:
     r18, _ = build_backbone("resnet18_cifar", {"width": 4})
     names = divergence_tensor_names(r18)
-    assert len(names) == 17 and all("downsample" not in n for n in names) and names[0] == "conv1.weight"
+    assert (
+        len(names) == 17
+        and all("downsample" not in n for n in names)
+        and names[0] == "conv1.weight"
+    )
     micro, _ = build_backbone("resnet_micro", {"width": 4})
     assert len(divergence_tensor_names(micro)) == 9  # stem + 4 blocks × 2
 
 
-# ---- byol.py ----------------------------------------------------------------------------------------------------
+# ---- byol.py -------------------------------------------------------------------------------------
 @given(st.lists(floats, min_size=4, max_size=4).filter(lambda v: sum(x * x for x in v) > 1e-3))
 def test_byol_pair_loss_extremes(v: list[float]) -> None:
     p = torch.tensor([v])
@@ -124,7 +128,9 @@ def test_byol_loss_decreases_under_gradient_steps() -> None:
     for _ in range(20):
         loss = byol_loss(p, p, z, z)
         first = float(loss.detach()) if first is None else first
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
     assert float(byol_loss(p, p, z, z).detach()) < first
 
 
@@ -133,8 +139,16 @@ def test_heads_shapes_and_names() -> None:
     assert sum(p.numel() for p in proj.parameters()) == 10_500_096  # docs/methods/fedu.md §2.1
     assert sum(p.numel() for p in pred.parameters()) == 16_791_552
     names = {k for k in pred.state_dict() if not k.endswith("num_batches_tracked")}
-    assert names == {"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var", "3.weight",
-                     "3.bias"}
+    assert names == {
+        "0.weight",
+        "0.bias",
+        "1.weight",
+        "1.bias",
+        "1.running_mean",
+        "1.running_var",
+        "3.weight",
+        "3.bias",
+    }
 
 
 @given(st.integers(1, 200), st.integers(1, 200))
@@ -144,7 +158,7 @@ def test_cosine_round_lr(r: int, R: int) -> None:
     assert cosine_round_lr(0.032, 1, R) == 0.032
 
 
-# ---- feature_align.py -------------------------------------------------------------------------------------------
+# ---- feature_align.py ----------------------------------------------------------------------------
 def test_alignment_scores_and_ties() -> None:
     zl = torch.eye(3)
     scores = alignment_scores(zl, [-zl, zl, zl])
@@ -162,12 +176,18 @@ def test_alignment_loss_minimum_is_minus_one() -> None:
 def test_cluster_average_members_and_order(perm: list[int]) -> None:
     ups = [{"w": torch.full((2,), float(i))} for i in range(5)]
     assign, w = [0, 1, 0, 1, 0], [1.0, 2.0, 3.0, 4.0, 5.0]
-    cur = [{"w": torch.full((2,), -1.0)}, {"w": torch.full((2,), -2.0)}, {"w": torch.full((2,), -3.0)}]
+    cur = [
+        {"w": torch.full((2,), -1.0)},
+        {"w": torch.full((2,), -2.0)},
+        {"w": torch.full((2,), -3.0)},
+    ]
     out = cluster_average(cur, ups, assign, w)
     assert torch.allclose(out[0]["w"], torch.full((2,), (0 * 1 + 2 * 3 + 4 * 5) / 9))
     assert torch.allclose(out[1]["w"], torch.full((2,), (1 * 2 + 3 * 4) / 6))
     assert torch.equal(out[2]["w"], cur[2]["w"])  # empty cluster unchanged bit-exactly
-    permuted = cluster_average(cur, [ups[i] for i in perm], [assign[i] for i in perm], [w[i] for i in perm])
+    permuted = cluster_average(
+        cur, [ups[i] for i in perm], [assign[i] for i in perm], [w[i] for i in perm]
+    )
     for a, b in zip(out, permuted):
         assert torch.allclose(a["w"], b["w"], atol=1e-6)
 

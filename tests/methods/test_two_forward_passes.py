@@ -1,5 +1,6 @@
-"""Two views, two forward passes (docs/methods/fedavg_simclr.md §2.2 "z1 = g(f(v1)); z2 = g(f(v2))", docs/methods/flesd.md §2.6.2, the official
-code): BatchNorm in training mode never sees the two views of a batch as one batch of 2B images."""
+"""Two views, two forward passes (docs/methods/fedavg_simclr.md §2.2 "z1 = g(f(v1)); z2 = g(f(v2))",
+docs/methods/flesd.md §2.6.2, the official code): BatchNorm in training mode never sees the two
+views of a batch as one batch of 2B images."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import benchmark.data.augment as augment_module
 from benchmark.api import METHODS
-from benchmark.conformance import smoke_cell
-from benchmark.rundir import PretrainDir
-from benchmark.stages import prepare, pretrain
+from benchmark.engine.stages import prepare, pretrain
+from benchmark.runroot.rundir import PretrainDir
+from benchmark.tools.check_method import smoke_cell
 
-TWO_VIEW_METHODS = ["fedavg_simclr", "central_ssl", "local_ssl", "featarc", "flesd", "fedu", "fedema", "orchestra"]
+TWO_VIEW_METHODS = [
+    "fedavg_simclr",
+    "central_ssl",
+    "local_ssl",
+    "featarc",
+    "flesd",
+    "fedu",
+    "fedema",
+    "orchestra",
+]
 
 
 class StepLog:
@@ -40,8 +50,9 @@ class StepLog:
 
 
 @pytest.mark.parametrize("name", TWO_VIEW_METHODS)
-def test_each_local_step_batchnorm_sees_one_view_size(name: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_local_step_batchnorm_sees_one_view_size(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every BatchNorm batch of a local optimizer step has one augmented view's size (never 2B)."""
     cell = smoke_cell(name, rounds=2 if name == "orchestra" else 1, tasks=[])
     log = StepLog()
@@ -64,8 +75,10 @@ def test_each_local_step_batchnorm_sees_one_view_size(name: str, tmp_path: Path,
 
     monkeypatch.setattr(augment_module, "draw", logged_draw)  # augment() calls it via its module
     monkeypatch.setattr(cls, "client_update", logged_update)
-    handles = [nn.modules.module.register_module_forward_pre_hook(log.bn_hook),
-               register_optimizer_step_pre_hook(log.step_hook)]
+    handles = [
+        nn.modules.module.register_module_forward_pre_hook(log.bn_hook),
+        register_optimizer_step_pre_hook(log.step_hook),
+    ]
     try:
         pre = pretrain(prepare(cell), PretrainDir(tmp_path))
     finally:

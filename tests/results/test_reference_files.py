@@ -16,8 +16,14 @@ def test_every_reference_file_is_valid() -> None:
     good, bad = load_references(REFERENCE)
     assert not bad, bad
     names = {t.path.name for t in good}
-    for required in ("decssl_table1_coco.yaml", "decssl_table2_transfer.yaml", "decssl_table4_stl10.yaml",
-                     "orchestra_table1.yaml", "flesd_table1.yaml", "fedmae_table1.yaml"):
+    for required in (
+        "decssl_table1_coco.yaml",
+        "decssl_table2_transfer.yaml",
+        "decssl_table4_stl10.yaml",
+        "orchestra_table1.yaml",
+        "flesd_table1.yaml",
+        "fedmae_table1.yaml",
+    ):
         assert required in names
     for t in good:
         assert t.values and t.source and t.table
@@ -25,9 +31,17 @@ def test_every_reference_file_is_valid() -> None:
 
 def test_spot_values_exactly_as_the_specs_report_them() -> None:
     good, _ = load_references(REFERENCE)
-    values = {(t.path.name, v.row, v.column, v.settings.get("dataset")): v for t in good for v in t.values}
+    values = {
+        (t.path.name, v.row, v.column, v.settings.get("dataset")): v for t in good for v in t.values
+    }
     v = values[("orchestra_table1.yaml", "Orchestra", "CD Linear", "cifar10")]
-    assert (v.mean, v.std, v.method, v.card, v.selects_on_test) == (71.58, 0.53, "orchestra", "linear/orchestra", False)
+    assert (v.mean, v.std, v.method, v.card, v.selects_on_test) == (
+        71.58,
+        0.53,
+        "orchestra",
+        "linear/orchestra",
+        False,
+    )
     v = values[("flesd_table1.yaml", "FLESD", "CIFAR-100 alpha=100", "cifar100")]
     assert (v.mean, v.selects_on_test) == (39.2, True)
     assert values[("decssl_table2_transfer.yaml", "Dec-SSL IID", "1 %", None)].display == "0.57"
@@ -41,8 +55,8 @@ def cited_sections(spec: str) -> list[tuple[str, str]]:
 
 
 def section(page: Path, number: str) -> str:
-    """The text under the heading ``## <number>. ...`` of a docs page, up to the next heading of that
-    level."""
+    """The text under the heading ``## <number>. ...`` of a docs page, up to the next heading of
+    that level."""
     text = page.read_text(encoding="utf-8")
     m = re.search(rf"(?ms)^## {re.escape(number)}\.\s.*?(?=^## |\Z)", text)
     assert m, f"{page.relative_to(REPO)} has no section §{number}"
@@ -60,6 +74,11 @@ def test_every_number_appears_in_the_cited_docs_section() -> None:
         text = " ".join(section(REPO / page, number) for page, number in cited)
         for v in t.values:
             token = v.text.rstrip("?")
-            assert re.search(rf"(?<![\d.]){re.escape(token)}(?![\d])", text), (t.path.name, v.row, v.column, token)
+            assert re.search(rf"(?<![\d.]){re.escape(token)}(?![\d])", text), (
+                t.path.name,
+                v.row,
+                v.column,
+                token,
+            )
             checked += 1
     assert checked > 100

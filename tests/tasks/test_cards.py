@@ -1,6 +1,6 @@
-"""Protocol cards as data (docs/protocols/evaluation.md §1, §7 items 4 and 9): every JSON validates against the closed schema, the
-canonical digests are golden, the digest covers every comparability field and nothing else, and the tasks'
-cards are the JSON's."""
+"""Protocol cards as data (docs/protocols/evaluation.md §1, §7 items 4 and 9): every JSON validates
+against the closed schema, the canonical digests are golden, the digest covers every comparability
+field and nothing else, and the tasks' cards are the JSON's."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from benchmark.config import from_mapping
+from benchmark.contracts.registries import TASKS, load_builtins
+from benchmark.core.config import from_mapping
 from benchmark.records.schema import ProtocolCard
-from benchmark.registries import TASKS, load_builtins
 from tasks.cards import (
     CARDS_DIR,
     FIELD_GROUPS,
@@ -26,8 +26,8 @@ from tasks.cards import (
 
 load_builtins()
 
-# §7.9: the canonical cards' digests, committed. Changing a canonical card's comparability field changes its digest
-# and must come with a new version (`@v2`), not an edit of these values.
+# §7.9: the canonical cards' digests, committed. Changing a canonical card's comparability field
+# changes its digest and must come with a new version (`@v2`), not an edit of these values.
 GOLDEN = {
     "knn@v1": "2d8015a039df6255",
     "linear@v1": "a2a4dbba5159cebe",
@@ -35,14 +35,24 @@ GOLDEN = {
     "transfer-linear@v1": "b2ec216e8764407e",  # CIFAR-10 -> STL-10, 100 %, 32 px
     "recon/mae@v1": "6d483aedb74d0f47",
     "e2e-classifier@v1": "107a89ee3d3de433",
-    "perclient@v1": "d94da064ae473e7e",  # task perclient; the linear@v1 probe fields are part of the card
-    # (framework facts left the detection cards for the score's extra: protocol only, so real records match them)
+    # task perclient; the linear@v1 probe fields are part of the card
+    "perclient@v1": "d94da064ae473e7e",
+    # (framework facts left the detection cards for the score's extra: protocol only, so real
+    # records match them)
     "detection/maskrcnn-r18fpn-1x@v1": "bd8e362adbd2b875",
     "detection/maskrcnn-r18fpn-1x-cifarstem@v1": "0f770990fe926eca",
 }
-SEMISUP_10PCT = "0e91ca6bb377c296"  # semisup@v1 with label_fraction 0.1: the fraction is a card field
-NATIVE = {"linear/orchestra", "linear/decssl", "linear/easyfl", "linear/moco-lincls", "semisup/orchestra",
-          "finetune/fedmae", "transfer/decssl"}
+# semisup@v1 with label_fraction 0.1: the fraction is a card field
+SEMISUP_10PCT = "0e91ca6bb377c296"
+NATIVE = {
+    "linear/orchestra",
+    "linear/decssl",
+    "linear/easyfl",
+    "linear/moco-lincls",
+    "semisup/orchestra",
+    "finetune/fedmae",
+    "transfer/decssl",
+}
 DOCUMENTATION_ONLY = {"semisup/easyfl", "transfer/flesd", "detection/decssl-maskrcnn-r18fpn-1x"}
 SELECTS_ON_TEST = {"linear/decssl", "linear/moco-lincls", "transfer/decssl"}
 
@@ -70,7 +80,9 @@ def test_status_documentation_only_and_selects_on_test() -> None:
     cards = all_cards()
     assert {n for n, c in cards.items() if c.status == "native"} == NATIVE
     assert {n for n, c in cards.items() if c.documentation_only} == DOCUMENTATION_ONLY
-    assert {n for n, c in cards.items() if c.selects_on_test and not c.documentation_only} == SELECTS_ON_TEST
+    assert {
+        n for n, c in cards.items() if c.selects_on_test and not c.documentation_only
+    } == SELECTS_ON_TEST
     with pytest.raises(CardError, match="documentation only"):
         load_card("semisup/easyfl").protocol_card()
 
@@ -125,12 +137,19 @@ def test_schema_rejects_unknown_missing_and_invalid_fields() -> None:
     assert len(groups) == len(set(groups))  # every field belongs to exactly one group
 
 
-CANONICAL_TASKS = [("knn", {}, "knn@v1"), ("linear_probe", {}, "linear@v1"), ("semi_supervised", {}, "semisup@v1"),
-                   ("transfer", {}, "transfer-linear@v1"), ("reconstruction", {}, "recon/mae@v1")]
+CANONICAL_TASKS = [
+    ("knn", {}, "knn@v1"),
+    ("linear_probe", {}, "linear@v1"),
+    ("semi_supervised", {}, "semisup@v1"),
+    ("transfer", {}, "transfer-linear@v1"),
+    ("reconstruction", {}, "recon/mae@v1"),
+]
 
 
 @pytest.mark.parametrize("task,params,card", CANONICAL_TASKS)
-def test_canonical_tasks_at_default_config_carry_the_json_card(task: str, params: dict, card: str) -> None:
+def test_canonical_tasks_at_default_config_carry_the_json_card(
+    task: str, params: dict, card: str
+) -> None:
     cls = TASKS.get(task)
     pc = cls(from_mapping(cls.Config, params)).card()
     assert (pc.name, pc.card_id) == (card, GOLDEN[card])
@@ -140,7 +159,9 @@ def test_canonical_tasks_at_default_config_carry_the_json_card(task: str, params
 def test_task_overrides_change_the_card_id_not_the_name() -> None:
     cls = TASKS.get("linear_probe")
     pc = cls(from_mapping(cls.Config, {"epochs": 1})).card()
-    assert pc.name == "linear@v1" and pc.card_id != GOLDEN["linear@v1"] and pc.settings["epochs"] == 1
+    assert (
+        pc.name == "linear@v1" and pc.card_id != GOLDEN["linear@v1"] and pc.settings["epochs"] == 1
+    )
     semi = TASKS.get("semi_supervised")
     assert semi(from_mapping(semi.Config, {"label_fraction": 0.1})).card().card_id == SEMISUP_10PCT
 
@@ -149,19 +170,39 @@ def test_detection_cards_come_from_the_json() -> None:
     from tasks.coco_detection.task import CocoDetection, CocoDetectionConfig
 
     task = CocoDetection(CocoDetectionConfig())
-    for stem, name in (("full", "detection/maskrcnn-r18fpn-1x@v1"), ("cifar", "detection/maskrcnn-r18fpn-1x-cifarstem@v1")):
+    for stem, name in (
+        ("full", "detection/maskrcnn-r18fpn-1x@v1"),
+        ("cifar", "detection/maskrcnn-r18fpn-1x-cifarstem@v1"),
+    ):
         pc = task.card(stem)
         assert (pc.name, pc.card_id) == (name, GOLDEN[name])
-        # the run's framework facts are not protocol: they go to the score's extra, and the card stays the
-        # committed one (its digest is the JSON's), whatever Detectron2 version or GPU count ran it
-        assert not {"detectron2_version", "num_gpus", "ims_per_gpu", "device", "backbone_builder"} & set(pc.settings)
-    assert CocoDetection(CocoDetectionConfig(dataset="shapes_coco")).card("cifar").card_id == \
-        load_card("detection/shapes-smoke@v1").digest
+        # the run's framework facts are not protocol: they go to the score's extra, and the card
+        # stays the committed one (its digest is the JSON's), whatever Detectron2 version or GPU
+        # count ran it
+        assert not {
+            "detectron2_version",
+            "num_gpus",
+            "ims_per_gpu",
+            "device",
+            "backbone_builder",
+        } & set(pc.settings)
+    assert (
+        CocoDetection(CocoDetectionConfig(dataset="shapes_coco")).card("cifar").card_id
+        == load_card("detection/shapes-smoke@v1").digest
+    )
 
 
-@pytest.mark.parametrize("task,card", [("linear_native", "orchestra"), ("linear_native", "decssl"),
-                                       ("linear_native", "easyfl"), ("linear_native", "moco-lincls"),
-                                       ("semisup_native", "orchestra"), ("transfer_native", "decssl")])
+@pytest.mark.parametrize(
+    "task,card",
+    [
+        ("linear_native", "orchestra"),
+        ("linear_native", "decssl"),
+        ("linear_native", "easyfl"),
+        ("linear_native", "moco-lincls"),
+        ("semisup_native", "orchestra"),
+        ("transfer_native", "decssl"),
+    ],
+)
 def test_native_tasks_at_default_config_carry_the_native_card(task: str, card: str) -> None:
     cls = TASKS.get(task)
     pc = cls(from_mapping(cls.Config, {"card": card})).card()
@@ -173,7 +214,8 @@ def test_native_tasks_at_default_config_carry_the_native_card(task: str, card: s
 
 
 def test_reference_card_ids_are_the_digests_of_their_named_cards() -> None:
-    """A paper number may carry a card_id only when its protocol is exactly one of our card JSONs (reference.py)."""
+    """A paper number may carry a card_id only when its protocol is exactly one of our card JSONs
+    (reference.py)."""
     from pathlib import Path
 
     from benchmark.records.reference import load_references
@@ -181,7 +223,8 @@ def test_reference_card_ids_are_the_digests_of_their_named_cards() -> None:
     good, bad = load_references(Path(__file__).resolve().parents[2] / "results" / "reference")
     assert not bad
     pinned = [v for t in good for v in t.values if v.card_id]
-    assert pinned  # Orchestra's linear columns: linear/orchestra is its released linear_eval.py protocol
+    # Orchestra's linear columns: linear/orchestra is its released linear_eval.py protocol
+    assert pinned
     for v in pinned:
         assert v.card_id == load_card(v.card).digest, (v.file, v.column)
         assert not v.selects_on_test
@@ -193,7 +236,7 @@ def test_e2e_classifier_scores_the_exported_classifier_once_in_eval_mode(tmp_pat
     from torch import nn
 
     from benchmark.api import DatasetSplit, Encoder
-    from benchmark.data.datasets import DatasetSplits
+    from benchmark.contracts.data_types import DatasetSplits
     from tasks.base import TaskContext, TaskNotApplicable
 
     labels = np.array([0, 1, 1, 0, 1], dtype=np.int64)
@@ -209,23 +252,49 @@ def test_e2e_classifier_scores_the_exported_classifier_once_in_eval_mode(tmp_pat
             return torch.stack([-m, m], 1)
 
     clf = Bright().train()
-    enc = Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="x", input_size=2,
-                  mean=(0.5,) * 3, std=(0.5,) * 3, classifier=clf)
+    enc = Encoder(
+        module=nn.Identity(),
+        feat_dim=1,
+        backbone="toy",
+        fingerprint="x",
+        input_size=2,
+        mean=(0.5,) * 3,
+        std=(0.5,) * 3,
+        classifier=clf,
+    )
     cls = TASKS.get("e2e_classifier")
     task = cls(from_mapping(cls.Config, {"batch_size": 2}))
-    ctx = TaskContext(dataset=ds, data_root=tmp_path, out_dir=tmp_path, device=torch.device("cpu"), seed=0,
-                      feature_cache={})
+    ctx = TaskContext(
+        dataset=ds,
+        data_root=tmp_path,
+        out_dir=tmp_path,
+        device=torch.device("cpu"),
+        seed=0,
+        feature_cache={},
+    )
     s = task.run(enc, ctx)
     assert s.values["top1"] == 100.0 and clf.training  # mode restored
     assert s.card.name == "e2e-classifier@v1" and s.card.card_id == GOLDEN["e2e-classifier@v1"]
     with pytest.raises(TaskNotApplicable):
-        task.run(Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="x", input_size=2,
-                         mean=(0.5,) * 3, std=(0.5,) * 3), ctx)
+        task.run(
+            Encoder(
+                module=nn.Identity(),
+                feat_dim=1,
+                backbone="toy",
+                fingerprint="x",
+                input_size=2,
+                mean=(0.5,) * 3,
+                std=(0.5,) * 3,
+            ),
+            ctx,
+        )
 
 
 def test_finetune_task_carries_the_fedmae_card() -> None:
     cls = TASKS.get("finetune")
     pc = cls(from_mapping(cls.Config, {})).card()
     spec = load_card("finetune/fedmae")
-    assert (pc.name, pc.card_id) == ("finetune/fedmae", spec.digest) and spec.settings["protocol_assumed"]
+    assert (pc.name, pc.card_id) == ("finetune/fedmae", spec.digest) and spec.settings[
+        "protocol_assumed"
+    ]
     assert cls(from_mapping(cls.Config, {"label_fraction": 0.1})).card().card_id != spec.digest

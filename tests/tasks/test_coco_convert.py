@@ -1,4 +1,5 @@
-"""ResNet → Detectron2 key mapping (docs/protocols/evaluation.md §4.2, §7.6). Pure: no Detectron2 needed."""
+"""ResNet → Detectron2 key mapping (docs/protocols/evaluation.md §4.2, §7.6). Pure: no Detectron2
+needed."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _state(name: str, **params) -> dict[str, torch.Tensor]:
 
 
 def expected_r18_keys(with_stem: bool) -> set[str]:
-    """The table of §4.2 written out for ResNet-18 (2 BasicBlocks per stage, 1x1 shortcut in res3-res5)."""
+    """The table of §4.2 written out for ResNet-18 (2 BasicBlocks per stage, 1x1 shortcut in
+    res3-res5)."""
     keys = {"stem.conv1.weight", *(f"stem.conv1.norm.{f}" for f in BN)} if with_stem else set()
     for stage in range(2, 6):
         for block in range(2):
@@ -41,11 +43,16 @@ def expected_r18_keys(with_stem: bool) -> set[str]:
     return keys
 
 
-# Detectron2's R18 backbone shapes (BasicStem 7x7/2 64; BasicBlock with the stride in conv1; 1x1 strided shortcut)
+# Detectron2's R18 backbone shapes (BasicStem 7x7/2 64; BasicBlock with the stride in conv1; 1x1
+# strided shortcut)
 D2_R18_SHAPES = {
-    "stem.conv1.weight": (64, 3, 7, 7), "res2.0.conv1.weight": (64, 64, 3, 3), "res3.0.conv1.weight": (128, 64, 3, 3),
-    "res3.0.shortcut.weight": (128, 64, 1, 1), "res4.1.conv2.weight": (256, 256, 3, 3),
-    "res5.0.shortcut.weight": (512, 256, 1, 1), "res5.1.conv2.norm.running_var": (512,),
+    "stem.conv1.weight": (64, 3, 7, 7),
+    "res2.0.conv1.weight": (64, 64, 3, 3),
+    "res3.0.conv1.weight": (128, 64, 3, 3),
+    "res3.0.shortcut.weight": (128, 64, 1, 1),
+    "res4.1.conv2.weight": (256, 256, 3, 3),
+    "res5.0.shortcut.weight": (512, 256, 1, 1),
+    "res5.1.conv2.norm.running_var": (512,),
 }
 
 
@@ -57,7 +64,9 @@ def _source_of(d2_key: str) -> str:
         return k
     rest = m.group(3)
     rest = re.sub(r"^conv(\d)\.norm\.", r"bn\1.", rest)
-    rest = rest.replace("shortcut.norm.", "downsample.1.").replace("shortcut.weight", "downsample.0.weight")
+    rest = rest.replace("shortcut.norm.", "downsample.1.").replace(
+        "shortcut.weight", "downsample.0.weight"
+    )
     return f"layer{int(m.group(1)) - 1}.{m.group(2)}.{rest}"
 
 
@@ -112,14 +121,15 @@ def test_dropped_tensors_and_bad_policy():
 
 @pytest.mark.parametrize("name,offset", [("resnet18", 4), ("resnet18_cifar", 3)])
 def test_decssl_positional_names_convert_to_the_same_result(name, offset):
-    """Dec-SSL: f.0 conv1, f.1 bn1, (f.2 relu, f.3 max-pool only with the full stem), then the four stages."""
+    """Dec-SSL: f.0 conv1, f.1 bn1, (f.2 relu, f.3 max-pool only with the full stem), then the four
+    stages."""
     sd = _state(name)
     pos = {}
     for k, v in sd.items():
         if k.startswith("conv1."):
-            pos["f.0." + k[len("conv1."):]] = v
+            pos["f.0." + k[len("conv1.") :]] = v
         elif k.startswith("bn1."):
-            pos["f.1." + k[len("bn1."):]] = v
+            pos["f.1." + k[len("bn1.") :]] = v
         else:
             m = re.match(r"^layer(\d)\.(.+)$", k)
             pos[f"f.{int(m.group(1)) + offset - 1}.{m.group(2)}"] = v
@@ -132,14 +142,27 @@ def test_decssl_positional_names_convert_to_the_same_result(name, offset):
 
 
 def test_layouts():
-    assert resnet_layout(_state("resnet18")) == {"stem": "full", "stem_out_channels": 64, "res2_out_channels": 64,
-                                                 "num_blocks": (2, 2, 2, 2), "block": "basic",
-                                                 "bottleneck_channels": 0}
+    assert resnet_layout(_state("resnet18")) == {
+        "stem": "full",
+        "stem_out_channels": 64,
+        "res2_out_channels": 64,
+        "num_blocks": (2, 2, 2, 2),
+        "block": "basic",
+        "bottleneck_channels": 0,
+    }
     micro = resnet_layout(_state("resnet_micro", width=8))
-    assert micro["stem"] == "cifar" and micro["num_blocks"] == (1, 1, 1, 1) and micro["res2_out_channels"] == 8
+    assert (
+        micro["stem"] == "cifar"
+        and micro["num_blocks"] == (1, 1, 1, 1)
+        and micro["res2_out_channels"] == 8
+    )
     r50 = resnet_layout(_state("resnet50"))
-    assert (r50["block"], r50["num_blocks"], r50["res2_out_channels"], r50["bottleneck_channels"]) == (
-        "bottleneck", (3, 4, 6, 3), 256, 64)
+    assert (
+        r50["block"],
+        r50["num_blocks"],
+        r50["res2_out_channels"],
+        r50["bottleneck_channels"],
+    ) == ("bottleneck", (3, 4, 6, 3), 256, 64)
     assert "res2.0.conv3.weight" in to_detectron2(_state("resnet50"))
 
 
@@ -148,4 +171,6 @@ def test_pickle_is_in_the_detectron2_model_zoo_format(tmp_path):
     path = write_detectron2_pickle(out, tmp_path / "w.pkl")
     data = pickle.loads(path.read_bytes())
     assert data["__author__"] == "fssl-bench" and data["matching_heuristics"] is True
-    assert set(data["model"]) == set(out) and all(isinstance(v, np.ndarray) for v in data["model"].values())
+    assert set(data["model"]) == set(out) and all(
+        isinstance(v, np.ndarray) for v in data["model"].values()
+    )

@@ -1,5 +1,6 @@
-"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5, docs/methods/fedmae.md §3): layer decay, weight-decay exclusions, schedule, mixup,
-determinism without global-RNG side effects, the encoder untouched, the test split read once, ResNets, a real cell."""
+"""``finetune/fedmae`` (docs/protocols/evaluation.md §3.5, docs/methods/fedmae.md §3): layer decay,
+weight-decay exclusions, schedule, mixup, determinism without global-RNG side effects, the encoder
+untouched, the test split read once, ResNets, a real cell."""
 
 from __future__ import annotations
 
@@ -13,19 +14,19 @@ import pytest
 import torch
 
 from benchmark.api import (
+    TASKS,
     DatasetSplit,
     DatasetSplits,
     Encoder,
     Stream,
-    TASKS,
     arch_fingerprint,
     build_backbone,
     from_mapping,
     scoped_torch_seed,
 )
-from benchmark.config import ConfigError
+from benchmark.contracts.registries import load_builtins
+from benchmark.core.config import ConfigError
 from benchmark.data.datasets import load_dataset_splits
-from benchmark.registries import load_builtins
 from tasks.base import TaskContext, TaskNotApplicable
 from tasks.finetune import (
     Classifier,
@@ -46,23 +47,40 @@ def _encoder(name: str = "vit_micro", seed: int = 0, **params) -> Encoder:
     params = params or ({"depth": DEPTH} if name.startswith("vit") else {"width": 4})
     with scoped_torch_seed(seed, Stream.INIT):
         module, dim = build_backbone(name, params)
-    return Encoder(module=module, feat_dim=dim, backbone=name, fingerprint=arch_fingerprint(module),
-                   input_size=16, mean=(0.3,) * 3, std=(0.3,) * 3)
+    return Encoder(
+        module=module,
+        feat_dim=dim,
+        backbone=name,
+        fingerprint=arch_fingerprint(module),
+        input_size=16,
+        mean=(0.3,) * 3,
+        std=(0.3,) * 3,
+    )
 
 
 def _small_digits(n_train: int = 96, n_test: int = 40) -> DatasetSplits:
     ds = load_dataset_splits("digits")
-    return dataclasses.replace(ds, train=ds.train.subset(np.arange(n_train)), test=ds.test.subset(np.arange(n_test)))
+    return dataclasses.replace(
+        ds, train=ds.train.subset(np.arange(n_train)), test=ds.test.subset(np.arange(n_test))
+    )
 
 
 def _ctx(tmp_path: Path, ds: DatasetSplits | None = None) -> TaskContext:
-    return TaskContext(dataset=ds or _small_digits(), data_root=tmp_path, out_dir=tmp_path,
-                       device=torch.device("cpu"), seed=0, feature_cache={})
+    return TaskContext(
+        dataset=ds or _small_digits(),
+        data_root=tmp_path,
+        out_dir=tmp_path,
+        device=torch.device("cpu"),
+        seed=0,
+        feature_cache={},
+    )
 
 
 def _task(**params):
     cls = TASKS.get("finetune")
-    return cls(from_mapping(cls.Config, {"epochs": 2, "warmup_epochs": 1, "batch_size": 32, **params}))
+    return cls(
+        from_mapping(cls.Config, {"epochs": 2, "warmup_epochs": 1, "batch_size": 32, **params})
+    )
 
 
 def _classifier(name: str = "vit_micro") -> Classifier:
@@ -70,17 +88,22 @@ def _classifier(name: str = "vit_micro") -> Classifier:
     return Classifier(enc.module, enc.feat_dim, 10, 2e-5)
 
 
-# ---- layer-wise lr decay and weight decay -------------------------------------------------------------------------
+# ---- layer-wise lr decay and weight decay --------------------------------------------------------
 def test_layer_decay_scales_per_block_head_gets_base_lr():
     model = _classifier()
-    groups = layer_decay_param_groups(model, [f"backbone.blocks.{i}" for i in range(DEPTH)], weight_decay=0.05,
-                                      layer_decay=0.75)
+    groups = layer_decay_param_groups(
+        model, [f"backbone.blocks.{i}" for i in range(DEPTH)], weight_decay=0.05, layer_decay=0.75
+    )
     scale = {n: g["lr_scale"] for g in groups for n in g["names"]}
     assert set(scale) == {n for n, _ in model.named_parameters()}
     for i in range(DEPTH):  # block i is layer i + 1: 0.75^(depth + 1 - (i + 1))
         for n in (k for k in scale if k.startswith(f"backbone.blocks.{i}.")):
             assert scale[n] == pytest.approx(0.75 ** (DEPTH + 1 - (i + 1)))
-    for n in ("backbone.patch_embed.proj.weight", "backbone.patch_embed.proj.bias", "backbone.cls_token"):
+    for n in (
+        "backbone.patch_embed.proj.weight",
+        "backbone.patch_embed.proj.bias",
+        "backbone.cls_token",
+    ):
         assert scale[n] == pytest.approx(0.75 ** (DEPTH + 1))  # embeddings: layer 0
     for n in ("head.weight", "head.bias", "backbone.norm.weight", "backbone.norm.bias"):
         assert scale[n] == 1.0  # the head (and the final norm, MAE) train at the base lr
@@ -91,8 +114,9 @@ def test_layer_decay_scales_per_block_head_gets_base_lr():
 
 def test_no_weight_decay_on_norms_biases_cls():
     model = _classifier()
-    groups = layer_decay_param_groups(model, [f"backbone.blocks.{i}" for i in range(DEPTH)], weight_decay=0.05,
-                                      layer_decay=0.75)
+    groups = layer_decay_param_groups(
+        model, [f"backbone.blocks.{i}" for i in range(DEPTH)], weight_decay=0.05, layer_decay=0.75
+    )
     wd = {n: g["weight_decay"] for g in groups for n in g["names"]}
     for n in wd:
         if n.endswith(".bias") or ".norm" in n or n.endswith("cls_token"):
@@ -104,22 +128,34 @@ def test_no_weight_decay_on_norms_biases_cls():
 
 
 def test_layer_groups_match_timm_on_a_timm_vit():
-    """Oracle: timm's ``param_groups_layer_decay`` (BEiT/MAE rule) on a timm ViT with a learnable pos_embed."""
+    """Oracle: timm's ``param_groups_layer_decay`` (BEiT/MAE rule) on a timm ViT with a learnable
+    pos_embed."""
     from timm.models.vision_transformer import VisionTransformer
     from timm.optim import param_groups_layer_decay
 
     with scoped_torch_seed(0, Stream.INIT):
-        vit = VisionTransformer(img_size=16, patch_size=4, embed_dim=32, depth=4, num_heads=2, num_classes=10,
-                                global_pool="token")
+        vit = VisionTransformer(
+            img_size=16,
+            patch_size=4,
+            embed_dim=32,
+            depth=4,
+            num_heads=2,
+            num_classes=10,
+            global_pool="token",
+        )
     ours = layer_decay_param_groups(vit, trunk_blocks(vit), weight_decay=0.05, layer_decay=0.75)
-    ref = param_groups_layer_decay(vit, weight_decay=0.05, layer_decay=0.75, no_weight_decay_list=vit.no_weight_decay())
+    ref = param_groups_layer_decay(
+        vit, weight_decay=0.05, layer_decay=0.75, no_weight_decay_list=vit.no_weight_decay()
+    )
     names = {id(p): n for n, p in vit.named_parameters()}
     want = {names[id(p)]: (g["lr_scale"], g["weight_decay"]) for g in ref for p in g["params"]}
     got = {n: (g["lr_scale"], g["weight_decay"]) for g in ours for n in g["names"]}
     assert got.keys() == want.keys()
     for n in got:
-        if n.startswith("norm."):  # timm gives the final norm its own layer below the head (scale 0.75); MAE's
-            assert got[n] == (1.0, 0.0)  # lr_decay.py puts it (fc_norm) with the head at scale 1: we follow MAE
+        # timm gives the final norm its own layer below the head (scale 0.75); MAE's
+        if n.startswith("norm."):
+            # lr_decay.py puts it (fc_norm) with the head at scale 1: we follow MAE
+            assert got[n] == (1.0, 0.0)
             assert want[n] == pytest.approx((0.75, 0.0))
         else:
             assert got[n] == pytest.approx(want[n]), n
@@ -130,10 +166,15 @@ def test_resnet_layer_groups_and_unsupported_backbone():
     model = _classifier("resnet_micro")
     blocks = trunk_blocks(model.backbone)
     assert blocks == ["layer1.0", "layer2.0", "layer3.0", "layer4.0"]
-    groups = layer_decay_param_groups(model, [f"backbone.{b}" for b in blocks], weight_decay=0.05, layer_decay=0.75)
+    groups = layer_decay_param_groups(
+        model, [f"backbone.{b}" for b in blocks], weight_decay=0.05, layer_decay=0.75
+    )
     scale = {n: g["lr_scale"] for g in groups for n in g["names"]}
-    assert scale["backbone.conv1.weight"] == pytest.approx(0.75**5) and scale["backbone.layer3.0.conv1.weight"] == \
-        pytest.approx(0.75**2) and scale["head.weight"] == 1.0
+    assert (
+        scale["backbone.conv1.weight"] == pytest.approx(0.75**5)
+        and scale["backbone.layer3.0.conv1.weight"] == pytest.approx(0.75**2)
+        and scale["head.weight"] == 1.0
+    )
     with pytest.raises(TaskNotApplicable, match="layer-wise lr decay"):
         trunk_blocks(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 8)))
 
@@ -145,12 +186,13 @@ def test_lr_schedule_warmup_then_cosine():
     assert lr_at(5.0, **kw) == pytest.approx(2.5e-4)
     assert lr_at(52.5, **kw) == pytest.approx(1e-6 + (2.5e-4 - 1e-6) * 0.5)
     assert lr_at(100.0, **kw) == pytest.approx(1e-6)
-    assert lr_at(4.999, **kw) == pytest.approx(lr_at(5.0, **kw), rel=1e-3)  # continuous at the warmup end
+    # continuous at the warmup end
+    assert lr_at(4.999, **kw) == pytest.approx(lr_at(5.0, **kw), rel=1e-3)
     assert lr_at(1.0, lr=1.0, min_lr=0.0, warmup_epochs=0, epochs=2) == pytest.approx(0.5)
     assert FinetuneConfig().lr == pytest.approx(1e-3 * 64 / 256)
 
 
-# ---- mixup, RNG scoping, augmentation compatibility ------------------------------------------------------------------
+# ---- mixup, RNG scoping, augmentation compatibility ----------------------------------------------
 def test_mixup_targets_sum_to_one_and_are_smoothed():
     cfg = FinetuneConfig()
     mix = make_mixup(cfg, 10)
@@ -160,7 +202,8 @@ def test_mixup_targets_sum_to_one_and_are_smoothed():
             x, soft = mix(torch.randn(8, 3, 16, 16), y)
         assert soft.shape == (8, 10) and x.shape == (8, 3, 16, 16)
         assert torch.allclose(soft.sum(1), torch.ones(8), atol=1e-6)
-        assert float(soft.min()) >= 0.1 / 10 - 1e-7  # label smoothing puts at least ε/C on every class
+        # label smoothing puts at least ε/C on every class
+        assert float(soft.min()) >= 0.1 / 10 - 1e-7
     assert make_mixup(FinetuneConfig(mixup=0.0, cutmix=0.0), 10) is None
 
 
@@ -185,16 +228,28 @@ def test_posterize_zero_bits_is_black():
     assert _posterize_compat(img, 8) is img
 
 
-# ---- the task ------------------------------------------------------------------------------------------------------
+# ---- the task ------------------------------------------------------------------------------------
 def test_card_settings_and_strict_frozen_config():
     card = _task().card()
     assert card.name == "finetune/fedmae" and card.task == "finetune" and not card.selects_on_test
     assert "project completion, not from the paper" in card.settings["source"]
     assert "fine-tuned" in card.summary and card.settings["fine_tuned"] is True
     default = TASKS.get("finetune")(FinetuneConfig()).card().settings
-    for key, value in {"epochs": 100, "batch_size": 64, "blr": 1e-3, "lr": 2.5e-4, "layer_decay": 0.75,
-                       "weight_decay": 0.05, "drop_path": 0.1, "warmup_epochs": 5.0, "label_smoothing": 0.1,
-                       "mixup": 0.8, "cutmix": 1.0, "label_fraction": 1.0, "selection": "final"}.items():
+    for key, value in {
+        "epochs": 100,
+        "batch_size": 64,
+        "blr": 1e-3,
+        "lr": 2.5e-4,
+        "layer_decay": 0.75,
+        "weight_decay": 0.05,
+        "drop_path": 0.1,
+        "warmup_epochs": 5.0,
+        "label_smoothing": 0.1,
+        "mixup": 0.8,
+        "cutmix": 1.0,
+        "label_fraction": 1.0,
+        "selection": "final",
+    }.items():
         assert default[key] == value, key
     assert default["augmentation"]["rand_augment"] == "rand-m9-mstd0.5-inc1"
     assert default["augmentation"]["random_erasing"]["p"] == 0.25
@@ -224,10 +279,12 @@ def test_runs_leaves_encoder_untouched_and_reads_test_once(tmp_path):
     modules_before = [type(m) for m in enc.module.modules()]
     training = enc.module.training
     s = _task().run(enc, _ctx(tmp_path, ds))
-    assert reads == {"images": 1, "labels": 1}, reads  # evaluate() alone touches the test split, once
+    # evaluate() alone touches the test split, once
+    assert reads == {"images": 1, "labels": 1}, reads
     after = enc.module.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert [type(m) for m in enc.module.modules()] == modules_before  # no DropPath leaked into the original
+    # no DropPath leaked into the original
+    assert [type(m) for m in enc.module.modules()] == modules_before
     assert enc.module.training == training
     assert s.extra["drop_path_applied"] is True and s.extra["test_samples"] == len(ds.test)
     assert s.extra["steps"] == 2 * (96 // 32) and math.isfinite(s.extra["final_train_loss"])
@@ -240,7 +297,8 @@ def test_two_runs_identical_and_global_rng_untouched(tmp_path):
     a = _task(epochs=1, warmup_epochs=0).run(_encoder(), _ctx(tmp_path))
     assert random.getstate() == state[0] and np.array_equal(np.random.get_state()[1], state[1])
     assert torch.equal(torch.get_rng_state(), state[2])
-    random.seed(2), np.random.seed(2), torch.manual_seed(2)  # a different caller state changes nothing
+    # a different caller state changes nothing
+    random.seed(2), np.random.seed(2), torch.manual_seed(2)
     b = _task(epochs=1, warmup_epochs=0).run(_encoder(), _ctx(tmp_path))
     assert a.values == b.values and a.extra["final_train_loss"] == b.extra["final_train_loss"]
 
@@ -258,9 +316,15 @@ def test_label_fraction_uses_class_balanced_subset(tmp_path):
 
 def test_target_dataset_replaces_the_cell_dataset(tmp_path):
     task = _task(epochs=1, warmup_epochs=0, label_fraction=0.1, target="digits")
-    assert task.required_datasets(task.cfg) == ("digits",) and _task().required_datasets(_task().cfg) == ()
-    assert task.card().card_id != _task(epochs=1, warmup_epochs=0, label_fraction=0.1).card().card_id
-    s = task.run(_encoder(), _ctx(tmp_path))  # the context holds a 96/40-image slice; the target is all of digits
+    assert (
+        task.required_datasets(task.cfg) == ("digits",)
+        and _task().required_datasets(_task().cfg) == ()
+    )
+    assert (
+        task.card().card_id != _task(epochs=1, warmup_epochs=0, label_fraction=0.1).card().card_id
+    )
+    # the context holds a 96/40-image slice; the target is all of digits
+    s = task.run(_encoder(), _ctx(tmp_path))
     full = load_dataset_splits("digits")
     assert s.extra["dataset"] == "digits" and s.extra["test_samples"] == len(full.test)
     assert s.extra["subset_size"] == 150 and "on digits" in s.card.summary
@@ -274,15 +338,23 @@ def test_resnet_encoder_is_fine_tuned_without_drop_path(tmp_path):
 
 def test_unsupported_encoder_is_not_applicable(tmp_path):
     module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 8))
-    enc = Encoder(module=module, feat_dim=8, backbone="mlp", fingerprint="x", input_size=16, mean=(0.3,) * 3,
-                  std=(0.3,) * 3)
+    enc = Encoder(
+        module=module,
+        feat_dim=8,
+        backbone="mlp",
+        fingerprint="x",
+        input_size=16,
+        mean=(0.3,) * 3,
+        std=(0.3,) * 3,
+    )
     with pytest.raises(TaskNotApplicable):
         _task().run(enc, _ctx(tmp_path))
 
 
 def test_fedmae_cell_runs_finetune(tmp_path):
-    """FedMAE's smoke cell with the fine-tuning card: the exported cascade is fine-tuned inside a real cell."""
-    from benchmark.runner import run_cell
+    """FedMAE's smoke cell with the fine-tuning card: the exported cascade is fine-tuned inside a
+    real cell."""
+    from benchmark.engine.runner import run_cell
     from tests.helpers import smoke_cell
 
     cell = smoke_cell("fedmae", tasks=[{"name": "finetune", "epochs": 1, "warmup_epochs": 0}])
@@ -295,27 +367,48 @@ def test_fedmae_cell_runs_finetune(tmp_path):
 
 @pytest.mark.slow
 def test_fine_tuning_learns_on_digits(tmp_path):
-    """The loop really trains (layer-scaled lrs, schedule, loss): a short run without the heavy regularisers beats
-    chance (10 %) clearly on digits from a random ViT."""
+    """The loop really trains (layer-scaled lrs, schedule, loss): a short run without the heavy
+    regularisers beats chance (10 %) clearly on digits from a random ViT."""
     ds = load_dataset_splits("digits")
-    s = _task(epochs=12, warmup_epochs=1, blr=4e-3, rand_augment="", reprob=0.0, mixup=0.0, cutmix=0.0,
-              crop_scale=(0.5, 1.0), flip_p=0.0).run(_encoder(), _ctx(tmp_path, ds))
+    s = _task(
+        epochs=12,
+        warmup_epochs=1,
+        blr=4e-3,
+        rand_augment="",
+        reprob=0.0,
+        mixup=0.0,
+        cutmix=0.0,
+        crop_scale=(0.5, 1.0),
+        flip_p=0.0,
+    ).run(_encoder(), _ctx(tmp_path, ds))
     assert s.values["top1"] > 30.0, s.values
 
 
 def test_a_card_never_claims_the_mae_recipe_for_a_config_that_departs_from_it() -> None:
-    """The quickstart fine-tunes under a recipe sized for digits: its card says so (source and summary), field by
-    field, while the default config's card is the committed MAE-recipe card, word for word."""
+    """The quickstart fine-tunes under a recipe sized for digits: its card says so (source and
+    summary), field by field, while the default config's card is the committed MAE-recipe card, word
+    for word."""
     from tasks.cards import load_card
     from tasks.finetune import Finetune, FinetuneConfig, recipe_departures
 
     default = Finetune(FinetuneConfig()).card()
     assert load_card("finetune/fedmae").matches(default) and "MAE recipe" in default.summary
-    assert "DEVIATION" not in default.settings["source"] and recipe_departures(FinetuneConfig()) == {}
-    digits = FinetuneConfig(epochs=50, rand_augment="", mixup=0.0, cutmix=0.0, reprob=0.0, layer_decay=1.0, blr=0.004)
+    assert (
+        "DEVIATION" not in default.settings["source"] and recipe_departures(FinetuneConfig()) == {}
+    )
+    digits = FinetuneConfig(
+        epochs=50, rand_augment="", mixup=0.0, cutmix=0.0, reprob=0.0, layer_decay=1.0, blr=0.004
+    )
     card = Finetune(digits).card()
     assert "DEVIATION" in card.settings["source"] and "not the MAE recipe" in card.summary
-    assert recipe_departures(digits) == {"blr": 0.004, "layer_decay": 1.0, "rand_augment": "off", "mixup": 0.0,
-                                         "cutmix": 0.0, "reprob": 0.0}
+    assert recipe_departures(digits) == {
+        "blr": 0.004,
+        "layer_decay": 1.0,
+        "rand_augment": "off",
+        "mixup": 0.0,
+        "cutmix": 0.0,
+        "reprob": 0.0,
+    }
     assert all(f"{k}=" in card.settings["source"] for k in recipe_departures(digits))
-    assert "epochs" not in recipe_departures(FinetuneConfig(epochs=50))  # FedMAE §5.1's own field, not the recipe
+    # FedMAE §5.1's own field, not the recipe
+    assert "epochs" not in recipe_departures(FinetuneConfig(epochs=50))

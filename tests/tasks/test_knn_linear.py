@@ -1,4 +1,5 @@
-"""docs/protocols/evaluation.md §7.1-7.2: kNN against brute force and hand-computed scores; the linear probe's contract."""
+"""docs/protocols/evaluation.md §7.1-7.2: kNN against brute force and hand-computed scores; the
+linear probe's contract."""
 
 from __future__ import annotations
 
@@ -30,18 +31,22 @@ def test_knn_matches_brute_force() -> None:
     g = torch.Generator().manual_seed(0)
     bank, queries = torch.randn(60, 8, generator=g), torch.randn(25, 8, generator=g)
     labels = torch.randint(0, 4, (60,), generator=g)
-    assert torch.equal(knn_predict(bank, labels, queries, 4, k=5, t=0.1), brute_knn(bank, labels, queries, 4, 5, 0.1))
+    assert torch.equal(
+        knn_predict(bank, labels, queries, 4, k=5, t=0.1),
+        brute_knn(bank, labels, queries, 4, 5, 0.1),
+    )
 
 
 def test_knn_hand_computed_and_ties() -> None:
     bank = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     labels = torch.tensor([1, 0, 0])
-    # query at 45 degrees: similarities equal for all three unit vectors -> k=2 takes bank items 0 and 1 (lower
-    # index wins ties): one vote each for classes 1 and 0, equal weight -> the smaller class index, 0
+    # query at 45 degrees: similarities equal for all three unit vectors -> k=2 takes bank items 0
+    # and 1 (lower index wins ties): one vote each for classes 1 and 0, equal weight -> the smaller
+    # class index, 0
     q = torch.tensor([[1.0, 1.0]])
     assert knn_predict(bank, labels, q, 2, k=2, t=0.1).item() == 0
-    # query along x: items 0 and 2 (s = 1) -> classes 1 and 0 tie; item 1 has s = 0. With k = 3 class 0 gets
-    # e^10 + e^0 > class 1's e^10
+    # query along x: items 0 and 2 (s = 1) -> classes 1 and 0 tie; item 1 has s = 0. With k = 3
+    # class 0 gets e^10 + e^0 > class 1's e^10
     q = torch.tensor([[1.0, 0.0]])
     assert knn_predict(bank, labels, q, 2, k=3, t=0.1).item() == 0
     assert knn_predict(bank, labels, q, 2, k=1, t=0.1).item() == 1
@@ -70,17 +75,24 @@ def test_linear_head_is_deterministic_and_learns() -> None:
 @pytest.mark.parametrize("task", ["knn", "linear_probe"])
 def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_path) -> None:
     from benchmark.api import Encoder, arch_fingerprint
-    from benchmark.backbones import ResNetMicro
-    from benchmark.config import from_mapping
+    from benchmark.contracts.registries import TASKS
+    from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.registries import TASKS
+    from benchmark.toolkit.backbones import ResNetMicro
     from tasks.base import TaskContext
 
     ds = load_dataset_splits("digits", {})
     net = ResNetMicro(width=4).build()
     before = {k: v.clone() for k, v in net.state_dict().items()}
-    enc = Encoder(module=net, feat_dim=32, backbone="resnet_micro", fingerprint=arch_fingerprint(net),
-                  input_size=16, mean=ds.mean, std=ds.std)
+    enc = Encoder(
+        module=net,
+        feat_dim=32,
+        backbone="resnet_micro",
+        fingerprint=arch_fingerprint(net),
+        input_size=16,
+        mean=ds.mean,
+        std=ds.std,
+    )
     calls = {"n": 0}
     import tasks.features as feats
 
@@ -95,8 +107,14 @@ def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_
     try:
         cls = TASKS.get(task)
         t = cls(from_mapping(cls.Config, {"epochs": 2} if task == "linear_probe" else {}))
-        ctx = TaskContext(dataset=ds, data_root=tmp_path, out_dir=tmp_path, device=torch.device("cpu"), seed=0,
-                          feature_cache={})
+        ctx = TaskContext(
+            dataset=ds,
+            data_root=tmp_path,
+            out_dir=tmp_path,
+            device=torch.device("cpu"),
+            seed=0,
+            feature_cache={},
+        )
         scores = t.run(enc, ctx)
     finally:
         feats.extract_features = original
@@ -107,8 +125,9 @@ def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_
 
 
 def test_knn_queries_never_enter_the_bank() -> None:
-    """A transductive kNN (test features added to the bank with their labels) would find each query itself: here
-    every bank item is class 0 on one axis and every query class 1 on another, so only an inductive kNN scores 0."""
+    """A transductive kNN (test features added to the bank with their labels) would find each query
+    itself: here every bank item is class 0 on one axis and every query class 1 on another, so only
+    an inductive kNN scores 0."""
     from tasks.knn import knn_top1
 
     bank = torch.tensor([[1.0, 0.0]] * 5)
@@ -117,20 +136,28 @@ def test_knn_queries_never_enter_the_bank() -> None:
 
 
 def test_linear_probe_scores_the_test_split_once_after_training(tmp_path) -> None:
-    """The probe's head sees the test features exactly once, after its last epoch (a best-epoch probe, which the
-    feature-extraction count above cannot tell apart because features are cached, would score it every epoch)."""
+    """The probe's head sees the test features exactly once, after its last epoch (a best-epoch
+    probe, which the feature-extraction count above cannot tell apart because features are cached,
+    would score it every epoch)."""
     from benchmark.api import Encoder, arch_fingerprint
-    from benchmark.backbones import ResNetMicro
-    from benchmark.config import from_mapping
+    from benchmark.contracts.registries import TASKS
+    from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.registries import TASKS
+    from benchmark.toolkit.backbones import ResNetMicro
     from tasks.base import TaskContext
 
     ds = load_dataset_splits("digits", {})
     n_test = len(ds.test.labels)
     net = ResNetMicro(width=4).build()
-    enc = Encoder(module=net, feat_dim=32, backbone="resnet_micro", fingerprint=arch_fingerprint(net),
-                  input_size=16, mean=ds.mean, std=ds.std)
+    enc = Encoder(
+        module=net,
+        feat_dim=32,
+        backbone="resnet_micro",
+        fingerprint=arch_fingerprint(net),
+        input_size=16,
+        mean=ds.mean,
+        std=ds.std,
+    )
     seen: list[int] = []
 
     def hook(module, args):
@@ -141,8 +168,14 @@ def test_linear_probe_scores_the_test_split_once_after_training(tmp_path) -> Non
     try:
         cls = TASKS.get("linear_probe")
         t = cls(from_mapping(cls.Config, {"epochs": 3}))
-        ctx = TaskContext(dataset=ds, data_root=tmp_path, out_dir=tmp_path, device=torch.device("cpu"), seed=0,
-                          feature_cache={})
+        ctx = TaskContext(
+            dataset=ds,
+            data_root=tmp_path,
+            out_dir=tmp_path,
+            device=torch.device("cpu"),
+            seed=0,
+            feature_cache={},
+        )
         t.run(enc, ctx)
     finally:
         handle.remove()

@@ -1,4 +1,5 @@
-"""perclient@v1 (docs/protocols/evaluation.md §3.7): per-client encoders, one probe per distinct encoder, label-matched tests."""
+"""perclient@v1 (docs/protocols/evaluation.md §3.7): per-client encoders, one probe per distinct
+encoder, label-matched tests."""
 
 from __future__ import annotations
 
@@ -10,15 +11,23 @@ import torch
 from torch import nn
 
 from benchmark.api import Encoder
-from benchmark.rundir import RunDir
-from benchmark.runner import run_cell
+from benchmark.engine.runner import run_cell
+from benchmark.runroot.rundir import RunDir
 from tasks.perclient import client_models, weighted_mean_and_min
 from tests.helpers import smoke_cell
 
 
 def _enc(**kw) -> Encoder:
-    return Encoder(module=nn.Identity(), feat_dim=4, backbone="x", fingerprint="f", input_size=0, mean=(), std=(),
-                   **kw)
+    return Encoder(
+        module=nn.Identity(),
+        feat_dim=4,
+        backbone="x",
+        fingerprint="f",
+        input_size=0,
+        mean=(),
+        std=(),
+        **kw,
+    )
 
 
 def test_weighted_mean_and_min_skip_clients_without_test_images() -> None:
@@ -31,7 +40,8 @@ def test_weighted_mean_and_min_skip_clients_without_test_images() -> None:
 def test_client_model_association() -> None:
     a, b = nn.Identity(), nn.Identity()
     models, index = client_models(_enc(client_models=(a, b), client_index=(1, 0, 1)), 3)
-    assert models == [a, b] and index == [1, 0, 1]  # FeatARC: the cluster of each client's last assignment
+    # FeatARC: the cluster of each client's last assignment
+    assert models == [a, b] and index == [1, 0, 1]
     models, index = client_models(_enc(members=(a, b, a)), 3)
     assert index == [0, 1, 2]  # local_ssl: its own model
     enc = _enc()
@@ -47,10 +57,16 @@ def test_client_model_association() -> None:
 def test_perclient_in_cells_follows_assignments_and_label_matched_tests(tmp_path: Path) -> None:
     tasks = [{"name": "perclient", "epochs": 2}]
     part = {"name": "dirichlet", "alpha": 0.5}
-    rec = run_cell(smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part), tmp_path)
+    rec = run_cell(
+        smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part), tmp_path
+    )
     s = next(s for s in rec.scores if s.task == "perclient")
-    fin = torch.load(RunDir.of(smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part),
-                               tmp_path).pretrain.final, weights_only=False)
+    fin = torch.load(
+        RunDir.of(
+            smoke_cell("featarc", clients=3, rounds=2, tasks=tasks, partition=part), tmp_path
+        ).pretrain.final,
+        weights_only=False,
+    )
     assert s.extra["client_model"] == fin["extra"]["assign"].tolist()
     per = [a for a in s.extra["per_client"] if a is not None]
     sizes = [n for a, n in zip(s.extra["per_client"], s.extra["train_sizes"]) if a is not None]

@@ -10,18 +10,25 @@ import torch
 from torch import nn
 
 from benchmark.api import Encoder
-from benchmark.backbones_vit import masking_from_ids, patchify
-from benchmark.data.datasets import DatasetSplit, DatasetSplits
-from benchmark.registries import load_builtins
+from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+from benchmark.contracts.registries import load_builtins
+from benchmark.toolkit.backbones_vit import masking_from_ids, patchify
 from tasks.base import TaskContext, TaskNotApplicable
-from tasks.reconstruction import Reconstruction, ReconstructionConfig, per_image_mse, psnr, recon_masks
+from tasks.reconstruction import (
+    Reconstruction,
+    ReconstructionConfig,
+    per_image_mse,
+    psnr,
+    recon_masks,
+)
 
 load_builtins()
 MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
 
 
 class Oracle(nn.Module):
-    """Predicts from the (normalised) input itself: ``mode="copy"`` exactly, ``"mean"`` the masked-pixel mean."""
+    """Predicts from the (normalised) input itself: ``mode="copy"`` exactly, ``"mean"`` the
+    masked-pixel mean."""
 
     patch_size, num_patches, norm_pix_loss = 4, 16, False
 
@@ -45,13 +52,27 @@ def context(n: int = 10) -> TaskContext:
     gen = torch.Generator().manual_seed(0)
     imgs = torch.randint(0, 256, (n, 3, 16, 16), generator=gen, dtype=torch.uint8)
     split = DatasetSplit(imgs, np.zeros(n, dtype=np.int64), 2)
-    return TaskContext(dataset=DatasetSplits("toy", split, split, "r", MEAN, STD), data_root=Path("."),
-                       out_dir=Path("."), device=torch.device("cpu"), seed=0, feature_cache={})
+    return TaskContext(
+        dataset=DatasetSplits("toy", split, split, "r", MEAN, STD),
+        data_root=Path("."),
+        out_dir=Path("."),
+        device=torch.device("cpu"),
+        seed=0,
+        feature_cache={},
+    )
 
 
 def encoder(model: nn.Module | None) -> Encoder:
-    return Encoder(module=nn.Identity(), feat_dim=1, backbone="toy", fingerprint="f", input_size=16, mean=MEAN,
-                   std=STD, extras={"mae": model} if model is not None else {})
+    return Encoder(
+        module=nn.Identity(),
+        feat_dim=1,
+        backbone="toy",
+        fingerprint="f",
+        input_size=16,
+        mean=MEAN,
+        std=STD,
+        extras={"mae": model} if model is not None else {},
+    )
 
 
 def test_identical_masks_for_models_with_the_same_grid() -> None:
@@ -66,7 +87,9 @@ def test_identical_masks_for_models_with_the_same_grid() -> None:
 
 def test_perfect_reconstruction_scores_zero_and_100_db() -> None:
     s = Reconstruction(ReconstructionConfig()).run(encoder(Oracle("copy")), context())
-    assert s.values["mse"] == pytest.approx(0.0, abs=1e-10) and s.values["psnr"] == pytest.approx(100.0)
+    assert s.values["mse"] == pytest.approx(0.0, abs=1e-10) and s.values["psnr"] == pytest.approx(
+        100.0
+    )
     assert s.card.name == "recon/mae@v1" and s.main_metric == "mse" and not s.higher_is_better
     assert s.extra["num_images"] == 10 and s.extra["len_keep"] == 4
 
@@ -93,11 +116,13 @@ def test_not_applicable_without_a_decoder_or_in_the_wrong_space() -> None:
     with pytest.raises(TaskNotApplicable):
         Reconstruction(ReconstructionConfig()).run(encoder(None), context())
     with pytest.raises(TaskNotApplicable):
-        Reconstruction(ReconstructionConfig(space="normpix")).run(encoder(Oracle("copy")), context())
+        Reconstruction(ReconstructionConfig(space="normpix")).run(
+            encoder(Oracle("copy")), context()
+        )
 
 
 def test_fedmae_cell_scores_reconstruction(tmp_path: Path) -> None:
-    from benchmark.runner import run_cell
+    from benchmark.engine.runner import run_cell
     from tests.helpers import smoke_cell
 
     cell = smoke_cell("fedmae", tasks=[{"name": "reconstruction", "max_images": 64}, "knn"])
@@ -105,7 +130,10 @@ def test_fedmae_cell_scores_reconstruction(tmp_path: Path) -> None:
     assert record is not None and record.status == "ok"
     recon = next(s for s in record.scores if s.task == "reconstruction")
     assert 0 < recon.values["mse"] < 1 and recon.values["psnr"] > 0
-    nop = run_cell(smoke_cell("no_pretrain", backbone={"name": "vit_micro"},
-                              tasks=["knn", "reconstruction"]), tmp_path, device="cpu")
+    nop = run_cell(
+        smoke_cell("no_pretrain", backbone={"name": "vit_micro"}, tasks=["knn", "reconstruction"]),
+        tmp_path,
+        device="cpu",
+    )
     assert nop is not None and [s.task for s in nop.scores] == ["knn"]  # a plain ViT has no decoder
     assert nop.backbone_fingerprint == record.backbone_fingerprint  # same shape as FedMAE's cascade

@@ -1,4 +1,5 @@
-"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): subset recorded, encoder untouched, deterministic, card fields."""
+"""``semisup@v1`` (docs/protocols/evaluation.md §3.5): subset recorded, encoder untouched,
+deterministic, card fields."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark.api import Encoder, Stream, TASKS, arch_fingerprint, build_backbone, from_mapping, scoped_torch_seed
+from benchmark.api import (
+    TASKS,
+    Encoder,
+    Stream,
+    arch_fingerprint,
+    build_backbone,
+    from_mapping,
+    scoped_torch_seed,
+)
 from benchmark.data.datasets import load_dataset_splits
 from tasks.base import TaskContext
 from tasks.subsets import class_balanced_subset, subset_digest
@@ -17,13 +26,26 @@ from tasks.subsets import class_balanced_subset, subset_digest
 def _encoder(seed: int = 0) -> Encoder:
     with scoped_torch_seed(seed, Stream.INIT):
         module, dim = build_backbone("resnet_micro", {"width": 4})
-    return Encoder(module=module, feat_dim=dim, backbone="resnet_micro", fingerprint=arch_fingerprint(module),
-                   input_size=16, mean=(0.5,) * 3, std=(0.25,) * 3)
+    return Encoder(
+        module=module,
+        feat_dim=dim,
+        backbone="resnet_micro",
+        fingerprint=arch_fingerprint(module),
+        input_size=16,
+        mean=(0.5,) * 3,
+        std=(0.25,) * 3,
+    )
 
 
 def _ctx(tmp_path: Path) -> TaskContext:
-    return TaskContext(dataset=load_dataset_splits("digits"), data_root=tmp_path, out_dir=tmp_path,
-                       device=torch.device("cpu"), seed=0, feature_cache={})
+    return TaskContext(
+        dataset=load_dataset_splits("digits"),
+        data_root=tmp_path,
+        out_dir=tmp_path,
+        device=torch.device("cpu"),
+        seed=0,
+        feature_cache={},
+    )
 
 
 def _task(**params):
@@ -37,13 +59,18 @@ def test_runs_records_subset_and_leaves_encoder_untouched(tmp_path):
     ctx = _ctx(tmp_path)
     s = _task(label_fraction=0.1, steps=6).run(enc, ctx)
     after = enc.module.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)  # parameters and BN buffers bit-identical
+    # parameters and BN buffers bit-identical
+    assert all(torch.equal(before[k], after[k]) for k in before)
     assert enc.module.training  # mode untouched as well
     idx = class_balanced_subset(ctx.dataset.train.labels, 0.1, 0, 10)
     assert s.extra["subset_digest"] == subset_digest(idx)
-    assert s.extra["subset_size"] == idx.size and s.extra["per_class"] == int(np.ceil(len(ctx.dataset.train) * 0.1 / 10))
+    assert s.extra["subset_size"] == idx.size and s.extra["per_class"] == int(
+        np.ceil(len(ctx.dataset.train) * 0.1 / 10)
+    )
     assert s.extra["test_samples"] == len(ctx.dataset.test)
-    assert 0.0 <= s.values["top1"] <= 100.0 and s.card.task == "semisup" and not s.card.selects_on_test
+    assert (
+        0.0 <= s.values["top1"] <= 100.0 and s.card.task == "semisup" and not s.card.selects_on_test
+    )
 
 
 def test_two_runs_are_bitwise_equal(tmp_path):
@@ -53,7 +80,8 @@ def test_two_runs_are_bitwise_equal(tmp_path):
 
 
 def test_subset_is_identical_across_encoders(tmp_path):
-    """Two different 'methods' (encoders) see the same labelled images: the subset ignores everything else."""
+    """Two different 'methods' (encoders) see the same labelled images: the subset ignores
+    everything else."""
     a = _task(label_fraction=0.01, steps=2).run(_encoder(0), _ctx(tmp_path))
     b = _task(label_fraction=0.01, steps=2).run(_encoder(7), _ctx(tmp_path))
     assert a.extra["subset_digest"] == b.extra["subset_digest"]

@@ -10,8 +10,11 @@ from hypothesis import strategies as st
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
 
-def _orchestra_reference(labels: np.ndarray, fraction: float, seed: int, num_classes: int) -> np.ndarray:
-    """Independent restatement: default_rng(seed), per-class shuffle in ascending class order, sorted union."""
+def _orchestra_reference(
+    labels: np.ndarray, fraction: float, seed: int, num_classes: int
+) -> np.ndarray:
+    """Independent restatement: default_rng(seed), per-class shuffle in ascending class order,
+    sorted union."""
     rng = np.random.default_rng(seed)
     m = int(np.ceil(len(labels) * fraction / num_classes - 1e-9))
     out = []
@@ -40,7 +43,9 @@ def test_cifar10_sized_labels_give_500_balanced_images():
 def test_matches_the_orchestra_style_reference():
     labels = np.random.default_rng(1).integers(0, 7, size=3000)
     for f in (0.01, 0.1, 0.5):
-        np.testing.assert_array_equal(class_balanced_subset(labels, f, 0, 7), _orchestra_reference(labels, f, 0, 7))
+        np.testing.assert_array_equal(
+            class_balanced_subset(labels, f, 0, 7), _orchestra_reference(labels, f, 0, 7)
+        )
 
 
 def test_deterministic_per_seed_and_seed_sensitive():
@@ -64,11 +69,17 @@ def test_full_fraction_is_everything():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(20, 400), c=st.integers(1, 8), f=st.sampled_from([0.01, 0.05, 0.1, 0.3]), seed=st.integers(0, 9))
+@given(
+    n=st.integers(20, 400),
+    c=st.integers(1, 8),
+    f=st.sampled_from([0.01, 0.05, 0.1, 0.3]),
+    seed=st.integers(0, 9),
+)
 def test_property_balanced_and_a_function_of_labels_and_seed_only(n, c, f, seed):
     labels = np.random.default_rng(n * 31 + c).integers(0, c, size=n)
     idx = class_balanced_subset(labels, f, seed, c)
     m = per_class_count(n, f, c)
     counts = np.bincount(labels[idx], minlength=c)
     assert np.all(counts == np.minimum(m, np.bincount(labels, minlength=c)))
-    np.testing.assert_array_equal(idx, class_balanced_subset(labels.copy(), f, seed, c))  # no hidden state
+    # no hidden state
+    np.testing.assert_array_equal(idx, class_balanced_subset(labels.copy(), f, seed, c))

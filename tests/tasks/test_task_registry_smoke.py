@@ -1,5 +1,6 @@
-"""Every registered task runs inside a real cell and returns scores bound to a card: parametrised over the TASKS
-registry, so a new task is smoke-tested automatically once it names its smallest configuration here."""
+"""Every registered task runs inside a real cell and returns scores bound to a card: parametrised
+over the TASKS registry, so a new task is smoke-tested automatically once it names its smallest
+configuration here."""
 
 from __future__ import annotations
 
@@ -8,22 +9,29 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.registries import TASKS, load_builtins
-from benchmark.runner import run_cell
+from benchmark.contracts.registries import TASKS, load_builtins
+from benchmark.engine.runner import run_cell
 from tests.helpers import smoke_cell
 
 load_builtins()
 
-# task -> (method whose encoder it evaluates, the task's smallest config); None = covered by a dedicated test
+# task -> (method whose encoder it evaluates, the task's smallest config); None = covered by a
+# dedicated test
 SMOKE: dict[str, tuple[str, dict] | None] = {
     "knn": ("no_pretrain", {}),
     "linear_probe": ("no_pretrain", {"epochs": 1}),
     "semi_supervised": ("no_pretrain", {"steps": 3}),
-    "transfer": ("no_pretrain", {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1}),
-    "transfer_native": ("no_pretrain", {"target": "digits", "target_resolution": 16, "epochs": 1,
-                                        "label_fraction": 0.1}),
+    "transfer": (
+        "no_pretrain",
+        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
+    ),
+    "transfer_native": (
+        "no_pretrain",
+        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
+    ),
     "linear_native": ("no_pretrain", {"card": "orchestra", "epochs": 1}),
-    "semisup_native": ("no_pretrain", {"epochs": 1, "label_fraction": 0.5}),  # drop_last at batch 256
+    # drop_last at batch 256
+    "semisup_native": ("no_pretrain", {"epochs": 1, "label_fraction": 0.5}),
     "finetune": ("no_pretrain", {"epochs": 1, "warmup_epochs": 0.5, "label_fraction": 0.1}),
     "perclient": ("no_pretrain", {"epochs": 1}),
     "e2e_classifier": ("dec_sl", {}),

@@ -1,8 +1,10 @@
-"""The partitioner catalogue (docs/protocols/partitioning.md §2). Importing this package registers every partitioner.
+"""The partitioner catalogue (docs/protocols/partitioning.md §2). Importing this package registers
+every partitioner.
 
 One module per family; each partitioner is a frozen dataclass holding its parameters, registered in
-``benchmark.registries.PARTITIONERS`` and called as ``partitioner(labels, num_clients, seed) -> Partition``.
-Modifiers (``decssl_prefix``, ``subsample``) are the ``modifiers`` field of every partitioner (modifiers.py).
+``benchmark.contracts.registries.PARTITIONERS`` and called as ``partitioner(labels, num_clients,
+seed) -> Partition``. Modifiers (``decssl_prefix``, ``subsample``) are the ``modifiers`` field of
+every partitioner (modifiers.py).
 """
 
 from benchmark.data.partitioners import (  # noqa: F401  (imported for registration)

@@ -1,20 +1,22 @@
 """Dec-SSL partitioners (docs/protocols/partitioning.md §3.4, §3.9-§3.11).
 
-Source: Wang, Lin, Tian, Isola, Lai, "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from
-Self Supervision?" (ICLR 2023), code github.com/liruiw/Dec-SSL ``src/sampling.py``:
+Source: Wang, Lin, Tian, Isola, Lai, "Does Learning from Decentralized Non-IID Unlabeled Data
+Benefit from Self Supervision?" (ICLR 2023), code github.com/liruiw/Dec-SSL ``src/sampling.py``:
 
-- ``decssl_band``: ``dirichlet_sampling``, the label-Dirichlet loop of NIID-Bench with a ±``band`` size window
-  (bit-faithful, §3.4);
-- ``decssl_skew``: ``cifar_partition_skew`` (after Hsieh et al. 2020), a skewed/IID mix (bit-faithful, §3.9);
-- ``decssl_feature_cluster``: ``cifar_noniid_x_cluster`` (paper App. C.2), k-means groups of PCA'd features,
-  then band or skew over the groups (§3.10);
-- ``decssl_rotation`` / ``decssl_style``: paper App. B.4 (not in the released code): IID groups, each with its own
-  rotation angle or style, then band or skew over the groups (§3.11).
+- ``decssl_band``: ``dirichlet_sampling``, the label-Dirichlet loop of NIID-Bench with a ±``band``
+  size window (bit-faithful, §3.4);
+- ``decssl_skew``: ``cifar_partition_skew`` (after Hsieh et al. 2020), a skewed/IID mix
+  (bit-faithful, §3.9);
+- ``decssl_feature_cluster``: ``cifar_noniid_x_cluster`` (paper App. C.2), k-means groups of PCA'd
+  features, then band or skew over the groups (§3.10);
+- ``decssl_rotation`` / ``decssl_style``: paper App. B.4 (not in the released code): IID groups,
+  each with its own rotation angle or style, then band or skew over the groups (§3.11).
 
-All five keep the client lists' generation order, so they accept the ``decssl_prefix`` modifier (§3.13). The
-"group" variants return ``Partition.domain`` = group id per train index. ``decssl_band`` and ``decssl_skew`` only
-use their key array as class ids, so passing ``groups`` in place of ``labels`` (§1.1) is the same call. Every
-function here is pure; ``decssl_feature_cluster`` and ``decssl_style`` read (and hash) one artifact each.
+All five keep the client lists' generation order, so they accept the ``decssl_prefix`` modifier
+(§3.13). The "group" variants return ``Partition.domain`` = group id per train index.
+``decssl_band`` and ``decssl_skew`` only use their key array as class ids, so passing ``groups`` in
+place of ``labels`` (§1.1) is the same call. Every function here is pure; ``decssl_feature_cluster``
+and ``decssl_style`` read (and hash) one artifact each.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from benchmark.data.partition import Partition, PartitionError, check_labels, substream
+from benchmark.contracts.data_types import Partition
+from benchmark.contracts.registries import PARTITIONERS
+from benchmark.data.partition import PartitionError, check_labels, substream
 from benchmark.data.partitioners._common import (
     class_indices,
     finish,
@@ -39,25 +43,31 @@ from benchmark.data.partitioners._common import (
 )
 from benchmark.data.partitioners.dirichlet import label_dirichlet_draw
 from benchmark.data.partitioners.modifiers import Modifier, check_modifiers
-from benchmark.registries import PARTITIONERS
 
 Scheme = Literal["band", "skew"]
 OnFailure = Literal["raise", "keep_last"]
 
 
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # The two schemes, as pure functions of a key array (labels or group ids) and a RandomState.
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def band_lists(
-    owner: Any, keys: np.ndarray, num_clients: int, rs: np.random.RandomState, *, alpha: float, band: float,
-    max_tries: int, on_failure: OnFailure,
+    owner: Any,
+    keys: np.ndarray,
+    num_clients: int,
+    rs: np.random.RandomState,
+    *,
+    alpha: float,
+    band: float,
+    max_tries: int,
+    on_failure: OnFailure,
 ) -> tuple[list[np.ndarray], dict[str, Any]]:
     """§3.4: label-Dirichlet draws (same cap and RNG order as §3.2) until every size is in [lo, hi].
 
-    lo = N / K * (1 - band), hi = N / K * (1 + band), written as in Dec-SSL ``dirichlet_sampling``. Lists keep
-    generation order (class-ascending blocks of the shuffled I_c). Returns (lists, meta).
+    lo = N / K * (1 - band), hi = N / K * (1 + band), written as in Dec-SSL ``dirichlet_sampling``.
+    Lists keep generation order (class-ascending blocks of the shuffled I_c). Returns (lists, meta).
     """
     n = keys.size
     lo = n / num_clients * (1 - band)
@@ -75,19 +85,27 @@ def band_lists(
             return draw.client_lists(), {"tries": tries, "size_window": [lo, hi]}
     assert draw is not None and best is not None
     if on_failure == "keep_last" and not draw.degenerate:
-        # The released code keeps the last draw silently after 1000 tries; we flag it (shown on the leaderboard).
-        return draw.client_lists(), {"tries": max_tries, "constraint_violated": True, "size_window": [lo, hi]}
+        # The released code keeps the last draw silently after 1000 tries; we flag it (shown on the
+        # leaderboard).
+        return draw.client_lists(), {
+            "tries": max_tries,
+            "constraint_violated": True,
+            "size_window": [lo, hi],
+        }
     raise partition_error(
-        owner, tries=max_tries,
+        owner,
+        tries=max_tries,
         best=f"sizes in [{best[1]}, {best[2]}] for the window [{lo:g}, {hi:g}]",
         hint="raise alpha, lower num_clients, widen band, or set on_failure: keep_last to reproduce the released code",
     )
 
 
-def skew_lists(keys: np.ndarray, num_clients: int, rs: np.random.RandomState, *, beta: float
-               ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """§3.9 (``cifar_partition_skew``): a share 1 - beta of every class goes to a class-ordered pool cut into
-    consecutive slices, the rest to a shuffled IID pool. Client k = skew slice followed by IID slice."""
+def skew_lists(
+    keys: np.ndarray, num_clients: int, rs: np.random.RandomState, *, beta: float
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """§3.9 (``cifar_partition_skew``): a share 1 - beta of every class goes to a class-ordered pool
+    cut into consecutive slices, the rest to a shuffled IID pool. Client k = skew slice followed by
+    IID slice."""
     n = keys.size
     num_classes = int(keys.max()) + 1
     skew_ratio = 1 - beta  # the same float expressions as the original
@@ -105,13 +123,19 @@ def skew_lists(keys: np.ndarray, num_clients: int, rs: np.random.RandomState, *,
     iid_pool = np.concatenate(unskewed)
     rs.shuffle(iid_pool)
     lists = [
-        np.concatenate((skew_pool[k * per_user_skew: (k + 1) * per_user_skew],
-                        iid_pool[k * per_user_iid: (k + 1) * per_user_iid]))
+        np.concatenate(
+            (
+                skew_pool[k * per_user_skew : (k + 1) * per_user_skew],
+                iid_pool[k * per_user_iid : (k + 1) * per_user_iid],
+            )
+        )
         for k in range(num_clients)
     ]
     dropped = n - sum(len(ix) for ix in lists)
     if dropped > num_classes + 2 * num_clients:  # §3.9 step 5: a bound of the rounding, checked
-        raise AssertionError(f"decssl_skew dropped {dropped} > C + 2K = {num_classes + 2 * num_clients}")
+        raise AssertionError(
+            f"decssl_skew dropped {dropped} > C + 2K = {num_classes + 2 * num_clients}"
+        )
     return lists, {"per_client_skewed": per_user_skew, "per_client_iid": per_user_iid}
 
 
@@ -133,33 +157,59 @@ def _check_scheme(owner: Any) -> None:
     require_unit(owner.name, "band", owner.band)
     require_int(owner.name, "max_tries", owner.max_tries)
     if owner.on_failure not in ("raise", "keep_last"):
-        raise ValueError(f"{owner.name}: on_failure must be 'raise' or 'keep_last', got {owner.on_failure!r}")
+        raise ValueError(
+            f"{owner.name}: on_failure must be 'raise' or 'keep_last', got {owner.on_failure!r}"
+        )
 
 
-def _scheme_partition(owner: Any, groups: np.ndarray, labels: np.ndarray, num_clients: int, seed: int,
-                      rs: np.random.RandomState, meta: dict[str, Any]) -> Partition:
+def _scheme_partition(
+    owner: Any,
+    groups: np.ndarray,
+    labels: np.ndarray,
+    num_clients: int,
+    seed: int,
+    rs: np.random.RandomState,
+    meta: dict[str, Any],
+) -> Partition:
     """Run the owner's scheme over ``groups`` and finish with ``domain = groups``."""
     if owner.scheme == "band":
-        lists, extra = band_lists(owner, groups, num_clients, rs, alpha=owner.alpha, band=owner.band,
-                                  max_tries=owner.max_tries, on_failure=owner.on_failure)
+        lists, extra = band_lists(
+            owner,
+            groups,
+            num_clients,
+            rs,
+            alpha=owner.alpha,
+            band=owner.band,
+            max_tries=owner.max_tries,
+            on_failure=owner.on_failure,
+        )
     else:
         lists, extra = skew_lists(groups, num_clients, rs, beta=owner.beta)
     sizes = np.bincount(groups, minlength=owner.n_groups)
-    return finish(owner, lists, labels, seed, meta={**meta, **extra, "group_sizes": sizes.tolist()}, domain=groups)
+    return finish(
+        owner,
+        lists,
+        labels,
+        seed,
+        meta={**meta, **extra, "group_sizes": sizes.tolist()},
+        domain=groups,
+    )
 
 
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # decssl_band, decssl_skew
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @PARTITIONERS.register("decssl_band")
 @dataclass(frozen=True, kw_only=True)
 class DecSSLBand:
-    """Dec-SSL ``dirichlet_sampling`` (§3.4), bit-faithful: label Dirichlet with every size in N/K (1 ± band).
+    """Dec-SSL ``dirichlet_sampling`` (§3.4), bit-faithful: label Dirichlet with every size in N/K
+    (1 ± band).
 
-    Covers all indices. After ``max_tries`` draws: ``PartitionError``, or with ``on_failure: "keep_last"`` the
-    last draw flagged ``constraint_violated`` (what the released code trained on, silently).
+    Covers all indices. After ``max_tries`` draws: ``PartitionError``, or with ``on_failure:
+    "keep_last"`` the last draw flagged ``constraint_violated`` (what the released code trained on,
+    silently).
     """
 
     name: ClassVar[str] = "decssl_band"
@@ -169,7 +219,8 @@ class DecSSLBand:
     alpha: float  # Dirichlet concentration (Dec-SSL's --dir_beta)
     band: float = 0.5  # "threshold" in dirichlet_sampling
     max_tries: int = 1000
-    on_failure: OnFailure = "raise"  # DEVIATION: the original keeps the last draw silently ("keep_last")
+    # DEVIATION: the original keeps the last draw silently ("keep_last")
+    on_failure: OnFailure = "raise"
     modifiers: tuple[Modifier, ...] = ()
 
     def __post_init__(self) -> None:
@@ -177,28 +228,39 @@ class DecSSLBand:
         require_unit(self.name, "band", self.band)
         require_int(self.name, "max_tries", self.max_tries)
         if self.on_failure not in ("raise", "keep_last"):
-            raise ValueError(f"{self.name}: on_failure must be 'raise' or 'keep_last', got {self.on_failure!r}")
+            raise ValueError(
+                f"{self.name}: on_failure must be 'raise' or 'keep_last', got {self.on_failure!r}"
+            )
         check_modifiers(self.modifiers, generation_order=self.generation_order, owner=self.name)
 
     def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         labels, _ = check_labels(labels, num_clients)
         rs = legacy_rng(seed)
-        lists, meta = band_lists(self, labels, num_clients, rs, alpha=self.alpha, band=self.band,
-                                 max_tries=self.max_tries, on_failure=self.on_failure)
+        lists, meta = band_lists(
+            self,
+            labels,
+            num_clients,
+            rs,
+            alpha=self.alpha,
+            band=self.band,
+            max_tries=self.max_tries,
+            on_failure=self.on_failure,
+        )
         return finish(self, lists, labels, seed, meta=meta)
 
 
 @PARTITIONERS.register("decssl_skew")
 @dataclass(frozen=True, kw_only=True)
 class DecSSLSkew:
-    """Dec-SSL ``cifar_partition_skew`` (§3.9), bit-faithful. beta = 1 is IID; beta = 0 gives each client
-    exclusive data from floor(C/K) classes. Drops at most C + 2K indices (rounding)."""
+    """Dec-SSL ``cifar_partition_skew`` (§3.9), bit-faithful. beta = 1 is IID; beta = 0 gives each
+    client exclusive data from floor(C/K) classes. Drops at most C + 2K indices (rounding)."""
 
     name: ClassVar[str] = "decssl_skew"
     version: ClassVar[str] = "1"
     generation_order: ClassVar[bool] = True
 
-    beta: float  # share of each class that goes to the IID pool; Dec-SSL uses 0.1 on the larger datasets
+    # share of each class that goes to the IID pool; Dec-SSL uses 0.1 on the larger datasets
+    beta: float
     modifiers: tuple[Modifier, ...] = ()
 
     def __post_init__(self) -> None:
@@ -212,9 +274,9 @@ class DecSSLSkew:
         return finish(self, lists, labels, seed, meta=meta)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # decssl_feature_cluster: PCA (whitened) + k-means, all in NumPy
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def file_sha256(path: str | Path) -> str:
@@ -226,30 +288,40 @@ def file_sha256(path: str | Path) -> str:
 
 
 def load_features(path: str | Path, sha256: str, key: str) -> np.ndarray:
-    """Read the feature artifact (``.npy``, or ``.npz`` with array ``key``) after checking its sha256."""
+    """Read the feature artifact (``.npy``, or ``.npz`` with array ``key``) after checking its
+    sha256."""
     path = Path(path)
     if not path.is_file():
-        raise PartitionError(f"feature artifact {path} not found; build it with the project's feature extractor")
+        raise PartitionError(
+            f"feature artifact {path} not found; build it with the project's feature extractor"
+        )
     actual = file_sha256(path)
     if actual != sha256.lower():
-        raise PartitionError(f"feature artifact {path} has sha256 {actual}, expected {sha256}; refusing to use it")
+        raise PartitionError(
+            f"feature artifact {path} has sha256 {actual}, expected {sha256}; refusing to use it"
+        )
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as archive:
             if key not in archive.files:
-                raise PartitionError(f"feature artifact {path} has no array {key!r}; it holds {archive.files}")
+                raise PartitionError(
+                    f"feature artifact {path} has no array {key!r}; it holds {archive.files}"
+                )
             return np.asarray(archive[key], dtype=np.float64)
     return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
 
 
 def pca_whiten(x: np.ndarray, dim: int) -> np.ndarray:
-    """PCA to ``dim`` components with whitening, full SVD (sklearn ``PCA(dim, whiten=True)`` up to component signs).
+    """PCA to ``dim`` components with whitening, full SVD (sklearn ``PCA(dim, whiten=True)`` up to
+    component signs).
 
-    Z = U[:, :dim] * sqrt(n - 1) with X - mean = U S V^T; signs are fixed so that each component's largest
-    loading is positive (signs do not change k-means, which only sees distances).
+    Z = U[:, :dim] * sqrt(n - 1) with X - mean = U S V^T; signs are fixed so that each component's
+    largest loading is positive (signs do not change k-means, which only sees distances).
     """
     x = np.asarray(x, dtype=np.float64)
     if dim > min(x.shape):
-        raise PartitionError(f"pca_dim = {dim} exceeds min(N, d) = {min(x.shape)} of the feature artifact")
+        raise PartitionError(
+            f"pca_dim = {dim} exceeds min(N, d) = {min(x.shape)} of the feature artifact"
+        )
     centred = x - x.mean(axis=0)
     u, _, vt = np.linalg.svd(centred, full_matrices=False)
     u, vt = u[:, :dim], vt[:dim]
@@ -263,8 +335,8 @@ def _sq_dists(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
 
 
 def kmeans_pp_init(x: np.ndarray, k: int, rs: np.random.RandomState) -> np.ndarray:
-    """k-means++ seeding (Arthur & Vassilvitskii 2007), one candidate per step (sklearn's greedy variant tries
-    2 + log k candidates; §3.10 only asks for k-means++)."""
+    """k-means++ seeding (Arthur & Vassilvitskii 2007), one candidate per step (sklearn's greedy
+    variant tries 2 + log k candidates; §3.10 only asks for k-means++)."""
     n = x.shape[0]
     centres = [x[rs.randint(n)]]
     d2 = _sq_dists(x, np.asarray(centres)).min(axis=1)
@@ -280,12 +352,20 @@ def kmeans_pp_init(x: np.ndarray, k: int, rs: np.random.RandomState) -> np.ndarr
     return np.asarray(centres)
 
 
-def kmeans(x: np.ndarray, k: int, rs: np.random.RandomState, *, restarts: int = 10, max_iter: int = 300,
-           tol: float = 1e-4) -> tuple[np.ndarray, np.ndarray, float]:
+def kmeans(
+    x: np.ndarray,
+    k: int,
+    rs: np.random.RandomState,
+    *,
+    restarts: int = 10,
+    max_iter: int = 300,
+    tol: float = 1e-4,
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Lloyd k-means, k-means++ init, best of ``restarts`` by inertia (§3.10 step 3).
 
-    Converged when the squared centre shift is <= tol * mean feature variance (sklearn's convention). An empty
-    cluster keeps its previous centre. Returns (centres, assignment, inertia); ties go to the smaller centre id.
+    Converged when the squared centre shift is <= tol * mean feature variance (sklearn's
+    convention). An empty cluster keeps its previous centre. Returns (centres, assignment, inertia);
+    ties go to the smaller centre id.
     """
     threshold = tol * float(np.mean(np.var(x, axis=0)))
     best: tuple[np.ndarray, np.ndarray, float] | None = None
@@ -312,7 +392,8 @@ def kmeans(x: np.ndarray, k: int, rs: np.random.RandomState, *, restarts: int = 
 
 
 def feature_groups(features: np.ndarray, *, pca_dim: int, n_groups: int, seed: int) -> np.ndarray:
-    """§3.10 steps 2-4: whitened PCA, k-means (seeded from (seed, "kmeans")), nearest centroid per sample."""
+    """§3.10 steps 2-4: whitened PCA, k-means (seeded from (seed, "kmeans")), nearest centroid per
+    sample."""
     z = pca_whiten(features, pca_dim)
     _, assign, _ = kmeans(z, n_groups, substream(seed, "kmeans"))
     return assign.astype(np.int64)
@@ -321,12 +402,14 @@ def feature_groups(features: np.ndarray, *, pca_dim: int, n_groups: int, seed: i
 @PARTITIONERS.register("decssl_feature_cluster")
 @dataclass(frozen=True, kw_only=True)
 class DecSSLFeatureCluster:
-    """Dec-SSL ``cifar_noniid_x_cluster`` (paper App. C.2, §3.10): covariate shift from feature clusters.
+    """Dec-SSL ``cifar_noniid_x_cluster`` (paper App. C.2, §3.10): covariate shift from feature
+    clusters.
 
-    The feature artifact (N x d float array, e.g. 2048-d penultimate ResNet features of the train split) is checked
-    against ``features_sha256``, PCA-whitened to ``pca_dim`` dimensions and clustered into ``n_groups`` groups; the
-    groups then play the role of labels for ``decssl_band`` (alpha) or ``decssl_skew`` (beta). ``domain`` holds
-    the group of every train index. An empty group raises.
+    The feature artifact (N x d float array, e.g. 2048-d penultimate ResNet features of the train
+    split) is checked against ``features_sha256``, PCA-whitened to ``pca_dim`` dimensions and
+    clustered into ``n_groups`` groups; the groups then play the role of labels for ``decssl_band``
+    (alpha) or ``decssl_skew`` (beta). ``domain`` holds the group of every train index. An empty
+    group raises.
     """
 
     name: ClassVar[str] = "decssl_feature_cluster"
@@ -337,8 +420,9 @@ class DecSSLFeatureCluster:
     features_sha256: str
     features_key: str = "features_training"  # array name inside an .npz (the Dec-SSL file's key)
     pca_dim: int = 30
-    # DEVIATION: the original clusters into n_groups = K clusters with scipy.cluster.vq.kmeans and the global RNG;
-    # we use 5 groups (the paper's description) and a seeded k-means++ / Lloyd in NumPy.
+    # DEVIATION: the original clusters into n_groups = K clusters with scipy.cluster.vq.kmeans and
+    # the global RNG; we use 5 groups (the paper's description) and a seeded k-means++ / Lloyd in
+    # NumPy.
     n_groups: int = 5
     scheme: Scheme = "band"
     alpha: float | None = None  # scheme "band"
@@ -351,12 +435,18 @@ class DecSSLFeatureCluster:
     def __post_init__(self) -> None:
         if not self.features_path:
             raise ValueError(f"{self.name}: features_path is required")
-        if len(self.features_sha256) != 64 or any(ch not in "0123456789abcdefABCDEF" for ch in self.features_sha256):
-            raise ValueError(f"{self.name}: features_sha256 must be 64 hex digits, got {self.features_sha256!r}")
+        if len(self.features_sha256) != 64 or any(
+            ch not in "0123456789abcdefABCDEF" for ch in self.features_sha256
+        ):
+            raise ValueError(
+                f"{self.name}: features_sha256 must be 64 hex digits, got {self.features_sha256!r}"
+            )
         require_int(self.name, "pca_dim", self.pca_dim)
         require_int(self.name, "n_groups", self.n_groups)
         if self.n_groups > 127:
-            raise ValueError(f"{self.name}: n_groups must be <= 127 (domain is int8), got {self.n_groups}")
+            raise ValueError(
+                f"{self.name}: n_groups must be <= 127 (domain is int8), got {self.n_groups}"
+            )
         _check_scheme(self)
         check_modifiers(self.modifiers, generation_order=self.generation_order, owner=self.name)
 
@@ -371,18 +461,24 @@ class DecSSLFeatureCluster:
         groups = feature_groups(features, pca_dim=self.pca_dim, n_groups=self.n_groups, seed=seed)
         sizes = np.bincount(groups, minlength=self.n_groups)
         if np.any(sizes == 0):
-            raise partition_error(self, tries=1, best=f"group sizes {sizes.tolist()}",
-                                  hint="lower n_groups or check the feature artifact", what="empty feature group")
+            raise partition_error(
+                self,
+                tries=1,
+                best=f"group sizes {sizes.tolist()}",
+                hint="lower n_groups or check the feature artifact",
+                what="empty feature group",
+            )
         return _scheme_partition(self, groups, labels, num_clients, seed, rs, meta={})
 
 
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # decssl_rotation, decssl_style: IID groups with a per-group transform
-# --------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def iid_groups(n: int, n_groups: int, rs: np.random.RandomState) -> np.ndarray:
-    """§3.11 step 1: perm = rs.permutation(n) cut into ``n_groups`` near-equal consecutive parts; g = part id."""
+    """§3.11 step 1: perm = rs.permutation(n) cut into ``n_groups`` near-equal consecutive parts; g
+    = part id."""
     groups = np.empty(n, dtype=np.int64)
     for g, part in enumerate(np.array_split(rs.permutation(n), n_groups)):
         groups[part] = g
@@ -390,24 +486,29 @@ def iid_groups(n: int, n_groups: int, rs: np.random.RandomState) -> np.ndarray:
 
 
 def eval_groups(num_test: int, n_groups: int, seed: int) -> np.ndarray:
-    """``eval_domain: "union"`` (§3.11): the test split's own IID group assignment, from (seed, "eval_domain")."""
+    """``eval_domain: "union"`` (§3.11): the test split's own IID group assignment, from (seed,
+    "eval_domain")."""
     return iid_groups(num_test, n_groups, substream(seed, "eval_domain"))
 
 
 def rotation_degrees(group: int, n_groups: int = 5) -> float:
-    """§3.11 step 2: group m is rotated by 360 m / n_groups degrees (72 m for 5 groups), counter-clockwise."""
+    """§3.11 step 2: group m is rotated by 360 m / n_groups degrees (72 m for 5 groups),
+    counter-clockwise."""
     return 360.0 * group / n_groups
 
 
 def rotate_image(image: np.ndarray, degrees: float, fill: float = 0.0) -> np.ndarray:
-    """Rotate an (H, W) or (H, W, C) image counter-clockwise about its centre: bilinear, same canvas, ``fill``
-    outside (project choice, §3.11). Pure NumPy, for the dataset wrapper; returns float64."""
+    """Rotate an (H, W) or (H, W, C) image counter-clockwise about its centre: bilinear, same
+    canvas, ``fill`` outside (project choice, §3.11). Pure NumPy, for the dataset wrapper; returns
+    float64."""
     img = np.asarray(image, dtype=np.float64)
     h, w = img.shape[:2]
     cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
     theta = math.radians(degrees)
     cos, sin = math.cos(theta), math.sin(theta)
-    rows, cols = np.meshgrid(np.arange(h, dtype=np.float64), np.arange(w, dtype=np.float64), indexing="ij")
+    rows, cols = np.meshgrid(
+        np.arange(h, dtype=np.float64), np.arange(w, dtype=np.float64), indexing="ij"
+    )
     x, y = cols - cx, cy - rows  # y points up
     # inverse map: the output point (x, y) comes from the source point R(-theta) (x, y)
     src_x = x * cos + y * sin
@@ -441,7 +542,8 @@ class _GroupShift:
     band: float = 0.5
     max_tries: int = 1000
     on_failure: OnFailure = "raise"
-    eval_domain: Literal["union", "clean"] = "union"  # test split: own IID groups + transforms, or untouched
+    # test split: own IID groups + transforms, or untouched
+    eval_domain: Literal["union", "clean"] = "union"
     modifiers: tuple[Modifier, ...] = ()
 
     def _validate(self) -> None:
@@ -456,7 +558,9 @@ class _GroupShift:
     def _partition(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         labels, _ = check_labels(labels, num_clients)
         if self.n_groups > labels.size:
-            raise PartitionError(f"{self.name}: n_groups = {self.n_groups} exceeds N = {labels.size}")
+            raise PartitionError(
+                f"{self.name}: n_groups = {self.n_groups} exceeds N = {labels.size}"
+            )
         rs = legacy_rng(seed)
         groups = iid_groups(labels.size, self.n_groups, rs)
         return _scheme_partition(self, groups, labels, num_clients, seed, rs, meta={})
@@ -465,10 +569,12 @@ class _GroupShift:
 @PARTITIONERS.register("decssl_rotation")
 @dataclass(frozen=True, kw_only=True)
 class DecSSLRotation(_GroupShift):
-    """Dec-SSL App. B.4 rotation shift (§3.11): 5 IID groups, group m rotated by 72 m degrees by the dataset
-    wrapper (:func:`rotate_image`, :func:`rotation_degrees`), then band/skew over the groups; ``domain`` = group.
+    """Dec-SSL App. B.4 rotation shift (§3.11): 5 IID groups, group m rotated by 72 m degrees by the
+    dataset wrapper (:func:`rotate_image`, :func:`rotation_degrees`), then band/skew over the
+    groups; ``domain`` = group.
 
-    The paper only says "split the data into 5 different datasets"; IID groups are the project choice.
+    The paper only says "split the data into 5 different datasets"; IID groups are the project
+    choice.
     """
 
     name: ClassVar[str] = "decssl_rotation"
@@ -485,11 +591,13 @@ class DecSSLRotation(_GroupShift):
 @PARTITIONERS.register("decssl_style")
 @dataclass(frozen=True, kw_only=True)
 class DecSSLStyle(_GroupShift):
-    """Dec-SSL App. B.4 style shift (§3.11), experimental: the grouping of ``decssl_rotation``; the dataset wrapper
-    looks up group m's image in the m-th of ``n_groups`` stylised copies supplied as one hashed artifact.
+    """Dec-SSL App. B.4 style shift (§3.11), experimental: the grouping of ``decssl_rotation``; the
+    dataset wrapper looks up group m's image in the m-th of ``n_groups`` stylised copies supplied as
+    one hashed artifact.
 
-    The paper cites Geirhos et al. 2019 but gives neither style images nor method: no reference numbers, not in
-    default tracks. The partitioner checks that the artifact exists and matches ``style_sha256``.
+    The paper cites Geirhos et al. 2019 but gives neither style images nor method: no reference
+    numbers, not in default tracks. The partitioner checks that the artifact exists and matches
+    ``style_sha256``.
     """
 
     name: ClassVar[str] = "decssl_style"
@@ -501,13 +609,17 @@ class DecSSLStyle(_GroupShift):
 
     def __post_init__(self) -> None:
         if not self.style_path or len(self.style_sha256) != 64:
-            raise ValueError(f"{self.name}: style_path and a 64-hex-digit style_sha256 are required")
+            raise ValueError(
+                f"{self.name}: style_path and a 64-hex-digit style_sha256 are required"
+            )
         self._validate()
 
     def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         path = Path(self.style_path)
         if not path.is_file():
-            raise PartitionError(f"{self.name}: style artifact {path} not found (missing style artifact)")
+            raise PartitionError(
+                f"{self.name}: style artifact {path} not found (missing style artifact)"
+            )
         actual = file_sha256(path)
         if actual != self.style_sha256.lower():
             raise PartitionError(

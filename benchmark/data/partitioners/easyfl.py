@@ -1,7 +1,8 @@
 """``easyfl_class``: EasyFL's class partition (docs/protocols/partitioning.md §3.8).
 
-Source: EasyFL (Zhuang et al.), ``easyfl/datasets/simulation.py:non_iid_class``, the partition of the FedU and
-FedEMA code (``--data_partition class``; 2 classes per client on CIFAR-10, 20 on CIFAR-100).
+Source: EasyFL (Zhuang et al.), ``easyfl/datasets/simulation.py:non_iid_class``, the partition of
+the FedU and FedEMA code (``--data_partition class``; 2 classes per client on CIFAR-10, 20 on
+CIFAR-100).
 """
 
 from __future__ import annotations
@@ -13,27 +14,36 @@ from typing import ClassVar
 
 import numpy as np
 
-from benchmark.data.partition import Partition, check_labels
-from benchmark.data.partitioners._common import class_indices, finish, legacy_rng, partition_error, require_int
+from benchmark.contracts.data_types import Partition
+from benchmark.contracts.registries import PARTITIONERS
+from benchmark.data.partition import check_labels
+from benchmark.data.partitioners._common import (
+    class_indices,
+    finish,
+    legacy_rng,
+    partition_error,
+    require_int,
+)
 from benchmark.data.partitioners.modifiers import Modifier, check_modifiers
-from benchmark.registries import PARTITIONERS
 
 
 def equal_parts(idx: np.ndarray, parts: int) -> list[np.ndarray]:
-    """EasyFL ``equal_division`` sizes: the first P - r parts floor(n / P), the last r parts floor(n / P) + 1."""
+    """EasyFL ``equal_division`` sizes: the first P - r parts floor(n / P), the last r parts floor(n
+    / P) + 1."""
     n = len(idx)
     base, r = divmod(n, parts)
     sizes = [base] * (parts - r) + [base + 1] * r
     bounds = np.concatenate(([0], np.cumsum(sizes)))
-    return [idx[bounds[j]: bounds[j + 1]] for j in range(parts)]
+    return [idx[bounds[j] : bounds[j + 1]] for j in range(parts)]
 
 
 @PARTITIONERS.register("easyfl_class", aliases=("class",))
 @dataclass(frozen=True, kw_only=True)
 class EasyFLClass:
-    """Each class is shuffled and cut into P = ceil(k K / C) parts; clients in order take k parts each from the
-    least-used class (min-heap on (times used, class)). Class assignment is deterministic; only the within-class
-    split is random. Unused parts are dropped. CIFAR-10, K = 5, k = 2: client j holds classes {2j, 2j+1}."""
+    """Each class is shuffled and cut into P = ceil(k K / C) parts; clients in order take k parts
+    each from the least-used class (min-heap on (times used, class)). Class assignment is
+    deterministic; only the within-class split is random. Unused parts are dropped. CIFAR-10, K = 5,
+    k = 2: client j holds classes {2j, 2j+1}."""
 
     name: ClassVar[str] = "easyfl_class"
     version: ClassVar[str] = "1"
@@ -56,8 +66,11 @@ class EasyFLClass:
         k = self.classes_per_client
         if k > num_classes and not self.allow_repeat:
             raise partition_error(
-                self, tries=1, best=f"classes_per_client {k} > C = {num_classes}: every client would repeat a class",
-                hint="lower classes_per_client, or set allow_repeat: true to reproduce EasyFL", what="repeated class",
+                self,
+                tries=1,
+                best=f"classes_per_client {k} > C = {num_classes}: every client would repeat a class",
+                hint="lower classes_per_client, or set allow_repeat: true to reproduce EasyFL",
+                what="repeated class",
             )
         rs = legacy_rng(seed)
         n_parts = math.ceil(k * num_clients / num_classes)
@@ -78,14 +91,20 @@ class EasyFLClass:
                 times, c = heapq.heappop(heap)
                 if used[c] >= n_parts:
                     # DEVIATION: the original fails with an IndexError (pop from an empty list).
-                    raise partition_error(self, tries=1, best=f"class {c} has no unused part for client {client}",
-                                          hint="choose num_clients * classes_per_client <= parts * C",
-                                          what="exhausted class parts")
+                    raise partition_error(
+                        self,
+                        tries=1,
+                        best=f"class {c} has no unused part for client {client}",
+                        hint="choose num_clients * classes_per_client <= parts * C",
+                        what="exhausted class parts",
+                    )
                 if c in held:
                     repeats += 1
                     if not self.allow_repeat:
                         raise partition_error(
-                            self, tries=1, best=f"client {client} would receive class {c} twice",
+                            self,
+                            tries=1,
+                            best=f"client {client} would receive class {c} twice",
                             hint="make num_clients * classes_per_client a multiple of C, or set allow_repeat: true",
                             what="repeated class",
                         )
@@ -94,4 +113,10 @@ class EasyFLClass:
                 used[c] += 1
                 heapq.heappush(heap, (times + 1, c))
             lists.append(np.concatenate(pieces))
-        return finish(self, lists, labels, seed, meta={"parts_per_class": n_parts, "repeated_classes": repeats})
+        return finish(
+            self,
+            lists,
+            labels,
+            seed,
+            meta={"parts_per_class": n_parts, "repeated_classes": repeats},
+        )

@@ -1,8 +1,10 @@
-"""Quantity skew: ``quantity_dirichlet`` and ``quantity_weights`` (docs/protocols/partitioning.md §3.12).
+"""Quantity skew: ``quantity_dirichlet`` and ``quantity_weights`` (docs/protocols/partitioning.md
+§3.12).
 
 Label mixes stay IID; only client sizes differ.
 - ``quantity_dirichlet``: NIID-Bench ``utils.py:partition_data`` "iid-diff-quantity", bit-faithful.
-- ``quantity_weights``: EasyFL ``easyfl/datasets/simulation.py:quantity_hetero``, fixed size weights.
+- ``quantity_weights``: EasyFL ``easyfl/datasets/simulation.py:quantity_hetero``, fixed size
+  weights.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from benchmark.data.partition import Partition, check_labels
+from benchmark.contracts.data_types import Partition
+from benchmark.contracts.registries import PARTITIONERS
+from benchmark.data.partition import check_labels
 from benchmark.data.partitioners._common import (
     finish,
     legacy_rng,
@@ -22,14 +26,13 @@ from benchmark.data.partitioners._common import (
     require_positive,
 )
 from benchmark.data.partitioners.modifiers import Modifier, check_modifiers
-from benchmark.registries import PARTITIONERS
 
 
 @PARTITIONERS.register("quantity_dirichlet", aliases=("iid-diff-quantity",))
 @dataclass(frozen=True, kw_only=True)
 class QuantityDirichlet:
-    """perm = rs.permutation(N); q ~ Dir(beta 1_K) redrawn until min_k q_k N >= min_size; split perm at
-    int(cumsum(q)_j N). Covers all indices."""
+    """perm = rs.permutation(N); q ~ Dir(beta 1_K) redrawn until min_k q_k N >= min_size; split perm
+    at int(cumsum(q)_j N). Covers all indices."""
 
     name: ClassVar[str] = "quantity_dirichlet"
     version: ClassVar[str] = "1"
@@ -61,7 +64,9 @@ class QuantityDirichlet:
                 break
         else:
             raise partition_error(
-                self, tries=self.max_tries, best=f"smallest expected client size {best:.4g} (< {self.min_size})",
+                self,
+                tries=self.max_tries,
+                best=f"smallest expected client size {best:.4g} (< {self.min_size})",
                 hint="raise beta, lower num_clients or lower min_size",
             )
         cuts = (np.cumsum(q) * n).astype(int)[:-1]
@@ -71,8 +76,8 @@ class QuantityDirichlet:
 @PARTITIONERS.register("quantity_weights", aliases=("quantity_hetero",))
 @dataclass(frozen=True, kw_only=True)
 class QuantityWeights:
-    """perm = rs.permutation(N); client k gets the next floor(N w_k); the j-th leftover from the end of perm
-    (j = 1..r) goes to client j mod K. Needs one weight per client. Covers all indices."""
+    """perm = rs.permutation(N); client k gets the next floor(N w_k); the j-th leftover from the end
+    of perm (j = 1..r) goes to client j mod K. Needs one weight per client. Covers all indices."""
 
     name: ClassVar[str] = "quantity_weights"
     version: ClassVar[str] = "1"
@@ -88,15 +93,22 @@ class QuantityWeights:
         if any(not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in w):
             raise ValueError(f"{self.name}: weights must be finite and >= 0, got {w}")
         if abs(math.fsum(w) - 1.0) > 1e-3:  # EasyFL asserts round(sum(weights), 3) == 1
-            raise ValueError(f"{self.name}: weights must sum to 1 (within 1e-3), got {math.fsum(w)}")
+            raise ValueError(
+                f"{self.name}: weights must sum to 1 (within 1e-3), got {math.fsum(w)}"
+            )
         object.__setattr__(self, "weights", w)
         check_modifiers(self.modifiers, generation_order=self.generation_order, owner=self.name)
 
     def __call__(self, labels: np.ndarray, num_clients: int, seed: int) -> Partition:
         labels, _ = check_labels(labels, num_clients)
         if len(self.weights) != num_clients:
-            raise partition_error(self, tries=1, best=f"{len(self.weights)} weights for {num_clients} clients",
-                                  hint="give one weight per client", what="weights do not match num_clients")
+            raise partition_error(
+                self,
+                tries=1,
+                best=f"{len(self.weights)} weights for {num_clients} clients",
+                hint="give one weight per client",
+                what="weights do not match num_clients",
+            )
         rs = legacy_rng(seed)
         n = labels.size
         perm = rs.permutation(n)
@@ -104,8 +116,13 @@ class QuantityWeights:
         w = w / w.sum()  # renormalised to sum exactly 1
         sizes = np.floor(n * w).astype(np.int64)
         bounds = np.concatenate(([0], np.cumsum(sizes)))
-        pieces: list[list[np.ndarray]] = [[perm[bounds[k]: bounds[k + 1]]] for k in range(num_clients)]
+        pieces: list[list[np.ndarray]] = [
+            [perm[bounds[k] : bounds[k + 1]]] for k in range(num_clients)
+        ]
         leftover = n - int(bounds[-1])
-        for j in range(1, leftover + 1):  # EasyFL: for i in range(-r, 0): split[(-i) % K].append(x[i])
-            pieces[j % num_clients].append(perm[n - j: n - j + 1])
-        return finish(self, [np.concatenate(p) for p in pieces], labels, seed, meta={"leftover": leftover})
+        # EasyFL: for i in range(-r, 0): split[(-i) % K].append(x[i])
+        for j in range(1, leftover + 1):
+            pieces[j % num_clients].append(perm[n - j : n - j + 1])
+        return finish(
+            self, [np.concatenate(p) for p in pieces], labels, seed, meta={"leftover": leftover}
+        )

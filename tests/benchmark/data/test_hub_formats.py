@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmark.contracts.registries import DATASETS, load_builtins
 from benchmark.data.datasets import DatasetUnavailable, cache_complete, load_dataset_splits
 from benchmark.data.hub_datasets import CocoLayout, imagenet100_classes, imagenet100_names
-from benchmark.registries import DATASETS, load_builtins
 from tests.benchmark.data import hub_fixtures as fx
 
 pytest.importorskip("datasets")

@@ -8,8 +8,15 @@ import torch
 from benchmark.api import AugmentConfig, two_views
 from benchmark.data.datasets import load_dataset_splits
 
-IDENTITY = AugmentConfig(crop_scale=(1.0, 1.0), crop_ratio=(1.0, 1.0), jitter=(0.0, 0.0, 0.0, 0.0),
-                         jitter_p=0.0, gray_p=0.0, flip_p=0.0, blur_p=0.0)
+IDENTITY = AugmentConfig(
+    crop_scale=(1.0, 1.0),
+    crop_ratio=(1.0, 1.0),
+    jitter=(0.0, 0.0, 0.0, 0.0),
+    jitter_p=0.0,
+    gray_p=0.0,
+    flip_p=0.0,
+    blur_p=0.0,
+)
 
 
 def test_normalize_none_leaves_pixels_in_unit_range() -> None:

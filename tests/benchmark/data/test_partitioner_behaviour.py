@@ -1,4 +1,5 @@
-"""Behaviour of individual partitioners (docs/protocols/partitioning.md §6.2-§6.4, §3.10-§3.14, §1.7-§1.8)."""
+"""Behaviour of individual partitioners (docs/protocols/partitioning.md §6.2-§6.4, §3.10-§3.14,
+§1.7-§1.8)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import numpy as np
 import pytest
 
 import benchmark.data.partitioners  # noqa: F401  (registers the catalogue)
-from benchmark.config import from_mapping
+from benchmark.contracts.registries import PARTITIONERS
+from benchmark.core.config import from_mapping
 from benchmark.data.partition import PartitionError, partition_stats
-from benchmark.data.partitioners import Modifier, label_matched_test
-from benchmark.data.partitioners import decssl
+from benchmark.data.partitioners import Modifier, decssl, label_matched_test
 from benchmark.data.partitioners._common import legacy_rng
 from benchmark.data.partitioners.decssl import (
     band_lists,
@@ -24,7 +25,6 @@ from benchmark.data.partitioners.decssl import (
     skew_lists,
 )
 from benchmark.data.partitioners.modifiers import subsample_count
-from benchmark.registries import PARTITIONERS
 
 CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
 CIFAR100 = np.repeat(np.arange(100), 500)
@@ -34,14 +34,20 @@ def make(name: str, **params: Any) -> Any:
     return from_mapping(PARTITIONERS.get(name), params)
 
 
-def mean_stat(name: str, key: str, labels: np.ndarray, k: int, seeds: range = range(5), **params: Any) -> float:
+def mean_stat(
+    name: str, key: str, labels: np.ndarray, k: int, seeds: range = range(5), **params: Any
+) -> float:
     part = make(name, **params)
-    return float(np.mean([partition_stats(part(labels, k, s), labels, int(labels.max()) + 1)[key] for s in seeds]))
+    return float(
+        np.mean(
+            [partition_stats(part(labels, k, s), labels, int(labels.max()) + 1)[key] for s in seeds]
+        )
+    )
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §6.2 heterogeneity is monotone in alpha / beta
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0)
 MEASURED_EMD = {  # §6.2, mean EMD over seeds 0-4 on CIFAR-10-shaped labels
@@ -63,29 +69,42 @@ def test_emd_strictly_decreases_in_alpha(name: str) -> None:
 
 
 def test_skew_emd_decreases_in_beta() -> None:
-    emd = [mean_stat("decssl_skew", "emd_mean", CIFAR10, 5, range(3), beta=b) for b in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    emd = [
+        mean_stat("decssl_skew", "emd_mean", CIFAR10, 5, range(3), beta=b)
+        for b in (0.0, 0.25, 0.5, 0.75, 1.0)
+    ]
     assert all(a > b for a, b in zip(emd, emd[1:])), emd
     assert emd[0] == pytest.approx(1.6) and emd[-1] < 0.05
 
 
 def test_quantity_cv_decreases_in_beta() -> None:
-    cv = [mean_stat("quantity_dirichlet", "size_cv", CIFAR10, 10, beta=b) for b in (0.5, 1.0, 10.0, 100.0, 1e4)]
+    cv = [
+        mean_stat("quantity_dirichlet", "size_cv", CIFAR10, 10, beta=b)
+        for b in (0.5, 1.0, 10.0, 100.0, 1e4)
+    ]
     assert all(a > b for a, b in zip(cv, cv[1:])), cv
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §6.3 constraints and failures
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def test_labeldir_min_size_and_failure() -> None:
     for seed in range(3):
         part = make("niid_bench_labeldir", alpha=0.1, min_size=200)(CIFAR10, 20, seed)
         assert part.sizes().min() >= 200 and part.meta["tries"] >= 1
-    with pytest.raises(PartitionError) as err:  # measured: all 1000 draws fail (the original would not terminate)
+    # measured: all 1000 draws fail (the original would not terminate)
+    with pytest.raises(PartitionError) as err:
         make("niid_bench_labeldir", alpha=0.01, min_size=10)(CIFAR10, 100, 0)
     message = str(err.value)
-    for needle in ("niid_bench_labeldir", "'alpha': 0.01", "1000 tries", "smallest client size", "Hint: raise alpha"):
+    for needle in (
+        "niid_bench_labeldir",
+        "'alpha': 0.01",
+        "1000 tries",
+        "smallest client size",
+        "Hint: raise alpha",
+    ):
         assert needle in message
 
 
@@ -100,7 +119,9 @@ def test_band_window_and_acceptance() -> None:
 
 
 def test_band_failure_raises_or_flags_last_draw() -> None:
-    with pytest.raises(PartitionError, match=r"decssl_band: .* after 1000 tries .*sizes in \[\d+, \d+\]"):
+    with pytest.raises(
+        PartitionError, match=r"decssl_band: .* after 1000 tries .*sizes in \[\d+, \d+\]"
+    ):
         make("decssl_band", alpha=0.02)(CIFAR10, 100, 0)
     # Dec-SSL Fig. 6(d) setting: the released code trained on an out-of-band last draw
     part = make("decssl_band", alpha=0.02, on_failure="keep_last")(CIFAR10, 20, 0)
@@ -113,7 +134,8 @@ def test_flesd_share_floor() -> None:
     for alpha in (0.1, 1.0, 100.0):
         part = make("flesd_minshare", alpha=alpha)(CIFAR10, 6, 0)
         assert part.meta["min_share"] > 0.5 / 6
-        assert part.sizes().min() > 5000 * 0.5 / 6 - 10  # size >= n_c * share - C for balanced classes
+        # size >= n_c * share - C for balanced classes
+        assert part.sizes().min() > 5000 * 0.5 / 6 - 10
         assert len(part.dropped) < 6 * 10
     for seed in range(3):
         with pytest.raises(PartitionError, match="smallest client share"):
@@ -182,7 +204,7 @@ def test_quantity_weights_sizes() -> None:
         make("quantity_weights", weights=[0.5, 0.5])(labels, 3, 0)
 
 
-# ---- §6.3.7 feature clusters -----------------------------------------------------------------------------------
+# ---- §6.3.7 feature clusters ---------------------------------------------------------------------
 
 
 def blobs(n: int, n_blobs: int = 5, dim: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -216,9 +238,12 @@ def test_feature_clusters_recover_blobs(tmp_path: Path) -> None:
     assert result.domain is not None and is_relabelling(result.domain.astype(np.int64), truth)
     assert len(result.dropped) == 0
     assert sorted(result.meta["group_sizes"]) == sorted(np.bincount(truth).tolist())
-    skew = make("decssl_feature_cluster", features_path=path, features_sha256=sha, scheme="skew", beta=0.0)
+    skew = make(
+        "decssl_feature_cluster", features_path=path, features_sha256=sha, scheme="skew", beta=0.0
+    )
     by_group = skew(labels, 5, 0).label_counts(result.domain.astype(np.int64), 5)
-    assert ((by_group > 0).sum(axis=1) <= 2).all()  # beta = 0 over groups: each client from ~1 group
+    # beta = 0 over groups: each client from ~1 group
+    assert ((by_group > 0).sum(axis=1) <= 2).all()
 
 
 def test_feature_artifact_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,24 +251,41 @@ def test_feature_artifact_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path, sha = save(tmp_path, "f.npy", x=features)
     labels = np.arange(300) % 3
     with pytest.raises(PartitionError, match="sha256"):
-        make("decssl_feature_cluster", features_path=path, features_sha256="0" * 64, pca_dim=4, alpha=1.0)(
-            labels, 3, 0)
+        make(
+            "decssl_feature_cluster",
+            features_path=path,
+            features_sha256="0" * 64,
+            pca_dim=4,
+            alpha=1.0,
+        )(labels, 3, 0)
     with pytest.raises(PartitionError, match="not found"):
-        make("decssl_feature_cluster", features_path=str(tmp_path / "missing.npy"), features_sha256=sha,
-             pca_dim=4, alpha=1.0)(labels, 3, 0)
+        make(
+            "decssl_feature_cluster",
+            features_path=str(tmp_path / "missing.npy"),
+            features_sha256=sha,
+            pca_dim=4,
+            alpha=1.0,
+        )(labels, 3, 0)
     with pytest.raises(PartitionError, match="shape"):
-        make("decssl_feature_cluster", features_path=path, features_sha256=sha, pca_dim=4, alpha=1.0)(
-            labels[:200], 3, 0)
+        make(
+            "decssl_feature_cluster", features_path=path, features_sha256=sha, pca_dim=4, alpha=1.0
+        )(labels[:200], 3, 0)
     # an empty k-means group raises (forced here: real data rarely leaves a group empty)
     monkeypatch.setattr(decssl, "feature_groups", lambda *a, **k: np.arange(300) % 2)
     with pytest.raises(PartitionError, match="empty feature group"):
-        make("decssl_feature_cluster", features_path=path, features_sha256=sha, pca_dim=4, n_groups=3,
-             alpha=1.0)(labels, 3, 0)
+        make(
+            "decssl_feature_cluster",
+            features_path=path,
+            features_sha256=sha,
+            pca_dim=4,
+            n_groups=3,
+            alpha=1.0,
+        )(labels, 3, 0)
     with pytest.raises(ValueError, match="needs alpha"):
         make("decssl_feature_cluster", features_path=path, features_sha256=sha)
 
 
-# ---- §6.3.8 rotation / style ------------------------------------------------------------------------------------
+# ---- §6.3.8 rotation / style ---------------------------------------------------------------------
 
 
 def test_rotation_groups_and_partition(tmp_path: Path) -> None:
@@ -256,19 +298,27 @@ def test_rotation_groups_and_partition(tmp_path: Path) -> None:
     style = tmp_path / "style.bin"
     style.write_bytes(b"x")
     sha = hashlib.sha256(b"x").hexdigest()
-    assert make("decssl_style", style_path=str(style), style_sha256=sha, alpha=0.1)(
-        CIFAR10[:5003], 5, 0).digest() == part.digest()
+    assert (
+        make("decssl_style", style_path=str(style), style_sha256=sha, alpha=0.1)(
+            CIFAR10[:5003], 5, 0
+        ).digest()
+        == part.digest()
+    )
     with pytest.raises(PartitionError, match="missing style artifact"):
-        make("decssl_style", style_path=str(tmp_path / "nope"), style_sha256=sha, alpha=0.1)(CIFAR10, 5, 0)
+        make("decssl_style", style_path=str(tmp_path / "nope"), style_sha256=sha, alpha=0.1)(
+            CIFAR10, 5, 0
+        )
 
 
 @pytest.mark.parametrize("size", [7, 8])
 def test_rotate_image_on_a_test_pattern(size: int) -> None:
     pattern = np.arange(size * size * 3, dtype=np.float64).reshape(size, size, 3)
     assert np.allclose(rotate_image(pattern, 0.0), pattern)
-    assert np.allclose(rotate_image(pattern, 90.0), np.rot90(pattern), atol=1e-9)  # counter-clockwise
+    # counter-clockwise
+    assert np.allclose(rotate_image(pattern, 90.0), np.rot90(pattern), atol=1e-9)
     assert np.allclose(rotate_image(pattern, 360.0), pattern, atol=1e-9)
-    # group m = 1: a bright dot right of the centre moves 72 degrees counter-clockwise (up and to the right)
+    # group m = 1: a bright dot right of the centre moves 72 degrees counter-clockwise (up and to
+    # the right)
     canvas = np.zeros((33, 33))
     canvas[16, 28] = 1.0
     out = rotate_image(canvas, rotation_degrees(1))
@@ -277,45 +327,66 @@ def test_rotate_image_on_a_test_pattern(size: int) -> None:
     assert abs(angle - 72.0) < 5.0 and out.min() >= 0.0  # fill 0 outside
 
 
-# ---- §6.3.9 modifiers -------------------------------------------------------------------------------------------
+# ---- §6.3.9 modifiers ----------------------------------------------------------------------------
 
 
 def test_decssl_prefix_keeps_generation_order_head() -> None:
     labels = np.repeat(np.arange(10), 500)
-    full, _ = band_lists(None, labels, 5, legacy_rng(4), alpha=0.5, band=0.5, max_tries=1000, on_failure="raise")
-    part = make("decssl_band", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(labels, 5, 4)
+    full, _ = band_lists(
+        None, labels, 5, legacy_rng(4), alpha=0.5, band=0.5, max_tries=1000, on_failure="raise"
+    )
+    part = make("decssl_band", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(
+        labels, 5, 4
+    )
     for ix, gen in zip(part.client_indices, full):
         assert np.array_equal(ix, np.sort(gen[: int(0.8 * len(gen))]))
     assert part.meta["modifier_dropped"] == len(part.dropped)
     # with decssl_skew, the prefix drops mostly the IID tail
     skew, _ = skew_lists(labels, 5, legacy_rng(0), beta=0.5)
-    part = make("decssl_skew", beta=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(labels, 5, 0)
+    part = make("decssl_skew", beta=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])(
+        labels, 5, 0
+    )
     for ix, gen in zip(part.client_indices, skew):
         assert np.array_equal(ix, np.sort(gen[:800]))
 
 
 def test_subsample_and_modifier_validation() -> None:
     base = make("niid_bench_labeldir", alpha=0.5)(CIFAR10, 10, 0)
-    part = make("niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "subsample", "fraction": 0.1}])(CIFAR10, 10, 0)
+    part = make(
+        "niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "subsample", "fraction": 0.1}]
+    )(CIFAR10, 10, 0)
     for small, big in zip(part.client_indices, base.client_indices):
         assert len(small) == int(np.ceil(len(big) / 10)) and np.isin(small, big).all()
-    assert part.digest() != base.digest() and part.spec["params"]["modifiers"] == [{"name": "subsample",
-                                                                                     "fraction": 0.1}]
-    assert subsample_count(0.1, 30) == 3 and subsample_count(0.1, 31) == 4 and subsample_count(1.0, 7) == 7
+    assert part.digest() != base.digest() and part.spec["params"]["modifiers"] == [
+        {"name": "subsample", "fraction": 0.1}
+    ]
+    assert (
+        subsample_count(0.1, 30) == 3
+        and subsample_count(0.1, 31) == 4
+        and subsample_count(1.0, 7) == 7
+    )
     with pytest.raises(ValueError, match="only the Dec-SSL"):
-        make("niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}])
+        make(
+            "niid_bench_labeldir", alpha=0.5, modifiers=[{"name": "decssl_prefix", "fraction": 0.8}]
+        )
     with pytest.raises(ValueError, match="must be the first"):
-        make("decssl_band", alpha=0.5, modifiers=[{"name": "subsample", "fraction": 0.5},
-                                                  {"name": "decssl_prefix", "fraction": 0.8}])
+        make(
+            "decssl_band",
+            alpha=0.5,
+            modifiers=[
+                {"name": "subsample", "fraction": 0.5},
+                {"name": "decssl_prefix", "fraction": 0.8},
+            ],
+        )
     with pytest.raises(ValueError, match="fraction"):
         Modifier(name="subsample", fraction=0.0)
     with pytest.raises(ValueError):
         make("iid", modifiers=[{"name": "subsampel", "fraction": 0.5}])
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §6.4 Orchestra Table 4 (bit-faithful orchestra_sinkhorn, seed 0)
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -330,9 +401,13 @@ def test_subsample_and_modifier_validation() -> None:
         (100, 100, 1e5, 100.0, 49.64),  # paper 100 / 100: the 1 % cell is convention-sensitive
     ],
 )
-def test_orchestra_table4(num_classes: int, k: int, alpha: float, cpc_any: float, cpc_1pct: float) -> None:
+def test_orchestra_table4(
+    num_classes: int, k: int, alpha: float, cpc_any: float, cpc_1pct: float
+) -> None:
     labels = np.repeat(np.arange(num_classes), 50000 // num_classes)
-    stats = partition_stats(make("orchestra_sinkhorn", alpha=alpha)(labels, k, 0), labels, num_classes)
+    stats = partition_stats(
+        make("orchestra_sinkhorn", alpha=alpha)(labels, k, 0), labels, num_classes
+    )
     assert round(stats["classes_per_client_any"], 2) == cpc_any
     assert round(stats["classes_per_client_1pct"], 2) == cpc_1pct
 
@@ -348,9 +423,9 @@ def test_orchestra_failures() -> None:
         make("orchestra_sinkhorn", alpha=1e-300)(CIFAR10[:1000], 50, 0)
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §3.14 label-matched test splits
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def test_label_matched_test() -> None:
@@ -358,7 +433,9 @@ def test_label_matched_test() -> None:
     part = make("niid_bench_labeldir", alpha=0.3)(CIFAR10, 10, 0)
     matched = label_matched_test(part, CIFAR10, test_labels, seed=0)
     train_counts = part.label_counts(CIFAR10, 10)
-    assert np.array_equal(matched.label_counts(test_labels, 10), np.floor(train_counts / 5000 * 1000).astype(int))
+    assert np.array_equal(
+        matched.label_counts(test_labels, 10), np.floor(train_counts / 5000 * 1000).astype(int)
+    )
     everything = np.concatenate([*matched.client_indices, matched.dropped])
     assert np.array_equal(np.sort(everything), np.arange(test_labels.size))
     assert label_matched_test(part, CIFAR10, test_labels, seed=0).digest() == matched.digest()
@@ -366,9 +443,9 @@ def test_label_matched_test() -> None:
     assert matched.spec["train_partition_digest"] == part.digest()
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §1.8 parameter validation, §1.1 inputs
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

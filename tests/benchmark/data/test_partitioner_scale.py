@@ -1,4 +1,5 @@
-"""Partitioners at cross-device scale (issue 23, P7): faster code, the same output as before, bit for bit."""
+"""Partitioners at cross-device scale (issue 23, P7): faster code, the same output as before, bit
+for bit."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def shards_reference(labels: np.ndarray, num_clients: int, s: int, seed: int) ->
     for _ in range(num_clients):
         chosen = rs.choice(remaining, s, replace=False)
         remaining = np.setdiff1d(remaining, chosen)
-        lists.append(np.sort(np.concatenate([order[j * size: (j + 1) * size] for j in chosen])))
+        lists.append(np.sort(np.concatenate([order[j * size : (j + 1) * size] for j in chosen])))
     return lists
 
 

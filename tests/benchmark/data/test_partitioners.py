@@ -1,7 +1,9 @@
-"""Registry-parametrised partitioner tests (docs/protocols/partitioning.md §6.1): disjointness, coverage, determinism,
-purity, golden digests, bit-faithful references, and hypothesis properties over random labels.
+"""Registry-parametrised partitioner tests (docs/protocols/partitioning.md §6.1): disjointness,
+coverage, determinism, purity, golden digests, bit-faithful references, and hypothesis properties
+over random labels.
 
-Every registered partitioner is covered automatically; a new one must add its parameters to ``example_params``.
+Every registered partitioner is covered automatically; a new one must add its parameters to
+``example_params``.
 """
 
 from __future__ import annotations
@@ -18,25 +20,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import benchmark.data.partitioners  # noqa: F401  (registers the catalogue)
-from benchmark.config import from_mapping, to_plain
-from benchmark.data.partition import Partition, PartitionError, finalize
-from benchmark.registries import PARTITIONERS
+from benchmark.contracts.data_types import Partition
+from benchmark.contracts.registries import PARTITIONERS
+from benchmark.core.config import from_mapping, to_plain
+from benchmark.data.partition import PartitionError, finalize
 
 NAMES = PARTITIONERS.names()
 LABELS = np.repeat(np.arange(10), 500)  # §6.1.5: 5,000 labels, 10 classes
 K = 10
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Example parameters (one entry per registered partitioner)
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def blob_features(n: int, *, n_blobs: int = 5, dim: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """n points in ``n_blobs`` well-separated Gaussian blobs (blob of point i = i mod n_blobs); float32."""
+def blob_features(
+    n: int, *, n_blobs: int = 5, dim: int = 16, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """n points in ``n_blobs`` well-separated Gaussian blobs (blob of point i = i mod n_blobs);
+    float32."""
     rs = np.random.RandomState(seed)
     centres = rs.normal(size=(n_blobs, dim)) * 20.0
     blob = np.arange(n) % n_blobs
@@ -84,14 +90,27 @@ def example_params(name: str, directory: Path, n: int) -> dict[str, Any]:
 
 
 def small_params(name: str, directory: Path, n: int, num_clients: int) -> dict[str, Any]:
-    """Permissive parameters for tiny random label arrays (property tests): failures must be PartitionError."""
+    """Permissive parameters for tiny random label arrays (property tests): failures must be
+    PartitionError."""
     if name == "decssl_feature_cluster":
         path, sha = write_features(directory, n, n_blobs=3, dim=4)
-        return {"features_path": path, "features_sha256": sha, "pca_dim": 2, "n_groups": 3, "alpha": 1.0,
-                "max_tries": 20}
+        return {
+            "features_path": path,
+            "features_sha256": sha,
+            "pca_dim": 2,
+            "n_groups": 3,
+            "alpha": 1.0,
+            "max_tries": 20,
+        }
     if name == "decssl_style":
         path, sha = write_style(directory)
-        return {"style_path": path, "style_sha256": sha, "alpha": 1.0, "n_groups": 2, "max_tries": 20}
+        return {
+            "style_path": path,
+            "style_sha256": sha,
+            "alpha": 1.0,
+            "n_groups": 2,
+            "max_tries": 20,
+        }
     return {
         "iid": {},
         "niid_bench_labeldir": {"alpha": 0.5, "min_size": 1, "max_tries": 20},
@@ -108,12 +127,16 @@ def small_params(name: str, directory: Path, n: int, num_clients: int) -> dict[s
     }[name]
 
 
-def dropped_bound(name: str, params: dict[str, Any], n: int, num_clients: int, num_classes: int) -> int | None:
-    """The §6.1.2 bound on ``len(dropped)`` (inclusive), or None for "exactly zero" (covering partitioners)."""
+def dropped_bound(
+    name: str, params: dict[str, Any], n: int, num_clients: int, num_classes: int
+) -> int | None:
+    """The §6.1.2 bound on ``len(dropped)`` (inclusive), or None for "exactly zero" (covering
+    partitioners)."""
     scheme_skew = params.get("scheme") == "skew"
     if name in ("orchestra_sinkhorn", "flesd_minshare"):
-        # §6.1.2 says "< K C"; the floors lose < 1 per (client, class) but the shares of a class may sum to
-        # 1 - 1e-16, so a class can lose exactly K (found by hypothesis: N = K = C = 1, d = 0.9999999999999999)
+        # §6.1.2 says "< K C"; the floors lose < 1 per (client, class) but the shares of a class may
+        # sum to 1 - 1e-16, so a class can lose exactly K (found by hypothesis: N = K = C = 1, d =
+        # 0.9999999999999999)
         return num_clients * num_classes
     if name == "fedavg_shards":
         return n % (num_clients * params.get("shards_per_client", 2))
@@ -150,7 +173,8 @@ def example(name: str, artifact_dir: Path) -> tuple[Any, dict[str, Any]]:
 
 
 def assert_valid(part: Partition, n: int, num_clients: int, bound: int | None) -> None:
-    """§6.1.1-2: sorted unique int64 clients, disjoint, union + dropped = range(n), dropped bounded."""
+    """§6.1.1-2: sorted unique int64 clients, disjoint, union + dropped = range(n), dropped
+    bounded."""
     assert part.num_clients == num_clients
     for ix in part.client_indices:
         assert ix.dtype == np.int64
@@ -167,16 +191,27 @@ def assert_valid(part: Partition, n: int, num_clients: int, bound: int | None) -
         assert part.domain.dtype == np.int8 and part.domain.shape == (n,)
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Registry-level checks
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def test_catalogue_is_complete() -> None:
     expected = {
-        "iid", "niid_bench_labeldir", "orchestra_sinkhorn", "decssl_band", "flesd_minshare", "dirichlet_plain",
-        "fedavg_shards", "easyfl_class", "decssl_skew", "decssl_feature_cluster", "decssl_rotation", "decssl_style",
-        "quantity_dirichlet", "quantity_weights",
+        "iid",
+        "niid_bench_labeldir",
+        "orchestra_sinkhorn",
+        "decssl_band",
+        "flesd_minshare",
+        "dirichlet_plain",
+        "fedavg_shards",
+        "easyfl_class",
+        "decssl_skew",
+        "decssl_feature_cluster",
+        "decssl_rotation",
+        "decssl_style",
+        "quantity_dirichlet",
+        "quantity_weights",
     }
     assert expected <= set(NAMES)  # new partitioners must add example_params and a GOLDEN digest
     assert PARTITIONERS.canonical("dirichlet") == "niid_bench_labeldir"
@@ -185,7 +220,8 @@ def test_catalogue_is_complete() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_partitioner_has_an_example(name: str, artifact_dir: Path) -> None:
-    example_params(name, artifact_dir, LABELS.size)  # KeyError = add the new partitioner to example_params
+    # KeyError = add the new partitioner to example_params
+    example_params(name, artifact_dir, LABELS.size)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -202,9 +238,9 @@ def test_declaration(name: str, artifact_dir: Path) -> None:
         make(name, {**params, "alpah": 1.0})
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # §6.1.1-4 for every registered partitioner
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -224,7 +260,9 @@ def test_determinism_and_seed_sensitivity(name: str, artifact_dir: Path) -> None
     part, _ = example(name, artifact_dir)
     first = part(LABELS, K, 0).digest()
     assert part(LABELS, K, 0).digest() == first
-    assert make(name, example_params(name, artifact_dir, LABELS.size))(LABELS, K, 0).digest() == first
+    assert (
+        make(name, example_params(name, artifact_dir, LABELS.size))(LABELS, K, 0).digest() == first
+    )
     assert part(LABELS, K, 1).digest() != first
 
 
@@ -242,9 +280,10 @@ def test_purity(name: str, artifact_dir: Path) -> None:
     assert np.array_equal(labels, LABELS)
 
 
-# §6.1.5: computed once from this implementation after the bit-faithful checks below passed; a NumPy or code
-# change that alters any of them must bump the partitioner's version. niid_bench_labeldir and decssl_band agree
-# here because both accept their first (identical) draw; decssl_rotation and decssl_style share the grouping.
+# §6.1.5: computed once from this implementation after the bit-faithful checks below passed; a NumPy
+# or code change that alters any of them must bump the partitioner's version. niid_bench_labeldir
+# and decssl_band agree here because both accept their first (identical) draw; decssl_rotation and
+# decssl_style share the grouping.
 GOLDEN = {
     "decssl_band": "bf890e7d943354efb07510bb295c522ba5be85b291e49cac89373261450ed81f",
     "decssl_feature_cluster": "e92bf9206315fb5e77a88f0b1742c6b1f23b36f8e235e6436a653986ed23bc7e",
@@ -269,9 +308,10 @@ def test_golden_digest(name: str, artifact_dir: Path) -> None:
     assert part(LABELS, K, 0).digest() == GOLDEN[name]
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# §6.1.6 bit-faithful references: the original call order on the global RNG after np.random.seed(seed)
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
+# §6.1.6 bit-faithful references: the original call order on the global RNG after
+# np.random.seed(seed)
+# --------------------------------------------------------------------------------------------------
 
 
 def digest_of(lists: list[Any], n: int) -> str:
@@ -285,8 +325,11 @@ def reference_homo(labels: np.ndarray, k: int, seed: int) -> list[Any]:
     return np.array_split(order, k)
 
 
-def reference_labeldir(labels: np.ndarray, k: int, alpha: float, min_size: int, seed: int) -> list[Any]:
-    """NIID-Bench "noniid-labeldir": per class shuffle, Dirichlet, N/K cap, cut; redraw until min size; shuffle."""
+def reference_labeldir(
+    labels: np.ndarray, k: int, alpha: float, min_size: int, seed: int
+) -> list[Any]:
+    """NIID-Bench "noniid-labeldir": per class shuffle, Dirichlet, N/K cap, cut; redraw until min
+    size; shuffle."""
     np.random.seed(seed)
     n, classes = labels.shape[0], int(labels.max()) + 1
     smallest = 0
@@ -306,8 +349,11 @@ def reference_labeldir(labels: np.ndarray, k: int, alpha: float, min_size: int, 
     return batches
 
 
-def reference_band(labels: np.ndarray, k: int, alpha: float, iterations: int, seed: int) -> list[Any]:
-    """Dec-SSL dirichlet_sampling: the same draw, accepted inside N/K (1 +- 0.5), last draw kept after the cap."""
+def reference_band(
+    labels: np.ndarray, k: int, alpha: float, iterations: int, seed: int
+) -> list[Any]:
+    """Dec-SSL dirichlet_sampling: the same draw, accepted inside N/K (1 +- 0.5), last draw kept
+    after the cap."""
     np.random.seed(seed)
     n, classes = labels.shape[0], len(np.unique(labels))
     low, high = n / k * (1 - 0.5), n / k * (1 + 0.5)
@@ -344,7 +390,10 @@ def reference_orchestra(labels: np.ndarray, k: int, alpha: float, seed: int) -> 
     start = np.zeros((k + 1, classes), dtype=np.int32)
     for i in range(k):
         start[i + 1] = start[i] + counts[i]
-    return [np.concatenate([by_class[c][start[i, c]: start[i + 1, c]] for c in range(classes)]) for i in range(k)]
+    return [
+        np.concatenate([by_class[c][start[i, c] : start[i + 1, c]] for c in range(classes)])
+        for i in range(k)
+    ]
 
 
 def reference_skew(labels: np.ndarray, k: int, beta: float, seed: int) -> list[Any]:
@@ -362,8 +411,12 @@ def reference_skew(labels: np.ndarray, k: int, beta: float, seed: int) -> list[A
         unskewed.append(members[cut:])
     skew_pool, iid_pool = np.concatenate(skewed), np.concatenate(unskewed)
     np.random.shuffle(iid_pool)
-    return [np.concatenate((skew_pool[i * n_skew: (i + 1) * n_skew], iid_pool[i * n_iid: (i + 1) * n_iid]))
-            for i in range(k)]
+    return [
+        np.concatenate(
+            (skew_pool[i * n_skew : (i + 1) * n_skew], iid_pool[i * n_iid : (i + 1) * n_iid])
+        )
+        for i in range(k)
+    ]
 
 
 def reference_quantity(labels: np.ndarray, k: int, beta: float, seed: int) -> list[Any]:
@@ -379,25 +432,36 @@ def reference_quantity(labels: np.ndarray, k: int, beta: float, seed: int) -> li
     return np.split(order, cuts)
 
 
-UNBALANCED = np.concatenate([np.full(n, c) for c, n in enumerate([700, 300, 550, 450, 1000, 123, 377, 900, 250, 350])])
+UNBALANCED = np.concatenate(
+    [np.full(n, c) for c, n in enumerate([700, 300, 550, 450, 1000, 123, 377, 900, 250, 350])]
+)
 SHUFFLED = np.random.RandomState(7).permutation(np.repeat(np.arange(10), 500))
 
 
 @pytest.mark.usefixtures("keep_global_rng")
-@pytest.mark.parametrize("labels", [LABELS, UNBALANCED, SHUFFLED], ids=["balanced", "unbalanced", "shuffled"])
+@pytest.mark.parametrize(
+    "labels", [LABELS, UNBALANCED, SHUFFLED], ids=["balanced", "unbalanced", "shuffled"]
+)
 @pytest.mark.parametrize("k,alpha,seed", [(10, 0.5, 0), (10, 0.1, 1), (20, 1.0, 2), (7, 0.05, 3)])
-def test_bit_faithful_labeldir_and_band(labels: np.ndarray, k: int, alpha: float, seed: int) -> None:
+def test_bit_faithful_labeldir_and_band(
+    labels: np.ndarray, k: int, alpha: float, seed: int
+) -> None:
     expected = digest_of(reference_labeldir(labels, k, alpha, 10, seed), labels.size)
     assert make("niid_bench_labeldir", {"alpha": alpha})(labels, k, seed).digest() == expected
-    band = make("decssl_band", {"alpha": alpha, "max_tries": 30, "on_failure": "keep_last"})(labels, k, seed)
+    band = make("decssl_band", {"alpha": alpha, "max_tries": 30, "on_failure": "keep_last"})(
+        labels, k, seed
+    )
     assert band.digest() == digest_of(reference_band(labels, k, alpha, 30, seed), labels.size)
 
 
 @pytest.mark.usefixtures("keep_global_rng")
 def test_bit_faithful_band_keep_last() -> None:
-    """A setting where every draw misses the window: keep_last returns the original's last draw, flagged."""
+    """A setting where every draw misses the window: keep_last returns the original's last draw,
+    flagged."""
     labels = np.repeat(np.arange(10), 500)
-    part = make("decssl_band", {"alpha": 0.02, "max_tries": 25, "on_failure": "keep_last"})(labels, 20, 0)
+    part = make("decssl_band", {"alpha": 0.02, "max_tries": 25, "on_failure": "keep_last"})(
+        labels, 20, 0
+    )
     assert part.meta["constraint_violated"] is True and part.meta["tries"] == 25
     assert part.digest() == digest_of(reference_band(labels, 20, 0.02, 25, 0), labels.size)
 
@@ -411,8 +475,12 @@ def test_bit_faithful_orchestra(labels: np.ndarray, k: int, alpha: float, seed: 
 
 
 @pytest.mark.usefixtures("keep_global_rng")
-@pytest.mark.parametrize("labels", [LABELS, UNBALANCED, SHUFFLED], ids=["balanced", "unbalanced", "shuffled"])
-@pytest.mark.parametrize("k,beta,seed", [(5, 0.0, 0), (5, 0.1, 1), (10, 0.5, 2), (7, 1.0, 3), (3, 0.33, 4)])
+@pytest.mark.parametrize(
+    "labels", [LABELS, UNBALANCED, SHUFFLED], ids=["balanced", "unbalanced", "shuffled"]
+)
+@pytest.mark.parametrize(
+    "k,beta,seed", [(5, 0.0, 0), (5, 0.1, 1), (10, 0.5, 2), (7, 1.0, 3), (3, 0.33, 4)]
+)
 def test_bit_faithful_skew(labels: np.ndarray, k: int, beta: float, seed: int) -> None:
     part = make("decssl_skew", {"beta": beta})(labels, k, seed)
     assert part.digest() == digest_of(reference_skew(labels, k, beta, seed), labels.size)
@@ -423,12 +491,14 @@ def test_bit_faithful_skew(labels: np.ndarray, k: int, beta: float, seed: int) -
 def test_bit_faithful_quantity_and_homo(k: int, beta: float, seed: int) -> None:
     part = make("quantity_dirichlet", {"beta": beta})(SHUFFLED, k, seed)
     assert part.digest() == digest_of(reference_quantity(SHUFFLED, k, beta, seed), SHUFFLED.size)
-    assert make("iid", {})(SHUFFLED, k, seed).digest() == digest_of(reference_homo(SHUFFLED, k, seed), SHUFFLED.size)
+    assert make("iid", {})(SHUFFLED, k, seed).digest() == digest_of(
+        reference_homo(SHUFFLED, k, seed), SHUFFLED.size
+    )
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Hypothesis: random labels, client counts and seeds (§6.1.1-3 as properties; docs/design.md §7)
-# ----------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @st.composite
@@ -441,11 +511,15 @@ def label_arrays(draw: st.DrawFn) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(labels=label_arrays(), data=st.data())
-def test_property_valid_or_partition_error(name: str, artifact_dir: Path, labels: np.ndarray,
-                                           data: st.DataObject) -> None:
-    """Any input either gives a valid partition (deterministic, min_size respected) or raises PartitionError."""
+def test_property_valid_or_partition_error(
+    name: str, artifact_dir: Path, labels: np.ndarray, data: st.DataObject
+) -> None:
+    """Any input either gives a valid partition (deterministic, min_size respected) or raises
+    PartitionError."""
     num_clients = data.draw(st.integers(1, min(8, labels.size)), label="num_clients")
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     params = small_params(name, artifact_dir, labels.size, num_clients)

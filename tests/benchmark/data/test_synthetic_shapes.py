@@ -1,4 +1,5 @@
-"""``shapes_coco`` (docs/design.md §7): deterministic per seed, valid COCO, annotations agree with the pixels."""
+"""``shapes_coco`` (docs/design.md §7): deterministic per seed, valid COCO, annotations agree with
+the pixels."""
 
 from __future__ import annotations
 
@@ -30,7 +31,15 @@ def test_valid_coco_with_one_to_three_shapes_of_two_classes(tmp_path):
     assert {a["category_id"] for a in train["annotations"]} == {1, 2}
     for ann in train["annotations"] + val["annotations"]:
         x, y, w, h = ann["bbox"]
-        assert ann["iscrowd"] == 0 and 0 <= x and 0 <= y and x + w <= 64 and y + h <= 64 and w > 0 and h > 0
+        assert (
+            ann["iscrowd"] == 0
+            and 0 <= x
+            and 0 <= y
+            and x + w <= 64
+            and y + h <= 64
+            and w > 0
+            and h > 0
+        )
         poly = np.asarray(ann["segmentation"][0]).reshape(-1, 2)
         assert len(poly) == (4 if ann["category_id"] == 1 else 24)
         assert abs(poly[:, 0].min() - x) < 0.02 and abs(poly[:, 1].max() - (y + h)) < 0.02
@@ -44,11 +53,14 @@ def test_pixels_match_the_last_drawn_shape():
     split = generate_shapes(12, seed=1)
     for meta, img in zip(split.coco["images"], split.images):
         anns = [a for a in split.coco["annotations"] if a["image_id"] == meta["id"]]
-        top = anns[-1]  # drawn last, so never occluded: its centre pixel has one colour and differs from corners
+        # drawn last, so never occluded: its centre pixel has one colour and differs from corners
+        top = anns[-1]
         x, y, w, h = top["bbox"]
         cy, cx = int(y + h / 2), int(x + w / 2)
         centre = img[cy, cx].astype(int)
-        inner = img[int(y + h / 2 - 1): int(y + h / 2 + 2), int(x + w / 2 - 1): int(x + w / 2 + 2)].astype(int)
+        inner = img[
+            int(y + h / 2 - 1) : int(y + h / 2 + 2), int(x + w / 2 - 1) : int(x + w / 2 + 2)
+        ].astype(int)
         assert np.all(inner == centre)
         assert img.shape == (64, 64, 3) and img.dtype == np.uint8
     assert len(CATEGORIES) == 2

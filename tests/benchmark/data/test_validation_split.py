@@ -1,4 +1,5 @@
-"""eval_split: validation — hyperparameters are chosen on a part of the train split; the test split is never read."""
+"""eval_split: validation — hyperparameters are chosen on a part of the train split; the test split
+is never read."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from benchmark.data.datasets import hold_out_validation, load_dataset_splits
 
 
 def _rows(split) -> set[bytes]:
-    return {img.numpy().tobytes() + bytes([int(y)]) for img, y in zip(split.images, split.labels, strict=True)}
+    return {
+        img.numpy().tobytes() + bytes([int(y)])
+        for img, y in zip(split.images, split.labels, strict=True)
+    }
 
 
 def test_validation_is_carved_from_train_and_never_touches_test():
@@ -24,7 +28,8 @@ def test_validation_is_carved_from_train_and_never_touches_test():
     tr_counts = np.bincount(full.train.labels, minlength=10)
     va_counts = np.bincount(val.test.labels, minlength=10)
     assert np.all(np.abs(va_counts - np.round(0.2 * tr_counts)) <= 0)
-    # a different view has a different revision (records of the two never share a data digest); same statistics
+    # a different view has a different revision (records of the two never share a data digest); same
+    # statistics
     assert val.revision != full.revision
     assert val.mean == full.mean and val.std == full.std
 
@@ -32,7 +37,9 @@ def test_validation_is_carved_from_train_and_never_touches_test():
 def test_validation_carve_is_deterministic_and_fraction_is_a_parameter():
     a = load_dataset_splits("digits", {"eval_split": "validation"})
     b = load_dataset_splits("digits", {"eval_split": "validation"})
-    assert np.array_equal(a.test.labels, b.test.labels) and bool((a.test.images == b.test.images).all())
+    assert np.array_equal(a.test.labels, b.test.labels) and bool(
+        (a.test.images == b.test.images).all()
+    )
     c = load_dataset_splits("digits", {"eval_split": "validation", "val_fraction": 0.1})
     assert len(c.test) < len(a.test) and c.revision != a.revision
 
@@ -46,7 +53,10 @@ def test_validation_rejects_bad_fraction_and_unknown_split():
 
 
 def test_the_embedded_default_split_is_pinned():
-    """Records of the default compare across commits only if its train/test split never moves: its content digest
-    is fixed here (and the validation carve's, which the quickstart_tune selection was made on)."""
+    """Records of the default compare across commits only if its train/test split never moves: its
+    content digest is fixed here (and the validation carve's, which the quickstart_tune selection
+    was made on)."""
     assert load_dataset_splits("digits", {}).revision == "7b984769c5035367"
-    assert load_dataset_splits("digits", {"eval_split": "validation"}).revision == "172d34b87236aaf6"
+    assert (
+        load_dataset_splits("digits", {"eval_split": "validation"}).revision == "172d34b87236aaf6"
+    )

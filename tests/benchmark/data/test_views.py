@@ -11,7 +11,10 @@ from benchmark.data.views import ClientViews
 
 def _eager(images, shards, labels):
     """The former eager construction (runner.client_datasets before issue 23), as a reference."""
-    return [(images[torch.as_tensor(ix, dtype=torch.long)], torch.as_tensor(labels[ix])) for ix in shards]
+    return [
+        (images[torch.as_tensor(ix, dtype=torch.long)], torch.as_tensor(labels[ix]))
+        for ix in shards
+    ]
 
 
 def test_each_client_equals_the_eager_build_and_nothing_per_client_is_kept() -> None:
@@ -31,7 +34,10 @@ def test_each_client_equals_the_eager_build_and_nothing_per_client_is_kept() -> 
         views[7]
     # only the shared image tensor and the index arrays are held
     assert views.images.data_ptr() == images.data_ptr()
-    assert all(isinstance(v, (torch.Tensor, tuple, np.ndarray, int, type(None))) for v in vars(views).values())
+    assert all(
+        isinstance(v, (torch.Tensor, tuple, np.ndarray, int, type(None)))
+        for v in vars(views).values()
+    )
 
 
 def test_unlabelled_clients_carry_no_labels() -> None:

@@ -1,4 +1,5 @@
-"""Claim files: exclusive, heartbeated, broken only when stale; execute_cell honours them and keeps failures."""
+"""Claim files: exclusive, heartbeated, broken only when stale; execute_cell honours them and keeps
+failures."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import locks
+from benchmark.runroot import locks
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +34,15 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def _fake_claim(path: Path, *, pid: int, host: str | None = None, owner: str | None = None,
-                age_s: float = 0.0) -> None:
+def _fake_claim(
+    path: Path, *, pid: int, host: str | None = None, owner: str | None = None, age_s: float = 0.0
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "token": "t0", "owner": owner}))
+    path.write_text(
+        json.dumps(
+            {"host": host or socket.gethostname(), "pid": pid, "token": "t0", "owner": owner}
+        )
+    )
     t = time.time() - age_s
     os.utime(path, (t, t))
 
@@ -132,9 +138,9 @@ def test_racing_runners_break_a_stale_claim_exactly_once(tmp_path: Path) -> None
 
 
 def test_execute_cell_skips_a_cell_claimed_by_a_live_runner(tmp_path: Path) -> None:
-    from benchmark.launchers.local import execute_cell
-    from benchmark.options import RunOptions
-    from benchmark.rundir import RunDir
+    from benchmark.launchers.execute import execute_cell
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.rundir import RunDir
     from tests.helpers import smoke_cell
 
     cell = smoke_cell()
@@ -146,13 +152,15 @@ def test_execute_cell_skips_a_cell_claimed_by_a_live_runner(tmp_path: Path) -> N
     assert rd.status().state == "running"
 
 
-def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
-    import benchmark.runner as runner
+def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from benchmark.engine import runner
+    from benchmark.engine.stages import Evaluation
     from benchmark.launchers.local import LocalLauncher
-    from benchmark.options import RunOptions
-    from benchmark.rundir import RunDir
-    from benchmark.stages import Evaluation
-    from benchmark.status import grid_status
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.rundir import RunDir
+    from benchmark.runroot.status import grid_status
     from tests.helpers import smoke_cell
 
     oom, boom, ok = smoke_cell(seed=0), smoke_cell(seed=1), smoke_cell(seed=2)
@@ -167,7 +175,9 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
 
     monkeypatch.setattr(runner, "_run", fake_run)
     monkeypatch.setattr(runner, "evaluate", lambda *a, **k: Evaluation())  # pre-training only: fast
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([oom, boom, ok], tmp_path))
+    outcomes = list(
+        LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([oom, boom, ok], tmp_path)
+    )
     assert [o.status for o in outcomes] == ["failed", "failed", "done"]
     assert "MemoryError" in outcomes[0].error and "boom" in outcomes[1].error
     for cell, word in ((oom, "MemoryError: CUDA out of memory"), (boom, "RuntimeError: boom")):
@@ -175,17 +185,19 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(tmp_path: Path
         assert word in json.loads(rd.error_path.read_text())["reason"] and word in rd.error_reason()
         assert not rd.claim_path.exists() and not rd.pretrain.lock.exists()
     text = grid_status([oom, boom, ok], tmp_path)
-    assert "reason: MemoryError: CUDA out of memory (simulated)" in text and "reason: RuntimeError: boom" in text
+    assert (
+        "reason: MemoryError: CUDA out of memory (simulated)" in text
+        and "reason: RuntimeError: boom" in text
+    )
     assert "done: 1" in text and "failed: 2" in text
 
 
 def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
-    import benchmark.runner as runner
-    import benchmark.stages as stages
     from benchmark.api import Diverged
+    from benchmark.engine import runner, stages
     from benchmark.launchers.local import LocalLauncher
-    from benchmark.options import RunOptions
-    from benchmark.status import grid_status
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.status import grid_status
     from tests.helpers import smoke_cell
 
     nan, ok = smoke_cell(seed=3), smoke_cell(seed=4)
@@ -198,34 +210,59 @@ def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, mo
 
     monkeypatch.setattr(stages, "simulate", fake_simulate)
     monkeypatch.setattr(runner, "evaluate", lambda *a, **k: stages.Evaluation())
-    outcomes = list(LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([nan, ok], tmp_path))
+    outcomes = list(
+        LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch([nan, ok], tmp_path)
+    )
     assert [o.status for o in outcomes] == ["diverged", "done"]
     assert "loss is nan" in outcomes[0].error
     text = grid_status([nan, ok], tmp_path)
-    assert "diverged: 1" in text and "done: 1" in text and "reason: client 1: loss is nan at round 1" in text
+    assert (
+        "diverged: 1" in text
+        and "done: 1" in text
+        and "reason: client 1: loss is nan at round 1" in text
+    )
 
 
-def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Path, monkeypatch, capsys) -> None:
-    import benchmark.runner as runner
+def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
     from benchmark.cli import main
-    from benchmark.grid import expand_grid, load_grid
-    from benchmark.rundir import RunDir
+    from benchmark.engine import runner
+    from benchmark.grids.expand import expand_grid, load_grid
+    from benchmark.runroot.rundir import RunDir
 
     grid = tmp_path / "one.yaml"
-    grid.write_text("name: one\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
-                    " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
-                    "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr], seed: [0]}\n")
+    grid.write_text(
+        "name: one\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"
+        " partition: iid, fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+        "method_common: {batch_size: 32}\naxes: {method: [fedavg_simclr], seed: [0]}\n"
+    )
     [cell] = expand_grid(load_grid(str(grid)))
     root = tmp_path / "runs"
-    args = ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu", "--workers", "1"]
+    args = [
+        "run",
+        "--grid",
+        str(grid),
+        "--root",
+        str(root),
+        "--no-wandb",
+        "--device",
+        "cpu",
+        "--workers",
+        "1",
+    ]
     real = runner._run
-    monkeypatch.setattr(runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM")))
+    monkeypatch.setattr(
+        runner, "_run", lambda *a, **k: (_ for _ in ()).throw(MemoryError("simulated OOM"))
+    )
     assert main(args) == 1  # a failed cell: exit 1
     assert "failed: 1" in capsys.readouterr().out
-    assert main(["status", "--grid", str(grid), "--root", str(root)]) == 1  # a failed cell: status follows the run's exit-code policy
+    # a failed cell: status follows the run's exit-code policy
+    assert main(["status", "--grid", str(grid), "--root", str(root)]) == 1
     assert "reason: MemoryError: simulated OOM" in capsys.readouterr().out
     monkeypatch.setattr(runner, "_run", real)
-    assert main(args) == 1  # without --retry-failed the failed cell stays failed (and the exit code says so)
+    # without --retry-failed the failed cell stays failed (and the exit code says so)
+    assert main(args) == 1
     rd = RunDir.of(cell, root)
     assert "0 to run" in capsys.readouterr().out and rd.failed
     assert main([*args, "--retry-failed"]) == 0
@@ -233,38 +270,45 @@ def test_retry_failed_reruns_only_failed_cells_and_leaves_no_claims(tmp_path: Pa
     assert rd.done and not rd.error_path.exists() and not rd.claim_path.exists()
 
 
-def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(tmp_path: Path, monkeypatch) -> None:
+def test_execute_cell_pins_intra_op_threads_on_cpu_and_restores_them(
+    tmp_path: Path, monkeypatch
+) -> None:
     import torch
 
-    import benchmark.runner as runner
-    from benchmark.launchers.local import execute_cell
-    from benchmark.options import RunOptions
+    from benchmark.engine import runner
+    from benchmark.launchers.execute import execute_cell
+    from benchmark.launchers.options import RunOptions
     from tests.helpers import smoke_cell
 
     seen = []
 
     def fake_run_cell(cell, root, **kw):
         seen.append(torch.get_num_threads())
-        return None  # as if interrupted by stop_after_round
+        # as if interrupted by stop_after_round
 
     monkeypatch.setattr(runner, "run_cell", fake_run_cell)
     monkeypatch.setenv("FSSL_CELL_THREADS", "1")
     torch.set_num_threads(2)
     try:
-        assert execute_cell(smoke_cell(seed=5), tmp_path, RunOptions(device="cpu")).status == "interrupted"
+        assert (
+            execute_cell(smoke_cell(seed=5), tmp_path, RunOptions(device="cpu")).status
+            == "interrupted"
+        )
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
 
 
-def test_pretraining_lock_is_released_once_final_pt_exists_before_the_tasks(tmp_path: Path, monkeypatch) -> None:
-    """Sibling cells share one pre-training; they must not wait for this cell's tasks: the launcher's pre-training
-    lock is gone as soon as the pre-trained state is saved, while the cell's own claim is held until its record
-    exists."""
-    import tasks.knn as knn
-    from benchmark.launchers.local import execute_cell
-    from benchmark.options import RunOptions
-    from benchmark.rundir import RunDir
+def test_pretraining_lock_is_released_once_final_pt_exists_before_the_tasks(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Sibling cells share one pre-training; they must not wait for this cell's tasks: the
+    launcher's pre-training lock is gone as soon as the pre-trained state is saved, while the cell's
+    own claim is held until its record exists."""
+    from benchmark.launchers.execute import execute_cell
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.rundir import RunDir
+    from tasks import knn
     from tests.helpers import smoke_cell
 
     cell = smoke_cell(seed=11, tasks=["knn"])

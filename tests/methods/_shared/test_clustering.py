@@ -1,4 +1,5 @@
-"""Orchestra's clustering maths (docs/methods/orchestra.md §7 items 1-6, 9): Sinkhorn-Knopp, local and global clustering."""
+"""Orchestra's clustering maths (docs/methods/orchestra.md §7 items 1-6, 9): Sinkhorn-Knopp, local
+and global clustering."""
 
 from __future__ import annotations
 
@@ -61,7 +62,9 @@ def test_local_clustering_shape_and_degenerate_memory() -> None:
     assert torch.allclose(u.norm(dim=1), torch.ones(8), atol=1e-5)
 
 
-def _directions(n_dir: int, copies: int, seed: int, d: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+def _directions(
+    n_dir: int, copies: int, seed: int, d: int = 512
+) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     dirs = F.normalize(torch.randn(n_dir, d, generator=g), dim=1)
     pts = dirs.repeat_interleave(copies, 0) + 0.02 * torch.randn(n_dir * copies, d, generator=g)
@@ -108,7 +111,8 @@ def test_cluster_loss_values_and_gradients() -> None:
     same = cluster_assignment_loss(zt.detach(), zt.detach(), c.detach(), 0.1)
     entropy = -(pt * pt.log()).sum(1).mean()
     assert abs(float(same) - float(entropy)) < 1e-6
-    # L_deg is checked on the method's own step (tests/methods/test_orchestra.py), not against torch itself
+    # L_deg is checked on the method's own step (tests/methods/test_orchestra.py), not against torch
+    # itself
 
 
 @pytest.mark.parametrize("steps", [1, 5, 8, 20])
@@ -121,7 +125,7 @@ def test_memory_fifo(steps: int) -> None:
         rows = F.normalize(torch.randn(b, 8, generator=g), dim=1)
         pushed.append(rows)
         mem = fifo_push(mem, rows, cap)
-    expect = torch.cat(pushed)[-min(cap, steps * b):]
+    expect = torch.cat(pushed)[-min(cap, steps * b) :]
     assert torch.equal(mem, expect)
     assert torch.allclose(mem.norm(dim=1), torch.ones(len(mem)), atol=1e-6)
     first = fifo_push(torch.zeros(0, 8), torch.cat(pushed), cap, keep="first")

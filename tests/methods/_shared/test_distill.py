@@ -27,7 +27,8 @@ def _sims(n: int, k: int, seed: int = 0, dtype=torch.float32) -> list[torch.Tens
 
 
 def test_similarity_matrix() -> None:
-    r = F.normalize(torch.randn(128, 64, generator=torch.Generator().manual_seed(0)), dim=0)  # unit columns
+    # unit columns
+    r = F.normalize(torch.randn(128, 64, generator=torch.Generator().manual_seed(0)), dim=0)
     m = similarity_matrix(r.t())
     assert torch.allclose(m, m.t(), atol=1e-6)
     assert torch.allclose(m.diagonal(), torch.ones(64), atol=1e-5)
@@ -40,10 +41,12 @@ def test_ensemble_is_mean_of_sharpened() -> None:
     ebar = ensemble_similarities(sims, tau)
     ref = sum(torch.exp(m / tau) for m in sims) / 3
     assert torch.allclose(ebar * math.exp(1 / tau), ref, rtol=1e-6)
-    assert torch.allclose(ensemble_similarities(sims[::-1], tau), ebar, rtol=1e-6)  # order-free, no sizes
+    # order-free, no sizes
+    assert torch.allclose(ensemble_similarities(sims[::-1], tau), ebar, rtol=1e-6)
     cold = ensemble_similarities(_sims(64, 3), 0.01)
     assert torch.isfinite(cold).all()
-    assert not torch.isfinite(sum(torch.exp(m / 0.01) for m in _sims(64, 3))).all()  # the shift is needed
+    # the shift is needed
+    assert not torch.isfinite(sum(torch.exp(m / 0.01) for m in _sims(64, 3))).all()
 
 
 def test_targets_normalised_and_scale_invariant() -> None:
@@ -98,7 +101,9 @@ def test_topk_sparsification() -> None:
     assert torch.equal(sparse.diagonal(), m.diagonal())
     ebar = ensemble_similarities([sparse], tau)
     dropped = sparse == 0
-    assert torch.allclose(ebar[dropped], torch.full_like(ebar[dropped], math.exp(-1 / tau)), atol=1e-7)
+    assert torch.allclose(
+        ebar[dropped], torch.full_like(ebar[dropped], math.exp(-1 / tau)), atol=1e-7
+    )
     values, indices = topk_payload(m, k)
     assert values.shape == (100, 10) and values.dtype == torch.float32
     assert indices.shape == (100, 10) and indices.dtype == torch.int32

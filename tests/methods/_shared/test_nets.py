@@ -1,5 +1,6 @@
-"""methods/_shared/nets.py: the one backbone-plus-head module (its state-dict names are each method's payload and
-digest names) and the one cache of working networks (seeded build, one per role, reloaded at every use)."""
+"""methods/_shared/nets.py: the one backbone-plus-head module (its state-dict names are each
+method's payload and digest names) and the one cache of working networks (seeded build, one per
+role, reloaded at every use)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.registries import METHODS, load_builtins
-from benchmark.stages import build_method
-from methods._shared.modules import tensors_of
+from benchmark.api import tensors_of
+from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.engine.stages import build_method
 from methods._shared.nets import BackboneHead, WorkingNets
 from tests.helpers import digits_inputs, smoke_cell
 
 load_builtins()
 
-# top-level state-dict names of each method's network, as in every payload, client state and final-state digest
+# top-level state-dict names of each method's network, as in every payload, client state and
+# final-state digest
 TOP_LEVEL = {
     "fedavg_simclr": {"encoder", "projector"},
     "central_ssl": {"encoder", "projector"},
@@ -25,12 +27,18 @@ TOP_LEVEL = {
     "flesd": {"backbone", "head"},
 }
 BRANCHES = {  # second level under each composite network's branches
-    "orchestra": ({"online", "target", "rot_head"}, {"online.backbone", "online.projector", "target.backbone",
-                                                     "target.projector"}),
-    "fedu": ({"online", "predictor", "target"}, {"online.backbone", "online.projector", "target.backbone",
-                                                 "target.projector"}),
-    "fedema": ({"online", "predictor", "target"}, {"online.backbone", "online.projector", "target.backbone",
-                                                   "target.projector"}),
+    "orchestra": (
+        {"online", "target", "rot_head"},
+        {"online.backbone", "online.projector", "target.backbone", "target.projector"},
+    ),
+    "fedu": (
+        {"online", "predictor", "target"},
+        {"online.backbone", "online.projector", "target.backbone", "target.projector"},
+    ),
+    "fedema": (
+        {"online", "predictor", "target"},
+        {"online.backbone", "online.projector", "target.backbone", "target.projector"},
+    ),
 }
 
 
@@ -51,7 +59,9 @@ def test_branches_keep_backbone_and_projector_names(name: str) -> None:
     top, second = BRANCHES[name]
     keys = tensors_of(built(name))
     assert {k.split(".")[0] for k in keys} == top
-    assert {".".join(k.split(".")[:2]) for k in keys if k.startswith(("online.", "target."))} == second
+    assert {
+        ".".join(k.split(".")[:2]) for k in keys if k.startswith(("online.", "target."))
+    } == second
 
 
 def test_backbone_head_is_head_of_backbone() -> None:
@@ -61,7 +71,12 @@ def test_backbone_head_is_head_of_backbone() -> None:
     x = torch.randn(5, 3, generator=g)
     assert net.encoder is body and net.classifier is head and net.trunk is body and net.top is head
     assert torch.equal(net(x), head(body(x)))
-    assert list(net.state_dict()) == ["encoder.weight", "encoder.bias", "classifier.weight", "classifier.bias"]
+    assert list(net.state_dict()) == [
+        "encoder.weight",
+        "encoder.bias",
+        "classifier.weight",
+        "classifier.bias",
+    ]
 
 
 class Counter:
@@ -80,8 +95,14 @@ def test_working_nets_are_built_once_per_role_key_and_device() -> None:
     a = nets.get(cpu)
     assert nets.get(cpu) is a and nets.structure() is a and len(build.calls) == 1
     m = nets.get(cpu, "momentum")
-    assert m is not a and nets.get(cpu, "momentum") is m and nets.get(cpu) is a and len(build.calls) == 2
-    k5 = nets.get(cpu, key=(5,))  # a new key rebuilds the role's module (Dec-SL: the number of classes)
+    assert (
+        m is not a
+        and nets.get(cpu, "momentum") is m
+        and nets.get(cpu) is a
+        and len(build.calls) == 2
+    )
+    # a new key rebuilds the role's module (Dec-SL: the number of classes)
+    k5 = nets.get(cpu, key=(5,))
     assert k5.out_features == 5 and build.calls[-1] == (5,) and nets.get(cpu, key=(5,)) is k5
 
 
@@ -104,7 +125,8 @@ def test_structure_builds_a_cpu_module_only_when_the_role_has_none() -> None:
 
 
 def test_every_method_uses_the_shared_cache() -> None:
-    """No method keeps its own ``_net``/``_nets``/``_device`` cache: the working modules are ``self.nets``."""
+    """No method keeps its own ``_net``/``_nets``/``_device`` cache: the working modules are
+    ``self.nets``."""
     for name in METHODS.names():
         if name == "no_pretrain":
             continue

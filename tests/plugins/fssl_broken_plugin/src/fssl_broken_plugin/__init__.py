@@ -1,1 +1,2 @@
-"""A broken out-of-tree fssl-bench method (test fixture): the package imports, its ``method`` module does not."""
+"""A broken out-of-tree fssl-bench method (test fixture): the package imports, its ``method`` module
+does not."""

@@ -1,1 +1,2 @@
-"""An out-of-tree fssl-bench method (test fixture); the registry imports ``fssl_toy_plugin.method`` lazily."""
+"""An out-of-tree fssl-bench method (test fixture); the registry imports ``fssl_toy_plugin.method``
+lazily."""

@@ -1,4 +1,5 @@
-"""ToyPlugin: FedAvg of a tiny contrastive objective, a few local steps per round (a test fixture, not a method).
+"""ToyPlugin: FedAvg of a tiny contrastive objective, a few local steps per round (a test fixture,
+not a method).
 
 It imports only ``benchmark.api`` (the stable surface for plugins) and torch.
 """
@@ -49,8 +50,11 @@ def contrastive(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
 
 
 def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {f"encoder.{k}": v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()
-            if not k.endswith("num_batches_tracked")}
+    return {
+        f"encoder.{k}": v.detach().to("cpu", copy=True)
+        for k, v in module.state_dict().items()
+        if not k.endswith("num_batches_tracked")
+    }
 
 
 def _load(module: torch.nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -62,7 +66,8 @@ def _load(module: torch.nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
 
 
 class ToyPlugin(MethodBase):
-    """ToyPlugin (out-of-tree test fixture): FedAvg of a few steps of a contrastive loss on pooled features."""
+    """ToyPlugin (out-of-tree test fixture): FedAvg of a few steps of a contrastive loss on pooled
+    features."""
 
     name: ClassVar[str] = "toy_plugin"
     version: ClassVar[str] = "1"
@@ -90,8 +95,9 @@ class ToyPlugin(MethodBase):
     def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
         return Payload(dict(server.model))
 
-    def client_update(self, down: Payload, state: ClientState, data: ClientData,
-                      ctx: RoundContext) -> tuple[Payload, ClientState]:
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
         net = self._build()[0].to(ctx.device)
         _load(net, down.tensors)
         net.train()
@@ -101,27 +107,45 @@ class ToyPlugin(MethodBase):
         for step, idx in enumerate(view.batch_indices(self.cfg.batch_size, ctx.generator)):
             if step >= self.cfg.max_steps:
                 break
-            v1, v2 = two_views(view.images[idx.to(view.images.device)], self.cfg.augment, ctx.generator,
-                               mean=view.mean, std=view.std)
+            v1, v2 = two_views(
+                view.images[idx.to(view.images.device)],
+                self.cfg.augment,
+                ctx.generator,
+                mean=view.mean,
+                std=view.std,
+            )
             loss = contrastive(net(v1), net(v2), self.cfg.tau)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
         metrics = {"loss": sum(losses) / max(len(losses), 1), "steps": float(len(losses))}
-        return Payload(_state(net), num_examples=data.num_examples, metrics=metrics), ClientState(last_round=ctx.round)
+        return Payload(_state(net), num_examples=data.num_examples, metrics=metrics), ClientState(
+            last_round=ctx.round
+        )
 
-    def server_aggregate(self, server: ServerState, ups: Mapping[int, Payload], ctx: RoundContext,
-                         public: UnlabeledView | None) -> ServerState:
+    def server_aggregate(
+        self,
+        server: ServerState,
+        ups: Mapping[int, Payload],
+        ctx: RoundContext,
+        public: UnlabeledView | None,
+    ) -> ServerState:
         if not ups:
             return server
         payloads = [ups[k] for k in sorted(ups)]
         total = float(sum(p.num_examples for p in payloads))
-        model = {key: sum((p.num_examples / total) * p.tensors[key].double() for p in payloads).to(
-            payloads[0].tensors[key].dtype) for key in payloads[0].tensors}
+        model = {
+            key: sum((p.num_examples / total) * p.tensors[key].double() for p in payloads).to(
+                payloads[0].tensors[key].dtype
+            )
+            for key in payloads[0].tensors
+        }
         return ServerState(model=model, extra=server.extra)
 
-    def encoder(self, server: ServerState, clients: Mapping[int, ClientState] | None = None) -> Encoder:
+    def encoder(
+        self, server: ServerState, clients: Mapping[int, ClientState] | None = None
+    ) -> Encoder:
         module, feat_dim = self._build()
         _load(module, server.model)
         return self.export(module.eval(), feat_dim)

@@ -1,0 +1,348 @@
+"""``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it
+calls.
+
+Exit codes (docs/grids.md; accept and collect: docs/submitting.md): 0 every cell done or skipped as
+finished; 1 some cell failed or diverged, in this run or in an earlier one left alone (``status``:
+any such cell); 2 bad input (an unknown name or option value, a grid with an unknown key or a wrong
+type, α ≤ 0, more clients than samples, an unusable device or root, absent data; a bundle or record
+that accept or collect refuses): one line naming the problem, before anything is written."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from benchmark import __version__
+from benchmark.cli.accept import cmd_accept
+from benchmark.cli.check_method import cmd_check_method
+from benchmark.cli.collect import cmd_collect
+from benchmark.cli.common import EXIT_BAD_INPUT
+from benchmark.cli.doctor import cmd_doctor
+from benchmark.cli.listing import cmd_list
+from benchmark.cli.new_method import cmd_new_method
+from benchmark.cli.plan import cmd_plan
+from benchmark.cli.prefetch import cmd_prefetch
+from benchmark.cli.run import cmd_run
+from benchmark.cli.show import cmd_show
+from benchmark.cli.status import cmd_status
+from benchmark.cli.submit import cmd_submit
+from benchmark.contracts.method import API_VERSION
+from benchmark.core.errors import UsageError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmark",
+        description="fssl-bench: federated SSL benchmark",
+        epilog="exit codes (run, status): 0 every cell done or skipped as finished; 1 some cell failed or diverged "
+        "(now, or earlier and left alone: --retry-failed); 2 usage error, found before any cell ran (one line, "
+        "nothing written)",
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"fssl-bench {__version__} (plugin API {API_VERSION})",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    _add_run(sub)
+    lst = sub.add_parser("list", help="list registered components or grids")
+    lst.add_argument(
+        "what",
+        choices=["methods", "datasets", "partitioners", "tasks", "grids", "backbones", "tracks"],
+        help="what to list",
+    )
+
+    plan = sub.add_parser("plan", help="cells, rounds, client steps and estimated cost of a grid")
+    plan.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    plan.add_argument("--only", default=None, help="filter, e.g. method=fedema,partition=iid")
+    plan.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
+    )
+    plan.add_argument(
+        "--throughput", type=float, default=None, help="device images/s for the cost estimate"
+    )
+
+    show = sub.add_parser("show", help="show a cell's configuration and record")
+    show.add_argument("cell_id", help="a cell id (or a unique prefix of one)")
+    show.add_argument("--root", default="runs", help="run root (default: runs/)")
+
+    status = sub.add_parser("status", help="done, failed, running and pending cells of a grid")
+    status.add_argument("--grid", required=True, help="grid name or path")
+    status.add_argument("--root", default="runs", help="run root (default: runs/)")
+    status.add_argument("--only", default=None, help="filter, e.g. method=fedema")
+    status.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
+    )
+
+    col = sub.add_parser("collect", help="validate records and copy them into results/")
+    col.add_argument(
+        "--from", dest="source", required=True, help="a run root, or wandb:ENTITY/PROJECT"
+    )
+    col.add_argument(
+        "--results", default="results", help="where validated records are copied (default results/)"
+    )
+
+    pre = sub.add_parser(
+        "prefetch", help="download a hub dataset once into the data root (needs network)"
+    )
+    pre.add_argument(
+        "dataset", help="a registered dataset name (python -m benchmark list datasets)"
+    )
+    pre.add_argument(
+        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
+    )
+
+    _add_tools(sub)
+    _add_submission(sub)
+    _add_doctor(sub)
+    return p
+
+
+def _add_run(sub: Any) -> None:
+    """``run``: its options and the launcher's."""
+    run = sub.add_parser(
+        "run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)"
+    )
+    run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    run.add_argument("--root", default="runs", help="run root (default: runs/)")
+    run.add_argument(
+        "--only",
+        default=None,
+        help="filter, e.g. method=fedema,partition=dirichlet or cell=<id prefix>",
+    )
+    run.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="list and validate the cells, run nothing"
+    )
+    run.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run.add_argument(
+        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
+    )
+    run.add_argument("--launcher", default="local", help="local | ray | slurm")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="local launcher: cells in this many worker processes (default 0: one per core; each cell "
+        "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
+        "after another in this process)",
+    )
+    run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
+    run.add_argument(
+        "--site", default=None, help="build the leaderboard site here when the grid ends"
+    )
+    _add_launcher_options(run)
+
+
+def _add_tools(sub: Any) -> None:
+    """``new-method`` and ``check-method``: the method author's tools."""
+    new = sub.add_parser(
+        "new-method",
+        help="scaffold methods/NAME.py, its tests and a smoke grid (--plugin: an "
+        "installable package of the three)",
+    )
+    new.add_argument("name", help="the method's registry name (lower-case snake_case)")
+    new.add_argument(
+        "--out", default=None, help="write under this folder instead of the repository"
+    )
+    new.add_argument("--force", action="store_true", help="replace existing scaffold files")
+    new.add_argument(
+        "--class-name",
+        default=None,
+        help="the method's class name (default: CamelCase of NAME, fed_sim_siam → FedSimSiam)",
+    )
+    new.add_argument(
+        "--plugin",
+        action="store_true",
+        help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
+        "benchmark.api; tests and a digits smoke grid) instead of files in the repository",
+    )
+
+    chk = sub.add_parser(
+        "check-method", help="conformance checks of a registered method on digits (CPU, minutes)"
+    )
+    chk.add_argument("name", help="a registered method name")
+    chk.add_argument(
+        "--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)"
+    )
+    chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
+
+
+def _add_submission(sub: Any) -> None:
+    """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the
+    leaderboard."""
+    from benchmark.submission.bundle import DEFAULT_LIMITS as limits
+    from benchmark.submission.bundle import MB
+
+    sbm = sub.add_parser(
+        "submit", help="validate records for a leaderboard track and write a submission bundle"
+    )
+    sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
+    sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
+    sbm.add_argument(
+        "--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)"
+    )
+    sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
+    sbm.add_argument(
+        "--against", action="append", default=[], help="results folder already on the leaderboard"
+    )
+    sbm.add_argument(
+        "--no-reevaluate",
+        dest="reevaluate",
+        action="store_false",
+        help="do not re-run the tasks from the final checkpoints (by default every score is re-evaluated "
+        "and must be reproduced within its task's tolerance). What is lost: the check that the "
+        "checkpoint gives the scores the record claims; until the maintainers' accept step only the "
+        "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter",
+    )
+    sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
+    acc = sub.add_parser(
+        "accept",
+        help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
+        "every score is reproduced, copy its records into results/ marked "
+        "re-evaluated",
+        epilog="exit codes: 0 every record re-evaluated within tolerance (docs/integrity.md), copied "
+        "with its acceptance file; 1 one line per failing check or score (reported vs "
+        "reproduced), nothing written; 2 refused before anything is re-run "
+        "(not a bundle, over a limit, a bad manifest, a path outside the "
+        "bundle, a record that fails its checks, its track or card, has no "
+        "scores, or needs a plugin not installed here; --results is a "
+        "file): one line, nothing written (docs/submitting.md)",
+    )
+    acc.add_argument("bundle", help="a bundle written by submit (folder or .tar.gz)")
+    acc.add_argument(
+        "--results",
+        default="results",
+        help="where accepted records and their acceptance files go (default results/)",
+    )
+    acc.add_argument(
+        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
+    )
+    acc.add_argument(
+        "--track", default=None, help="the track to accept for (default: the manifest's)"
+    )
+    acc.add_argument(
+        "--max-total-mb",
+        type=int,
+        default=limits.max_total_bytes // MB,
+        help=f"uncompressed size a bundle may hold (default {limits.max_total_bytes // MB})",
+    )
+    acc.add_argument(
+        "--max-file-mb",
+        type=int,
+        default=limits.max_file_bytes // MB,
+        help=f"size one file of a bundle may hold (default {limits.max_file_bytes // MB})",
+    )
+    acc.add_argument(
+        "--max-members",
+        type=int,
+        default=limits.max_members,
+        help=f"files a bundle may hold (default {limits.max_members})",
+    )
+
+
+def _add_launcher_options(run: Any) -> None:
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        help="ray launcher: cluster address (default: start a local Ray)",
+    )
+    run.add_argument(
+        "--cpus-per-cell",
+        type=float,
+        default=1.0,
+        help="ray launcher: CPUs reserved per cell (default 1)",
+    )
+    run.add_argument(
+        "--gpus-per-cell",
+        type=float,
+        default=0.0,
+        help="ray launcher: GPUs reserved per cell (default 0)",
+    )
+    run.add_argument(
+        "--slurm-partition", default=None, help="slurm launcher: partition to submit to"
+    )
+    run.add_argument("--slurm-time", type=int, default=60 * 24, help="minutes per job")
+    run.add_argument(
+        "--slurm-parallelism",
+        type=int,
+        default=32,
+        help="slurm launcher: array jobs running at once",
+    )
+    run.add_argument(
+        "--slurm-folder",
+        default=None,
+        help="slurm launcher: submitit log folder (default under --root)",
+    )
+    run.add_argument(
+        "--slurm-cluster", default=None, help="submitit cluster: slurm | local | debug"
+    )
+
+
+def _add_doctor(sub: Any) -> None:
+    doc = sub.add_parser(
+        "doctor",
+        help="pre-train each method a few rounds in fp32 and in reduced precision on this "
+        "device and compare the losses (verify the GPU path before a long run)",
+    )
+    doc.add_argument(
+        "--methods", default=None, help="comma-separated method names (default: every method)"
+    )
+    doc.add_argument("--rounds", type=int, default=3, help="rounds per method (default 3)")
+    doc.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    doc.add_argument(
+        "--precision",
+        default=None,
+        choices=["bf16", "fp16"],
+        help="the precision compared with fp32 (default: bf16 where supported, else fp16)",
+    )
+    doc.add_argument(
+        "--tolerance", type=float, default=0.10, help="allowed |loss ratio - 1| (default 0.10)"
+    )
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "list": cmd_list,
+    "plan": cmd_plan,
+    "show": cmd_show,
+    "status": cmd_status,
+    "collect": cmd_collect,
+    "prefetch": cmd_prefetch,
+    "new-method": cmd_new_method,
+    "check-method": cmd_check_method,
+    "submit": cmd_submit,
+    "accept": cmd_accept,
+    "doctor": cmd_doctor,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from benchmark.core.config import ConfigError
+    from benchmark.core.registry import RegistryError
+    from benchmark.data.partition import PartitionError
+
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(
+            "interrupted; finished cells are kept and the next run resumes the rest",
+            file=sys.stderr,
+        )
+        return 130

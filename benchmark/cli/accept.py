@@ -1,0 +1,40 @@
+"""``accept``: verify a bundle and add its records to results/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """0: every record re-evaluated within tolerance, copied with its acceptance; 1: one line per
+    failing check or score (reported vs reproduced), nothing written; 2: not a bundle, or a bad
+    --results."""
+    import signal
+
+    from benchmark.submission.accept import accept
+    from benchmark.submission.bundle import MB, BundleLimits
+
+    limits = BundleLimits(
+        max_total_bytes=args.max_total_mb * MB,
+        max_file_bytes=args.max_file_mb * MB,
+        max_members=args.max_members,
+    )
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the scratch folder is removed
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        report = accept(
+            Path(args.bundle),
+            Path(args.results),
+            data_root=args.data_root,
+            track=args.track,
+            limits=limits,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(report.format())
+    return 0 if report.ok else 1

@@ -1,0 +1,106 @@
+"""``run``: the cells of a grid, through run_grid."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmark.cli.common import _launcher_config, _load_cells, _options, parse_seeds
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """Everything ``run`` checks at the door, nothing run or written: configuration, device,
+    precision, data presence, partitions and each method's own data check (a missing dataset is exit
+    2, as in a real run)."""
+    from benchmark.core.errors import MissingData
+    from benchmark.launchers.run_grid import plan_run
+    from benchmark.runroot.rundir import RunDir
+
+    grid, cells = _load_cells(args.grid, args.only, args.seeds)
+    for cell in cells:
+        state = RunDir.of(cell, args.root).status(cell.fl.rounds).state
+        print(
+            f"{cell.cell_id}  {state:8s}  {cell.label()}  tasks={','.join(t.name for t in cell.tasks)}"
+        )
+    try:
+        plan = plan_run(
+            grid,
+            root=args.root,
+            options=_options(args),
+            only=args.only,
+            seeds=parse_seeds(args.seeds) if args.seeds is not None else None,
+            retry_failed=False,
+        )
+    except MissingData:
+        print(
+            f"{len(cells)} cells in grid {grid.name!r}: configuration validated; data missing, so partitions and "
+            "method settings were not checked"
+        )
+        raise
+    print(
+        f"{len(plan.cells)} cells in grid {plan.grid.name!r}: configuration, device, data presence and partitions "
+        f"validated; {len(plan.todo)} would run"
+    )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _dry_run(args)
+    from tqdm import tqdm
+
+    from benchmark.launchers.run_grid import run_grid
+
+    bar: Any = None
+
+    def on_plan(plan: Any) -> None:
+        nonlocal bar
+        print(
+            f"grid {plan.grid.name!r}: {len(plan.cells)} cells, {plan.skipped} already finished or failed, "
+            f"{len(plan.todo)} to run (root {args.root})"
+        )
+        bar = tqdm(total=len(plan.todo), desc="cells", unit="cell", disable=not plan.todo)
+
+    def progress(cell: Any, outcome: Any) -> None:
+        bar.update(1)
+        if outcome.status in ("failed", "diverged"):
+            tqdm.write(f"  {outcome.status} {outcome.cell_id}: {outcome.error}")
+
+    summary = run_grid(
+        args.grid,
+        root=args.root,
+        options=_options(args),
+        launcher=args.launcher,
+        launcher_config=_launcher_config(args),
+        only=args.only,
+        seeds=parse_seeds(args.seeds) if args.seeds is not None else None,
+        retry_failed=args.retry_failed,
+        progress=progress,
+        on_plan=on_plan,
+    )
+    if bar is not None:
+        bar.close()
+    print(
+        f"done: {summary.count('done')}  diverged: {summary.count('diverged')}  failed: {summary.count('failed')}  "
+        f"skipped: {summary.count('skipped')}"
+    )
+    if summary.failed_before:
+        print(
+            f"{summary.failed_before} cell(s) failed in an earlier attempt and were left alone: `python -m benchmark "
+            "status` shows why; re-run them with --retry-failed",
+            file=sys.stderr,
+        )
+    if args.site:
+        _build_site(Path(args.root), Path(args.site))
+    return summary.exit_code
+
+
+def _build_site(root: Path, out: Path) -> None:
+    try:
+        from benchmark.contracts.registries import plugin_point
+
+        print(f"leaderboard: {plugin_point('site_builder')([root], out)}")
+    except ImportError as exc:  # the leaderboard is optional for a run
+        print(f"leaderboard not built: {exc}", file=sys.stderr)

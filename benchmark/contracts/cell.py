@@ -1,0 +1,78 @@
+"""The cell: one fully resolved experiment, its identity (cell_id) and its shared pre-training
+(pretrain_key)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.contracts.specs import ComponentSpec, FLConfig
+from benchmark.core.config import config_dict, from_mapping
+from benchmark.records.identity import cell_id_of, pretrain_key_of
+
+
+def pretrain_key_for(cell: Mapping[str, Any]) -> str:
+    """``pretrain_key_of`` with the method's ``export_params`` (parameters read only when the
+    encoder is exported, so cells that differ only in them share one pre-training)."""
+    load_builtins()
+    cls = METHODS.get(cell["method"]["name"])
+    return pretrain_key_of(cell, tuple(cls.export_params))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One fully resolved experiment. No grid name: the same cell in two grids is one run."""
+
+    dataset: ComponentSpec
+    backbone: ComponentSpec
+    method: ComponentSpec
+    partition: ComponentSpec
+    partition_seed: int
+    public: ComponentSpec | None
+    fl: FLConfig
+    seed: int
+    tasks: tuple[ComponentSpec, ...]
+    # training precision of the pre-training (benchmark.core.precision); tasks evaluate in fp32
+    precision: str = "fp32"
+
+    def to_dict(self) -> dict[str, Any]:
+        return config_dict(self)
+
+    @property
+    def cell_id(self) -> str:
+        return cell_id_of(self.to_dict())
+
+    @property
+    def pretrain_key(self) -> str:
+        return pretrain_key_for(self.to_dict())
+
+    def label(self) -> str:
+        return (
+            f"{self.method.name} | {self.dataset.name} | {self.partition.label()} | "
+            f"K={self.fl.num_clients} p={self.fl.participation} | seed={self.seed}"
+            + ("" if self.precision == "fp32" else f" | {self.precision}")
+        )
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Cell:
+        def comp(v: Any) -> ComponentSpec | None:
+            return (
+                None
+                if v is None
+                else ComponentSpec(v["name"], v["version"], dict(v.get("params", {})))
+            )
+
+        return cls(
+            dataset=comp(raw["dataset"]),
+            backbone=comp(raw["backbone"]),
+            method=comp(raw["method"]),
+            partition=comp(raw["partition"]),
+            partition_seed=int(raw["partition_seed"]),
+            public=comp(raw.get("public")),
+            fl=from_mapping(FLConfig, raw["fl"]),
+            seed=int(raw["seed"]),
+            tasks=tuple(comp(t) for t in raw["tasks"]),
+            precision=str(raw.get("precision", "fp32")),
+        )

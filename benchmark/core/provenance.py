@@ -1,0 +1,96 @@
+"""Provenance of code that does not come from this repository: for a method or task provided by an
+installed plugin, its distribution name and version, a digest of its source files and the VCS commit
+where pip recorded one (``direct_url.json``). In-tree components need none: the record's git SHA and
+the method's version (held to its code by methods/versions.lock.json) pin them. Torch-free."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+IN_TREE = ("benchmark", "methods", "tasks", "leaderboard")
+
+
+def source_files(module: Any) -> list[tuple[str, Path]]:
+    """(path relative to the top-level package's parent, file) of every ``.py`` file of the
+    top-level package ``module`` belongs to, read from where Python imports it, so that an editable
+    install (whose distribution lists no source files) and a regular one (whose files pip copied)
+    give the same list."""
+    top_name = module.__name__.split(".")[0]
+    top = sys.modules.get(top_name) or importlib.import_module(top_name)
+    roots = [Path(p) for p in getattr(top, "__path__", [])]
+    if not roots:  # a single-module distribution
+        file = Path(inspect.getfile(top))
+        return [(file.name, file)]
+    out = []
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if "__pycache__" not in path.parts and path.is_file():
+                out.append((f"{top_name}/{path.relative_to(root).as_posix()}", path))
+    return sorted(out)
+
+
+def source_digest(files: list[tuple[str, Path]]) -> str:
+    """sha256 over each file's relative path and the sha256 of its bytes (the installed location is
+    not part of it)."""
+    h = hashlib.sha256()
+    for rel, path in sorted(files):
+        h.update(rel.encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def component_provenance(obj: Any) -> dict[str, Any] | None:
+    """None for an in-tree component; else where its code came from and a digest of it: the same for
+    an editable and a regular install of the same sources. A ``file://`` URL (the author's disk) is
+    not kept; a VCS URL and commit are."""
+    module = inspect.getmodule(obj)
+    if module is None or module.__name__.split(".")[0] in IN_TREE:
+        return None
+    top = module.__name__.split(".")[0]
+    files = source_files(module)
+    out: dict[str, Any] = {
+        "module": module.__name__,
+        "distribution": None,
+        "version": None,
+        "source_digest": source_digest(files),
+        "files": len(files),
+    }
+    dists = metadata.packages_distributions().get(top, [])
+    if not dists:  # imported from a path, not installed
+        return out
+    dist = metadata.distribution(dists[0])
+    out.update(distribution=dist.metadata["Name"], version=dist.version)
+    direct = dist.read_text("direct_url.json")
+    if direct:
+        info = json.loads(direct)
+        url = info.get("url")
+        if isinstance(url, str) and not url.startswith("file:"):
+            out["url"] = url
+        commit = (info.get("vcs_info") or {}).get("commit_id")
+        if commit:
+            out["commit"] = commit
+    return out
+
+
+def cell_provenance(method_cls: Any, task_classes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{"method:NAME" | "task:NAME": provenance} for the cell's components that come from
+    plugins."""
+    out = {}
+    for key, obj in {
+        f"method:{method_cls.name}": method_cls,
+        **{f"task:{name}": cls for name, cls in task_classes.items()},
+    }.items():
+        prov = component_provenance(obj)
+        if prov is not None:
+            out[key] = prov
+    return out
+
+
+__all__ = ["cell_provenance", "component_provenance", "source_digest", "source_files"]

@@ -1,0 +1,163 @@
+"""A small generic name → component registry (after lm-eval-harness and timm).
+
+Components register next to their definition with a decorator; heavy optional components register
+lazily as ``"pkg.mod:Attr"`` targets; out-of-tree packages register through an entry-point group.
+Unknown names raise :class:`UnknownName` with a did-you-mean hint and the list of known names;
+duplicates raise :class:`DuplicateName` (timm only warns; a silent override would change numbers).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class RegistryError(ValueError):
+    """Base class of registry errors (a ValueError so the CLI reports it as bad input)."""
+
+
+class PluginError(RegistryError):
+    """An installed plugin's entry point fails to import: named with its error; only what uses it
+    fails."""
+
+
+class UnknownName(RegistryError, KeyError):
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateName(RegistryError):
+    pass
+
+
+class Registry(Generic[T]):
+    """Name → component. ``get`` resolves aliases and lazy targets; ``names`` lists canonical
+    names."""
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        entry_point_group: str | None = None,
+        base: type | None = None,
+        explain: Callable[[str, Any], str | None] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        # every component must subclass it (its declared capabilities have defaults there)
+        self.base = base
+        # a refusal more specific than "must subclass" (an older plugin API), or None
+        self.explain = explain
+        self._items: dict[str, T | None] = {}
+        self._targets: dict[str, str] = {}
+        self._aliases: dict[str, str] = {}
+        self._frozen = False
+        self._plugins_loaded = False
+
+    def register(
+        self, name: str, *, aliases: Sequence[str] = (), target: str | None = None
+    ) -> Callable[[T], T]:
+        """Register ``name`` (and ``aliases``); with ``target`` the object is imported on first
+        ``get``."""
+        if self._frozen:
+            raise RegistryError(f"{self.kind} registry is frozen; cannot register {name!r}")
+        for key in (name, *aliases):
+            if key in self._items or key in self._aliases:
+                raise DuplicateName(f"{self.kind} {key!r} is already registered")
+
+        def add(obj: T) -> T:
+            self._check_base(name, obj)
+            self._items[name] = obj
+            for alias in aliases:
+                self._aliases[alias] = name
+            if hasattr(obj, "__dict__") and not isinstance(obj, (str, bytes)):
+                try:
+                    if getattr(obj, "name", None) in (None, ""):
+                        obj.name = name  # type: ignore[attr-defined]
+                except (AttributeError, TypeError):
+                    pass
+            return obj
+
+        if target is not None:
+            self._targets[name] = target
+            self._items[name] = None
+            for alias in aliases:
+                self._aliases[alias] = name
+            return lambda obj: obj
+        return add
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded or self.entry_point_group is None:
+            return
+        self._plugins_loaded = True
+        for ep in metadata.entry_points(group=self.entry_point_group):
+            if ep.name in self._items or ep.name in self._aliases:
+                continue
+            self._targets[ep.name] = ep.value
+            self._items[ep.name] = None
+
+    def canonical(self, name: str) -> str:
+        self._load_plugins()
+        if name in self._items:
+            return name
+        if name in self._aliases:
+            return self._aliases[name]
+        known = sorted(set(self._items) | set(self._aliases))
+        hint = difflib.get_close_matches(name, known, n=1)
+        msg = f"unknown {self.kind} {name!r}."
+        if hint:
+            msg += f" Did you mean {hint[0]!r}?"
+        msg += f" Known: {', '.join(sorted(self._items))}"
+        raise UnknownName(msg)
+
+    def get(self, name: str) -> T:
+        key = self.canonical(name)
+        obj = self._items[key]
+        if obj is None:
+            target = self._targets[key]
+            module, _, attr = target.partition(":")
+            try:
+                loaded: Any = importlib.import_module(module)
+                for part in attr.split("."):
+                    loaded = getattr(loaded, part)
+            except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported the same way
+                raise PluginError(
+                    f"plugin {self.kind} {key!r} ({target}) cannot be loaded: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+            self._check_base(key, loaded)
+            self._items[key] = obj = loaded
+        return obj  # type: ignore[return-value]
+
+    def _check_base(self, name: str, obj: Any) -> None:
+        if self.base is not None and not (isinstance(obj, type) and issubclass(obj, self.base)):
+            specific = self.explain(name, obj) if self.explain is not None else None
+            if specific:
+                raise RegistryError(specific)
+            raise RegistryError(
+                f"{self.kind} {name!r} must subclass {self.base.__module__}.{self.base.__name__} "
+                f"(it declares the capabilities the harness relies on), got {obj!r}"
+            )
+
+    def names(self, pattern: str = "*") -> list[str]:
+        self._load_plugins()
+        return sorted(n for n in self._items if fnmatch.fnmatch(n, pattern))
+
+    def aliases(self) -> dict[str, str]:
+        return dict(self._aliases)
+
+    def freeze(self) -> None:
+        self._frozen = True
+
+    def __contains__(self, name: object) -> bool:
+        self._load_plugins()
+        return isinstance(name, str) and (name in self._items or name in self._aliases)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {len(self._items)} items)"

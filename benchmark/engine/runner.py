@@ -1,0 +1,159 @@
+"""``run_cell``: the one function launchers call. Idempotent and resumable (docs/design.md §1.1
+steps 1–5).
+
+It composes the stages of ``benchmark.engine.stages`` in the run directory
+``benchmark.runroot.rundir.RunDir`` owns: a finished cell returns its record; a cell whose
+pre-training was interrupted resumes from its latest round checkpoint; a cell whose sibling (same
+pre-training, other tasks) already pre-trained only evaluates; a task already scored is not re-run.
+A cell that raises keeps its reason in the run directory and raises :class:`CellFailed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.contracts.cell import Cell
+from benchmark.engine.stages import (
+    Evaluation,
+    RoundHook,
+    Timings,
+    assemble_record,
+    evaluate,
+    export_encoder,
+    prepare,
+    pretrain,
+)
+from benchmark.engine.tracking import NullTracker, Tracker
+from benchmark.records.integrity import seal
+from benchmark.records.schema import ResultRecord
+from benchmark.runroot.rundir import RunDir
+from benchmark.toolkit.device import DeviceConfig
+
+
+class CellFailed(RuntimeError):
+    """The cell raised; its reason is kept in the run directory (``RunDir.error_reason``)."""
+
+
+def run_cell(
+    cell: Cell,
+    root: Path,
+    *,
+    device: str = "auto",
+    tracker: Tracker | None = None,
+    data_root: str | Path | None = None,
+    grid: str | None = None,
+    stop_after_round: int | None = None,
+    on_round: RoundHook | None = None,
+    on_pretrained: Callable[[], None] | None = None,
+) -> ResultRecord | None:
+    """Run (or resume, or skip) one cell and return its record. ``stop_after_round`` interrupts
+    pre-training after that round and returns None (tests use it to simulate a kill; the next call
+    resumes). ``on_pretrained`` is called once the shared pre-trained state exists, before the tasks
+    run: launchers release the pre-training lock there, so sibling cells (same pre-training, other
+    tasks) need not wait for this cell's tasks."""
+    rd = RunDir.of(cell, root)
+    if rd.done:
+        return rd.read_record()
+    rd.write_cell(cell)
+    tracker = tracker or NullTracker()
+    try:
+        return _run(
+            cell,
+            rd,
+            DeviceConfig(device=device),
+            tracker,
+            data_root,
+            grid,
+            stop_after_round,
+            on_round,
+            on_pretrained,
+        )
+    except Exception as exc:
+        rd.write_error(f"{type(exc).__name__}: {exc}")
+        try:
+            tracker.finish()
+        except Exception:  # noqa: BLE001, S110 - the cell's own failure is the one to report
+            pass
+        raise CellFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _run(
+    cell: Cell,
+    rd: RunDir,
+    dev_cfg: DeviceConfig,
+    tracker: Tracker,
+    data_root: str | Path | None,
+    grid: str | None,
+    stop_after_round: int | None,
+    on_round: RoundHook | None,
+    on_pretrained: Callable[[], None] | None,
+) -> ResultRecord | None:
+    t_start = time.perf_counter()
+    dev = dev_cfg.resolve()
+    prep = prepare(cell, device=dev, channels_last=dev_cfg.use_channels_last(), data_root=data_root)
+    part = prep.partition
+    rd.write_partition(prep.partition_digest, part.spec, part.meta, prep.partition_stats)
+    tracker.start(cell.cell_id, cell.to_dict(), rd.cell_dir, grid, cell.label())
+
+    def log_round(r: int, metrics: Mapping[str, float]) -> None:
+        tracker.log(r, {k: v for k, v in metrics.items() if np.isfinite(v)})
+        if on_round is not None:
+            on_round(r, metrics)
+
+    t_pre = time.perf_counter()
+    pre = pretrain(prep, rd.pretrain, on_round=log_round, stop_after=stop_after_round)
+    if pre is None:  # interrupted on purpose: the next attempt resumes from the round checkpoint
+        tracker.finish()
+        return None
+    pretrain_s = (
+        pre.pretrain_time_s if pre.pretrain_time_s is not None else time.perf_counter() - t_pre
+    )
+    if on_pretrained is not None:
+        on_pretrained()
+    t_eval = time.perf_counter()
+    ev, fingerprint = Evaluation(), ""
+    if pre.ok:
+        encoder = export_encoder(prep.method, pre.server, pre.client_states())
+        fingerprint = encoder.fingerprint
+        ev = evaluate(cell, encoder, prep.dataset, part, rd, device=dev, data_root=data_root)
+    timings = Timings(
+        wall_s=time.perf_counter() - t_start,
+        pretrain_s=pretrain_s,
+        eval_s=time.perf_counter() - t_eval,
+    )
+    record = assemble_record(prep, pre, ev, timings, fingerprint=fingerprint, device=dev, grid=grid)
+    record = _finish_tracking(tracker, record, rd)
+    rd.clear_error()
+    return record
+
+
+def _finish_tracking(tracker: Tracker, record: ResultRecord, rd: RunDir) -> ResultRecord:
+    """The tracker's reference into the record, the record sealed (its digest) and written, then
+    handed to the tracker with its score files (W&B: run files, so ``collect --from wandb:...``
+    finds them), and its headline numbers into the run summary."""
+    ref = tracker.ref()
+    record = seal(dataclasses.replace(record, tracking=ref) if ref is not None else record)
+    rd.write_record(record)
+    tracker.save_files([rd.record_path, *rd.sidecar_files()], base=rd.cell_dir)
+    summary: dict[str, object] = {
+        f"{s.task}/{k}": v for s in record.scores for k, v in s.values.items()
+    }
+    summary.update(
+        {
+            "status": record.status,
+            "bytes_up": record.comm.bytes_up,
+            "bytes_down": record.comm.bytes_down,
+            "digest": record.digest,
+        }
+    )
+    tracker.summary(summary)
+    tracker.finish()
+    return record
+
+
+__all__ = ["CellFailed", "run_cell"]

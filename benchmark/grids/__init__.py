@@ -1,0 +1,1 @@
+"""Grids: the YAML files beside their expansion into cells (expand) and the run plan (plan)."""

@@ -1,0 +1,108 @@
+"""``plan``: what a grid costs before it runs — cells, rounds, client steps, images and estimated
+GPU-hours.
+
+Client steps are counted exactly as the engine will run them (rounds × clients per round × local
+epochs × batches of an average client). GPU-hours come from the backbone's measured forward FLOPs
+per image (torch's FlopCounterMode at the dataset's resolution), ×3 for forward + backward, ×views,
+divided by an effective device throughput (``--throughput`` images/s overrides; default: 40 % of an
+A100's dense peak in the cell's precision: 312 TFLOP/s in bf16/fp16, 156 in fp32, which torch runs
+as TF32 on its convolutions by default). Cells of methods that train nothing (``MethodBase.pretrains
+= False``: random init, calibrated BN) cost no pre-training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+UTILISATION = 0.4
+PEAK_FLOPS = {"fp32": 156e12, "bf16": 312e12, "fp16": 312e12}  # A100 dense (fp32 as TF32)
+TRAIN_SIZES = {
+    "digits": 1438,
+    "cifar10": 50000,
+    "cifar100": 50000,
+    "stl10": 105000,
+    "tiny_imagenet": 100000,
+    "imagenet100": 126689,
+    "mini_imagenet": 60000,
+}
+IMAGE_SIZES = {
+    "cifar10": 32,
+    "cifar100": 32,
+    "stl10": 96,
+    "tiny_imagenet": 64,
+    "imagenet100": 224,
+    "mini_imagenet": 224,
+}
+
+
+@lru_cache(maxsize=64)
+def forward_flops(backbone: str, params_json: str, size: int) -> float:
+    import json
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from benchmark.toolkit.backbones import build_backbone
+
+    module, _ = build_backbone(backbone, json.loads(params_json))
+    module.eval()
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        module(torch.zeros(2, 3, size, size))
+    return counter.get_total_flops() / 2
+
+
+def cell_cost(cell: Any) -> dict[str, float]:
+    import json
+
+    from benchmark.contracts.registries import METHODS
+
+    n = TRAIN_SIZES.get(cell.dataset.name, 50000)
+    size = int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 32)))
+    batch = int(cell.method.params.get("batch_size", 256))
+    per_client = max(1, n // cell.fl.num_clients)
+    batches = max(1, math.floor(per_client / batch) if per_client > batch else 1)
+    steps = cell.fl.rounds * cell.fl.clients_per_round * cell.fl.local_epochs * batches
+    images = steps * min(batch, per_client) * 2
+    flops = forward_flops(
+        cell.backbone.name, json.dumps(dict(cell.backbone.params), sort_keys=True), size
+    )
+    if not METHODS.get(cell.method.name).pretrains:
+        steps = images = 0
+    return {
+        "client_steps": steps,
+        "images": images,
+        "train_flops": 3 * flops * images,
+        "fwd_flops": flops,
+    }
+
+
+def plan_grid(grid: Any, cells: Sequence[Any], throughput: float | None = None) -> str:
+    lines = [f"grid {grid.name!r}: {len(cells)} cells"]
+    total_steps = total_hours = 0.0
+    rows = []
+    for cell in cells:
+        c = cell_cost(cell)
+        precision = getattr(cell, "precision", "fp32")
+        peak = UTILISATION * PEAK_FLOPS[precision]
+        hours = (c["images"] / throughput / 3600) if throughput else c["train_flops"] / peak / 3600
+        total_steps += c["client_steps"]
+        total_hours += hours
+        rows.append(
+            f"  {cell.cell_id}  rounds={cell.fl.rounds:<4d} steps={int(c['client_steps']):<8d} "
+            f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} est_gpu_h={hours:8.3f} {precision}  {cell.label()}"
+        )
+    lines += rows
+    basis = (
+        f"{throughput:g} images/s"
+        if throughput
+        else "40% of an A100's dense peak in each cell's precision"
+    )
+    lines.append(
+        f"total: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis}; "
+        "pre-training only, evaluation excluded)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,454 @@
+"""``python -m benchmark accept BUNDLE --results DIR``: the maintainers' re-evaluation of a
+submission bundle.
+
+Before anything is re-run, the bundle and every record are checked, and the first problem is refused
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed):
+the archive within its limits (``benchmark.submission.bundle``), the manifest's shape, every
+manifest path inside the bundle and every file's sha256; each record's schema (names that become
+paths, every field's type), digest, cell id and pre-training key, its track and protocol card (as
+``submit`` checks them), a score to re-evaluate (a record without scores is refused: there is
+nothing to vouch for), a re-evaluation cost within the project's card files, and its method
+installed here with the plugin source the record names. Then, for every record:
+
+1. the cell's partition, rebuilt, is the record's;
+2. the record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle)
+   matches the sha256
+   the manifest states, loads as tensors and plain values only (``torch.load(weights_only=True)``: a bundle is
+   someone else's file, and a pickle could run code), and its server tensors hash to the record's
+   ``final_state_digest``;
+3. the encoder is rebuilt from it (the method's own ``encoder`` export), with the architecture
+   fingerprint the record
+   states, and the record's tasks are re-run with the record's own task configs (so the same protocol cards), in a
+   scratch folder, with the same stage functions as the runner;
+4. every value of every score must be reproduced within the task's tolerance
+   (:data:`benchmark.records.acceptance.TOLERANCES`).
+
+All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
+gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
+and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
+marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
+failing check or score (reported vs reproduced) and nothing is written. Every write is confined to
+``DIR`` (docs/submitting.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark.core.errors import UsageError
+from benchmark.records.acceptance import (
+    ScoreCheck,
+    acceptance_path,
+    acceptance_text,
+    make_acceptance,
+    read_acceptance,
+)
+from benchmark.records.names import UnsafeName
+from benchmark.records.schema import ResultRecord
+from benchmark.records.store import results_path
+from benchmark.submission.bundle import (
+    DEFAULT_LIMITS,
+    BundleError,
+    BundleLimits,
+    bundle_problems,
+    inside,
+    opened_bundle,
+    read_manifest,
+)
+from benchmark.submission.reevaluation import file_sha256, reevaluate
+
+# re-evaluation itself lives in benchmark.submission.reevaluation (submit uses it too; this module
+# uses submit's checks)
+
+
+# ------------------------------------------------------------------------------------------------
+# the report
+
+
+@dataclass
+class RecordAcceptance:
+    entry: Mapping[str, Any]
+    record: ResultRecord | None = None
+    problems: list[str] = field(default_factory=list)
+    checks: list[ScoreCheck] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return (
+            self.record.cell_id if self.record is not None else str(self.entry.get("cell_id", "?"))
+        )
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(c.ok for c in self.checks)
+
+
+@dataclass
+class AcceptReport:
+    bundle: Path
+    results: Path
+    bundle_problems: list[str] = field(default_factory=list)
+    records: list[RecordAcceptance] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.bundle_problems and bool(self.records) and all(r.ok for r in self.records)
+
+    def failures(self) -> list[str]:
+        """One line per failing check, and per failing score: reported vs reproduced."""
+        out = [f"FAIL  bundle: {p}" for p in self.bundle_problems]
+        for r in self.records:
+            out += [f"FAIL  {r.label}  {p}" for p in r.problems]
+            out += [f"FAIL  {r.label}  {c.line()}" for c in r.checks if not c.ok]
+        return out
+
+    def format(self) -> str:
+        n_scores = sum(len(r.checks) for r in self.records)
+        head = f"accept: {self.bundle}: {len(self.records)} record(s), {n_scores} value(s) re-evaluated"
+        lines = [head]
+        for r in self.records:
+            lines += [f"  ok    {r.label}  {c.line()}" for c in r.checks if c.ok]
+        lines += [f"  {line}" for line in self.failures()]
+        if self.ok:
+            lines.append(
+                f"accepted: {len(self.records)} record(s) and their acceptance files written under "
+                f"{self.results}"
+            )
+        else:
+            lines.append("rejected: nothing written")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# accept
+
+
+def accept(
+    bundle: Path | str,
+    results: Path | str,
+    *,
+    data_root: str | None = None,
+    track: str | None = None,
+    limits: BundleLimits = DEFAULT_LIMITS,
+) -> AcceptReport:
+    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
+    results = Path(results)
+    if results.exists() and not results.is_dir():
+        raise UsageError(f"--results {results} is a file, not a folder")
+    report = AcceptReport(Path(bundle), results)
+    with opened_bundle(Path(bundle), limits) as root:
+        manifest = read_manifest(root, limits)
+        problems = bundle_problems(root, manifest)
+        if problems:
+            raise BundleError(_one_line(f"{bundle}: ", problems))
+        spec = _track_of(manifest, track)
+        records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
+        for _, record in records:
+            try:  # the second guard, before any work: every target stays in results
+                results_path(results, record)
+            except UnsafeName as exc:
+                raise BundleError(f"{bundle}: {exc}") from None
+        ids = [r.cell_id for _, r in records]
+        if len(set(ids)) != len(ids):
+            raise BundleError(f"{bundle}: a cell id is listed twice")
+        from benchmark.submission.oracle import PartitionOracle
+
+        oracle = PartitionOracle(data_root=data_root)
+        for entry, record in records:
+            report.records.append(_accept_one(root, entry, record, oracle, data_root))
+        if report.ok:
+            manifest_sha = file_sha256(root / "manifest.json")
+            report.written = _write(report, results, manifest_sha)
+    return report
+
+
+def _one_line(prefix: str, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return f"{prefix}{problems[0]}{more}; nothing re-run, nothing written"
+
+
+def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
+    from benchmark.submission.checks import SubmitError
+    from benchmark.submission.submit import find_track
+
+    track_id = track or manifest.get("track")
+    if not track_id:
+        raise BundleError(
+            "the manifest names no track: pass --track ID (python -m benchmark list tracks)"
+        )
+    try:
+        return find_track(track_id)
+    except SubmitError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def _admit(
+    root: Path, i: int, entry: Mapping[str, Any], spec: Any
+) -> tuple[Mapping[str, Any], ResultRecord]:
+    """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
+    (BundleError)."""
+    from benchmark.records.files import read_record
+    from benchmark.records.schema import RecordError
+    from benchmark.records.store import verify_record
+    from benchmark.submission.checks import RecordCheck, check_identity, check_track
+
+    where = f"records[{i}] {entry['path']}"
+    path = inside(root, entry["path"])
+    if path is None:
+        raise BundleError(f"{where}: not a file inside the bundle (refused, not read)")
+    try:
+        record = read_record(path)
+    except RecordError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    problems = verify_record(record)
+    if entry["cell_id"] != record.cell_id:
+        problems.append(
+            f"the manifest names cell {entry['cell_id']!r}, the record is {record.cell_id}"
+        )
+    if not record.scores:
+        problems.append(
+            f"the record has no scores (status {record.status}): nothing to "
+            "re-evaluate, so accept cannot vouch for it"
+        )
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    plugins = plugin_problems(record)  # first: the checks below look the method up in the registry
+    if plugins:
+        raise BundleError(_one_line(f"{where}: ", plugins))
+    check = RecordCheck(path, record)
+    check_identity(record, check)
+    check_track(record, spec, check)
+    problems += [f"{name}: {why}" for name, why in check.problems]
+    problems += protocol_problems(record)
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    return entry, record
+
+
+def _accept_one(
+    root: Path, entry: Mapping[str, Any], record: ResultRecord, oracle: Any, data_root: str | None
+) -> RecordAcceptance:
+    from benchmark.submission.checks import RecordCheck
+
+    out = RecordAcceptance(entry, record)
+    part = RecordCheck(Path(entry["path"]), record)
+    oracle.check(record, part)
+    out.problems += [f"{name}: {why}" for name, why in part.problems]
+    if out.problems:
+        return out
+    pre = _checkpoint(root, entry, record, out)
+    if pre is None:
+        return out
+    try:
+        out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
+        out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")
+        return out
+    if record.backbone_fingerprint and fingerprint != record.backbone_fingerprint:
+        out.problems.append(
+            f"the checkpoint's encoder has architecture fingerprint {fingerprint}, the record states "
+            f"{record.backbone_fingerprint}"
+        )
+    return out
+
+
+# The fields of a protocol card that set what a re-evaluation costs. A record's task may cost less
+# than the project's card of the same name (a 1-epoch smoke probe), never more: re-evaluation runs
+# within the protocol the maintainers published (tasks/cards/*.json), not whatever a record's own
+# task configuration asks for.
+COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
+
+
+def protocol_problems(record: ResultRecord) -> list[str]:
+    """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
+    cannot)."""
+    from benchmark.contracts.registries import TASKS, load_builtins, plugin_point
+    from benchmark.core.config import from_mapping
+
+    load_builtins()
+    load_card = plugin_point("published_card")
+    out = []
+    for spec in record.cell.get("tasks") or []:
+        try:
+            cls = TASKS.get(spec["name"])
+            card = cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card()
+        except Exception as exc:  # noqa: BLE001 - a task this installation cannot build is refused
+            name = spec.get("name") if isinstance(spec, Mapping) else spec
+            out.append(f"task {name!r} cannot be built here: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            published = load_card(card.name).settings
+        except (ValueError, KeyError, OSError) as exc:  # tasks.cards.CardError is a ValueError
+            out.append(
+                f"task {spec['name']}: card {card.name!r} is not one of the project's cards ({exc})"
+            )
+            continue
+        for key in COST_FIELDS:
+            mine, limit = card.settings.get(key), published.get(key)
+            if _number(mine) and _number(limit) and mine > limit:
+                out.append(
+                    f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
+                    f"{limit} (the track's protocol bounds a re-evaluation)"
+                )
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plugin_problems(record: ResultRecord) -> list[str]:
+    """The record's method (and plugin tasks) must be installed here, from the plugin source the
+    record names."""
+    from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+    from benchmark.core.provenance import component_provenance
+
+    load_builtins()
+    out = []
+    claimed = dict(record.env.plugins)
+    names = [("method", METHODS, record.method)]
+    names += [
+        ("task", TASKS, t.get("name"))
+        for t in record.cell.get("tasks") or []
+        if isinstance(t, Mapping)
+    ]
+    for kind, registry, name in names:
+        prov = claimed.get(f"{kind}:{name}")
+        if name not in registry:
+            out.append(
+                f"{kind} {name!r} is not installed here: "
+                + (
+                    "install the plugin the record ran, pip install "
+                    f"'{prov['distribution']}=={prov['version']}', then accept again"
+                    if prov and prov.get("distribution")
+                    else "the record names no plugin distribution that provides it"
+                )
+            )
+            continue
+        if prov is None:
+            continue
+        mine = component_provenance(registry.get(name)) or {}
+        if mine.get("source_digest") != prov.get("source_digest"):
+            out.append(
+                f"{kind} {name!r}: the installed plugin's source digest "
+                f"{str(mine.get('source_digest'))[:12]}… is not the record's "
+                f"{str(prov['source_digest'])[:12]}… (install {prov.get('distribution')} "
+                f"{prov.get('version')}, the code the record ran)"
+            )
+    return out
+
+
+def _checkpoint(
+    root: Path, entry: Mapping[str, Any], record: ResultRecord, out: RecordAcceptance
+) -> Any:
+    """The record's pre-trained state from the bundle, after its sha256 and final-state digest were
+    checked."""
+    from benchmark.engine.client_store import state_digest
+    from benchmark.engine.pretrained import Pretrained
+
+    ckpt = entry.get("checkpoint")
+    if not isinstance(ckpt, Mapping) or not ckpt.get("path"):
+        out.problems.append(
+            "checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
+            "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)"
+        )
+        return None
+    path = inside(root, ckpt["path"])
+    if path is None:
+        out.problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
+        return None
+    actual = file_sha256(path)
+    if actual != ckpt.get("sha256"):
+        out.problems.append(
+            f"checkpoint: {ckpt['path']} has sha256 {actual[:12]}…, the manifest states "
+            f"{str(ckpt.get('sha256'))[:12]}…"
+        )
+        return None
+    try:
+        # tensors and plain values only: a bundle cannot run code here
+        pre = Pretrained.load(path, untrusted=True)
+    except Exception as exc:  # noqa: BLE001 - an unloadable checkpoint is a rejection
+        out.problems.append(
+            f"checkpoint: {ckpt['path']} does not load as tensors and plain values (refused, not "
+            f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
+        return None
+    if state_digest(dict(pre.server.model)) != record.final_state_digest:
+        out.problems.append(
+            f"checkpoint: {ckpt['path']} is not the record's final state (its tensors do not hash "
+            "to final_state_digest)"
+        )
+        return None
+    return pre
+
+
+def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]:
+    """Copy the records and write their acceptance files; a conflict with results/ is a failure,
+    nothing written."""
+    from benchmark.records.env import collect_env
+    from benchmark.records.files import atomic_write_text
+    from benchmark.records.names import confined
+    from benchmark.records.schema import to_json
+
+    plans = []
+    for r in report.records:
+        assert r.record is not None
+        target = results_path(results, r.record)
+        if target.exists() and target.read_text(encoding="utf-8") != to_json(r.record):
+            r.problems.append(f"{target} exists with different content (records are immutable)")
+        acc_path = confined(results, acceptance_path(results, r.record.cell_id))
+        keep = False
+        if acc_path.exists():
+            try:
+                keep = read_acceptance(acc_path).get("record_digest") == r.record.digest
+            except ValueError:
+                keep = False
+            if not keep:
+                r.problems.append(
+                    f"{acc_path} exists for another record or is damaged; remove it by hand first"
+                )
+        plans.append((r, target, acc_path, keep))
+    if not report.ok:
+        return []
+    env = collect_env()
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    written = []
+    for r, target, acc_path, keep in plans:
+        assert r.record is not None
+        if not target.exists():
+            atomic_write_text(target, to_json(r.record))
+            written.append(target)
+        if not keep:
+            ckpt = r.entry.get("checkpoint")
+            acc = make_acceptance(
+                r.record,
+                r.checks,
+                checkpoint={k: ckpt.get(k) for k in ("sha256", "bytes")}
+                if isinstance(ckpt, Mapping)
+                else None,
+                git_sha=env.git_sha,
+                git_dirty=env.git_dirty,
+                accepted_at=now,
+                bundle_sha256=manifest_sha,
+            )
+            atomic_write_text(acc_path, acceptance_text(acc))
+            written.append(acc_path)
+    return written
+
+
+__all__ = [
+    "COST_FIELDS",
+    "AcceptReport",
+    "RecordAcceptance",
+    "accept",
+    "file_sha256",
+    "opened_bundle",
+    "plugin_problems",
+    "protocol_problems",
+    "reevaluate",
+]

@@ -1,0 +1,387 @@
+"""The checks a submitted record passes (schema, identity, integrity, track, seeds), one
+RecordCheck each."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.contracts.cell import pretrain_key_for
+from benchmark.core.canonical import to_plain
+from benchmark.records.identity import cell_id_of
+from benchmark.records.schema import (
+    SCHEMA_VERSION,
+    RecordError,
+    ResultRecord,
+    TaskScores,
+    from_json,
+)
+from benchmark.records.tracks import Track
+from benchmark.runroot.rundir import RunDir
+
+VERIFIED_RUNNER = "fssl-bench"
+
+
+class SubmitError(ValueError):
+    """Bad input to submit (unknown track, unreadable tracks file, nothing to submit)."""
+
+
+@dataclass
+class RecordCheck:
+    path: Path
+    record: ResultRecord | None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (check name, reason)
+    sealed: bool = False  # the runner's sidecars were present and matched
+    reevaluated: bool = False  # the submitter's re-run reproduced every score within tolerance
+    # the encoder checkpoint the record's tasks need (its run root's final.pt)
+    checkpoint: Path | None = None
+    score_checks: list[Any] = field(default_factory=list)  # benchmark.records.acceptance.ScoreCheck
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def fail(self, check: str, reason: str) -> None:
+        self.problems.append((check, reason))
+
+    @property
+    def verified(self) -> bool:
+        return (
+            self.ok
+            and self.record is not None
+            and self.record.env.runner == VERIFIED_RUNNER
+            and self.sealed
+        )
+
+
+@dataclass
+class SubmitReport:
+    track: Track | None
+    checks: list[RecordCheck]
+    group_problems: list[tuple[str, str]] = field(default_factory=list)
+    bundle: Path | None = None
+    reevaluate: bool = True  # whether the submitter re-ran the tasks (``--no-reevaluate``: False)
+    bundle_bytes: int = 0  # the bundle on disk (a .tar.gz: compressed)
+    unpacked_bytes: int = 0  # its files, checkpoints included, manifest excluded
+    checkpoint_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks) and not self.group_problems
+
+    def reasons(self) -> list[str]:
+        """Every failure as ``check: reason`` (check names are stable; tests and scripts match on
+        them)."""
+        out = [f"{name}: {c.path}: {reason}" for c in self.checks for name, reason in c.problems]
+        return out + [f"{name}: {reason}" for name, reason in self.group_problems]
+
+    def format(self) -> str:
+        lines = []
+        for c in self.checks:
+            label = c.record.cell_id if c.record else c.path.name
+            if c.ok:
+                tag = (
+                    "verified"
+                    if c.verified
+                    else "unverified (not from the fssl-bench runner, or unsealed)"
+                )
+                tag += ", re-evaluated" if c.reevaluated else ", not re-evaluated"
+                lines.append(f"  OK    {label}  {c.path}  [{tag}]")
+            else:
+                for name, reason in c.problems:
+                    lines.append(f"  FAIL  {label}  {name}: {reason}")
+        for name, reason in self.group_problems:
+            lines.append(f"  FAIL  {name}: {reason}")
+        n_bad = sum(not c.ok for c in self.checks)
+        head = f"submit: {len(self.checks)} record(s), {n_bad} rejected" + (
+            f", track {self.track.id}" if self.track else ""
+        )
+        tail = "no bundle written"
+        if self.bundle:
+            tail = (
+                f"bundle written to {self.bundle}: {self.bundle_bytes:,} bytes on disk; its files "
+                f"{self.unpacked_bytes:,} bytes, of which final pre-training states (the "
+                f"server state the encoder is rebuilt from) {self.checkpoint_bytes:,} bytes"
+            )
+            if not self.reevaluate:
+                tail += (
+                    "\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "
+                    "word until the maintainers' accept step re-runs them"
+                )
+        return "\n".join([head, *lines, tail])
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _scores_plain(s: TaskScores) -> dict[str, Any]:
+    return to_plain(s)
+
+
+def schema_message(version: Any) -> str:
+    """The one command that helps with a record of another schema version, or that none can."""
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (
+            f"schema_version {version} was written by a newer fssl-bench (this one reads {SCHEMA_VERSION}): "
+            "upgrade fssl-bench (pip install -U fssl-bench)"
+        )
+    if isinstance(version, int) and not isinstance(version, bool) and 0 < version < SCHEMA_VERSION:
+        return (
+            f"schema_version {version} is older than {SCHEMA_VERSION}: re-run its cell with this version "
+            "(records are sealed by the runner that wrote them; a migrated copy would not be)"
+        )
+    return f"schema_version {version!r} is not a version any fssl-bench wrote: the file is not a record"
+
+
+def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        check.fail("schema", f"cannot read a JSON record: {exc}")
+        return None
+    version = raw.get("schema_version") if isinstance(raw, Mapping) else None
+    if version != SCHEMA_VERSION:
+        check.fail("schema", schema_message(version))
+        return None
+    try:
+        return from_json(text)
+    except RecordError as exc:
+        check.fail("schema", str(exc))
+        return None
+
+
+def check_identity(record: ResultRecord, check: RecordCheck) -> None:
+    cell = dict(record.cell)
+    if cell_id_of(cell) != record.cell_id:
+        check.fail(
+            "identity",
+            f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(cell)})",
+        )
+    if pretrain_key_for(cell) != record.pretrain_key:
+        check.fail(
+            "identity",
+            f"pretrain_key {record.pretrain_key} does not match the cell ({pretrain_key_for(cell)})",
+        )
+    method = cell.get("method") or {}
+    for label, have, want in (
+        ("method", record.method, method.get("name")),
+        ("method_version", record.method_version, method.get("version")),
+        ("dataset", record.dataset, (cell.get("dataset") or {}).get("name")),
+        ("seed", record.seed, cell.get("seed")),
+    ):
+        if have != want:
+            check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
+
+
+def check_integrity(
+    path: Path,
+    record: ResultRecord,
+    check: RecordCheck,
+    *,
+    reevaluate: bool = True,
+    data_root: str | None = None,
+) -> None:
+    from benchmark.records.integrity import integrity_problems
+
+    for problem in integrity_problems(record):  # the record's own digest, with or without sidecars
+        check.fail("integrity", problem)
+    rd = RunDir.from_record_file(path, record)
+    if rd is None or not rd.score_files():
+        if record.env.runner == VERIFIED_RUNNER:
+            check.fail(
+                "integrity",
+                "the record claims env.runner 'fssl-bench' but has no runner sidecars "
+                "(submit the record in its run root, not a copy)",
+            )
+        return
+    _check_sidecars(rd, record, check)
+    _check_final_state(rd, record, check, reevaluate, data_root)
+    if check.ok:
+        check.sealed = True
+
+
+def _check_sidecars(rd: RunDir, record: ResultRecord, check: RecordCheck) -> None:
+    """The record's scores and partition digest equal what the runner wrote beside it as each task
+    finished."""
+    sidecars: dict[tuple[str, str], dict[str, Any]] = {}
+    for side in rd.score_files():
+        try:
+            raw = json.loads(side.read_text(encoding="utf-8"))
+            sidecars[
+                (raw["task"], TaskScores(**{**raw, "card": _card(raw["card"])}).card.card_id)
+            ] = raw
+        except Exception as exc:  # noqa: BLE001 - an unreadable sidecar is an integrity failure
+            check.fail("integrity", f"unreadable scores sidecar {side.name}: {exc}")
+    for s in record.scores:
+        side = sidecars.pop((s.task, s.card.card_id), None)
+        side_name = rd.relative(rd.score_path(s.task, s.card.card_id))
+        if side is None:
+            check.fail(
+                "integrity",
+                f"score {s.task}/{s.card.card_id} has no sidecar {side_name} (the card or the "
+                "scores were edited)",
+            )
+            continue
+        mine = _scores_plain(s)
+        for key in ("values", "main_metric", "higher_is_better", "card"):
+            if mine.get(key) != side.get(key):
+                check.fail(
+                    "integrity",
+                    f"{s.task} {key} in the record {mine.get(key)!r} differ from the runner's "
+                    f"{side_name} {side.get(key)!r} (edited after it was written)",
+                )
+    if record.status == "ok" and sidecars:
+        check.fail(
+            "integrity",
+            f"the runner wrote scores the record lacks: {sorted(k[0] for k in sidecars)}",
+        )
+    if rd.partition_file.exists():
+        try:
+            pdig = rd.read_partition().get("digest")
+        except json.JSONDecodeError:
+            pdig = None
+        if pdig != record.partition_digest:
+            check.fail(
+                "integrity",
+                f"partition_digest {record.partition_digest[:12]}… differs from the runner's "
+                f"{rd.relative(rd.partition_file)} ({str(pdig)[:12]}…)",
+            )
+
+
+def _check_final_state(
+    rd: RunDir,
+    record: ResultRecord,
+    check: RecordCheck,
+    reevaluate: bool,
+    data_root: str | None = None,
+) -> None:
+    """The saved pre-trained state hashes to the record's final-state digest (and travels in the
+    bundle); ``reevaluate``: re-run the record's tasks from it."""
+    final = rd.pretrain.final
+    # a diverged record has no scores to re-run
+    needs = record.status == "ok" and bool(record.scores)
+    if not final.exists():
+        if reevaluate and needs:
+            check.fail(
+                "integrity",
+                f"re-evaluation needs the saved pre-trained state {rd.relative(final)} (pass "
+                "--no-reevaluate to skip it: the bundle then says the scores were not "
+                "re-evaluated and carries no checkpoint)",
+            )
+        return
+    if not record.final_state_digest or not needs:
+        return
+    from benchmark.engine.client_store import state_digest
+    from benchmark.engine.pretrained import Pretrained
+
+    try:  # tensors and plain values only: a run folder may be someone else's (docs/submitting.md)
+        pre = Pretrained.load(final, untrusted=True)
+    except Exception as exc:  # noqa: BLE001 - one that needs full unpickling is refused
+        check.fail(
+            "integrity",
+            f"{rd.relative(final)} does not load as tensors and plain values "
+            f"(refused, not unpickled): {type(exc).__name__}",
+        )
+        return
+    if state_digest(dict(pre.server.model)) != record.final_state_digest:
+        check.fail(
+            "integrity",
+            f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}",
+        )
+        return
+    check.checkpoint = final
+    if reevaluate:
+        _reevaluate(record, pre, check, data_root)
+
+
+def _card(raw: Mapping[str, Any]) -> Any:
+    from benchmark.records.schema import ProtocolCard
+
+    return ProtocolCard(**raw)
+
+
+def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck, data_root: str | None) -> None:
+    """Rebuild the encoder from the saved pre-trained state and re-run the record's tasks (the
+    runner's stages, as ``accept`` does); every value must be reproduced within its task's
+    tolerance."""
+    from benchmark.submission.reevaluation import reevaluate
+
+    check.score_checks, _ = reevaluate(record, pre, data_root=data_root)
+    for c in check.score_checks:
+        if not c.ok:
+            check.fail("integrity", f"re-evaluating from the final checkpoint: {c.line()}")
+    check.reevaluated = all(c.ok for c in check.score_checks)
+
+
+def check_track(record: ResultRecord, track: Track, check: RecordCheck) -> None:
+    why = track.admits(record)  # the site build's membership rule, the same function
+    if why:
+        check.fail("track", why)
+        return
+    if record.status != "ok":
+        return  # a diverged record has no scores; it is shown as diverged, not dropped
+    scores = [s for s in record.scores if s.task == track.task]
+    expected = _current_cards(record)
+    for s in scores:
+        if track.card is not None and s.card.name != track.card:
+            check.fail("track", f"{s.task} card {s.card.name!r} is not the track's {track.card!r}")
+        if track.card_id is not None and s.card.card_id != track.card_id:
+            check.fail(
+                "track", f"{s.task} card_id {s.card.card_id} is not the track's {track.card_id}"
+            )
+        if s.card.selects_on_test:
+            check.fail("track", f"{s.task} card selects on the test set ({s.card.selection})")
+        if expected is not None and s.card.card_id not in expected.get(s.task, set()):
+            check.fail(
+                "track",
+                f"{s.task} card_id {s.card.card_id} is not the card the registered task builds "
+                f"from the cell's config ({sorted(expected.get(s.task, set()))})",
+            )
+
+
+def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:
+    """task name → card ids the registered tasks build today from the cell's task configs (None:
+    unavailable)."""
+    try:
+        from benchmark.contracts.registries import TASKS, load_builtins
+        from benchmark.core.config import from_mapping
+
+        load_builtins()
+        out: dict[str, set[str]] = defaultdict(set)
+        for spec in record.cell.get("tasks") or []:
+            cls = TASKS.get(spec["name"])
+            out[spec["name"]].add(
+                cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card().card_id
+            )
+        return dict(out)
+    except Exception:  # noqa: BLE001 - without the task code the card cannot be rebuilt; other checks still run
+        return None
+
+
+def check_seeds(records: Iterable[ResultRecord], track: Track) -> list[tuple[str, str]]:
+    """Every configuration (the cell without its seed) must come with ``track.min_seeds`` distinct
+    seeds."""
+    from benchmark.core.canonical import canonical_json
+
+    groups: dict[str, set[int]] = defaultdict(set)
+    labels: dict[str, str] = {}
+    for r in records:
+        body = {k: v for k, v in dict(r.cell).items() if k != "seed"}
+        key = _sha256(canonical_json(body).encode())[:16]
+        groups[key].add(int(r.seed))
+        labels[key] = f"{r.method} | {r.partition_label}"
+    return [
+        (
+            "seeds",
+            f"{labels[k]}: {len(s)} seed(s) {sorted(s)}, the track requires {track.min_seeds}",
+        )
+        for k, s in sorted(groups.items())
+        if len(s) < track.min_seeds
+    ]

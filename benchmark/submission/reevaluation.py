@@ -1,0 +1,60 @@
+"""Re-evaluation: rebuild a record's encoder from its saved pre-trained state and re-run the
+record's tasks, every value beside its reproduction. Used by ``submit`` (by default) and by the
+maintainers' ``accept``; it imports neither."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmark.records.acceptance import ScoreCheck, compare_scores
+from benchmark.records.schema import ResultRecord
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def reevaluate(
+    record: ResultRecord, pre: Any, *, data_root: str | Path | None = None
+) -> tuple[list[ScoreCheck], str]:
+    """Rebuild the encoder from the pre-trained state ``pre``
+    (``benchmark.engine.pretrained.Pretrained``) and re-run the record's tasks (the runner's stage
+    functions, in a scratch run directory, on CPU). Returns every value of every reported score
+    beside its reproduction, and the rebuilt encoder's architecture fingerprint."""
+    import torch
+
+    from benchmark.contracts.cell import Cell
+    from benchmark.contracts.registries import load_builtins
+    from benchmark.engine.stages import (
+        build_method,
+        build_partition,
+        evaluate,
+        export_encoder,
+        input_spec,
+        load_data,
+    )
+    from benchmark.runroot.rundir import RunDir
+
+    load_builtins()
+    cell = Cell.from_dict(record.cell)
+    ds = load_data(cell, data_root)
+    encoder = export_encoder(build_method(cell, input_spec(ds)), pre.server, pre.client_states())
+    with tempfile.TemporaryDirectory() as tmp:
+        part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
+        ev = evaluate(
+            cell,
+            encoder,
+            ds,
+            part,
+            RunDir.of(cell, tmp),
+            device=torch.device("cpu"),
+            data_root=data_root,
+        )
+    return compare_scores(record.scores, ev.scores), encoder.fingerprint

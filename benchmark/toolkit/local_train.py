@@ -1,0 +1,128 @@
+"""The client's local loop, written once: epochs over shuffled batches, optimizer steps, non-finite
+loss policy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from benchmark.contracts.types import Diverged, RoundContext
+from benchmark.contracts.views import UnlabeledView
+from benchmark.core.precision import LossScaler
+
+
+@dataclass
+class LocalStats:
+    steps: int = 0
+    batches: int = 0
+    loss_sum: float = 0.0
+    skipped: int = 0
+    scaler_skipped: int = 0  # fp16 only: steps the loss scaler skipped on non-finite gradients
+    losses: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, float]:
+        out = {
+            "loss": self.loss_sum / max(self.steps, 1),
+            "steps": float(self.steps),
+            "skipped_steps": float(self.skipped),
+        }
+        if self.scaler_skipped:
+            out["scaler_skipped_steps"] = float(self.scaler_skipped)
+        return out
+
+
+def run_local_epochs(
+    view: UnlabeledView,
+    step_loss: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    ctx: RoundContext,
+    *,
+    batch_size: int,
+    epochs: int,
+    drop_last: bool | None = None,
+    nan_policy: str = "raise",
+    after_step: Callable[[], None] | None = None,
+    scaler: LossScaler | None = None,
+) -> LocalStats:
+    """Run ``epochs`` passes of ``step_loss`` over ``view`` with batches shuffled by
+    ``ctx.generator``.
+
+    ``step_loss(uint8_batch_on_device) -> scalar loss``; augmentation happens inside it on the
+    device. A non-finite loss raises :class:`Diverged` (``nan_policy="raise"``, the project rule) or
+    skips the step (``"skip"``, the Dec-SSL code's behaviour, counted in ``skipped_steps``).
+
+    The forward pass runs under the cell's precision (``ctx.precision``: autocast to bf16/fp16, none
+    in fp32) and every step goes through a :class:`LossScaler` (dynamic loss scaling in fp16;
+    ``scaler`` lets a caller keep one across calls, as FLESD's local and distillation phases do).
+    Steps the fp16 scaler skips on inf/NaN gradients are counted in ``scaler_skipped_steps``.
+    """
+    stats = LocalStats()
+    scaler = scaler if scaler is not None else ctx.precision.scaler(ctx.device)
+    skipped_before = scaler.skipped
+    view = view.to(ctx.device)
+    # nan_policy "raise": the step losses stay on the device and are read once, when the update ends
+    # (a host read per step would stall a GPU's queue every step); a non-finite one then raises
+    # Diverged and the update is discarded. Until then the steps after a non-finite loss still run
+    # (on NaN weights), so a step function and an ``after_step`` hook must not raise on NaN inputs
+    # themselves. "skip" must decide before each step: it reads each.
+    pending: list[torch.Tensor] = []
+    for _ in range(epochs):
+        for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
+            batch = view.images[idx.to(view.images.device)]
+            with ctx.precision.autocast(ctx.device):
+                loss = step_loss(batch)
+            stats.batches += 1
+            if nan_policy == "raise":
+                pending.append(loss.detach())
+            else:
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    stats.skipped += 1
+                    optimizer.zero_grad(set_to_none=True)
+                    continue
+                stats.loss_sum += value
+                stats.losses.append(value)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.backward(loss)
+            scaler.step(optimizer)
+            if after_step is not None:
+                after_step()
+            stats.steps += 1
+    if pending:
+        # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss
+        # exactly)
+        values = torch.stack([v.reshape(()) for v in pending]).double().cpu().tolist()
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if bad is not None:
+            raise Diverged(
+                f"non-finite loss {values[bad]} at client {ctx.client_id}, round {ctx.round}, step {bad + 1}"
+            )
+        for value in values:  # the same float64 sum, in the same order, as reading each step
+            stats.loss_sum += value
+        stats.losses = values
+    stats.scaler_skipped = scaler.skipped - skipped_before
+    return stats
+
+
+class IndexView:
+    """A view whose "images" are the row indices 0..n−1, so :func:`run_local_epochs` batches rows: a
+    step that also needs labels or per-row targets looks them up by the same indices (Dec-SL,
+    FeatARC)."""
+
+    def __init__(self, n: int, mean, std) -> None:
+        self.n, self.mean, self.std = n, mean, std
+        self.images = torch.arange(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def to(self, device):
+        return self
+
+    def batch_indices(self, batch_size, generator, *, drop_last=None, shuffle=True):
+        return UnlabeledView.batch_indices(
+            self, batch_size, generator, drop_last=drop_last, shuffle=shuffle
+        )
