@@ -276,7 +276,9 @@ def test_the_site_shows_re_evaluated_and_reported_rows_with_a_legend(
     build_site([results], site)
     page = (site / "tracks" / f"{TRACK}.html").read_text()
     assert _row_badges(page) == {"fedavg_simclr": {"re-evaluated"}, "no_pretrain": {"reported"}}
-    assert 'href="../legend.html"' in page  # the legend is one page of its own, linked from each track
+    assert (
+        'href="../legend.html"' in page
+    )  # the legend is one page of its own, linked from each track
     legend = (site / "legend.html").read_text()
     assert "re-evaluated</span></dt>" in legend and "reported</span></dt>" in legend
     assert f"±{tolerance_for('knn'):g} points" in legend and "results/records" in legend
