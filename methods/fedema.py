@@ -70,8 +70,8 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
     """(λ_k, μ) for divergence d and the stored scaler (NaN = unset), docs/methods/fedema.md §2.4
     steps 4–5 and §6.11."""
     # DEVIATION: at d = 0 with no scaler yet, μ = 0 (the global model, the spec's resolution);
-    # EasyFL's min(1, weight_scaler * d) with an infinite scaler gives min(1, nan) = 1 there (the
-    # local model kept)
+    # EasyFL's min(1, weight_scaler * d) with an infinite scaler is min(1, not-a-number) = 1
+    # there (the local model kept)
     if math.isnan(scaler):
         scaler = autoscaler(cfg.autoscaler_tau, d) if cfg.autoscaler else cfg.scaler
     return scaler, divergence_weight(d, scaler, cfg.mu_max)
