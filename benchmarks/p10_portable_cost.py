@@ -2,12 +2,13 @@
 
     python benchmarks/p10_portable_cost.py [--only "method=fedavg_simclr;method=fedmae"] [--pairs 1]
 
-The same quickstart cells run once with portable kernels and once natively (the quickstart grid
-with ``kernels: portable`` and with ``kernels: native``, written to a temporary folder), each arm a fresh ``python -m benchmark run --workers 1`` into its own
-temporary root, in ABBA order (native, portable, portable, native per pair) so that a drift of the
-shared machine's speed hits both arms alike. Cells per hour count each cell's own wall time
-(``compute.wall_time_s`` of its record: pre-training and evaluation, not the process start-up); the
-ratio is portable / native cells per hour.
+The same quickstart cells run once with portable kernels and once natively (the quickstart grid with
+``kernels: portable`` and with ``kernels: native``, written to a temporary folder), each arm a fresh
+``python -m benchmark run --workers 1`` into its own temporary root, in ABBA order (native,
+portable, portable, native per pair) so that a drift of the shared machine's speed hits both arms
+alike. Cells per hour count each cell's own wall time (``compute.wall_time_s`` of its record:
+pre-training and evaluation, not the process start-up); the ratio is portable / native cells per
+hour.
 """
 
 from __future__ import annotations

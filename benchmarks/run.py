@@ -1,7 +1,7 @@
 """The performance suite (issues 10, 23, 34): P1-P8 and P10, each a ratio measured side by side in
 one run, with its target.
 
-    python benchmarks/run.py [--only P1,...,P10] [--quick] [--threads 1] [--markdown] [--json out.json]
+    python benchmarks/run.py [--only P1,...,P10] [--quick] [--threads 1] [--markdown] [--json F]
                              [--flower-python PATH]
 
 P1 engine vs bare training loop, P2 batched vs PIL augmentation, P3 cached vs re-embedding
@@ -13,10 +13,10 @@ bare loop in fresh processes (benchmarks/p6_flower.py; Flower from the ``bench``
 interpreter given by ``--flower-python``), P7 10,000 vs 100 registered clients
 (benchmarks/p7_registered.py), P8 1,000 sampled clients of 10 images, engine vs bare loop
 (benchmarks/p8_client_overhead.py), P10 quickstart cells per hour with portable vs native kernels,
-ABBA (benchmarks/p10_portable_cost.py). Prints the machine first (CPU model, cores, torch version and
-threads, load average), then one line per benchmark: the ratio, its target and whether it is met.
-``--markdown`` also prints the table of docs/performance.md. A benchmark that cannot run here (say
-Ray missing) is reported as such; the others go on.
+ABBA (benchmarks/p10_portable_cost.py). Prints the machine first (CPU model, cores, torch version
+and threads, load average), then one line per benchmark: the ratio, its target and whether it is
+met. ``--markdown`` also prints the table of docs/performance.md. A benchmark that cannot run here
+(say Ray missing) is reported as such; the others go on.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The portable kernel mode (benchmark.core.portable, docs/reproducibility.md) and ``python -m benchmark
-verify``."""
+"""The portable kernel mode (benchmark.core.portable, docs/reproducibility.md) and ``python -m
+benchmark verify``."""
 
 from __future__ import annotations
 
