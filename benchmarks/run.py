@@ -1,7 +1,7 @@
-"""The performance suite (issues 10, 23): P1-P8, each a ratio measured side by side in one run, with
-its target.
+"""The performance suite (issues 10, 23, 34): P1-P8 and P10, each a ratio measured side by side in
+one run, with its target.
 
-    python benchmarks/run.py [--only P1,...,P8] [--quick] [--threads 1] [--markdown] [--json out.json]
+    python benchmarks/run.py [--only P1,...,P10] [--quick] [--threads 1] [--markdown] [--json F]
                              [--flower-python PATH]
 
 P1 engine vs bare training loop, P2 batched vs PIL augmentation, P3 cached vs re-embedding
@@ -12,10 +12,11 @@ P5 cells/hour of the smoke grid, local launcher vs Ray with 2 workers
 bare loop in fresh processes (benchmarks/p6_flower.py; Flower from the ``bench`` extra, its
 interpreter given by ``--flower-python``), P7 10,000 vs 100 registered clients
 (benchmarks/p7_registered.py), P8 1,000 sampled clients of 10 images, engine vs bare loop
-(benchmarks/p8_client_overhead.py). Prints the machine first (CPU model, cores, torch version and
-threads, load average), then one line per benchmark: the ratio, its target and whether it is met.
-``--markdown`` also prints the table of docs/performance.md. A benchmark that cannot run here (say
-Ray missing) is reported as such; the others go on.
+(benchmarks/p8_client_overhead.py), P10 quickstart cells per hour with portable vs native kernels,
+ABBA (benchmarks/p10_portable_cost.py). Prints the machine first (CPU model, cores, torch version
+and threads, load average), then one line per benchmark: the ratio, its target and whether it is
+met. ``--markdown`` also prints the table of docs/performance.md. A benchmark that cannot run here
+(say Ray missing) is reported as such; the others go on.
 """
 
 from __future__ import annotations
@@ -245,7 +246,34 @@ def p8(quick: bool, log) -> dict:
     }
 
 
-BENCHES = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "P7": p7, "P8": p8}
+def p10(quick: bool, log) -> dict:
+    from p10_portable_cost import DEFAULT_ONLY, measure
+
+    only = "method=fedavg_simclr,partition=iid" if quick else DEFAULT_ONLY
+    r = measure(only, pairs=1, log=log)
+    return {
+        "name": "P10 portable kernels",
+        "value": f"{r['ratio']:.2f}x native cells/h",
+        "target": "none (reported)",
+        "met": None,
+        "detail": f"quickstart {only}: {r['cells']} cells an arm, ABBA (native, portable, "
+        f"portable, native) in fresh processes; portable {r['portable_cells_h']:.0f} vs "
+        f"native {r['native_cells_h']:.0f} cells/h (cell wall time); arms {r['order']}",
+        "raw": r,
+    }
+
+
+BENCHES = {
+    "P1": p1,
+    "P2": p2,
+    "P3": p3,
+    "P4": p4,
+    "P5": p5,
+    "P6": p6,
+    "P7": p7,
+    "P8": p8,
+    "P10": p10,
+}
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from benchmark.cli.run import cmd_run
 from benchmark.cli.show import cmd_show
 from benchmark.cli.status import cmd_status
 from benchmark.cli.submit import cmd_submit
+from benchmark.cli.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
 from benchmark.core.errors import UsageError
 
@@ -102,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tools(sub)
     _add_submission(sub)
     _add_doctor(sub)
+    _add_verify(sub)
     return p
 
 
@@ -178,6 +180,31 @@ def _add_tools(sub: Any) -> None:
         "--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)"
     )
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
+
+
+def _add_verify(sub: Any) -> None:
+    ver = sub.add_parser(
+        "verify",
+        help="re-run shipped cells here (default: seed 0 of the quickstart) and compare every "
+        "score and final-state digest with results/",
+        epilog="exit codes: 0 every chosen cell identical; 1 some cell different, without a "
+        "(valid) shipped record, or failed here; 2 usage error",
+    )
+    ver.add_argument("--grid", default="quickstart", help="grid name or path (default quickstart)")
+    ver.add_argument("--results", default="results", help="the shipped records (default results/)")
+    ver.add_argument(
+        "--only", default=None, help="filter, e.g. method=fedema,partition=iid or cell=<id prefix>"
+    )
+    ver.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
+    ver.add_argument(
+        "--limit", type=int, default=None, help="at most this many cells (the first ones)"
+    )
+    ver.add_argument(
+        "--root", default=None, help="run root to keep the re-run in (default: a temporary folder)"
+    )
+    ver.add_argument(
+        "--workers", type=int, default=0, help="worker processes (default 0: one per core)"
+    )
 
 
 def _add_submission(sub: Any) -> None:
@@ -326,6 +353,7 @@ COMMANDS = {
     "submit": cmd_submit,
     "accept": cmd_accept,
     "doctor": cmd_doctor,
+    "verify": cmd_verify,
 }
 
 

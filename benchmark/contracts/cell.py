@@ -36,9 +36,16 @@ class Cell:
     tasks: tuple[ComponentSpec, ...]
     # training precision of the pre-training (benchmark.core.precision); tasks evaluate in fp32
     precision: str = "fp32"
+    # CPU kernels (benchmark.core.portable): "native" (what torch picks for this CPU) or "portable"
+    # (the same numbers on any x86-64 CPU with AVX2). In the identity only when portable, so
+    # every native cell keeps its id.
+    kernels: str = "native"
 
     def to_dict(self) -> dict[str, Any]:
-        return config_dict(self)
+        out = config_dict(self)
+        if out.get("kernels") == "native":
+            del out["kernels"]
+        return out
 
     @property
     def cell_id(self) -> str:
@@ -53,6 +60,7 @@ class Cell:
             f"{self.method.name} | {self.dataset.name} | {self.partition.label()} | "
             f"K={self.fl.num_clients} p={self.fl.participation} | seed={self.seed}"
             + ("" if self.precision == "fp32" else f" | {self.precision}")
+            + ("" if self.kernels == "native" else f" | {self.kernels} kernels")
         )
 
     @classmethod
@@ -75,4 +83,5 @@ class Cell:
             seed=int(raw["seed"]),
             tasks=tuple(comp(t) for t in raw["tasks"]),
             precision=str(raw.get("precision", "fp32")),
+            kernels=str(raw.get("kernels", "native")),
         )

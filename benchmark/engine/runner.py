@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.contracts.cell import Cell
+from benchmark.core import portable
 from benchmark.engine.stages import (
     Evaluation,
     RoundHook,
@@ -59,6 +60,8 @@ def run_cell(
     rd = RunDir.of(cell, root)
     if rd.done:
         return rd.read_record()
+    # KernelModeError if this process runs the other kernel mode
+    portable.activate(cell.kernels, device)
     rd.write_cell(cell)
     tracker = tracker or NullTracker()
     try:

@@ -45,6 +45,7 @@ from benchmark.contracts.registries import (
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import ConfigError, config_dict, from_mapping
 from benchmark.core.paths import GRIDS
+from benchmark.core.portable import KERNELS
 from benchmark.core.precision import PRECISIONS
 
 GRIDS_DIR = GRIDS
@@ -59,6 +60,7 @@ CELL_FIELDS = (
     "seed",
     "tasks",
     "precision",
+    "kernels",
 )
 GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget", "smoke"}
 
@@ -287,9 +289,16 @@ def resolve_cell(values: Mapping[str, Any], method_common: Mapping[str, Any] | N
         seed=int(values.get("seed", 0)),
         tasks=tuple(_resolve(TASKS, t, "task") for t in tasks_raw),
         precision=_precision(values.get("precision", "fp32"), method.name),
+        kernels=_kernels(values.get("kernels", "native")),
     )
     check_requirements(cell)
     return cell
+
+
+def _kernels(value: Any) -> str:
+    if value not in KERNELS:
+        raise ConfigError(f"kernels must be one of {', '.join(KERNELS)}, got {value!r}")
+    return str(value)
 
 
 def _precision(value: Any, method: str) -> str:

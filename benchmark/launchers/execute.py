@@ -51,9 +51,13 @@ def execute_cell(
     takes back the claim its previous life left behind. ``stop_after_round`` ends pre-training early
     (outcome ``interrupted``).
     """
+    from benchmark.core import portable
     from benchmark.runroot import locks
 
     options = options or RunOptions()
+    # before torch is imported (a fresh worker): enter the cell's kernel mode; once it is, refuse
+    # a cell whose mode is not the process's
+    portable.activate(getattr(cell, "kernels", portable.NATIVE), options.device)
     rd = RunDir.of(cell, root)
     if rd.done:
         return CellOutcome(cell.cell_id, "skipped", record_path=str(rd.record_path))

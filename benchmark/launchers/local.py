@@ -19,12 +19,14 @@ runner finished it, failed it, or died (its claim then goes stale).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmark.contracts.registries import LAUNCHERS
+from benchmark.core import portable
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -42,6 +44,21 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def by_kernels(cells: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """The cells grouped by kernel mode (``benchmark.core.portable``), in their order: a process
+    runs one mode."""
+    groups: dict[str, list[Any]] = {}
+    for cell in cells:
+        groups.setdefault(getattr(cell, "kernels", portable.NATIVE), []).append(cell)
+    return list(groups.items())
+
+
+def runs_here(kernels: str) -> bool:
+    """Can this process run a cell of ``kernels`` mode (torch not imported yet, or imported in
+    that mode)?"""
+    return "torch" not in sys.modules or portable.process_kernels() == kernels
 
 
 def _run_in_worker(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
@@ -82,30 +99,49 @@ class LocalLauncher:
             return outcome
 
         def run_here(cell: Any) -> CellOutcome:
-            return execute_cell(cell, root, self.options, grid=grid)
+            kernels = getattr(cell, "kernels", portable.NATIVE)
+            if runs_here(kernels):
+                return execute_cell(cell, root, self.options, grid=grid)
+            # a fresh process in the cell's mode
+            return next(self._in_pool([cell], root, grid, 1, kernels))
 
-        first = self._in_pool(cells, root, grid, workers) if workers > 1 else map(run_here, cells)
+        def first() -> Iterator[CellOutcome]:
+            for kernels, group in by_kernels(cells):
+                if workers > 1 or not runs_here(kernels):
+                    yield from self._in_pool(group, root, grid, min(workers, len(group)), kernels)
+                else:
+                    yield from map(run_here, group)
+
         settled = run_then_settle(
-            first, cells, root, run_here, poll_s=self.claim_poll_s, wait=self.wait_claimed
+            first(), cells, root, run_here, poll_s=self.claim_poll_s, wait=self.wait_claimed
         )
         for outcome in settled:
             yield emit(outcome)
 
     def _in_pool(
-        self, cells: Sequence[Any], root: Path, grid: str | None, workers: int
+        self,
+        cells: Sequence[Any],
+        root: Path,
+        grid: str | None,
+        workers: int,
+        kernels: str = portable.NATIVE,
     ) -> Iterator[CellOutcome]:
         """Each cell in a worker process, outcomes as cells finish; a worker that dies fails only
-        its cell."""
+        its cell. The workers start in ``kernels`` mode: its variables are in their environment
+        before they import torch."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            max_workers=workers, mp_context=spawn, initializer=portable.enter, initargs=(kernels,)
         ) as pool:
-            futures = {
-                pool.submit(_run_in_worker, cell, str(root), self.options, grid): cell
-                for cell in cells
-            }
+            # the workers are started (and inherit this environment) while the cells are submitted
+            with portable.child_environment(kernels):
+                futures = {
+                    pool.submit(_run_in_worker, cell, str(root), self.options, grid): cell
+                    for cell in cells
+                }
             try:
                 for future in as_completed(futures):
                     cell = futures[future]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.paths import REPO
+from benchmark.core.portable import NATIVE, environment
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -31,6 +32,14 @@ from benchmark.launchers.options import RunOptions
 def _run_remote(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
     """The body of the Ray task (module-level, so it pickles by reference)."""
     return execute_cell(cell, Path(root), options, grid=grid, owner=None)
+
+
+def kernel_env(cell: Any) -> dict[str, Any]:
+    """The task's runtime_env: the variables of the cell's kernel mode (benchmark.core.portable),
+    so that its worker process starts in that mode (Ray merges them with the job's env_vars and
+    keeps one worker pool per env)."""
+    env = environment(getattr(cell, "kernels", NATIVE))
+    return {"env_vars": {k: v for k, v in env.items() if v is not None}}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +108,10 @@ class RayLauncher:
             return outcome
 
         def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
-            refs = {task.remote(c, str(root), self.options, grid): c for c in batch}
+            refs = {
+                task.options(runtime_env=kernel_env(c)).remote(c, str(root), self.options, grid): c
+                for c in batch
+            }
             pending = list(refs)
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)

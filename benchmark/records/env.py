@@ -1,5 +1,5 @@
 """``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its
-hardware model). Never identity."""
+hardware model). Never identity. Also the CPU kernel settings (benchmark.core.portable.state)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmark.core.paths import REPO
+from benchmark.core.portable import state as kernel_state
 from benchmark.records.schema import EnvInfo
 
 PACKAGES = (
@@ -91,4 +92,5 @@ def collect_env(device: str = "cpu") -> EnvInfo:
         hostname=socket.gethostname(),
         threads=threads,
         machine=machine_model(device),
+        kernels=kernel_state(device),
     )
