@@ -53,7 +53,9 @@ def _arm(grid: Path, only: str, root: Path) -> tuple[float, int]:
         )
         if out.returncode != 0:
             raise RuntimeError(f"run exited {out.returncode}: {out.stderr[-400:]}")
-    walls = [json.loads(p.read_text())["compute"]["wall_time_s"] for p in root.rglob("record.json")]
+    from benchmark.records.store import load_records
+
+    walls = [rec.compute.wall_time_s for _, rec in load_records([root])[0]]
     if not walls:
         raise RuntimeError(f"no records under {root}")
     return sum(walls), len(walls)

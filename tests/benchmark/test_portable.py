@@ -102,11 +102,11 @@ def test_a_process_of_the_other_mode_refuses_the_cell(monkeypatch: pytest.Monkey
     for key, value in portable.PORTABLE_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(portable, "not_applicable", lambda device="cpu": None)
+    # activate turns oneDNN off before it refuses: register the value to restore BEFORE it runs (a
+    # later in-process run would otherwise compute without oneDNN, unlike its worker processes)
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", torch.backends.mkldnn.enabled)
     with pytest.raises(portable.KernelModeError, match="ATen dispatches to"):
         portable.activate("portable")
-    monkeypatch.setattr(
-        torch.backends.mkldnn, "enabled", True
-    )  # activate turned it off; restore on exit
     with pytest.raises(portable.KernelModeError, match="asks for native kernels"):
         portable.activate("native")
 
