@@ -3,7 +3,7 @@ with the records.
 
 By default seed 0 of the quickstart grid (26 cells, a few minutes on a laptop CPU) against
 ``results/``: each cell runs from scratch in a temporary run root (``--root`` keeps it), on the CPU,
-in the kernel mode its grid asks for (the quickstart: native for now, docs/reproducibility.md);
+in the kernel mode its grid asks for (the quickstart: portable, docs/reproducibility.md);
 every score and the final-state digest (with the partition digest, rounds, bytes and backbone
 fingerprint: ``benchmark.records.compare``) must equal the shipped record's. One line per cell,
 identical or different, with the kernel settings and CPU of both sides; exit 0 when every cell is
