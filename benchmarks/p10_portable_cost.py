@@ -9,6 +9,11 @@ portable, portable, native per pair) so that a drift of the shared machine's spe
 alike. Cells per hour count each cell's own wall time (``compute.wall_time_s`` of its record:
 pre-training and evaluation, not the process start-up); the ratio is portable / native cells per
 hour.
+
+``--where`` adds where the cost comes from: the CPU time of one training step of the quickstart's
+ResNet (resnet_micro width 8, batch 128 at 16x16, forward + backward + SGD) in a fresh process per
+kernel setting (native, each of the mode's three settings alone, the whole mode), repeated in
+alternating order.
 """
 
 from __future__ import annotations
@@ -24,7 +29,40 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_ONLY = "method=fedavg_simclr,partition=iid;method=fedmae,partition=iid"
+# seed 0, IID: one cell of each of the quickstart's 13 configurations (methods, reference points, ViTs)
+DEFAULT_ONLY = "partition=iid"
+STEP = """
+import os, sys, time
+import torch
+torch.set_num_threads(1)
+torch.backends.mkldnn.enabled = os.environ.get("P10_ONEDNN", "on") == "on"
+from benchmark.toolkit.backbones import build_backbone
+model, _ = build_backbone("resnet_micro", {"width": 8})
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(128, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+def step():
+    opt.zero_grad()
+    model(x).float().pow(2).mean().backward()
+    opt.step()
+for _ in range(3):
+    step()
+t = time.process_time()
+for _ in range(20):
+    step()
+print((time.process_time() - t) / 20 * 1000)
+"""
+SETTINGS = {
+    "native": {},
+    "ATen AVX2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "oneDNN off": {"P10_ONEDNN": "off"},
+    "MKL COMPATIBLE": {"MKL_CBWR": "COMPATIBLE"},
+    "portable": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_CBWR": "COMPATIBLE",
+        "P10_ONEDNN": "off",
+    },
+}
 
 
 def _arm(grid: Path, only: str, root: Path) -> tuple[float, int]:
@@ -61,6 +99,27 @@ def _arm(grid: Path, only: str, root: Path) -> tuple[float, int]:
     return sum(walls), len(walls)
 
 
+def step_costs(repeats: int = 3) -> dict[str, float]:
+    """Median ms of CPU time a ResNet training step under each kernel setting (see the module doc)."""
+    import statistics
+
+    base = {k: v for k, v in os.environ.items() if k not in {*SETTINGS["portable"], "FSSL_KERNELS"}}
+    base |= {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    times: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    for i in range(repeats):
+        for name in SETTINGS if i % 2 == 0 else reversed(SETTINGS):
+            out = subprocess.run(
+                [sys.executable, "-c", STEP],
+                env={**base, **SETTINGS[name]},
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            times[name].append(float(out.stdout.strip().splitlines()[-1]))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def measure(only: str = DEFAULT_ONLY, pairs: int = 1, log=print) -> dict:
     with tempfile.TemporaryDirectory(prefix="p10-") as tmp:
         grids = {}
@@ -94,8 +153,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=DEFAULT_ONLY)
     ap.add_argument("--pairs", type=int, default=1)
+    ap.add_argument("--where", action="store_true", help="also time a ResNet step per setting")
     args = ap.parse_args()
     r = measure(args.only, args.pairs)
+    if args.where:
+        r["step_ms"] = step_costs()
     print(json.dumps(r))
     return 0
 

@@ -129,7 +129,9 @@ def facts(root: Path) -> str:
     rn = frame[(frame["method"] == "no_pretrain") & (frame["task"] == "knn")]
     for b in sorted(set(rn["backbone"])):
         per = rn[(rn["backbone"] == b) & (rn["part"] == "iid")].sort_values("seed")
-        lines.append(f"no_pretrain {b} kNN per seed: " + ", ".join(f"{x:.1f}" for x in per["value"]))
+        lines.append(
+            f"no_pretrain {b} kNN per seed: " + ", ".join(f"{x:.1f}" for x in per["value"])
+        )
     bn = _per_seed(knn, "no_pretrain_bn", "resnet_micro", "iid")
     bnd = _per_seed(knn, "no_pretrain_bn", "resnet_micro", "dir 0.1")
     lines.append(

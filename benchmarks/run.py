@@ -247,18 +247,21 @@ def p8(quick: bool, log) -> dict:
 
 
 def p10(quick: bool, log) -> dict:
-    from p10_portable_cost import DEFAULT_ONLY, measure
+    from p10_portable_cost import DEFAULT_ONLY, measure, step_costs
 
     only = "method=fedavg_simclr,partition=iid" if quick else DEFAULT_ONLY
     r = measure(only, pairs=1, log=log)
+    r["step_ms"] = step_costs(repeats=1 if quick else 3)
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in r["step_ms"].items())
     return {
         "name": "P10 portable kernels",
         "value": f"{r['ratio']:.2f}x native cells/h",
         "target": "none (reported)",
         "met": None,
-        "detail": f"quickstart {only}: {r['cells']} cells an arm, ABBA (native, portable, "
+        "detail": f"quickstart seed 0, {only}: {r['cells']} cells an arm, ABBA (native, portable, "
         f"portable, native) in fresh processes; portable {r['portable_cells_h']:.0f} vs "
-        f"native {r['native_cells_h']:.0f} cells/h (cell wall time); arms {r['order']}",
+        f"native {r['native_cells_h']:.0f} cells/h (cell wall time); arms {r['order']}; "
+        f"where: ms CPU a resnet_micro w8 step (B 128, 16x16) {steps}",
         "raw": r,
     }
 

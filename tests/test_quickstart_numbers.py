@@ -36,7 +36,9 @@ def test_readme_table_is_the_shipped_records() -> None:
     expected = [r[:6] + [r[10]] for r in full[header + 2 :] if len(r) == 11]
     readme = [
         r
-        for r in _rows([x for x in (REPO / "README.md").read_text().splitlines() if x.startswith("|")])
+        for r in _rows(
+            [x for x in (REPO / "README.md").read_text().splitlines() if x.startswith("|")]
+        )
         if len(r) == 7 and r[1] in {"resnet_micro", "vit_micro"}
     ]
     assert readme == expected
