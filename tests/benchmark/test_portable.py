@@ -72,11 +72,17 @@ def test_the_quickstart_runs_portable_and_its_shipped_records_are_its_portable_c
         assert {c.kernels for c in cells} == {"portable"}, name
         assert all(c.to_dict()["kernels"] == "portable" for c in cells), name
     ids = {c.cell_id for c in expand_grid(load_grid("quickstart"))}
-    records = [r for _, r in load_records([REPO / "results"])[0]]
-    assert {r.cell_id for r in records} == ids
+    loaded, bad = load_records([REPO / "results"])
+    records = [r for _, r in loaded]
+    assert not bad  # no shipped record fails to load or its integrity check
+    assert sorted(r.cell_id for r in records) == sorted(ids)  # one record a cell, none extra
+    assert {r.status for r in records} == {"ok"}
     modes = {(r.env.kernels or {}).get("mode") for r in records}
     applied = {(r.env.kernels or {}).get("applies") for r in records}
     assert modes == {"portable"} and applied == {True}
+    # one set of libraries: the mode does not cover another torch build or NumPy
+    versions = {(r.env.packages.get("torch"), r.env.packages.get("numpy")) for r in records}
+    assert len(versions) == 1, versions
 
 
 def test_an_unknown_mode_is_refused_at_expansion() -> None:
