@@ -110,7 +110,10 @@ def step_costs(repeats: int = 3) -> dict[str, float]:
     """Median ms of CPU time a ResNet training step under each kernel setting (see the module doc)."""
     import statistics
 
-    base = {k: v for k, v in os.environ.items() if k not in {*SETTINGS["portable"], "FSSL_KERNELS"}}
+    from benchmark.core.portable import WATCHED
+
+    # every kernel variable cleared (the same list records report), then each setting's own
+    base = {k: v for k, v in os.environ.items() if k not in {*WATCHED, "P10_ONEDNN"}}
     base |= {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     times: dict[str, list[float]] = {name: [] for name in SETTINGS}
     for i in range(repeats):

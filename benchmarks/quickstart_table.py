@@ -22,6 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 PARTS = ("iid", "dir 0.1")
+# the reference points and the supervised baseline; FedMAE is read against the random ViT
+NOT_SSL = ("dec_sl", "no_pretrain", "no_pretrain_bn", "fedmae")
+
+
+def _part(partition_name: str) -> str:
+    return "iid" if partition_name == "iid" else "dir 0.1"
 
 
 def _frame(root: Path):
@@ -32,21 +38,24 @@ def _frame(root: Path):
     ids = {c.cell_id for c in expand_grid(load_grid("quickstart"))}
     records = [(p, r) for p, r in load_records([root])[0] if r.cell_id in ids]
     frame = records_frame(records)
-    frame["part"] = frame["partition_name"].map(lambda n: "iid" if n == "iid" else "dir 0.1")
+    frame["part"] = frame["partition_name"].map(_part)
     return frame[frame["eval_split"] == "test"], len(records)
 
 
-def _margin_cells(frame, task: str, baseline: str) -> dict[tuple, str]:
+def _margins(frame, task: str, baseline: str) -> dict[tuple, dict]:
+    """(method, backbone, part) -> that configuration's row of ``leaderboard.margins``."""
     from leaderboard.margins import paired_margins
 
     table = paired_margins(frame, task=task, baseline=baseline)
-    out = {}
-    for _, row in table.iterrows():
-        part = "iid" if row["partition"] == "iid" else "dir 0.1"
-        out[(row["method"], row["backbone"], part)] = (
-            f"{row['margin']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
-        )
-    return out
+    return {(r["method"], r["backbone"], _part(r["partition"])): r for _, r in table.iterrows()}
+
+
+def _margin_text(row) -> str:
+    return f"{row['margin']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
+
+
+def _margin_cells(frame, task: str, baseline: str) -> dict[tuple, str]:
+    return {key: _margin_text(row) for key, row in _margins(frame, task, baseline).items()}
 
 
 def tables(root: Path) -> str:
@@ -101,59 +110,68 @@ def tables(root: Path) -> str:
     return "\n".join(lines)
 
 
-def _per_seed(table, m: str, b: str, part: str) -> dict:
-    row = table[(table["method"] == m) & (table["backbone"] == b)]
-    row = row[row["partition"].map(lambda p: ("iid" if p == "iid" else "dir 0.1") == part)]
-    return dict(row.iloc[0]["per_seed"]) if len(row) else {}
-
-
-def facts(root: Path) -> str:
-    from leaderboard.margins import paired_margins
-
+def fact_values(root: Path) -> dict:
+    """The numbers the prose of docs/quickstart.md quotes, computed from the records (``facts``
+    prints them; tests/test_quickstart_numbers.py holds the page to them)."""
     frame, n = _frame(root)
-    knn = paired_margins(frame, task="knn", baseline="no_pretrain")
-    ssl = sorted(set(knn["method"]) - {"dec_sl", "no_pretrain_bn", "fedmae"})
+    knn = _margins(frame, "knn", "no_pretrain")
+    ssl = sorted({m for m, b, _ in knn if b == "resnet_micro"} - set(NOT_SSL))
     pairs = [
         (m, p, int(s), float(v))
         for m in ssl
         for p in PARTS
-        for s, v in sorted(_per_seed(knn, m, "resnet_micro", p).items())
-    ]
-    bad = [f"{m} seed {s} {p} {v:+.1f}" for m, p, s, v in pairs if round(v, 1) <= 0]
-    lines = [
-        f"{n} records of the quickstart grid under {root}.",
-        f"kNN over no_pretrain, SSL methods on the ResNet ({', '.join(ssl)}): "
-        f"{len(pairs) - len(bad)} of {len(pairs)} seed pairs positive; not positive: "
-        + ("; ".join(bad) or "none"),
+        for s, v in sorted(knn[(m, "resnet_micro", p)]["per_seed"].items())
     ]
     rn = frame[(frame["method"] == "no_pretrain") & (frame["task"] == "knn")]
-    for b in sorted(set(rn["backbone"])):
-        per = rn[(rn["backbone"] == b) & (rn["part"] == "iid")].sort_values("seed")
-        lines.append(
-            f"no_pretrain {b} kNN per seed: " + ", ".join(f"{x:.1f}" for x in per["value"])
-        )
-    bn = _per_seed(knn, "no_pretrain_bn", "resnet_micro", "iid")
-    bnd = _per_seed(knn, "no_pretrain_bn", "resnet_micro", "dir 0.1")
+    rn = rn[rn["part"] == "iid"].sort_values("seed")
+    calibration = {p: knn[("no_pretrain_bn", "resnet_micro", p)]["per_seed"] for p in PARTS}
+    ft = _margins(frame, "finetune", "no_pretrain")
+    return {
+        "records": n,
+        "ssl": ssl,
+        "pairs": pairs,
+        # a margin that prints as 0.0 or less is not "ahead"
+        "not_ahead": [(m, p, s, v) for m, p, s, v in pairs if round(v, 1) <= 0],
+        "no_pretrain_knn": {b: list(g["value"]) for b, g in rn.groupby("backbone")},
+        "calibration": {p: sum(v.values()) / len(v) for p, v in calibration.items()},
+        "above_zero": [key for key, row in knn.items() if row["ci_low"] > 0],
+        "margins": {
+            ("knn", "no_pretrain"): {k: _margin_text(r) for k, r in knn.items()},
+            ("knn", "no_pretrain_bn"): _margin_cells(frame, "knn", "no_pretrain_bn"),
+            ("finetune", "no_pretrain"): {k: _margin_text(r) for k, r in ft.items()},
+        },
+        "fedmae_finetune": {p: dict(ft[("fedmae", "vit_micro", p)]["per_seed"]) for p in PARTS},
+        "envs": sorted(
+            {(r.env.machine, (r.env.kernels or {}).get("mode")) for r in frame["record"]}
+        ),
+    }
+
+
+def facts(root: Path) -> str:
+    f = fact_values(root)
+    not_ahead = [f"{m} seed {s} {p} {v:+.1f}" for m, p, s, v in f["not_ahead"]]
+    lines = [
+        f"{f['records']} records of the quickstart grid under {root}.",
+        f"kNN over no_pretrain, SSL methods on the ResNet ({', '.join(f['ssl'])}): "
+        f"{len(f['pairs']) - len(not_ahead)} of {len(f['pairs'])} seed pairs positive; not positive: "
+        + ("; ".join(not_ahead) or "none"),
+    ]
+    for b, values in f["no_pretrain_knn"].items():
+        lines.append(f"no_pretrain {b} kNN per seed: " + ", ".join(f"{x:.1f}" for x in values))
     lines.append(
         "no_pretrain_bn - no_pretrain kNN (calibration alone): "
-        f"iid {sum(bn.values()) / len(bn):+.1f}, dir 0.1 {sum(bnd.values()) / len(bnd):+.1f}"
+        + ", ".join(f"{p} {v:+.1f}" for p, v in f["calibration"].items())
     )
-    above = knn[knn["ci_low"] > 0]
     lines.append(
         "kNN margin over no_pretrain with its 95 % interval above zero: "
-        + ", ".join(
-            f"{r.method} {'iid' if r.partition == 'iid' else 'dir 0.1'}" for r in above.itertuples()
-        )
+        + ", ".join(f"{m} {p}" for m, _, p in f["above_zero"])
     )
-    ft = paired_margins(frame, task="finetune", baseline="no_pretrain")
-    for p in PARTS:
-        per = _per_seed(ft, "fedmae", "vit_micro", p)
+    for p, per in f["fedmae_finetune"].items():
         lines.append(
             f"fedmae fine-tune - random ViT {p} per seed: "
             + ", ".join(f"seed {int(s)} {v:+.1f}" for s, v in sorted(per.items()))
         )
-    envs = {(r.env.machine, (r.env.kernels or {}).get("mode")) for r in frame["record"]}
-    lines.append("machines and kernel modes: " + ", ".join(f"{m} {k}" for m, k in sorted(envs)))
+    lines.append("machines and kernel modes: " + ", ".join(f"{m} {k}" for m, k in f["envs"]))
     return "\n".join(lines)
 
 

@@ -70,43 +70,24 @@ def test_readme_table_is_the_shipped_records() -> None:
 
 
 def test_the_prose_quotes_the_shipped_records() -> None:
-    from leaderboard.margins import paired_margins
-
-    module = _table_module()
-    frame, _ = module._frame(REPO / "results")
-    page = _flat((REPO / "docs" / "quickstart.md").read_text())
-    knn = paired_margins(frame, task="knn", baseline="no_pretrain")
-    bn = paired_margins(frame, task="knn", baseline="no_pretrain_bn")
-    ft = paired_margins(frame, task="finetune", baseline="no_pretrain")
-
-    def cell(table, method, partition):
-        iid = table["partition"] == "iid"
-        row = table[(table["method"] == method) & (iid if partition == "iid" else ~iid)].iloc[0]
-        return row, f"{row['margin']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
-
-    dirichlet = "dirichlet 0.1"
-    for table, method, part in [
-        (knn, "central_ssl", "iid"),
-        (knn, "fedavg_simclr", "iid"),
-        (knn, "fedavg_simclr", dirichlet),
-        (bn, "fedavg_simclr", "iid"),
-        (bn, "fedavg_simclr", dirichlet),
-        (ft, "fedmae", "iid"),
-        (ft, "fedmae", dirichlet),
+    facts = _table_module().fact_values(REPO / "results")
+    text = (REPO / "docs" / "quickstart.md").read_text().splitlines()
+    page = _flat("\n".join(line for line in text if not line.startswith("|")))  # the prose only
+    margins = facts["margins"]
+    for task, baseline, method, backbone in [
+        ("knn", "no_pretrain", "central_ssl", "resnet_micro"),
+        ("knn", "no_pretrain", "fedavg_simclr", "resnet_micro"),
+        ("knn", "no_pretrain_bn", "fedavg_simclr", "resnet_micro"),
+        ("finetune", "no_pretrain", "fedmae", "vit_micro"),
     ]:
-        quoted = cell(table, method, part)[1]
-        assert quoted in page, f"the prose does not quote {method} {part}: {quoted}"
-    ssl = sorted(set(knn["method"]) - {"dec_sl", "no_pretrain_bn", "fedmae"})
-    per_seed = [
-        v for m in ssl for p in ("iid", dirichlet) for v in cell(knn, m, p)[0]["per_seed"].values()
-    ]
-    behind = sum(round(v, 1) <= 0 for v in per_seed)
-    assert f"but {WORDS[behind]} of {len(per_seed)} pairs" in page
-    ahead = sum(v > 0 for v in cell(ft, "fedmae", "iid")[0]["per_seed"].values())
+        for part in ("iid", "dir 0.1"):
+            quoted = margins[(task, baseline)][(method, backbone, part)]
+            assert quoted in page, f"the prose does not quote {method} {part}: {quoted}"
+    behind, pairs = len(facts["not_ahead"]), len(facts["pairs"])
+    assert f"but {WORDS[behind]} of {pairs} pairs" in page
+    ahead = sum(v > 0 for v in facts["fedmae_finetune"]["iid"].values())
     assert f"ahead on {ahead} of 3 seeds" in page
-    rn = frame[(frame["method"] == "no_pretrain") & (frame["task"] == "knn")]
-    rn = rn[(rn["backbone"] == "resnet_micro") & (rn["partition_name"] == "iid")].sort_values(
-        "seed"
-    )
-    a, b, c = (f"{v:.1f}" for v in rn["value"])
+    a, b, c = (f"{v:.1f}" for v in facts["no_pretrain_knn"]["resnet_micro"])
     assert f"is {a}, {b} and {c} on seeds 0-2" in page
+    iid, dirichlet = (f"{facts['calibration'][p]:+.1f}" for p in ("iid", "dir 0.1"))
+    assert f"({iid} IID, {dirichlet} at α = 0.1)" in page
