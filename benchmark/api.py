@@ -28,7 +28,9 @@ from benchmark.contracts.types import (
     arch_fingerprint,
 )
 from benchmark.contracts.views import UnlabeledView, normalize
+from benchmark.core import portable_math
 from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
+from benchmark.core.portable_math import adam, adamw
 from benchmark.core.precision import (
     FP32,
     PRECISIONS,
@@ -149,6 +151,13 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     # (benchmark.toolkit.heads)
     "mlp_head",
     "ntxent_2b",
+    # Adam and AdamW as every built-in method and task builds them: fused under the portable kernel
+    # mode, where torch's default Adam takes its square root in MKL's vector maths, whose bits
+    # depend on the CPU's vendor (benchmark.core.portable_math, docs/reproducibility.md)
+    "adam",
+    "adamw",
+    # exp, sqrt and log10 in forms whose bits do not depend on the CPU under that mode
+    "portable_math",
     # what a plugin's own tests call: its smoke grid, and the conformance check (check-method)
     "check_method",  # noqa: F822 - lazy, module __getattr__ below
     "expand_grid",

@@ -47,6 +47,7 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    adamw,
     aggregation_weights,
     augment,
     from_mapping,
@@ -233,7 +234,7 @@ class FedMAE(MethodBase):
         net.train()
         # A new AdamW at every local training call (FedMAR-DecMAR); optimizer state is not persisted
         # (§2.2).
-        opt = torch.optim.AdamW(param_groups(net, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+        opt = adamw(param_groups(net, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
         aug = cfg.augment
         view = data.train
         num_patches = net.num_patches

@@ -42,6 +42,7 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    adam,
     build_backbone,
     load_tensors,
     mlp_head,
@@ -303,9 +304,7 @@ class FLESD(MethodBase):
         net = self.nets.get(ctx.device)
         load_tensors(net, down.tensors)
         net.train()
-        opt = torch.optim.Adam(
-            net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay
-        )
+        opt = adam(net.parameters(), lr=cfg.local_lr, weight_decay=cfg.local_weight_decay)
         # fp16 (the official code's AMP): dynamic loss scaling
         scaler = ctx.precision.scaler(ctx.device)
         view = data.train
@@ -375,9 +374,7 @@ class FLESD(MethodBase):
         student.train()
         momentum.train()
         queue = AnchorQueue.random(cfg.queue_size, cfg.head_dim, ctx.generator, device)
-        opt = torch.optim.Adam(
-            student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay
-        )
+        opt = adam(student.parameters(), lr=cfg.distill_lr, weight_decay=cfg.distill_weight_decay)
         scaler = ctx.precision.scaler(device)
         view = public.to(device)
         ebar = ebar.to(device)

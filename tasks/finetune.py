@@ -65,6 +65,7 @@ from benchmark.api import (
     ProtocolCard,
     Stream,
     TaskScores,
+    adamw,
     load_dataset_splits,
     scoped_torch_seed,
     seed_word,
@@ -359,7 +360,7 @@ def fine_tune(
         weight_decay=cfg.weight_decay,
         layer_decay=cfg.layer_decay,
     )
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+    opt = adamw(groups, lr=cfg.lr, betas=cfg.betas)
     transform = train_transform(cfg, size, mean, std)
     mixup = make_mixup(cfg, train.num_classes)
     gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores
+from benchmark.api import portable_math as pmath
 from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
@@ -41,7 +42,7 @@ def knn_predict(
         sim = queries[start : start + chunk] @ bank.t()
         top_sim, top_idx = torch.sort(sim, dim=1, descending=True, stable=True)
         top_sim, top_idx = top_sim[:, :k], top_idx[:, :k]
-        weights = torch.exp(top_sim / t)
+        weights = pmath.exp(top_sim / t)
         scores = torch.zeros(sim.shape[0], num_classes, dtype=weights.dtype)
         scores.scatter_add_(1, train_y[top_idx], weights)
         preds.append(scores.argmax(dim=1))

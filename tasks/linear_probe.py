@@ -18,6 +18,7 @@ from benchmark.api import (
     ProtocolCard,
     Stream,
     TaskScores,
+    adam,
     scoped_torch_seed,
     torch_gen,
 )
@@ -53,7 +54,7 @@ def train_linear_head(
     with scoped_torch_seed(seed, Stream.TASK, 1):
         head = nn.Linear(train_f.shape[1], num_classes).to(device)
     gen = torch_gen(seed, Stream.TASK, 2)
-    opt = torch.optim.Adam(head.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
+    opt = adam(head.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
     n = train_f.shape[0]
     steps_per_epoch = math.ceil(n / batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(

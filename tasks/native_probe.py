@@ -47,6 +47,8 @@ from benchmark.api import (
     ProtocolCard,
     Stream,
     TaskScores,
+    adam,
+    adamw,
     augment,
     load_dataset_splits,
     normalize,
@@ -134,8 +136,8 @@ def make_optimizer(params: list[nn.Parameter], s: Mapping[str, Any]) -> torch.op
             weight_decay=wd,
         )
     if name in ("adam", "adamw"):
-        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
-        return cls(params, lr=lr, betas=tuple(s.get("betas") or (0.9, 0.999)), weight_decay=wd)
+        build = adam if name == "adam" else adamw
+        return build(params, lr=lr, betas=tuple(s.get("betas") or (0.9, 0.999)), weight_decay=wd)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

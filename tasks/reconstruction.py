@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, normalize
+from benchmark.api import portable_math as pmath
 from tasks.base import TaskContext, TaskNotApplicable
 from tasks.cards import load_card
 
@@ -73,7 +74,7 @@ def per_image_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) 
 def psnr(mse: torch.Tensor, floor: float = 1e-10) -> torch.Tensor:
     """10 log10(1 / max(MSE, 1e-10)) dB for targets in [0, 1] (100 dB for a perfect
     reconstruction)."""
-    return 10.0 * torch.log10(1.0 / mse.clamp(min=floor))
+    return 10.0 * pmath.log10(1.0 / mse.clamp(min=floor))
 
 
 def normalize_patches(t: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

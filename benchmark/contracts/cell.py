@@ -10,6 +10,8 @@ from typing import Any
 from benchmark.contracts.registries import METHODS, load_builtins
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import config_dict, from_mapping
+from benchmark.core.errors import UsageError
+from benchmark.core.portable import PORTABLE_REVISION
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 
 
@@ -37,14 +39,17 @@ class Cell:
     # training precision of the pre-training (benchmark.core.precision); tasks evaluate in fp32
     precision: str = "fp32"
     # CPU kernels (benchmark.core.portable): "native" (what torch picks for this CPU) or "portable"
-    # (the same numbers on any x86-64 CPU with AVX2). In the identity only when portable, so
-    # every native cell keeps its id.
+    # (the same numbers on any x86-64 CPU with AVX2). In the identity only when portable, with the
+    # mode's revision (``kernels_revision``), so every native cell keeps its id and a portable cell
+    # changes id when what the mode computes changes.
     kernels: str = "native"
 
     def to_dict(self) -> dict[str, Any]:
         out = config_dict(self)
         if out.get("kernels") == "native":
             del out["kernels"]
+        else:
+            out["kernels_revision"] = PORTABLE_REVISION
         return out
 
     @property
@@ -72,6 +77,12 @@ class Cell:
                 else ComponentSpec(v["name"], v["version"], dict(v.get("params", {})))
             )
 
+        revision = raw.get("kernels_revision", 1)
+        if raw.get("kernels", "native") != "native" and revision != PORTABLE_REVISION:
+            raise UsageError(
+                f"this cell ran under portable kernels revision {revision}; this version of the "
+                f"benchmark computes revision {PORTABLE_REVISION} (CHANGELOG): it cannot re-run it"
+            )
         return cls(
             dataset=comp(raw["dataset"]),
             backbone=comp(raw["backbone"]),

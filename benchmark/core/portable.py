@@ -42,6 +42,10 @@ from typing import Any
 from benchmark.core.errors import UsageError
 
 NATIVE, PORTABLE = "native", "portable"
+# what the portable mode computes, in a portable cell's identity (``kernels_revision``): 1, the
+# first mode, left Adam's square root and PSNR's log10 to MKL's vector maths, whose bits depend on
+# the CPU's vendor; 2 computes them in ATen's own kernels (benchmark.core.portable_math)
+PORTABLE_REVISION = 2
 KERNELS = (NATIVE, PORTABLE)
 # the mode this process was started in (set together with PORTABLE_ENV, before torch)
 MARK = "FSSL_KERNELS"
@@ -207,6 +211,7 @@ def state(device: str = "cpu") -> dict[str, Any]:
     out: dict[str, Any] = {"mode": process_kernels()}
     reason = not_applicable(device)
     if out["mode"] == PORTABLE:
+        out["revision"] = PORTABLE_REVISION
         out["applies"] = reason is None
         if reason is not None:
             out["reason"] = reason
@@ -248,6 +253,7 @@ __all__ = [
     "NATIVE",
     "PORTABLE",
     "PORTABLE_ENV",
+    "PORTABLE_REVISION",
     "KernelModeError",
     "activate",
     "check_kernels",

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from benchmark.core import portable_math as pmath
+
 
 @dataclass(frozen=True, kw_only=True)
 class AugmentConfig:
@@ -53,10 +55,10 @@ def crop_boxes(
     tries = 10
     scale = cfg.crop_scale[0] + (cfg.crop_scale[1] - cfg.crop_scale[0]) * _rand(gen, n, tries)
     log_lo, log_hi = math.log(cfg.crop_ratio[0]), math.log(cfg.crop_ratio[1])
-    ratio = torch.exp(log_lo + (log_hi - log_lo) * _rand(gen, n, tries))
+    ratio = pmath.exp(log_lo + (log_hi - log_lo) * _rand(gen, n, tries))
     target = scale * area
-    w = torch.round(torch.sqrt(target * ratio))
-    h = torch.round(torch.sqrt(target / ratio))
+    w = torch.round(pmath.sqrt(target * ratio))
+    h = torch.round(pmath.sqrt(target / ratio))
     ok = (w > 0) & (h > 0) & (w <= width) & (h <= height)
     first = torch.where(ok.any(1), ok.float().argmax(1), torch.full((n,), -1))
     u_top, u_left = _rand(gen, n), _rand(gen, n)
@@ -321,7 +323,7 @@ def gaussian_blur_(y: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor
     m, c, h, w = y.shape
     sigma = sigma.to(y.device, y.dtype)
     r = torch.arange(k, device=y.device, dtype=y.dtype) - (k - 1) / 2
-    kern = torch.exp(-(r[None, :] ** 2) / (2 * sigma[:, None] ** 2))
+    kern = pmath.exp(-(r[None, :] ** 2) / (2 * sigma[:, None] ** 2))
     kern = kern / kern.sum(1, keepdim=True)  # (m, k)
     kern = kern.repeat_interleave(c, 0)  # (m*c, k)
     pad = k // 2

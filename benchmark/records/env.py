@@ -41,15 +41,25 @@ CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere platform.processor() answers
 
 
 def _cpu_model() -> str:
+    """The CPU's model name, with its vendor, family and model numbers where /proc/cpuinfo has
+    them: x86 names such as "Intel(R) Xeon(R) Processor" do not tell two CPU generations apart."""
     try:
         text = CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return platform.processor()
+    fields: dict[str, str] = {}
     for line in text.splitlines():
+        if not line.strip() and fields:
+            break  # the first processor's block is enough
         key, _, value = line.partition(":")
-        if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-            return value.strip()
-    return platform.processor()
+        fields.setdefault(key.strip(), value.strip())
+    name = next((fields[k] for k in ("model name", "Model", "cpu model") if fields.get(k)), None)
+    if name is None:
+        return platform.processor()
+    ids = [fields.get(k) for k in ("vendor_id", "cpu family", "model")]
+    if all(ids):
+        return f"{name} ({ids[0]}, family {ids[1]} model {ids[2]})"
+    return name
 
 
 def machine_model(device: str = "cpu") -> str:

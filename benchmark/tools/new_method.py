@@ -111,6 +111,7 @@ from benchmark.api import (
     ServerState,
     Stream,
     UnlabeledView,
+    adam,
     aggregation_weights,
     build_backbone,
     load_tensors,
@@ -204,8 +205,10 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
         net = self.net(ctx.device)
         load_tensors(net, down.tensors)  # TODO({name}): combine with state.tensors if clients keep local models
         net.train()
-        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=cfg.lr,
-                               weight_decay=cfg.weight_decay)
+        # benchmark.api.adam: torch's Adam, fused under the portable kernel mode (its default takes its
+        # square root in MKL's vector maths, whose bits depend on the CPU's vendor)
+        opt = adam([p for p in net.parameters() if p.requires_grad], lr=cfg.lr,
+                   weight_decay=cfg.weight_decay)
         view = data.train
 
         def step(batch: torch.Tensor) -> torch.Tensor:

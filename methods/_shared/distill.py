@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import fp32_math
+from benchmark.api import portable_math as pmath
 
 
 # similarities and distillation targets in fp32 under any autocast (benchmark.core.precision)
@@ -99,7 +100,7 @@ def ensemble_similarities(sims: Sequence[torch.Tensor], tau_teacher: float) -> t
         raise ValueError("need at least one similarity matrix")
     acc = torch.zeros_like(sims[0], dtype=sims[0].dtype)
     for m in sims:
-        acc = acc + torch.exp((m - 1.0) / tau_teacher)
+        acc = acc + pmath.exp((m - 1.0) / tau_teacher)
     return acc / len(sims)
 
 
@@ -126,7 +127,9 @@ def similarity_distill_loss(
     log_q = F.log_softmax(queries.float() @ keys.float().t() / tau_student, dim=1)
     p = targets.float()
     ce = -(p * log_q).sum(dim=1).mean()
-    plogp = torch.where(p > 0, p * torch.log(p.clamp_min(1e-38)), torch.zeros_like(p))
+    # p log p, 0 at p = 0: -entr(p), whose log is the C library's per element, not MKL's vector
+    # maths (whose bits depend on the CPU's vendor; benchmark.core.portable_math)
+    plogp = -torch.special.entr(p)
     kl = (plogp - p * log_q).sum(dim=1).mean()
     return ce, kl
 

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchmark.api import adam
+
 
 def round_lr(
     base_lr: float, round_1based: int, num_rounds: int, milestones: tuple[float, ...], gamma: float
@@ -52,9 +54,10 @@ def scheduled_lr(cfg: Any, round_1based: int, num_rounds: int, local_epochs: int
 
 
 def make_optimizer(cfg: Any, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """Adam(lr, weight_decay) or SGD(lr, momentum, weight_decay), as ``cfg.optimizer`` says."""
+    """Adam(lr, weight_decay) or SGD(lr, momentum, weight_decay), as ``cfg.optimizer`` says (Adam
+    through ``benchmark.api.adam``: fused under the portable kernel mode)."""
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay)
+        return adam(params, lr=lr, weight_decay=cfg.weight_decay)
     return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
