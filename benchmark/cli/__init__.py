@@ -187,8 +187,10 @@ def _add_verify(sub: Any) -> None:
         "verify",
         help="re-run shipped cells here (default: seed 0 of the quickstart) and compare every "
         "score and final-state digest with results/",
-        epilog="exit codes: 0 every chosen cell identical; 1 some cell different, without a "
-        "(valid) shipped record, or failed here; 2 usage error",
+        epilog="exit codes: 0 every chosen cell identical (--kernels: every operation the same); "
+        "1 some cell different, without a (valid) shipped record, or failed here (--kernels: an "
+        "operation or the torch / NumPy version differs); 2 usage error (--kernels: the "
+        "fingerprint is missing or edited, or does not apply to this machine)",
     )
     ver.add_argument("--grid", default="quickstart", help="grid name or path (default quickstart)")
     ver.add_argument("--results", default="results", help="the shipped records (default results/)")
@@ -204,6 +206,30 @@ def _add_verify(sub: Any) -> None:
     )
     ver.add_argument(
         "--workers", type=int, default=0, help="worker processes (default 0: one per core)"
+    )
+    ver.add_argument(
+        "--kernels",
+        action="store_true",
+        help="instead of re-running cells, replay every operation they call (seconds) and print "
+        "per operation whether this CPU computes it as the records' machine did",
+    )
+    ver.add_argument(
+        "--fingerprint",
+        default=None,
+        help="with --kernels: the fingerprint (default RESULTS/records/kernel-fingerprint.json)",
+    )
+    ver.add_argument(
+        "--write",
+        action="store_true",
+        help="with --kernels: make the fingerprint from a census of the grid's cells of --seeds "
+        "(maintainers, on the machine that makes the shipped records)",
+    )
+    ver.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="with --kernels: the device runs would use (auto: cuda when present); the "
+        "fingerprint covers CPU kernels only",
     )
 
 
