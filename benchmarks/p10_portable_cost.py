@@ -12,8 +12,8 @@ hour.
 
 ``--where`` adds where the cost comes from: the CPU time of one training step of the quickstart's
 ResNet (resnet_micro width 8, batch 128 at 16x16, forward + backward + SGD) in a fresh process per
-kernel setting (native, each of the mode's three settings alone, the whole mode, and the mode
-with oneDNN capped at AVX2 instead of bypassed), repeated in alternating order; ``--steps-only``
+kernel setting (native, ATen at AVX2, oneDNN off, MKL's COMPATIBLE branch, the whole mode, and
+revision 1 of the mode, which bypassed oneDNN), repeated in alternating order; ``--steps-only``
 prints only that.
 """
 
@@ -57,17 +57,18 @@ SETTINGS = {
     "ATen AVX2": {"ATEN_CPU_CAPABILITY": "avx2"},
     "oneDNN off": {"P10_ONEDNN": "off"},
     "MKL COMPATIBLE": {"MKL_CBWR": "COMPATIBLE"},
+    # the mode (revision 2): oneDNN kept, JIT-compiled for AVX2
     "portable": {
         "ATEN_CPU_CAPABILITY": "avx2",
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "MKL_CBWR": "COMPATIBLE",
-        "P10_ONEDNN": "off",
     },
-    # the cheaper variant not taken (docs/reproducibility.md, Cost): oneDNN kept, capped at AVX2
-    "oneDNN capped": {
+    # revision 1 of the mode (docs/reproducibility.md, Cost): oneDNN bypassed (im2col + GEMM)
+    "portable rev. 1": {
         "ATEN_CPU_CAPABILITY": "avx2",
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "MKL_CBWR": "COMPATIBLE",
+        "P10_ONEDNN": "off",
     },
 }
 

@@ -3,18 +3,22 @@ that do not depend on which x86-64 CPU computed them.
 
 torch picks its CPU kernels at run time for the machine: ATen's vectorised kernels for the best
 instruction set it finds (AVX-512 on this project's reference machine, AVX2 on most laptops),
-oneDNN's convolutions JIT-compiled for the CPU, MKL's matrix products for the CPU's vendor and
-instruction set. Each choice adds floating-point numbers in another order, so one cell gives another
-final state on another CPU (measured: docs/reproducibility.md). The mode pins every choice to a code
-path that every x86-64 CPU with AVX2 runs alike:
+oneDNN's convolutions JIT-compiled for the CPU, MKL's matrix products and vector maths for the CPU's
+vendor and instruction set. Each choice adds floating-point numbers in another order, so one cell
+gives another final state on another CPU (measured: docs/reproducibility.md). The mode pins every
+choice to a code path that every x86-64 CPU with AVX2 runs alike (revision 2,
+``PORTABLE_REVISION``):
 
 - ``ATEN_CPU_CAPABILITY=avx2``: ATen's vectorised kernels at AVX2 (not AVX-512);
-- ``torch.backends.mkldnn.enabled = False``: convolutions bypass oneDNN (whose JIT kernels are
-  chosen, and blocked, for the CPU) and run ATen's im2col + GEMM; ``ONEDNN_MAX_CPU_ISA=AVX2`` caps
-  whatever still reaches oneDNN;
-- ``MKL_CBWR=COMPATIBLE``: MKL in its conditional numerical reproducibility mode on the one branch
-  MKL documents for Intel and non-Intel CPUs alike (the AVX2 branch exists for Intel CPUs only;
-  elsewhere MKL silently falls back to its AUTO branch).
+- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's convolutions (and GELU) JIT-compiled for AVX2 whatever
+  the CPU offers (measured: the same bits on Intel and emulated AMD CPUs with other cache sizes;
+  revision 1 bypassed oneDNN, at 2.5 times the cost of a convolution step);
+- ``MKL_CBWR=COMPATIBLE``: MKL's matrix products in its conditional numerical reproducibility mode
+  on the one branch MKL documents for Intel and non-Intel CPUs alike (the AVX2 branch exists for
+  Intel CPUs only; elsewhere MKL silently falls back to its AUTO branch);
+- no MKL vector maths: the branch does not pin MKL's element-wise functions (``sqrt``, ``log10``
+  and ``atan`` differ between AMD and Intel CPUs under it), so under the mode the project computes
+  them in ATen's own kernels and builds Adam and AdamW fused (``benchmark.core.portable_math``).
 
 ATen, oneDNN and MKL read these variables once, at their first use, so they must be in the
 environment before torch is imported: the mode belongs to a process. ``enter`` sets it in a fresh
@@ -43,8 +47,9 @@ from benchmark.core.errors import UsageError
 
 NATIVE, PORTABLE = "native", "portable"
 # what the portable mode computes, in a portable cell's identity (``kernels_revision``): 1, the
-# first mode, left Adam's square root and PSNR's log10 to MKL's vector maths, whose bits depend on
-# the CPU's vendor; 2 computes them in ATen's own kernels (benchmark.core.portable_math)
+# first mode, bypassed oneDNN and left Adam's square root and PSNR's log10 to MKL's vector maths,
+# whose bits depend on the CPU's vendor; 2 keeps oneDNN capped at AVX2 and computes those in ATen's
+# own kernels (benchmark.core.portable_math)
 PORTABLE_REVISION = 2
 KERNELS = (NATIVE, PORTABLE)
 # the mode this process was started in (set together with PORTABLE_ENV, before torch)
@@ -182,8 +187,9 @@ def activate(kernels: str, device: str = "cpu") -> dict[str, Any]:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if kernels == PORTABLE:
-        # convolutions on ATen's im2col + GEMM, not oneDNN's JIT kernels
-        torch.backends.mkldnn.enabled = False
+        # convolutions in oneDNN's kernels JIT-compiled for AVX2 (ONEDNN_MAX_CPU_ISA), whatever a
+        # caller set before
+        torch.backends.mkldnn.enabled = True
         reason = not_applicable(device)
         if reason is None and any(os.environ.get(k) != v for k, v in PORTABLE_ENV.items()):
             raise KernelModeError(
@@ -225,8 +231,8 @@ def state(device: str = "cpu") -> dict[str, Any]:
 
 
 def describe(kernels_state: Mapping[str, Any] | None) -> str:
-    """One line for a recorded ``state``: ``portable (ATen AVX2, oneDNN off,
-    MKL_CBWR=COMPATIBLE)``."""
+    """One line for a recorded ``state``: ``portable (ATen AVX2, oneDNN on,
+    MKL_CBWR=COMPATIBLE, ...)``."""
     if not kernels_state:
         return "not recorded"
     parts = []

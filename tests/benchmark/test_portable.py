@@ -117,7 +117,7 @@ def test_a_process_of_the_other_mode_refuses_the_cell(monkeypatch: pytest.Monkey
     for key, value in portable.PORTABLE_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(portable, "not_applicable", lambda device="cpu": None)
-    # activate turns oneDNN off before it refuses: register the value to restore BEFORE it runs (a
+    # activate sets oneDNN on before it refuses: register the value to restore BEFORE it runs (a
     # later in-process run would otherwise compute without oneDNN, unlike its worker processes)
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", torch.backends.mkldnn.enabled)
     with pytest.raises(portable.KernelModeError, match="ATen dispatches to"):
@@ -220,7 +220,7 @@ def test_portable_digest_is_one_whatever_the_kernels_may_use_and_native_ones_dif
     assert len(set(digests.values())) == 1, digests
     envs = [r["env"]["kernels"] for r in runs.values()]
     assert all(
-        e["mode"] == "portable" and e["aten"] == "AVX2" and e["onednn"] is False for e in envs
+        e["mode"] == "portable" and e["aten"] == "AVX2" and e["onednn"] is True for e in envs
     )
     assert runs["avx2"]["env"]["kernels"]["env"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"  # recorded
     native = {
