@@ -8,6 +8,8 @@ load.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,10 @@ class Pretrained:
 
     def client_states(self) -> dict[int, ClientState]:
         return {int(k): ClientState(tensors=dict(v)) for k, v in self.client_tensors.items()}
+
+    def state_digest(self) -> str:
+        """The record's ``final_state_digest``: :func:`evaluated_state_digest` of this state."""
+        return evaluated_state_digest(self.server, self.client_tensors)
 
     @classmethod
     def diverged(cls, reason: str, rounds_completed: int) -> Pretrained:
@@ -106,4 +112,36 @@ class Pretrained:
         return cls.from_payload(torch.load(Path(path), map_location="cpu", weights_only=untrusted))
 
 
-__all__ = ["Pretrained"]
+def evaluated_state_digest(
+    server: ServerState, clients: Mapping[int, Mapping[str, torch.Tensor]] | None = None
+) -> str:
+    """sha256 of every tensor a method's evaluation can read: the server's ``model`` and ``extra``
+    (FedMAE's block pool, FeatARC's cluster assignments, Orchestra's centroids) and the final client
+    states kept for the methods whose encoder reads them (``encoder_needs_clients``: local_ssl). A
+    state with no ``extra`` and no client states hashes as its model alone (the digest records had
+    before ``extra`` was covered); "" for an empty state (a diverged pre-training).
+
+    Raises TypeError when a value is not a tensor (a checkpoint that is not this project's)."""
+    clients = clients or {}
+    if not server.extra and not clients:
+        return state_digest(server.model) if server.model else ""
+    parts = {
+        "model": state_digest(server.model),
+        "extra": state_digest(server.extra),
+        "clients": {str(k): state_digest(clients[k]) for k in sorted(clients, key=int)},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """:func:`benchmark.engine.client_store.state_digest`, with a one-line TypeError for a value that
+    is not a tensor."""
+    from benchmark.engine.client_store import state_digest as digest
+
+    bad = next((k for k, v in tensors.items() if not isinstance(v, torch.Tensor)), None)
+    if bad is not None:
+        raise TypeError(f"{bad!r} is a {type(tensors[bad]).__name__}, not a tensor")
+    return digest(tensors)
+
+
+__all__ = ["Pretrained", "evaluated_state_digest"]

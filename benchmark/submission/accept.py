@@ -348,7 +348,6 @@ def _checkpoint(
 ) -> Any:
     """The record's pre-trained state from the bundle, after its sha256 and final-state digest were
     checked."""
-    from benchmark.engine.client_store import state_digest
     from benchmark.engine.pretrained import Pretrained
 
     ckpt = entry.get("checkpoint")
@@ -378,10 +377,16 @@ def _checkpoint(
             f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         )
         return None
-    if state_digest(dict(pre.server.model)) != record.final_state_digest:
+    try:
+        bound = pre.state_digest() == record.final_state_digest
+    except TypeError as exc:  # a value that is not a tensor: not a checkpoint this project wrote
+        out.problems.append(f"checkpoint: {ckpt['path']} holds a value that is not a tensor: {exc}")
+        return None
+    if not bound:
         out.problems.append(
-            f"checkpoint: {ckpt['path']} is not the record's final state (its tensors do not hash "
-            "to final_state_digest)"
+            f"checkpoint: {ckpt['path']} is not the record's final state (the tensors its "
+            "evaluation reads, server model and extra and kept client states, do not hash to "
+            "final_state_digest)"
         )
         return None
     return pre
