@@ -307,6 +307,7 @@ def plugin_problems(record: ResultRecord) -> list[str]:
     record names."""
     from benchmark.contracts.registries import METHODS, TASKS, load_builtins
     from benchmark.core.provenance import component_provenance
+    from benchmark.core.registry import RegistryError
 
     load_builtins()
     out = []
@@ -330,9 +331,21 @@ def plugin_problems(record: ResultRecord) -> list[str]:
                 )
             )
             continue
-        if prov is None:
+        try:
+            installed = component_provenance(registry.get(name))
+        except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
+            out.append(str(exc))
             continue
-        mine = component_provenance(registry.get(name)) or {}
+        if prov is None:
+            if installed is not None:  # not built in: the record must say which code it ran
+                out.append(
+                    f"{kind} {name!r} is not built in (here it comes from "
+                    f"{installed.get('distribution') or installed['module']}) and the record "
+                    f"carries no provenance for it (env.plugins['{kind}:{name}']): a plugin's "
+                    "record must name the distribution and source digest it ran"
+                )
+            continue
+        mine = installed or {}
         if mine.get("source_digest") != prov.get("source_digest"):
             out.append(
                 f"{kind} {name!r}: the installed plugin's source digest "
