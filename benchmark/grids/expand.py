@@ -238,16 +238,16 @@ def _version(registry: Any, cls: Any) -> str:
 
 
 def _loadable(registry: Any) -> list[str]:
-    """The registry's names whose component imports: a broken installed plugin fails only the grids
-    that use it (``resolve_cell`` of its cells raises PluginError, exit 2 at the door), not the ones
-    that never name it."""
-    from benchmark.core.registry import PluginError
+    """The registry's names whose component imports: a broken installed plugin, or a name two
+    distributions register, fails only the grids that use it (``resolve_cell`` of its cells raises
+    PluginError or DuplicateName, exit 2 at the door), not the ones that never name it."""
+    from benchmark.core.registry import DuplicateName, PluginError
 
     names = []
     for name in registry.names():
         try:
             registry.get(name)
-        except PluginError:
+        except (PluginError, DuplicateName):
             continue
         names.append(name)
     return names
