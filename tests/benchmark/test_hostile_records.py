@@ -8,17 +8,28 @@ anywhere (the scratch folder's whole tree, TMPDIR inside it, is the same before 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmark.contracts.registries import METHODS
 from benchmark.records.integrity import seal
-from benchmark.records.schema import ResultRecord
+from benchmark.records.schema import ResultRecord, to_json
 from methods.fedavg_simclr import FedAvgSimCLR
-from tests.hostile import accept_argv, one_record_bundle, refused, renamed
+from tests.hostile import (
+    TRACK,
+    _Api,
+    _Run,
+    accept_argv,
+    bundle_dir,
+    one_record_bundle,
+    refused,
+    renamed,
+)
 
 
 class OutOfTree(FedAvgSimCLR):
@@ -141,3 +152,138 @@ def test_listing_warns_of_a_clash_and_goes_on(clashing_plugins: None, capsys) ->
     assert "fedema" in names and "simsiam" not in names and "fedavg_simclr" not in names
     warnings = err.strip().splitlines()
     assert len(warnings) == 2 and all(w.startswith("warning: method ") for w in warnings)
+
+
+# ---- one bad record never stops the others --------------------------------------------------------
+def _sealed_raw(honest: ResultRecord, edit: Callable[[dict], None], *, cell: bool) -> str:
+    """``honest`` as JSON with ``edit`` applied to it (``cell``: to its cell, the cell id
+    recomputed), sealed again with the project's digest, as an attacker would."""
+    from benchmark.core.canonical import digest
+    from benchmark.records.identity import cell_id_of
+
+    raw = json.loads(to_json(honest))
+    if cell:
+        edit(raw["cell"])
+        raw["cell_id"] = cell_id_of(raw["cell"])
+    else:
+        edit(raw)
+    body = {k: v for k, v in raw.items() if k != "digest"}
+    if isinstance(body.get("env"), dict) and not body["env"].get("kernels"):
+        body["env"].pop("kernels", None)
+    raw["digest"] = digest(body)
+    return json.dumps(raw)
+
+
+def _set(key: str, value: Any) -> Callable[[dict], None]:
+    return lambda d: d.__setitem__(key, value)
+
+
+# (edit, of the cell?, the words of the one-line refusal)
+WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
+    "cell.method a string": (_set("method", "fedavg_simclr"), True, "record.cell.method must be"),
+    "cell null": (_set("cell", None), False, "record.cell has the wrong type"),
+    "cell.dataset a string": (_set("dataset", "digits"), True, "record.cell.dataset must be"),
+    "cell.fl a string": (_set("fl", "x"), True, "record.cell.fl must be an object"),
+    "cell.tasks a string": (_set("tasks", "knn"), True, "record.cell.tasks must be a list"),
+    "cell.seed a string": (_set("seed", "0"), True, "record.cell.seed must be an integer"),
+    "comm a string": (_set("comm", "abc"), False, "record.comm must be an object"),
+    "scores a string": (_set("scores", "abc"), False, "record.scores must be a list"),
+    "a 7 MB reason": (_set("reason", "x" * 7_000_000), False, "larger than 1,048,576 bytes"),
+    "a 100 kB label": (
+        _set("partition_label", "x" * 100_000),
+        False,
+        "record.partition_label holds",
+    ),
+    "nested too deep": (
+        lambda c: c["method"]["params"].__setitem__("projector", json.loads("[" * 40 + "]" * 40)),
+        True,
+        "levels deep",
+    ),
+}
+
+
+@pytest.fixture
+def mixed(honest: ResultRecord, scratch: Path) -> Path:
+    """A folder of records: every wrong shape, and the honest record after them (sorted by name)."""
+    src = scratch / "src" / "records" / "v1" / "fedavg_simclr"
+    src.mkdir(parents=True)
+    for i, (edit, of_cell, _) in enumerate(WRONG_SHAPES.values()):
+        (src / f"{i:016x}.json").write_text(_sealed_raw(honest, edit, cell=of_cell))
+    (src / "ffffffffffffffff.json").write_text(to_json(honest))
+    return scratch / "src"
+
+
+def test_collect_skips_each_bad_record_in_one_line_and_copies_the_rest(
+    mixed: Path, scratch: Path, honest: ResultRecord, capsys
+) -> None:
+    from benchmark.cli import main
+
+    results = scratch / "results"
+    assert main(["collect", "--from", str(mixed), "--results", str(results)]) == 0
+    out, err = capsys.readouterr()
+    skipped = err.strip().splitlines()
+    assert len(skipped) == len(WRONG_SHAPES), err
+    for line, (_, _, words) in zip(skipped, WRONG_SHAPES.values()):
+        assert line.startswith("skipped ") and words in line, line
+    assert out.strip().splitlines()[-1].endswith(f"1 records collected into {results}, 11 skipped")
+    assert [p.name for p in results.rglob("*.json")] == [f"{honest.cell_id}.json"]
+
+
+def test_wandb_collect_skips_each_bad_record_and_copies_the_rest(
+    honest: ResultRecord, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmark.submission.wandb_collect as wc
+    from benchmark.cli import main
+
+    runs = [
+        _Run(f"bad{i}", _sealed_raw(honest, edit, cell=of_cell))
+        for i, (edit, of_cell, _) in enumerate(WRONG_SHAPES.values())
+    ]
+    monkeypatch.setattr(wc, "_api", lambda: _Api([*runs, _Run("good", to_json(honest))]))
+    results = scratch / "results"
+    assert main(["collect", "--from", "wandb:me/proj", "--results", str(results)]) == 0
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == len(WRONG_SHAPES), err
+    assert "1 records collected" in out and "11 skipped" in out
+    assert len(list(results.rglob("*.json"))) == 1
+
+
+def test_the_site_lists_each_bad_record_as_skipped_and_builds(
+    mixed: Path, scratch: Path, honest: ResultRecord
+) -> None:
+    from leaderboard.site import build_site
+
+    build_site([mixed], scratch / "site")
+    skipped = (scratch / "site" / "skipped.html").read_text()
+    for _, _, words in WRONG_SHAPES.values():
+        assert words.replace("'", "&#39;") in skipped, words
+    assert honest.cell_id in (scratch / "site" / "tracks" / f"{TRACK}.html").read_text()
+
+
+@pytest.mark.parametrize("name", list(WRONG_SHAPES))
+def test_accept_refuses_a_record_of_the_wrong_shape_in_one_line(
+    honest: ResultRecord, scratch: Path, capsys, name: str
+) -> None:
+    edit, of_cell, words = WRONG_SHAPES[name]
+    text = _sealed_raw(honest, edit, cell=of_cell)
+    bundle = bundle_dir(
+        scratch / "b",
+        {"records/x/0/record.json": text},
+        records=[
+            {"path": "records/x/0/record.json", "cell_id": honest.cell_id, "checkpoint": None}
+        ],
+    )
+    refused(scratch, capsys, accept_argv(scratch, bundle), words)
+
+
+def test_verify_record_reports_a_cell_of_the_wrong_shape_instead_of_raising(
+    honest: ResultRecord,
+) -> None:
+    """The second guard: a record built in memory around the schema (never read) is one problem in
+    verify_record, not an AttributeError in collect or the site build."""
+    from benchmark.records.store import verify_record
+
+    bad = dataclasses.replace(honest, cell={**honest.cell, "method": "fedavg_simclr"})
+    assert any("method does not match the cell" in p for p in verify_record(bad))
+    worse = dataclasses.replace(honest, cell=None)  # type: ignore[arg-type]
+    assert verify_record(worse)[-1].startswith("cannot be checked: ")
