@@ -278,6 +278,13 @@ def _add_submission(sub: Any) -> None:
         default=limits.max_members,
         help=f"files a bundle may hold (default {limits.max_members})",
     )
+    acc.add_argument(
+        "--max-encoder-mb",
+        type=int,
+        default=limits.max_encoder_bytes // MB,
+        help="parameters and buffers the models a record's re-evaluation builds may hold, "
+        f"sized before they are built (default {limits.max_encoder_bytes // MB})",
+    )
 
 
 def _add_launcher_options(run: Any) -> None:

@@ -20,6 +20,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         max_total_bytes=args.max_total_mb * MB,
         max_file_bytes=args.max_file_mb * MB,
         max_members=args.max_members,
+        max_encoder_bytes=args.max_encoder_mb * MB,
     )
 
     def on_term(signum: int, frame: Any) -> None:

@@ -2,33 +2,42 @@
 submission bundle.
 
 Before anything is re-run, the bundle and every record are checked, and the first problem is refused
-in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed):
-the archive within its limits (``benchmark.submission.bundle``), the manifest's shape, every
-manifest path inside the bundle and every file's sha256; each record's schema (names that become
-paths, every field's type), digest, cell id and pre-training key, its track and protocol card (as
-``submit`` checks them), a score to re-evaluate (a record without scores is refused: there is
-nothing to vouch for), a re-evaluation cost within the project's card files, and its method
-installed here with the plugin source the record names. Then, for every record:
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed),
+cheapest first:
 
-1. the cell's partition, rebuilt, is the record's;
-2. the record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle)
-   matches the sha256
-   the manifest states, loads as tensors and plain values only (``torch.load(weights_only=True)``: a bundle is
-   someone else's file, and a pickle could run code), and its server tensors hash to the record's
-   ``final_state_digest``;
-3. the encoder is rebuilt from it (the method's own ``encoder`` export), with the architecture
-   fingerprint the record
-   states, and the record's tasks are re-run with the record's own task configs (so the same protocol cards), in a
-   scratch folder, with the same stage functions as the runner;
-4. every value of every score must be reproduced within the task's tolerance
-   (:data:`benchmark.records.acceptance.TOLERANCES`).
+1. the archive within its limits (``benchmark.submission.bundle``: sizes, members, path depth), the
+   manifest's shape, every manifest path inside the bundle and every file's sha256;
+2. each record's schema (names that become paths, every field's type, the cell's shape, text
+   sizes), digest, cell id and pre-training key, its track and protocol card (as ``submit`` checks
+   them), a score to re-evaluate (a record without scores is refused: there is nothing to vouch
+   for), a re-evaluation cost within the project's card files (epochs, steps, batch size), every
+   component of its cell configurable within its bounds, and its method installed here with the
+   plugin source the record names (a method that is not built in must name one);
+3. the acceptance and record paths under DIR: inside it, no link planted there;
+4. each record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle):
+   the sha256 the manifest states, loaded as tensors and plain values only
+   (``torch.load(weights_only=True)``: a bundle is someone else's file, and a pickle could run
+   code), no tensor a view larger than its storage, and every tensor its evaluation reads (server
+   model and extra, kept client states) hashing to the record's ``final_state_digest``;
+5. the encoder the record's cell builds from that checkpoint, sized on PyTorch's meta device before
+   anything is allocated: the checkpoint's tensors fit the modules the cell's parameters build,
+   those modules hold at most ``--max-encoder-mb``, and their architecture fingerprint is the
+   record's (``benchmark.submission.bounds``);
+6. the cell's partition, rebuilt, is the record's.
+
+Then, for every record, the encoder is rebuilt from the checkpoint (the method's own ``encoder``
+export) and the record's tasks are re-run with the record's own task configs (so the same protocol
+cards), in a scratch folder, with the same stage functions as the runner; every value of every
+score must be reproduced within the task's tolerance
+(:data:`benchmark.records.acceptance.TOLERANCES`).
 
 All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
 gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
 and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
 marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
-failing check or score (reported vs reproduced) and nothing is written. Every write is confined to
-``DIR`` (docs/submitting.md)."""
+failing score (reported vs reproduced) and nothing is written. The files are written together or
+not at all: a signal or an error while they are written removes the ones already in place. Every
+write is confined to ``DIR`` (docs/submitting.md)."""
 
 from __future__ import annotations
 
@@ -159,8 +168,10 @@ def accept(
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
-        for entry, record in records:
-            report.records.append(_accept_one(root, entry, record, oracle, data_root))
+        for i, (entry, record) in enumerate(records):  # every record, before any is re-run
+            _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+        for i, (entry, record) in enumerate(records):
+            report.records.append(_accept_one(root, i, entry, record, data_root))
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, results, manifest_sha)
@@ -195,6 +206,7 @@ def _admit(
     from benchmark.records.files import read_record
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
+    from benchmark.submission.bounds import config_problems
     from benchmark.submission.checks import RecordCheck, check_identity, check_track
 
     where = f"records[{i}] {entry['path']}"
@@ -225,25 +237,50 @@ def _admit(
     check_track(record, spec, check)
     problems += [f"{name}: {why}" for name, why in check.problems]
     problems += protocol_problems(record)
+    problems += config_problems(record)  # bounds of what the cell asks for, before it is built
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
     return entry, record
 
 
-def _accept_one(
-    root: Path, entry: Mapping[str, Any], record: ResultRecord, oracle: Any, data_root: str | None
-) -> RecordAcceptance:
+def _check_before_reevaluation(
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    record: ResultRecord,
+    oracle: Any,
+    data_root: str | None,
+    limits: BundleLimits,
+) -> None:
+    """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
+    tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
+    than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition."""
+    from benchmark.submission.bounds import encoder_problems
     from benchmark.submission.checks import RecordCheck
 
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is not None:
+        problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
+    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
+    if not problems:
+        part = RecordCheck(Path(entry["path"]), record)
+        oracle.check(record, part)
+        problems += [f"{name}: {why}" for name, why in part.problems]
+    if problems:
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+
+
+def _accept_one(
+    root: Path, i: int, entry: Mapping[str, Any], record: ResultRecord, data_root: str | None
+) -> RecordAcceptance:
+    """Re-run the record's tasks from its checkpoint (checked again as it is loaded)."""
     out = RecordAcceptance(entry, record)
-    part = RecordCheck(Path(entry["path"]), record)
-    oracle.check(record, part)
-    out.problems += [f"{name}: {why}" for name, why in part.problems]
-    if out.problems:
-        return out
-    pre = _checkpoint(root, entry, record, out)
-    if pre is None:
-        return out
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is None:  # it passed a moment ago: the bundle changed under accept
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
     try:
         out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
@@ -269,6 +306,7 @@ def protocol_problems(record: ResultRecord) -> list[str]:
     cannot)."""
     from benchmark.contracts.registries import TASKS, load_builtins, plugin_point
     from benchmark.core.config import from_mapping
+    from benchmark.submission.bounds import batch_problems
 
     load_builtins()
     load_card = plugin_point("published_card")
@@ -295,6 +333,7 @@ def protocol_problems(record: ResultRecord) -> list[str]:
                     f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
                     f"{limit} (the track's protocol bounds a re-evaluation)"
                 )
+        out += batch_problems(spec["name"], card.name, card.settings, published)
     return out
 
 
@@ -357,7 +396,7 @@ def plugin_problems(record: ResultRecord) -> list[str]:
 
 
 def _checkpoint(
-    root: Path, entry: Mapping[str, Any], record: ResultRecord, out: RecordAcceptance
+    root: Path, entry: Mapping[str, Any], record: ResultRecord, problems: list[str]
 ) -> Any:
     """The record's pre-trained state from the bundle, after its sha256 and final-state digest were
     checked."""
@@ -365,18 +404,18 @@ def _checkpoint(
 
     ckpt = entry.get("checkpoint")
     if not isinstance(ckpt, Mapping) or not ckpt.get("path"):
-        out.problems.append(
+        problems.append(
             "checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
             "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)"
         )
         return None
     path = inside(root, ckpt["path"])
     if path is None:
-        out.problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
+        problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
         return None
     actual = file_sha256(path)
     if actual != ckpt.get("sha256"):
-        out.problems.append(
+        problems.append(
             f"checkpoint: {ckpt['path']} has sha256 {actual[:12]}…, the manifest states "
             f"{str(ckpt.get('sha256'))[:12]}…"
         )
@@ -385,18 +424,27 @@ def _checkpoint(
         # tensors and plain values only: a bundle cannot run code here
         pre = Pretrained.load(path, untrusted=True)
     except Exception as exc:  # noqa: BLE001 - an unloadable checkpoint is a rejection
-        out.problems.append(
+        problems.append(
             f"checkpoint: {ckpt['path']} does not load as tensors and plain values (refused, not "
             f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
+        return None
+    from benchmark.submission.bounds import oversized_tensor
+
+    oversized = oversized_tensor(pre)
+    if oversized is not None:  # before hashing: hashing a stride-0 view would materialise it
+        problems.append(
+            f"checkpoint: {ckpt['path']} holds {oversized}, a view larger than its storage (not a "
+            "tensor the runner saves; refused before it is read)"
         )
         return None
     try:
         bound = pre.state_digest() == record.final_state_digest
     except TypeError as exc:  # a value that is not a tensor: not a checkpoint this project wrote
-        out.problems.append(f"checkpoint: {ckpt['path']} holds a value that is not a tensor: {exc}")
+        problems.append(f"checkpoint: {ckpt['path']} holds a value that is not a tensor: {exc}")
         return None
     if not bound:
-        out.problems.append(
+        problems.append(
             f"checkpoint: {ckpt['path']} is not the record's final state (the tensors its "
             "evaluation reads, server model and extra and kept client states, do not hash to "
             "final_state_digest)"

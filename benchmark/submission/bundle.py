@@ -50,6 +50,9 @@ class BundleLimits:
     max_members: int = 2000
     max_manifest_bytes: int = 16 * MB
     max_records: int = 500
+    # the models a record's re-evaluation may build (its encoder, members and extras), sized on the
+    # meta device before they are built (benchmark.submission.bounds); a ViT-B MAE is ~450 MB
+    max_encoder_bytes: int = 1024 * MB
 
     def __post_init__(self) -> None:
         for name in (
@@ -58,6 +61,7 @@ class BundleLimits:
             "max_members",
             "max_manifest_bytes",
             "max_records",
+            "max_encoder_bytes",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

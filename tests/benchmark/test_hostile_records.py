@@ -24,11 +24,13 @@ from tests.hostile import (
     TRACK,
     _Api,
     _Run,
+    _sha,
     accept_argv,
     bundle_dir,
     one_record_bundle,
     refused,
     renamed,
+    reseal,
 )
 
 
@@ -287,3 +289,198 @@ def test_verify_record_reports_a_cell_of_the_wrong_shape_instead_of_raising(
     assert any("method does not match the cell" in p for p in verify_record(bad))
     worse = dataclasses.replace(honest, cell=None)  # type: ignore[arg-type]
     assert verify_record(worse)[-1].startswith("cannot be checked: ")
+
+
+# ---- bounded before anything is built -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def honest_bundle(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from benchmark.submission.submit import submit
+
+    out = tmp_path_factory.mktemp("bundles") / "honest"
+    assert submit([run_root], track=TRACK, out=out, manifests=None, reevaluate=False).ok
+    return out
+
+
+def rebundle(
+    honest_bundle: Path,
+    where: Path,
+    record: ResultRecord | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+) -> Path:
+    """A copy of ``honest_bundle`` with its record replaced and/or its checkpoint's payload edited,
+    every sha256 of the manifest recomputed (as an attacker would)."""
+    import shutil
+
+    import torch
+
+    shutil.copytree(honest_bundle, where)
+    manifest = json.loads((where / "manifest.json").read_text())
+    entry = manifest["records"][0]
+    if record is not None:
+        (where / entry["path"]).write_text(to_json(record))
+        manifest["files"][entry["path"]] = entry["sha256"] = _sha(
+            (where / entry["path"]).read_bytes()
+        )
+        entry["cell_id"] = record.cell_id
+    if checkpoint is not None:
+        ckpt = where / entry["checkpoint"]["path"]
+        payload = torch.load(ckpt, map_location="cpu", weights_only=True)
+        checkpoint(payload)
+        torch.save(payload, ckpt)
+        digest = _sha(ckpt.read_bytes())
+        manifest["files"][entry["checkpoint"]["path"]] = entry["checkpoint"]["sha256"] = digest
+        entry["checkpoint"]["bytes"] = ckpt.stat().st_size
+    (where / "manifest.json").write_text(json.dumps(manifest))
+    return where
+
+
+@pytest.fixture
+def nothing_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the partition is rebuilt nor a task re-run: a refusal must come before both."""
+    forbid_rerunning(monkeypatch)
+
+
+def forbid_rerunning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmark.submission.accept as acc
+    from benchmark.submission.oracle import PartitionOracle
+
+    def never(*a: Any, **k: Any) -> Any:
+        raise AssertionError("built before the record was bounded")
+
+    monkeypatch.setattr(PartitionOracle, "check", never)
+    monkeypatch.setattr(acc, "reevaluate", never)
+
+
+def _edit_params(section: str, **params: Any) -> Callable[[dict], None]:
+    return lambda cell: cell[section]["params"].update(params)
+
+
+def test_a_dataset_size_beyond_its_bound_is_refused_before_any_data_is_loaded(
+    honest: ResultRecord, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch, nothing_rerun
+) -> None:
+    """``size: 400`` made digits take 4.3 GB before anything failed (2048: ~90 GB)."""
+    from benchmark.engine import stages
+
+    monkeypatch.setattr(stages, "load_dataset_splits", lambda *a, **k: pytest.fail("loaded"))
+    big = reseal(honest, edit_cell=_edit_params("dataset", size=2048))
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, one_record_bundle(scratch / "b", big)),
+        "dataset 'digits': digits size must be in [8, 128], got 2048",
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "params"),
+    [("method", {"proj_hidden": 1 << 16}), ("backbone", {"width": 64})],
+)
+def test_a_model_the_checkpoint_cannot_hold_is_refused_unbuilt(
+    honest: ResultRecord,
+    honest_bundle: Path,
+    scratch: Path,
+    capsys,
+    nothing_rerun,
+    section: str,
+    params: dict,
+) -> None:
+    """A projector of 2**28 hidden units (34 GB) or a backbone of width 4096 was built before the
+    checkpoint was compared with it: sized on the meta device now, its shapes refused."""
+    edited = reseal(honest, edit_cell=_edit_params(section, **params))
+    bundle = rebundle(honest_bundle, scratch / "b", record=edited)
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, bundle),
+        "its tensors do not fit the encoder the record's cell builds",
+        "nothing re-run, nothing written",
+    )
+
+
+def test_the_encoder_a_record_builds_is_bounded(
+    honest_bundle: Path, scratch: Path, nothing_rerun
+) -> None:
+    from benchmark.submission.accept import accept
+    from benchmark.submission.bundle import BundleError, BundleLimits
+
+    with pytest.raises(BundleError, match=r"holds [\d,]+ bytes, more than the 1,024 a re-eval"):
+        accept(honest_bundle, scratch / "results", limits=BundleLimits(max_encoder_bytes=1024))
+    assert not (scratch / "results").exists()
+
+
+def test_a_fingerprint_that_is_not_the_checkpoints_is_refused_before_re_evaluation(
+    honest: ResultRecord, honest_bundle: Path, scratch: Path, capsys, nothing_rerun
+) -> None:
+    lying = seal(dataclasses.replace(honest, backbone_fingerprint="0" * 16))
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, rebundle(honest_bundle, scratch / "b", record=lying)),
+        "architecture fingerprint",
+        "the record states 0000000000000000",
+    )
+
+
+def test_a_batch_size_that_multiplies_the_steps_is_refused(
+    honest: ResultRecord, scratch: Path, capsys
+) -> None:
+    """``batch_size: 1`` made a linear probe take 512x the card's steps (it was no cost field)."""
+
+    def tiny_batches(cell: dict) -> None:
+        cell["tasks"].append(
+            {"name": "linear_probe", "params": {"epochs": 1, "batch_size": 1}, "version": "1"}
+        )
+
+    bundle = one_record_bundle(scratch / "b", reseal(honest, edit_cell=tiny_batches))
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, bundle),
+        "task linear_probe: batch_size 1 is below the card linear@v1's 512",
+    )
+
+
+def test_a_checkpoint_view_larger_than_its_storage_is_refused_unread(
+    honest_bundle: Path, scratch: Path, capsys, nothing_rerun
+) -> None:
+    """One stored float can describe a tensor of any size (a stride-0 view); hashing it for the
+    digest would materialise it."""
+    import torch
+
+    def expand(payload: dict) -> None:
+        payload["extra"] = {"pool": torch.zeros(1).expand(1 << 24)}
+
+    bundle = rebundle(honest_bundle, scratch / "b", checkpoint=expand)
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, bundle),
+        "extra 'pool' (16777216,), a view larger than its storage",
+    )
+
+
+def test_a_fedmae_checkpoint_with_another_pool_is_not_the_records(
+    scratch: Path, capsys, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    """FedMAE's trained blocks live in ``server.extra``: a checkpoint whose block pool was swapped
+    (the model, θ₀, untouched) used to pass the digest check."""
+    from benchmark.engine.runner import run_cell
+    from benchmark.submission.submit import submit
+    from benchmark.tools.check_method import smoke_cell
+
+    root = tmp_path_factory.mktemp("fedmae")
+    run_cell(smoke_cell("fedmae", tasks=["knn"]), root, device="cpu")
+    honest = tmp_path_factory.mktemp("fedmae-bundle") / "b"
+    assert submit([root], track=TRACK, out=honest, manifests=None, reevaluate=False).ok
+    forbid_rerunning(monkeypatch)
+
+    def swap_a_block(payload: dict) -> None:
+        key = next(k for k in sorted(payload["extra"]) if k.endswith("mlp.fc1.weight"))
+        payload["extra"][key] = payload["extra"][key] * 0.5
+
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, rebundle(honest, scratch / "b", checkpoint=swap_a_block)),
+        "is not the record's final state",
+    )

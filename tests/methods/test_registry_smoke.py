@@ -127,6 +127,30 @@ def test_the_final_state_digest_covers_every_tensor_the_evaluation_reads(
 
 
 @pytest.mark.parametrize("name", ALL_METHODS)
+def test_accept_sizes_the_encoder_on_the_meta_device_as_it_is_built(
+    name: str, smoke_runs: dict
+) -> None:
+    """accept sizes the encoder a record's cell builds on PyTorch's meta device before building it
+    (benchmark.submission.bounds, issue 39): for an honest checkpoint of every method the sized
+    encoder has the real one's fingerprint and bytes, and nothing of it holds data."""
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.engine.pretrained import Pretrained
+    from benchmark.engine.stages import build_method, export_encoder, input_spec
+    from benchmark.runroot.rundir import RunDir
+    from benchmark.submission.bounds import encoder_bytes, sized_encoder
+
+    record, root = smoke_runs[name]
+    cell = smoke_cell(name)
+    pre = Pretrained.load(RunDir.of(cell, root).pretrain.final)
+    sized = sized_encoder(record, pre, None)
+    inputs = input_spec(load_dataset_splits("digits", dict(cell.dataset.params)))
+    real = export_encoder(build_method(cell, inputs), pre.server, pre.client_states())
+    assert sized.fingerprint == real.fingerprint == record.backbone_fingerprint
+    assert encoder_bytes(sized) == encoder_bytes(real) > 0
+    assert all(p.is_meta for p in sized.module.parameters())
+
+
+@pytest.mark.parametrize("name", ALL_METHODS)
 def test_resume_equivalence(name: str, tmp_path: Path) -> None:
     cell = smoke_cell(name, rounds=2, clients=3, participation=0.67, tasks=["knn"])
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
