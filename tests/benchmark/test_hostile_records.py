@@ -484,3 +484,55 @@ def test_a_fedmae_checkpoint_with_another_pool_is_not_the_records(
         accept_argv(scratch, rebundle(honest, scratch / "b", checkpoint=swap_a_block)),
         "is not the record's final state",
     )
+
+
+# ---- grids ---------------------------------------------------------------------------------------
+def _alias_bomb(levels: int = 8) -> str:
+    """A grid of a few hundred bytes whose method parameter expands to 9**levels values."""
+    parts = ["&a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        parts.append(f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return (
+        "name: bomb\n"
+        "base: {dataset: digits, backbone: {name: resnet_micro, width: 4}, partition: iid,\n"
+        "       fl: {num_clients: 2, rounds: 1}, tasks: [knn], seed: 0}\n"
+        f"axes: {{method: [{{name: fedavg_simclr, lr: [{', '.join(parts)}]}}]}}\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_grid_alias_bomb_is_refused_before_it_is_expanded(
+    scratch: Path, capsys, command: str
+) -> None:
+    """697 bytes of nested YAML aliases asked for 2.2 GB (expand.py)."""
+    grid = scratch / "bomb.yaml"
+    grid.write_text(_alias_bomb())
+    assert grid.stat().st_size < 1000
+    argv = ["plan", "--grid", str(grid)]
+    if command == "run":
+        argv = ["run", "--grid", str(grid), "--root", str(scratch / "runs"), "--device", "cpu"]
+    refused(scratch, capsys, argv, "more than 100,000 values once its YAML aliases are expanded")
+
+
+def test_a_grid_whose_axes_multiply_past_the_cap_is_refused_before_a_cell_is_built(
+    scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmark.grids import expand
+
+    monkeypatch.setattr(expand, "resolve_cell", lambda *a, **k: pytest.fail("a cell was built"))
+    seeds = ", ".join(str(i) for i in range(1000))
+    grid = scratch / "wide.yaml"
+    grid.write_text(
+        "name: wide\n"
+        "base: {dataset: digits, backbone: {name: resnet_micro, width: 4},\n"
+        "       fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+        "axes: {method: [fedavg_simclr, fedu, fedema], partition: [iid, {name: dirichlet,\n"
+        f"       alpha: 0.1}}, {{name: dirichlet, alpha: 1.0}}], seed: [{seeds}],\n"
+        "       partition_seed: [0, 1, 2]}\n"
+    )
+    refused(
+        scratch,
+        capsys,
+        ["plan", "--grid", str(grid)],
+        "its axes make 27,000 combinations, more than the 20,000 a grid may have",
+    )
