@@ -25,6 +25,7 @@ from tests.hostile import (
     _Api,
     _Run,
     _sha,
+    _tarball,
     accept_argv,
     bundle_dir,
     one_record_bundle,
@@ -536,3 +537,49 @@ def test_a_grid_whose_axes_multiply_past_the_cap_is_refused_before_a_cell_is_bui
         ["plan", "--grid", str(grid)],
         "its axes make 27,000 combinations, more than the 20,000 a grid may have",
     )
+
+
+# ---- bundles -------------------------------------------------------------------------------------
+DEEP = 1500
+
+
+def _deep_folder(root: Path) -> Path:
+    """``root``/a/a/.../a (DEEP folders, made one by one: ``mkdir(parents=True)`` recurses) holding
+    a manifest at the bottom."""
+    path = root
+    for _ in range(DEEP):
+        path = path / "a"
+        path.mkdir()
+    (path / "manifest.json").write_text("{}")
+    return root
+
+
+def _remove_deep(root: Path) -> None:
+    """Remove the DEEP chain bottom-up without recursion (shutil.rmtree recurses)."""
+    path = root / Path(*["a"] * DEEP)
+    (path / "manifest.json").unlink()
+    while path != root:
+        path.rmdir()
+        path = path.parent
+
+
+def test_a_folder_bundle_1500_folders_deep_is_refused_in_one_line(
+    scratch: Path, capsys, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The walk used to raise RecursionError (bundle.py, os.walk)."""
+    deep = tmp_path_factory.mktemp("deep")
+    (deep / "manifest.json").write_text("{}")
+    _deep_folder(deep)
+    try:
+        refused(scratch, capsys, accept_argv(scratch, deep), "is more than 16 folders deep")
+    finally:
+        _remove_deep(deep)
+
+
+def test_a_tarball_1500_folders_deep_is_refused_from_its_headers(scratch: Path, capsys) -> None:
+    """Extracting it used to raise RecursionError (``mkdir(parents=True)``)."""
+    tar = _tarball(
+        scratch / "deep.tar.gz",
+        [("manifest.json", b"{}", b""), ("/".join(["a"] * DEEP) + "/f", b"x", b"")],
+    )
+    refused(scratch, capsys, accept_argv(scratch, tar), "is more than 16 folders deep")
