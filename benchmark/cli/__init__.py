@@ -10,6 +10,7 @@ that accept or collect refuses): one line naming the problem, before anything is
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -364,6 +365,16 @@ COMMANDS = {
 }
 
 
+# What an interrupted command leaves, said in its own words (each command's clean-up guarantees it)
+INTERRUPTED = {
+    "run": "interrupted; finished cells are kept and the next run resumes the rest",
+    "accept": "accept interrupted: nothing written under --results, the extracted bundle removed",
+    "collect": "collect interrupted: every record copied so far is whole; collect again copies "
+    "the rest",
+    "submit": "submit interrupted: no bundle written",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmark.core.config import ConfigError
     from benchmark.core.registry import RegistryError
@@ -375,9 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(
-            "interrupted; finished cells are kept and the next run resumes the rest",
-            file=sys.stderr,
-        )
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a termination signal a command turned into one
+        signum = getattr(exc, "signum", signal.SIGINT)
+        message = INTERRUPTED.get(args.command, f"{args.command} interrupted")
+        print(f"{message} ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + int(signum)

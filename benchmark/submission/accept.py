@@ -55,7 +55,7 @@ from benchmark.records.acceptance import (
     make_acceptance,
     read_acceptance,
 )
-from benchmark.records.names import UnsafeName
+from benchmark.records.names import UnsafeName, confined
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import results_path
 from benchmark.submission.bundle import (
@@ -157,14 +157,10 @@ def accept(
             raise BundleError(_one_line(f"{bundle}: ", problems))
         spec = _track_of(manifest, track)
         records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
-        for _, record in records:
-            try:  # the second guard, before any work: every target stays in results
-                results_path(results, record)
-            except UnsafeName as exc:
-                raise BundleError(f"{bundle}: {exc}") from None
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
+        targets = [_targets(bundle, results, record) for _, record in records]
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
@@ -174,7 +170,7 @@ def accept(
             report.records.append(_accept_one(root, i, entry, record, data_root))
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
-            report.written = _write(report, results, manifest_sha)
+            report.written = _write(report, targets, manifest_sha)
     return report
 
 
@@ -453,43 +449,81 @@ def _checkpoint(
     return pre
 
 
-def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]:
-    """Copy the records and write their acceptance files; a conflict with results/ is a failure,
-    nothing written."""
+@dataclass(frozen=True)
+class Targets:
+    """Where one accepted record goes under --results, checked before anything is re-run."""
+
+    record: Path  # results/records/v1/<method>/<cell_id>.json
+    acceptance: Path  # results/acceptances/<cell_id>.accept.json
+    write_record: bool  # False: the same record is there already
+    write_acceptance: bool  # False: an acceptance of this very record is there already
+
+
+def _targets(bundle: Path | str, results: Path, record: ResultRecord) -> Targets:
+    """The record's two target paths, refused in one line (before any work) when one would leave
+    --results (a name, or a link planted on the way) or is taken by something else: a different
+    record, an acceptance of another record, a damaged one, or anything that is not a file."""
+    from benchmark.records.schema import to_json
+    from benchmark.records.store import RESULTS_SUBDIR
+
+    try:  # the second guard, before any work: every target stays in results, no link on the way
+        _no_links(results, results / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json")
+        _no_links(results, acceptance_path(results, record.cell_id))
+        target = results_path(results, record)
+        acc = confined(results, acceptance_path(results, record.cell_id))
+    except UnsafeName as exc:
+        raise BundleError(f"{bundle}: {exc}") from None
+    same = target.exists() and target.read_text(encoding="utf-8") == to_json(record)
+    if target.exists() and not same:
+        raise UsageError(
+            f"{target} exists with different content (records are immutable); nothing re-run, "
+            "nothing written"
+        )
+    keep = False
+    if acc.exists():
+        try:
+            keep = read_acceptance(acc).get("record_digest") == record.digest
+        except ValueError:
+            keep = False
+        if not keep:
+            raise UsageError(
+                f"{acc} exists for another record or is damaged; remove it by hand first; "
+                "nothing re-run, nothing written"
+            )
+    return Targets(target, acc, not same, not keep)
+
+
+def _no_links(results: Path, path: Path) -> None:
+    """UnsafeName when something between ``results`` and ``path`` (itself included) is a link (a
+    planted link would redirect a write), or ``path`` exists and is not a file."""
+    here = Path(results)
+    for part in Path(path).relative_to(results).parts:
+        here = here / part
+        if here.is_symlink():
+            raise UnsafeName(
+                f"{here} is a link: accept writes only plain files under --results (remove it "
+                "by hand); nothing re-run, nothing written"
+            )
+    if path.exists() and not path.is_file():
+        raise UnsafeName(f"{path} exists and is not a file; nothing re-run, nothing written")
+
+
+def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> list[Path]:
+    """Copy the records and write their acceptance files, all of them or none
+    (``write_new_files``: a signal or an error while writing removes what was already in
+    place)."""
     from benchmark.records.env import collect_env
-    from benchmark.records.files import atomic_write_text
-    from benchmark.records.names import confined
+    from benchmark.records.files import write_new_files
     from benchmark.records.schema import to_json
 
-    plans = []
-    for r in report.records:
-        assert r.record is not None
-        target = results_path(results, r.record)
-        if target.exists() and target.read_text(encoding="utf-8") != to_json(r.record):
-            r.problems.append(f"{target} exists with different content (records are immutable)")
-        acc_path = confined(results, acceptance_path(results, r.record.cell_id))
-        keep = False
-        if acc_path.exists():
-            try:
-                keep = read_acceptance(acc_path).get("record_digest") == r.record.digest
-            except ValueError:
-                keep = False
-            if not keep:
-                r.problems.append(
-                    f"{acc_path} exists for another record or is damaged; remove it by hand first"
-                )
-        plans.append((r, target, acc_path, keep))
-    if not report.ok:
-        return []
     env = collect_env()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    written = []
-    for r, target, acc_path, keep in plans:
+    files: list[tuple[Path, str]] = []
+    for r, t in zip(report.records, targets):
         assert r.record is not None
-        if not target.exists():
-            atomic_write_text(target, to_json(r.record))
-            written.append(target)
-        if not keep:
+        if t.write_record:
+            files.append((t.record, to_json(r.record)))
+        if t.write_acceptance:
             ckpt = r.entry.get("checkpoint")
             acc = make_acceptance(
                 r.record,
@@ -502,9 +536,8 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
             )
-            atomic_write_text(acc_path, acceptance_text(acc))
-            written.append(acc_path)
-    return written
+            files.append((t.acceptance, acceptance_text(acc)))
+    return write_new_files(files)
 
 
 __all__ = [

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +36,10 @@ from tests.hostile import (
     refused,
     renamed,
     reseal,
+    snapshot,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class OutOfTree(FedAvgSimCLR):
@@ -583,3 +590,134 @@ def test_a_tarball_1500_folders_deep_is_refused_from_its_headers(scratch: Path, 
         [("manifest.json", b"{}", b""), ("/".join(["a"] * DEEP) + "/f", b"x", b"")],
     )
     refused(scratch, capsys, accept_argv(scratch, tar), "is more than 16 folders deep")
+
+
+# ---- signals and atomic writes in accept ---------------------------------------------------------
+SIGNALLED = """
+import os, signal, sys, time
+
+import benchmark.records.files as files
+import benchmark.submission.accept as acc
+from benchmark.cli import main
+
+when, name = sys.argv[1], sys.argv[2]
+signum = getattr(signal, name)
+
+
+def kill_self(*args, **kwargs):
+    os.kill(os.getpid(), signum)
+    time.sleep(10)  # the handler runs before this returns
+
+
+if when == "reevaluating":
+    acc.reevaluate = kill_self
+else:  # once the first file accept writes is in place (by a link, or by a rename)
+    real = {"link": os.link, "replace": os.replace}
+
+    def then_kill(how):
+        def put(src, dst):
+            real[how](src, dst)
+            if str(dst).endswith(".json"):
+                kill_self()
+
+        return put
+
+    files.os.link, files.os.replace = then_kill("link"), then_kill("replace")
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _accept_signalled(
+    scratch: Path, bundle: Path, when: str, name: str
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TMPDIR": str(scratch / "tmp"), "PYTHONPATH": str(REPO)}
+    argv = ["accept", str(bundle), "--results", str(scratch / "results")]
+    return subprocess.run(
+        [sys.executable, "-c", SIGNALLED, when, name, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize("name", ["SIGHUP", "SIGTERM", "SIGINT"])
+def test_a_signal_while_accept_re_evaluates_leaves_nothing_and_says_so(
+    run_root: Path, scratch: Path, name: str
+) -> None:
+    """SIGHUP used to leave the extracted bundle in TMPDIR (only SIGTERM was handled), and Ctrl-C
+    printed ``run``'s message."""
+    from benchmark.submission.submit import submit
+
+    tarball = scratch / "bundle.tar.gz"
+    assert submit([run_root], track=TRACK, out=tarball, manifests=None, reevaluate=False).ok
+    before = snapshot(scratch)
+    proc = _accept_signalled(scratch, tarball, "reevaluating", name)
+    signum = getattr(signal, name)
+    assert proc.returncode == 128 + signum, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "accept interrupted: nothing written under --results, the extracted bundle removed "
+        f"({name})"
+    ]
+    assert snapshot(scratch) == before  # no extracted bundle left in TMPDIR, no results
+
+
+def test_sigterm_after_the_first_file_is_written_undoes_it(run_root: Path, scratch: Path) -> None:
+    """SIGTERM after the record was written used to leave it without its acceptance."""
+    from benchmark.submission.submit import submit
+
+    bundle = scratch / "bundle"
+    assert submit([run_root], track=TRACK, out=bundle, manifests=None, reevaluate=False).ok
+    before = snapshot(scratch)
+    proc = _accept_signalled(scratch, bundle, "writing", "SIGTERM")
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr.strip().endswith("the extracted bundle removed (SIGTERM)"), proc.stderr
+    assert snapshot(scratch) == before  # neither the record nor its acceptance, no folder
+
+
+def test_write_new_files_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmark.core.errors import Interrupted
+    from benchmark.records import files
+    from benchmark.records.files import RecordExists, write_new_files
+
+    real_link, calls = os.link, []
+
+    def link_twice_then_stop(src: str, dst: str) -> None:
+        if len(calls) == 2:
+            raise Interrupted(signal.SIGTERM)
+        calls.append(dst)
+        real_link(src, dst)
+
+    monkeypatch.setattr(files.os, "link", link_twice_then_stop)
+    targets = [(tmp_path / "r" / "a" / f"{i}.json", f"text {i}") for i in range(3)]
+    with pytest.raises(Interrupted):
+        write_new_files(targets)
+    assert len(calls) == 2 and list(tmp_path.iterdir()) == []  # files, temporaries and folders
+    monkeypatch.undo()
+    (tmp_path / "taken.json").write_text("mine")
+    with pytest.raises(RecordExists):
+        write_new_files([(tmp_path / "new.json", "x"), (tmp_path / "taken.json", "theirs")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.json"]
+    assert (tmp_path / "taken.json").read_text() == "mine"
+
+
+@pytest.mark.parametrize("planted", ["acceptance", "records folder"])
+def test_a_link_planted_under_results_is_refused_before_re_evaluation(
+    honest: ResultRecord, honest_bundle: Path, scratch: Path, capsys, nothing_rerun, planted: str
+) -> None:
+    """A planted acceptance link raised UnsafeName (a traceback) after a full re-evaluation."""
+    from benchmark.records.acceptance import acceptance_path
+
+    results = scratch / "deep" / "er" / "results"
+    outside = scratch / "outside"
+    outside.mkdir()
+    if planted == "acceptance":
+        link = acceptance_path(results, honest.cell_id)
+        target = outside / "x.json"
+    else:
+        link = results / "records" / "v1" / honest.method
+        target = outside
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    refused(scratch, capsys, accept_argv(scratch, honest_bundle), f"{link} is a link")
+    assert list(outside.iterdir()) == []
