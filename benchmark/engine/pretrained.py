@@ -44,8 +44,17 @@ class Pretrained:
 
     @property
     def client_epochs_run(self) -> int:
-        """Client participations summed over rounds (times local epochs gives the client epochs)."""
-        return int(sum(h.get("clients", 0) for h in self.history))
+        """Participations that trained (took an optimizer step), summed over rounds: times the
+        local epochs, the client epochs trained. A round that trains nobody (Orchestra's
+        initialisation round, a reference point's rounds) counts none; a history written before
+        ``clients_trained`` existed counts a round's clients when it took any step."""
+        return int(sum(_trained(h) for h in self.history))
+
+    @property
+    def client_samples(self) -> int:
+        """Training examples the clients' optimizer steps drew, summed over clients and rounds (0
+        for a history written before it was counted)."""
+        return int(sum(h.get("client_samples", 0) for h in self.history))
 
     def client_states(self) -> dict[int, ClientState]:
         return {int(k): ClientState(tensors=dict(v)) for k, v in self.client_tensors.items()}
@@ -110,6 +119,12 @@ class Pretrained:
         plain values only (``torch.load(weights_only=True)``), so that a crafted file cannot run
         code; anything else raises."""
         return cls.from_payload(torch.load(Path(path), map_location="cpu", weights_only=untrusted))
+
+
+def _trained(h: Mapping[str, float]) -> float:
+    if "clients_trained" in h:
+        return h["clients_trained"]
+    return h.get("clients", 0) if h.get("client_steps", 0) > 0 else 0
 
 
 def evaluated_state_digest(

@@ -415,6 +415,7 @@ def assemble_record(
             peak_mem_bytes=peak_rss_bytes(),
             client_steps=pre.client_steps,
             client_epochs=pre.client_epochs_run * cell.fl.local_epochs,
+            client_samples=pre.client_samples,
         ),
         # every tensor the evaluation reads (model, extra, kept client states), so that a
         # checkpoint is bound to what trained it (benchmark.engine.pretrained)

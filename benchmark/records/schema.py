@@ -98,7 +98,10 @@ class ComputeStats:
     gpu_hours: float = 0.0
     peak_mem_bytes: int = 0
     client_steps: int = 0  # optimizer steps summed over clients and rounds
-    client_epochs: int = 0
+    client_epochs: int = 0  # epochs trained, summed over clients (a participation that took a step)
+    # training examples the clients' optimizer steps drew, summed over clients and rounds (the
+    # sample budget beside the step budget; 0 in records written before it was counted)
+    client_samples: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

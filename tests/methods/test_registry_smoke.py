@@ -44,6 +44,11 @@ def test_two_clients_one_round(name: str, smoke_runs: dict) -> None:
     record, tmp_path = smoke_runs[name]
     assert record is not None and record.status == "ok", record and record.reason
     assert record.rounds_completed == 1
+    # budgets (issue 39): epochs are counted where an optimizer step was taken (a reference point
+    # that trains nothing counts none), and every step draws at least one sample
+    c = record.compute
+    assert (c.client_epochs == 0) == (c.client_steps == 0)
+    assert c.client_samples >= c.client_steps and (c.client_samples == 0) == (c.client_steps == 0)
     cls = METHODS.get(name)
     if getattr(cls, "payload_up", ()):
         assert record.comm.bytes_up > 0
