@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +198,7 @@ RECORD_COLUMNS = [
     "wall_time_s",
     "gpu_hours",
     "client_steps",
+    "client_samples",
     "machine",
     "git_sha",
     "uses_public_data",
@@ -300,6 +302,8 @@ def records_frame(
             "wall_time_s": r.compute.wall_time_s,
             "gpu_hours": r.compute.gpu_hours,
             "client_steps": r.compute.client_steps,
+            # 0: not counted (a record written before client_samples existed): unknown, not none
+            "client_samples": r.compute.client_samples or math.nan,
             "machine": machine_of(r),
             "git_sha": r.env.git_sha,
             "uses_public_data": bool(r.uses_public_data),
@@ -447,6 +451,7 @@ TABLE_COLUMNS = [
     "fl_rounds",
     "fl_local_epochs",
     "client_steps",
+    "client_samples",
     "machines",
     "git_shas",
     "uses_public_data",
@@ -588,6 +593,7 @@ def _aggregate_one(
         "fl_rounds": first["fl_rounds"],
         "fl_local_epochs": first["fl_local_epochs"],
         "client_steps": float(g["client_steps"].mean()),
+        "client_samples": float(g["client_samples"].mean()),
         "machines": sorted(set(g["machine"])),
         "git_shas": sorted(set(g["git_sha"])),
         "uses_public_data": bool(g["uses_public_data"].any()),
@@ -671,6 +677,7 @@ def _add_missing(table: pd.DataFrame) -> pd.DataFrame:
                     "wall_time_s": math.nan,
                     "gpu_hours": math.nan,
                     "client_steps": math.nan,
+                    "client_samples": math.nan,
                     "uses_public_data": False,
                     "verified": True,
                     "reevaluated": False,
@@ -739,19 +746,25 @@ def _budget_words(rounds: Any, epochs: Any) -> str:
     return " × ".join(parts) or "not recorded"
 
 
+# A row whose optimizer steps, or training samples, differ from its pool's median by this factor or
+# more is flagged (Orchestra's paper batch of 16 gives it 3.5x the steps of batch-64 comparators
+# on one R x E): 1.5x is beyond the few batches drop_last moves between methods.
+BUDGET_RATIO = 1.5
+
+
 def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
     """index → what sets a row apart from the rest of its ranking pool, in words ("" rows are left
     out): clients' data (a partition digest other than the pool's most common one, e.g. after a
-    public split) and training budget (rounds R × local epochs E other than the pool's most common).
-    A pool of one differs from nothing."""
+    public split) and training budget: rounds R × local epochs E other than the pool's most common,
+    and optimizer steps or training samples summed over clients :data:`BUDGET_RATIO` times the
+    pool's median or more (or less). A pool of one differs from nothing."""
     rows = rows[rows["status"] != "missing"]
     if rows["method"].nunique() < 2:
         return {}
     digest = _mode(rows["partition_digest"].tolist())
     budgets = list(zip(rows["fl_rounds"], rows["fl_local_epochs"]))
     budget = _mode([list(b) for b in budgets])
-    steps = rows.loc[[list(b) == budget for b in budgets], "client_steps"]
-    steps_typical = float(steps.median()) if steps.notna().any() else math.nan
+    typical = {key: _typical(rows[key]) for key in ("client_steps", "client_samples")}
     out: dict[Any, str] = {}
     for idx, r, b in zip(rows.index, rows.to_dict("records"), budgets):
         why = []
@@ -762,17 +775,30 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
                 + (public if r["uses_public_data"] else "")
             )
         if list(b) != budget:
-            text = f"other budget: {_budget_words(*b)}"
-            steps_known = _finite_number(r["client_steps"]) and _finite_number(steps_typical)
-            if steps_known and steps_typical > 0:
-                text += f", {r['client_steps']:,.0f} client steps"
-                text += f" (the others: {_budget_words(*budget)}, {steps_typical:,.0f})"
-            else:
-                text += f" (the others: {_budget_words(*budget)})"
-            why.append(text)
+            why.append(f"other budget: {_budget_words(*b)} (the others: {_budget_words(*budget)})")
+        for key, words in (("client_steps", "optimizer steps"), ("client_samples", "samples")):
+            ratio = _ratio(r[key], typical[key])
+            if ratio is not None and not 1 / BUDGET_RATIO < ratio < BUDGET_RATIO:
+                why.append(
+                    f"{ratio:.1f}x the client {words} of the pool ({r[key]:,.0f}; median "
+                    f"{typical[key]:,.0f})"
+                )
         if why:
             out[idx] = "; ".join(why)
     return out
+
+
+def _typical(values: pd.Series) -> float:
+    """The median of a pool's budgets over the rows that trained (a reference point that trains
+    nothing, or a record that did not count it, has none)."""
+    trained = [float(v) for v in values if _finite_number(v) and v > 0]
+    return float(statistics.median(trained)) if trained else math.nan
+
+
+def _ratio(value: Any, typical: float) -> float | None:
+    if not (_finite_number(value) and value > 0 and _finite_number(typical) and typical > 0):
+        return None
+    return float(value) / typical
 
 
 def _finite_number(x: Any) -> bool:

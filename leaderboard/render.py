@@ -272,9 +272,7 @@ def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, An
                     if _trains([r])
                     else "no training"
                 ),
-                "steps_text": f"{r['client_steps']:,.0f} client steps"
-                if _finite(r["client_steps"]) and r["client_steps"]
-                else "",
+                "steps_text": steps_words(r["client_steps"], r["client_samples"]),
                 "budget_sort": _num(r["client_steps"], ".0f"),
                 "method_file": method_file(r["method"]),
                 "entry_file": entry_file(r["entry_id"]) if r["entry_id"] else None,
@@ -559,6 +557,8 @@ def summary_view(st: SummaryTable) -> dict[str, Any]:
                 "variant": r.variant if r.variant != backbone else "",
                 "backbone": backbone,
                 "budget": _row_budget(r),
+                "budget_detail": _row_steps(r),
+                "differs": _row_differs(r),
                 "cells": cells,
                 "mean_rank": f"{r.mean_rank:.1f}" if r.mean_rank is not None else "—",
                 "mean_rank_sort": _num(r.mean_rank, ".6g"),
@@ -615,6 +615,35 @@ def _trains(cells: Iterable[Mapping[str, Any] | None]) -> bool:
 
 def _row_budget(r: Any) -> str:
     return fmt_budget(r.rounds, r.local_epochs) if _trains(r.cells) else "no training"
+
+
+def steps_words(steps: Any, samples: Any) -> str:
+    """``704 client steps · 11,264 samples``: the step and sample budgets (summed over clients,
+    mean over seeds) beside R × E, which alone hides a batch size that multiplies the steps."""
+    parts = []
+    if _finite(steps) and steps:
+        parts.append(f"{steps:,.0f} client steps")
+    if _finite(samples) and samples:
+        parts.append(f"{samples:,.0f} samples")
+    return " · ".join(parts)
+
+
+def _row_steps(r: Any) -> str:
+    """A summary row's step and sample budgets: the median over the cells it has (one pre-training
+    serves every task column, so they agree)."""
+    cells = [c for c in r.cells if c is not None and c.get("status") != "missing"]
+
+    def median(key: str) -> float:
+        values = sorted(float(c[key]) for c in cells if _finite(c.get(key)) and c[key] > 0)
+        return values[len(values) // 2] if values else math.nan
+
+    return steps_words(median("client_steps"), median("client_samples"))
+
+
+def _row_differs(r: Any) -> str:
+    """What sets a summary row apart in the columns it is ranked in (the tracks' flags, once each)."""
+    flags = [c.get("differs") for c in r.cells if c is not None and c.get("differs")]
+    return "; ".join(dict.fromkeys(flags))
 
 
 def _backbone_of(r: Any) -> str:
@@ -1359,6 +1388,8 @@ _TRACK_CSV = [
     "fl_rounds",
     "fl_local_epochs",
     "client_steps",
+    "client_samples",
+    "differs",
     "bytes_per_client",
     "wall_time_s",
     "gpu_hours",
@@ -1422,6 +1453,9 @@ def _summary_frame(model: SiteModel) -> pd.DataFrame:
                         "reference": r.reference,
                         "rounds": r.rounds,
                         "local_epochs": r.local_epochs,
+                        "client_steps": cell.get("client_steps"),
+                        "client_samples": cell.get("client_samples"),
+                        "differs": cell.get("differs") or "",
                         "status": cell["status"],
                         "n_seeds": cell["n_seeds"],
                         "mean": cell["mean"],
@@ -1498,6 +1532,8 @@ _ROW_KEYS = (
     "fl_rounds",
     "fl_local_epochs",
     "client_steps",
+    "client_samples",
+    "differs",
     "machines",
     "uses_public_data",
     "verified",

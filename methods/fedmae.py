@@ -63,6 +63,9 @@ from methods._shared.mae import keep_count, mae_loss, random_patch_permutation
 from methods._shared.nets import WorkingNets
 
 PREFIX = "mae."
+# the deepest cascade a cell may ask for (Table 7 goes to 10 blocks): a bound on what the server
+# builds at export, whatever a record's params say
+MAX_CASCADE_DEPTH = 64
 
 
 MAE_AUGMENT = AugmentConfig(
@@ -108,8 +111,8 @@ class FedMAEConfig:
             raise ValueError(
                 "cascade_source='global_copies' needs aggregate='mean' (θ_g exists only then)"
             )
-        if self.cascade_depth is not None and self.cascade_depth < 1:
-            raise ValueError("cascade_depth must be >= 1")
+        if self.cascade_depth is not None and not 1 <= self.cascade_depth <= MAX_CASCADE_DEPTH:
+            raise ValueError(f"cascade_depth must be in [1, {MAX_CASCADE_DEPTH}]")
         if self.cascade_pretrained is not None and self.cascade_pretrained < 0:
             raise ValueError("cascade_pretrained must be >= 0")
         if self.server_pretrain_images != 0:

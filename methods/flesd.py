@@ -308,7 +308,8 @@ class FLESD(MethodBase):
         # fp16 (the official code's AMP): dynamic loss scaling
         scaler = ctx.precision.scaler(ctx.device)
         view = data.train
-        # §2.6: SimCLR from w (two views, one forward of both, the configured contrastive loss at τ)
+        # §2.6: SimCLR from w (two views, one forward pass per view as in the official code, the
+        # configured contrastive loss at τ)
         step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
 
         # the official loader keeps the last partial batch (no drop_last) [C]

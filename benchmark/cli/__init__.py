@@ -10,6 +10,7 @@ that accept or collect refuses): one line naming the problem, before anything is
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -304,6 +305,13 @@ def _add_submission(sub: Any) -> None:
         default=limits.max_members,
         help=f"files a bundle may hold (default {limits.max_members})",
     )
+    acc.add_argument(
+        "--max-encoder-mb",
+        type=int,
+        default=limits.max_encoder_bytes // MB,
+        help="parameters and buffers the models a record's re-evaluation builds may hold, "
+        f"sized before they are built (default {limits.max_encoder_bytes // MB})",
+    )
 
 
 def _add_launcher_options(run: Any) -> None:
@@ -383,6 +391,16 @@ COMMANDS = {
 }
 
 
+# What an interrupted command leaves, said in its own words (each command's clean-up guarantees it)
+INTERRUPTED = {
+    "run": "interrupted; finished cells are kept and the next run resumes the rest",
+    "accept": "accept interrupted: nothing written under --results, the extracted bundle removed",
+    "collect": "collect interrupted: every record copied so far is whole; collect again copies "
+    "the rest",
+    "submit": "submit interrupted: no bundle written",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmark.core.config import ConfigError
     from benchmark.core.registry import RegistryError
@@ -394,9 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(
-            "interrupted; finished cells are kept and the next run resumes the rest",
-            file=sys.stderr,
-        )
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a termination signal a command turned into one
+        signum = getattr(exc, "signum", signal.SIGINT)
+        message = INTERRUPTED.get(args.command, f"{args.command} interrupted")
+        print(f"{message} ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + int(signum)

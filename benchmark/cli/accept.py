@@ -13,6 +13,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     --results."""
     import signal
 
+    from benchmark.core.errors import Interrupted
     from benchmark.submission.accept import accept
     from benchmark.submission.bundle import MB, BundleLimits
 
@@ -20,12 +21,15 @@ def cmd_accept(args: argparse.Namespace) -> int:
         max_total_bytes=args.max_total_mb * MB,
         max_file_bytes=args.max_file_mb * MB,
         max_members=args.max_members,
+        max_encoder_bytes=args.max_encoder_mb * MB,
     )
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the scratch folder is removed
+    def on_signal(signum: int, frame: Any) -> None:
+        # unwinds like Ctrl-C: the extracted bundle is removed, files half written are undone
+        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    held = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, on_signal) for sig in held}
     try:
         report = accept(
             Path(args.bundle),
@@ -35,6 +39,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             limits=limits,
         )
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(report.format())
     return 0 if report.ok else 1

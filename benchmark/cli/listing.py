@@ -39,13 +39,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     aliases: dict[str, list[str]] = {}
     for alias, target in reg.aliases().items():
         aliases.setdefault(target, []).append(alias)
-    from benchmark.core.registry import PluginError
+    from benchmark.core.registry import DuplicateName, PluginError
     from benchmark.core.text import summary
 
     for name in reg.names():
         try:
             obj = reg.get(name)
-        except PluginError as exc:  # a broken plugin is one warning, the listing goes on
+        # a broken plugin, or a name two distributions register: one warning, the listing goes on
+        except (PluginError, DuplicateName) as exc:
             print(f"warning: {exc}", file=sys.stderr)
             continue
         doc = summary(obj.__doc__)

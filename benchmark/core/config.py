@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import reprlib
 import types
 import typing
 from collections.abc import Mapping
@@ -24,6 +25,18 @@ class ConfigError(ValueError):
     """A config value or key is wrong; the message names the field."""
 
 
+# a value quoted in a one-line error: at most a few levels and items of it (a grid's alias bomb
+# would otherwise be printed whole)
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 3, 6, 6, 6
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def show(value: Any) -> str:
+    """``repr(value)``, cut short without building the whole of it."""
+    return _REPR.repr(value)
+
+
 def _coerce(owner: str, key: str, tp: Any, value: Any) -> Any:
     origin = get_origin(tp)
     where = f"{owner}.{key}"
@@ -31,7 +44,7 @@ def _coerce(owner: str, key: str, tp: Any, value: Any) -> Any:
         return value
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{where} must be one of {list(get_args(tp))}, got {value!r}")
+            raise ConfigError(f"{where} must be one of {list(get_args(tp))}, got {show(value)}")
         return value
     if origin in (Union, types.UnionType):
         args = get_args(tp)
@@ -45,10 +58,10 @@ def _coerce(owner: str, key: str, tp: Any, value: Any) -> Any:
                 return _coerce(owner, key, arg, value)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(f"{where}: {value!r} matches none of {tp}")
+        raise ConfigError(f"{where}: {show(value)} matches none of {tp}")
     if origin in (tuple, list, typing.Sequence) or tp in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where} must be a list, got {type(value).__name__} {value!r}")
+            raise ConfigError(f"{where} must be a list, got {type(value).__name__} {show(value)}")
         args = get_args(tp)
         if args and (len(args) == 2 and args[1] is Ellipsis or origin is not tuple):
             return tuple(_coerce(owner, key, args[0], v) for v in value)
@@ -59,29 +72,29 @@ def _coerce(owner: str, key: str, tp: Any, value: Any) -> Any:
         return tuple(value)
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict,):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping, got {show(value)}")
         return dict(value)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping, got {show(value)}")
         return from_mapping(tp, value)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where} must be true or false, got {value!r}")
+            raise ConfigError(f"{where} must be true or false, got {show(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
+            raise ConfigError(f"{where} must be an integer, got {show(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where} must be a number, got {value!r}")
+            raise ConfigError(f"{where} must be a number, got {show(value)}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where} must be a string, got {value!r}")
+            raise ConfigError(f"{where} must be a string, got {show(value)}")
         return value
     return value
 

@@ -23,4 +23,13 @@ class MissingData(UsageError):
         )
 
 
-__all__ = ["MissingData", "UsageError"]
+class Interrupted(KeyboardInterrupt):
+    """A termination signal (SIGTERM, SIGHUP) turned into the unwinding Ctrl-C gives, so that every
+    ``finally`` runs (scratch folders removed, half-written files undone); ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+__all__ = ["Interrupted", "MissingData", "UsageError"]

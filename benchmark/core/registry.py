@@ -3,7 +3,9 @@
 Components register next to their definition with a decorator; heavy optional components register
 lazily as ``"pkg.mod:Attr"`` targets; out-of-tree packages register through an entry-point group.
 Unknown names raise :class:`UnknownName` with a did-you-mean hint and the list of known names;
-duplicates raise :class:`DuplicateName` (timm only warns; a silent override would change numbers).
+duplicates raise :class:`DuplicateName` (timm only warns; a silent override would change numbers):
+two built-ins at import, and a name that two installed distributions register, or a plugin and a
+built-in, wherever the name is used, naming both (neither wins).
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ class DuplicateName(RegistryError):
     pass
 
 
+BUILT_IN = "fssl-bench (built in)"
+
+
+def entry_point_origin(ep: Any) -> str:
+    """Who registers ``ep``: its distribution and version (and target), for a refusal that names
+    both sides of a clash."""
+    dist = getattr(ep, "dist", None)
+    name = getattr(dist, "name", None) if dist is not None else None
+    version = getattr(dist, "version", None) if dist is not None else None
+    who = f"{name} {version}" if name else "an installed distribution"
+    return f"{who} ({ep.value})"
+
+
 class Registry(Generic[T]):
     """Name → component. ``get`` resolves aliases and lazy targets; ``names`` lists canonical
     names."""
@@ -57,6 +72,10 @@ class Registry(Generic[T]):
         self._items: dict[str, T | None] = {}
         self._targets: dict[str, str] = {}
         self._aliases: dict[str, str] = {}
+        # who registered each name (BUILT_IN, or an entry point's distribution), and the names two
+        # of them registered: such a name is refused wherever it is used, naming both
+        self._origin: dict[str, str] = {}
+        self._clashes: dict[str, list[str]] = {}
         self._frozen = False
         self._plugins_loaded = False
 
@@ -69,7 +88,14 @@ class Registry(Generic[T]):
             raise RegistryError(f"{self.kind} registry is frozen; cannot register {name!r}")
         for key in (name, *aliases):
             if key in self._items or key in self._aliases:
-                raise DuplicateName(f"{self.kind} {key!r} is already registered")
+                if self._origin.get(key, BUILT_IN) == BUILT_IN:
+                    raise DuplicateName(f"{self.kind} {key!r} is already registered")
+                # an installed plugin took this name before the built-ins were imported
+                self._clash(key, BUILT_IN)
+                self._items.pop(key, None)
+                self._targets.pop(key, None)
+        for key in (name, *aliases):
+            self._origin.setdefault(key, BUILT_IN)
 
         def add(obj: T) -> T:
             self._check_base(name, obj)
@@ -96,14 +122,43 @@ class Registry(Generic[T]):
         if self._plugins_loaded or self.entry_point_group is None:
             return
         self._plugins_loaded = True
+        seen: set[tuple[str, str]] = set()
         for ep in metadata.entry_points(group=self.entry_point_group):
+            origin = entry_point_origin(ep)
+            if (ep.name, origin) in seen:  # one distribution found twice on the path
+                continue
+            seen.add((ep.name, origin))
             if ep.name in self._items or ep.name in self._aliases:
+                self._clash(ep.name, origin)
                 continue
             self._targets[ep.name] = ep.value
             self._items[ep.name] = None
+            self._origin[ep.name] = origin
+
+    def _clash(self, name: str, origin: str) -> None:
+        """``origin`` registers ``name`` too: neither wins silently (a different method would run)."""
+        first = self._origin.get(name, BUILT_IN)
+        self._clashes.setdefault(name, [first])
+        if origin not in self._clashes[name]:
+            self._clashes[name].append(origin)
+
+    def clash(self, name: str) -> str | None:
+        """Why ``name`` cannot be used (two registrations), or None."""
+        self._load_plugins()
+        who = self._clashes.get(name) or self._clashes.get(self._aliases.get(name, ""))
+        if not who:
+            return None
+        return (
+            f"{self.kind} {name!r} is registered by both {' and '.join(who)}: neither is used; "
+            "uninstall one of them"
+            + (" (a plugin cannot take a built-in name)" if BUILT_IN in who else "")
+        )
 
     def canonical(self, name: str) -> str:
         self._load_plugins()
+        why = self.clash(name)
+        if why:
+            raise DuplicateName(why)
         if name in self._items:
             return name
         if name in self._aliases:

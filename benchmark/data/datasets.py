@@ -140,6 +140,9 @@ def load_dataset_splits(
     return with_normalization(ds, getattr(cfg, "normalize", "dataset"))
 
 
+DIGITS_MAX_SIZE = 128
+
+
 @DATASETS.register("digits")
 @dataclass(frozen=True, kw_only=True)
 class Digits:
@@ -161,8 +164,10 @@ class Digits:
     val_fraction: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.size < 8:
-            raise ValueError("digits size must be >= 8")
+        if not 8 <= self.size <= DIGITS_MAX_SIZE:
+            # the 8-px images upsampled: 128 px already takes 1,797 x 128² x 3 bytes and a few float
+            # copies while resizing; a record asking for 2048 px would take ~90 GB before failing
+            raise ValueError(f"digits size must be in [8, {DIGITS_MAX_SIZE}], got {self.size}")
         if not 0 < self.test_fraction < 1:
             raise ValueError("test_fraction must be in (0, 1)")
 

@@ -8,6 +8,8 @@ load.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,11 +44,24 @@ class Pretrained:
 
     @property
     def client_epochs_run(self) -> int:
-        """Client participations summed over rounds (times local epochs gives the client epochs)."""
-        return int(sum(h.get("clients", 0) for h in self.history))
+        """Participations that trained (took an optimizer step), summed over rounds: times the
+        local epochs, the client epochs trained. A round that trains nobody (Orchestra's
+        initialisation round, a reference point's rounds) counts none; a history written before
+        ``clients_trained`` existed counts a round's clients when it took any step."""
+        return int(sum(_trained(h) for h in self.history))
+
+    @property
+    def client_samples(self) -> int:
+        """Training examples the clients' optimizer steps drew, summed over clients and rounds (0
+        for a history written before it was counted)."""
+        return int(sum(h.get("client_samples", 0) for h in self.history))
 
     def client_states(self) -> dict[int, ClientState]:
         return {int(k): ClientState(tensors=dict(v)) for k, v in self.client_tensors.items()}
+
+    def state_digest(self) -> str:
+        """The record's ``final_state_digest``: :func:`evaluated_state_digest` of this state."""
+        return evaluated_state_digest(self.server, self.client_tensors)
 
     @classmethod
     def diverged(cls, reason: str, rounds_completed: int) -> Pretrained:
@@ -106,4 +121,42 @@ class Pretrained:
         return cls.from_payload(torch.load(Path(path), map_location="cpu", weights_only=untrusted))
 
 
-__all__ = ["Pretrained"]
+def _trained(h: Mapping[str, float]) -> float:
+    if "clients_trained" in h:
+        return h["clients_trained"]
+    return h.get("clients", 0) if h.get("client_steps", 0) > 0 else 0
+
+
+def evaluated_state_digest(
+    server: ServerState, clients: Mapping[int, Mapping[str, torch.Tensor]] | None = None
+) -> str:
+    """sha256 of every tensor a method's evaluation can read: the server's ``model`` and ``extra``
+    (FedMAE's block pool, FeatARC's cluster assignments, Orchestra's centroids) and the final client
+    states kept for the methods whose encoder reads them (``encoder_needs_clients``: local_ssl). A
+    state with no ``extra`` and no client states hashes as its model alone (the digest records had
+    before ``extra`` was covered); "" for an empty state (a diverged pre-training).
+
+    Raises TypeError when a value is not a tensor (a checkpoint that is not this project's)."""
+    clients = clients or {}
+    if not server.extra and not clients:
+        return state_digest(server.model) if server.model else ""
+    parts = {
+        "model": state_digest(server.model),
+        "extra": state_digest(server.extra),
+        "clients": {str(k): state_digest(clients[k]) for k in sorted(clients, key=int)},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def state_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """:func:`benchmark.engine.client_store.state_digest`, with a one-line TypeError for a value that
+    is not a tensor."""
+    from benchmark.engine.client_store import state_digest as digest
+
+    bad = next((k for k, v in tensors.items() if not isinstance(v, torch.Tensor)), None)
+    if bad is not None:
+        raise TypeError(f"{bad!r} is a {type(tensors[bad]).__name__}, not a tensor")
+    return digest(tensors)
+
+
+__all__ = ["Pretrained", "evaluated_state_digest"]

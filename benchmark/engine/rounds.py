@@ -206,13 +206,17 @@ def round_metrics(
         "round": float(r),
         "loss": float(np.mean(losses)) if losses else math.nan,
         "clients": float(clients),
+        # clients that took an optimizer step (Orchestra's initialisation round trains none): what
+        # compute.client_epochs counts
+        "clients_trained": float(sum(p.metrics.get("steps", 0) > 0 for p in ups.values())),
         "bytes_up": float(bytes_up),
         "bytes_down": float(bytes_down),
         "client_steps": float(steps),
+        "client_samples": float(sum(p.metrics.get("samples", 0) for p in ups.values())),
         "round_time_s": round_s,
         "client_time_s": client_s,
     }
-    for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps"}):
+    for key in sorted({k for p in ups.values() for k in p.metrics} - {"loss", "steps", "samples"}):
         vals = [p.metrics[key] for p in ups.values() if key in p.metrics]
         metrics[f"client/{key}"] = float(np.mean(vals))
     for key, value in server.metrics.items():

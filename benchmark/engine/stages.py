@@ -56,7 +56,6 @@ from benchmark.core.provenance import cell_provenance
 from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import partition_stats
 from benchmark.data.views import ClientViews
-from benchmark.engine.client_store import state_digest
 from benchmark.engine.pretrained import Pretrained
 from benchmark.engine.rounds import SimSettings, simulate
 from benchmark.records.env import collect_env
@@ -416,8 +415,11 @@ def assemble_record(
             peak_mem_bytes=peak_rss_bytes(),
             client_steps=pre.client_steps,
             client_epochs=pre.client_epochs_run * cell.fl.local_epochs,
+            client_samples=pre.client_samples,
         ),
-        final_state_digest=state_digest(pre.server.model) if pre.server.model else "",
+        # every tensor the evaluation reads (model, extra, kept client states), so that a
+        # checkpoint is bound to what trained it (benchmark.engine.pretrained)
+        final_state_digest=pre.state_digest(),
         env=dataclasses.replace(
             collect_env(str(device)),
             plugins=cell_provenance(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,11 +117,51 @@ def load_grid(name_or_path: str | Path) -> GridSpec:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"grid {where}: not valid YAML: {problem}") from None
+    check_expanded_size(raw, f"grid {path}")
     return parse_grid(raw, str(path))
+
+
+# What a grid file may expand to. YAML aliases (``*name``) share one object where they are read, and
+# the grid's cells copy and hash it once per use: 697 bytes of nested aliases ask for gigabytes. The
+# project's largest grid has under 1,000 values; a grid's axes, under 1,000 combinations.
+MAX_GRID_NODES = 100_000
+MAX_GRID_CELLS = 20_000
+
+
+def check_expanded_size(raw: Any, where: str) -> None:
+    """ConfigError when ``raw`` holds more than :data:`MAX_GRID_NODES` values with every alias
+    expanded; counted without expanding anything, and without recursion."""
+    count, stack = 0, [raw]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_GRID_NODES:
+            raise ConfigError(
+                f"{where}: more than {MAX_GRID_NODES:,} values once its YAML aliases are expanded "
+                "(an alias bomb, or a grid to split)"
+            )
+        if isinstance(value, Mapping):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+
+
+def check_cell_count(grid: GridSpec) -> int:
+    """The number of axis combinations of ``grid`` (before ``exclude``); ConfigError above
+    :data:`MAX_GRID_CELLS`, before the first one is built."""
+    n = math.prod(len(v) for v in grid.axes.values())
+    if n > MAX_GRID_CELLS:
+        raise ConfigError(
+            f"grid {grid.name!r}: its axes make {n:,} combinations, more than the "
+            f"{MAX_GRID_CELLS:,} a grid may have: split it into several grids"
+        )
+    return n
 
 
 def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
     where = path or "grid"
+    check_expanded_size(raw, where)
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: a grid must be a mapping")
     unknown = set(raw) - GRID_KEYS
@@ -238,16 +279,16 @@ def _version(registry: Any, cls: Any) -> str:
 
 
 def _loadable(registry: Any) -> list[str]:
-    """The registry's names whose component imports: a broken installed plugin fails only the grids
-    that use it (``resolve_cell`` of its cells raises PluginError, exit 2 at the door), not the ones
-    that never name it."""
-    from benchmark.core.registry import PluginError
+    """The registry's names whose component imports: a broken installed plugin, or a name two
+    distributions register, fails only the grids that use it (``resolve_cell`` of its cells raises
+    PluginError or DuplicateName, exit 2 at the door), not the ones that never name it."""
+    from benchmark.core.registry import DuplicateName, PluginError
 
     names = []
     for name in registry.names():
         try:
             registry.get(name)
-        except PluginError:
+        except (PluginError, DuplicateName):
             continue
         names.append(name)
     return names
@@ -406,6 +447,7 @@ def expand_grid(grid: GridSpec, *, only: Mapping[str, str] | None = None) -> lis
                 raise ConfigError(f"method_common key {key!r} is a field of no registered method")
     if only:
         check_only(grid, only)
+    check_cell_count(grid)
     keys = list(grid.axes)
     cells: dict[str, Cell] = {}
     for combo in itertools.product(*(grid.axes[k] for k in keys)):

@@ -18,7 +18,7 @@ from benchmark.core.canonical import pretty_json, short_digest
 from benchmark.records.errors import RecordError
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
-from benchmark.records.shape import check_shape
+from benchmark.records.shape import check_cell, check_shape, check_sizes
 
 SCHEMA_VERSION = 1
 # The selection vocabulary, in one place: how a reported value was chosen (a record's and a
@@ -98,7 +98,10 @@ class ComputeStats:
     gpu_hours: float = 0.0
     peak_mem_bytes: int = 0
     client_steps: int = 0  # optimizer steps summed over clients and rounds
-    client_epochs: int = 0
+    client_epochs: int = 0  # epochs trained, summed over clients (a participation that took a step)
+    # training examples the clients' optimizer steps drew, summed over clients and rounds (the
+    # sample budget beside the step budget; 0 in records written before it was counted)
+    client_samples: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,20 +201,34 @@ def _build(cls: type, raw: Any, where: str) -> Any:
 
 
 def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
+    """A record from its JSON object, every field's type checked (RecordError names the first one
+    that is wrong): one record of the wrong shape is refused where it is read, never a traceback in
+    the tool that reads it (docs/integrity.md)."""
     if not isinstance(raw, Mapping):
         raise RecordError(f"a record must be a JSON object, got {type(raw).__name__}")
+    check_sizes(raw)
     raw = migrate(dict(raw), SCHEMA_VERSION)
     data = dict(raw)
+    scores = data.get("scores", ())
+    if not isinstance(scores, (list, tuple)):
+        raise RecordError(f"record.scores must be a list, got {type(scores).__name__}")
+    for key in ("comm", "compute", "env"):
+        if not isinstance(data.get(key) or {}, Mapping):
+            raise RecordError(f"record.{key} must be an object, got {type(data[key]).__name__}")
     try:
         data["scores"] = tuple(
-            _build(TaskScores, {**s, "card": _build(ProtocolCard, s.get("card"), "card")}, "score")
-            for s in data.get("scores", ())
+            _build(
+                TaskScores,
+                {**_obj(s, "score"), "card": _build(ProtocolCard, s.get("card"), "card")},
+                "score",
+            )
+            for s in scores
         )
         data["comm"] = _build(
             CommStats,
             {
                 k: tuple(v) if isinstance(v, list) else v
-                for k, v in dict(data.get("comm") or {}).items()
+                for k, v in (data.get("comm") or {}).items()
             },
             "comm",
         )
@@ -219,7 +236,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
         data["env"] = _build(EnvInfo, data.get("env") or {}, "env")
         if data.get("tracking") is not None:
             data["tracking"] = _build(TrackingRef, data["tracking"], "tracking")
-    except (TypeError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"malformed record: {exc}") from None
     record = _build(ResultRecord, data, "record")
     if record.status not in ("ok", "diverged"):
@@ -228,7 +245,14 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     check_name("method", record.method)
     check_id("cell_id", record.cell_id)
     check_shape(record)
+    check_cell(record.cell)
     return record
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{where} must be an object, got {type(value).__name__}")
+    return value
 
 
 def from_json(text: str) -> ResultRecord:

@@ -107,6 +107,105 @@ def _check_plugins(plugins: Mapping[str, Any], where: str) -> None:
                 )
 
 
+# The resolved cell (benchmark.contracts.cell.Cell.to_dict): its sections and their types. Every
+# tool reads these (identity, tracks, accept, the site's tables); a record whose cell has another
+# shape is refused where it is read, never a traceback in one of them.
+CELL_COMPONENTS = ("dataset", "backbone", "method", "partition")
+CELL_REQUIRED = (*CELL_COMPONENTS, "partition_seed", "public", "fl", "seed", "tasks")
+CELL_OPTIONAL = ("precision", "kernels")
+FL_FIELDS: Mapping[str, Any] = {
+    "num_clients": int,
+    "participation": float,
+    "rounds": int,
+    "local_epochs": int,
+}
+COMPONENT_KEYS = {"name", "version", "params"}
+
+
+def check_cell(cell: Any, where: str = "record.cell") -> None:
+    """Raise RecordError naming the first section of a record's ``cell`` of the wrong shape."""
+    if not isinstance(cell, Mapping):
+        raise RecordError(f"{where} must be an object, got {_type(cell)}")
+    unknown = sorted(set(cell) - set(CELL_REQUIRED) - set(CELL_OPTIONAL), key=str)
+    if unknown:
+        raise RecordError(f"{where} has unknown keys {unknown}")
+    missing = [k for k in CELL_REQUIRED if k not in cell]
+    if missing:
+        raise RecordError(f"{where} lacks {missing}")
+    for key in CELL_COMPONENTS:
+        _check_component(cell[key], f"{where}.{key}")
+    if cell["public"] is not None:
+        _check_component(cell["public"], f"{where}.public")
+    tasks = cell["tasks"]
+    if not isinstance(tasks, (list, tuple)):
+        raise RecordError(f"{where}.tasks must be a list of components, got {_type(tasks)}")
+    for i, task in enumerate(tasks):
+        _check_component(task, f"{where}.tasks[{i}]")
+    fl = cell["fl"]
+    if not isinstance(fl, Mapping) or set(fl) != set(FL_FIELDS):
+        raise RecordError(
+            f"{where}.fl must be an object with {sorted(FL_FIELDS)}, got {_short(fl)}"
+        )
+    for key, hint in FL_FIELDS.items():
+        if not _fits(fl[key], hint):
+            raise RecordError(f"{where}.fl.{key} must be a {hint.__name__}, got {_short(fl[key])}")
+    for key in ("seed", "partition_seed"):
+        if not _fits(cell[key], int):
+            raise RecordError(f"{where}.{key} must be an integer, got {_short(cell[key])}")
+    for key in CELL_OPTIONAL:
+        if key in cell and not isinstance(cell[key], str):
+            raise RecordError(f"{where}.{key} must be a string, got {_short(cell[key])}")
+
+
+def _check_component(value: Any, where: str) -> None:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{where} must be an object (name, version, params), got {_short(value)}")
+    unknown = sorted(set(value) - COMPONENT_KEYS, key=str)
+    if unknown:
+        raise RecordError(f"{where} has unknown keys {unknown}")
+    if not isinstance(value.get("name"), str) or not value["name"]:
+        raise RecordError(f"{where}.name must be a non-empty string")
+    if not isinstance(value.get("version"), str):
+        raise RecordError(f"{where}.version must be a string")
+    if not isinstance(value.get("params", {}), Mapping):
+        raise RecordError(f"{where}.params must be an object, got {_type(value['params'])}")
+
+
+# What the site shows of a record is copied into several pages (a partition label into about 18
+# places): a string longer than any the runner writes (the longest, a card's source note, is a few
+# hundred characters) or a structure nested deeper is refused where the record is read.
+MAX_TEXT = 2000
+MAX_DEPTH = 32
+
+
+def check_sizes(raw: Any, where: str = "record") -> None:
+    """RecordError when a string (a key or a value) anywhere in ``raw`` is longer than
+    :data:`MAX_TEXT` characters or ``raw`` nests deeper than :data:`MAX_DEPTH` (walked without
+    recursion)."""
+    stack: list[tuple[Any, str, int]] = [(raw, where, 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise RecordError(f"{path} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT:
+                raise RecordError(
+                    f"{path} holds {len(value):,} characters, more than the {MAX_TEXT:,} a "
+                    "record's text may hold"
+                )
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str) and len(key) > MAX_TEXT:
+                    raise RecordError(f"{path} has a key of {len(key):,} characters")
+                stack.append((item, f"{path}.{str(key)[:40]}", depth + 1))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+
+
+def _type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -116,4 +215,4 @@ def _name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("collections.abc.", "")
 
 
-__all__ = ["check_shape"]
+__all__ = ["MAX_DEPTH", "MAX_TEXT", "check_cell", "check_shape", "check_sizes"]

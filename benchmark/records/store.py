@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,13 +83,18 @@ def verify_record(record: ResultRecord) -> list[str]:
     from benchmark.records.identity import cell_id_of
     from benchmark.records.integrity import integrity_problems
 
-    problems = integrity_problems(record)
-    if cell_id_of(record.cell) != record.cell_id:
-        problems.append(
-            f"cell_id {record.cell_id} does not match the cell's content ({cell_id_of(record.cell)})"
-        )
-    if record.cell.get("method", {}).get("name") != record.method:
-        problems.append("method does not match the cell")
+    try:
+        problems = integrity_problems(record)
+        if cell_id_of(record.cell) != record.cell_id:
+            problems.append(
+                f"cell_id {record.cell_id} does not match the cell's content "
+                f"({cell_id_of(record.cell)})"
+            )
+        method = record.cell.get("method")
+        if not isinstance(method, Mapping) or method.get("name") != record.method:
+            problems.append("method does not match the cell")
+    except Exception as exc:  # noqa: BLE001 - a record built around the schema: one problem, not a crash
+        return [f"cannot be checked: {type(exc).__name__}: {exc}"]
     return problems
 
 

@@ -2,33 +2,42 @@
 submission bundle.
 
 Before anything is re-run, the bundle and every record are checked, and the first problem is refused
-in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed):
-the archive within its limits (``benchmark.submission.bundle``), the manifest's shape, every
-manifest path inside the bundle and every file's sha256; each record's schema (names that become
-paths, every field's type), digest, cell id and pre-training key, its track and protocol card (as
-``submit`` checks them), a score to re-evaluate (a record without scores is refused: there is
-nothing to vouch for), a re-evaluation cost within the project's card files, and its method
-installed here with the plugin source the record names. Then, for every record:
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed),
+cheapest first:
 
-1. the cell's partition, rebuilt, is the record's;
-2. the record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle)
-   matches the sha256
-   the manifest states, loads as tensors and plain values only (``torch.load(weights_only=True)``: a bundle is
-   someone else's file, and a pickle could run code), and its server tensors hash to the record's
-   ``final_state_digest``;
-3. the encoder is rebuilt from it (the method's own ``encoder`` export), with the architecture
-   fingerprint the record
-   states, and the record's tasks are re-run with the record's own task configs (so the same protocol cards), in a
-   scratch folder, with the same stage functions as the runner;
-4. every value of every score must be reproduced within the task's tolerance
-   (:data:`benchmark.records.acceptance.TOLERANCES`).
+1. the archive within its limits (``benchmark.submission.bundle``: sizes, members, path depth), the
+   manifest's shape, every manifest path inside the bundle and every file's sha256;
+2. each record's schema (names that become paths, every field's type, the cell's shape, text
+   sizes), digest, cell id and pre-training key, its track and protocol card (as ``submit`` checks
+   them), a score to re-evaluate (a record without scores is refused: there is nothing to vouch
+   for), a re-evaluation cost within the project's card files (epochs, steps, batch size), every
+   component of its cell configurable within its bounds, and its method installed here with the
+   plugin source the record names (a method that is not built in must name one);
+3. the acceptance and record paths under DIR: inside it, no link planted there;
+4. each record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle):
+   the sha256 the manifest states, loaded as tensors and plain values only
+   (``torch.load(weights_only=True)``: a bundle is someone else's file, and a pickle could run
+   code), no tensor a view larger than its storage, and every tensor its evaluation reads (server
+   model and extra, kept client states) hashing to the record's ``final_state_digest``;
+5. the encoder the record's cell builds from that checkpoint, sized on PyTorch's meta device before
+   anything is allocated: the checkpoint's tensors fit the modules the cell's parameters build,
+   those modules hold at most ``--max-encoder-mb``, and their architecture fingerprint is the
+   record's (``benchmark.submission.bounds``);
+6. the cell's partition, rebuilt, is the record's.
+
+Then, for every record, the encoder is rebuilt from the checkpoint (the method's own ``encoder``
+export) and the record's tasks are re-run with the record's own task configs (so the same protocol
+cards), in a scratch folder, with the same stage functions as the runner; every value of every
+score must be reproduced within the task's tolerance
+(:data:`benchmark.records.acceptance.TOLERANCES`).
 
 All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
 gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
 and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
 marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
-failing check or score (reported vs reproduced) and nothing is written. Every write is confined to
-``DIR`` (docs/submitting.md)."""
+failing score (reported vs reproduced) and nothing is written. The files are written together or
+not at all: a signal or an error while they are written removes the ones already in place. Every
+write is confined to ``DIR`` (docs/submitting.md)."""
 
 from __future__ import annotations
 
@@ -46,7 +55,7 @@ from benchmark.records.acceptance import (
     make_acceptance,
     read_acceptance,
 )
-from benchmark.records.names import UnsafeName
+from benchmark.records.names import UnsafeName, confined
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import results_path
 from benchmark.submission.bundle import (
@@ -148,22 +157,20 @@ def accept(
             raise BundleError(_one_line(f"{bundle}: ", problems))
         spec = _track_of(manifest, track)
         records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
-        for _, record in records:
-            try:  # the second guard, before any work: every target stays in results
-                results_path(results, record)
-            except UnsafeName as exc:
-                raise BundleError(f"{bundle}: {exc}") from None
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
+        targets = [_targets(bundle, results, record) for _, record in records]
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
-        for entry, record in records:
-            report.records.append(_accept_one(root, entry, record, oracle, data_root))
+        for i, (entry, record) in enumerate(records):  # every record, before any is re-run
+            _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+        for i, (entry, record) in enumerate(records):
+            report.records.append(_accept_one(root, i, entry, record, data_root))
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
-            report.written = _write(report, results, manifest_sha)
+            report.written = _write(report, targets, manifest_sha)
     return report
 
 
@@ -195,6 +202,7 @@ def _admit(
     from benchmark.records.files import read_record
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
+    from benchmark.submission.bounds import config_problems
     from benchmark.submission.checks import RecordCheck, check_identity, check_track
 
     where = f"records[{i}] {entry['path']}"
@@ -225,25 +233,50 @@ def _admit(
     check_track(record, spec, check)
     problems += [f"{name}: {why}" for name, why in check.problems]
     problems += protocol_problems(record)
+    problems += config_problems(record)  # bounds of what the cell asks for, before it is built
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
     return entry, record
 
 
-def _accept_one(
-    root: Path, entry: Mapping[str, Any], record: ResultRecord, oracle: Any, data_root: str | None
-) -> RecordAcceptance:
+def _check_before_reevaluation(
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    record: ResultRecord,
+    oracle: Any,
+    data_root: str | None,
+    limits: BundleLimits,
+) -> None:
+    """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
+    tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
+    than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition."""
+    from benchmark.submission.bounds import encoder_problems
     from benchmark.submission.checks import RecordCheck
 
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is not None:
+        problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
+    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
+    if not problems:
+        part = RecordCheck(Path(entry["path"]), record)
+        oracle.check(record, part)
+        problems += [f"{name}: {why}" for name, why in part.problems]
+    if problems:
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+
+
+def _accept_one(
+    root: Path, i: int, entry: Mapping[str, Any], record: ResultRecord, data_root: str | None
+) -> RecordAcceptance:
+    """Re-run the record's tasks from its checkpoint (checked again as it is loaded)."""
     out = RecordAcceptance(entry, record)
-    part = RecordCheck(Path(entry["path"]), record)
-    oracle.check(record, part)
-    out.problems += [f"{name}: {why}" for name, why in part.problems]
-    if out.problems:
-        return out
-    pre = _checkpoint(root, entry, record, out)
-    if pre is None:
-        return out
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is None:  # it passed a moment ago: the bundle changed under accept
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
     try:
         out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
@@ -269,6 +302,7 @@ def protocol_problems(record: ResultRecord) -> list[str]:
     cannot)."""
     from benchmark.contracts.registries import TASKS, load_builtins, plugin_point
     from benchmark.core.config import from_mapping
+    from benchmark.submission.bounds import batch_problems
 
     load_builtins()
     load_card = plugin_point("published_card")
@@ -295,6 +329,7 @@ def protocol_problems(record: ResultRecord) -> list[str]:
                     f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
                     f"{limit} (the track's protocol bounds a re-evaluation)"
                 )
+        out += batch_problems(spec["name"], card.name, card.settings, published)
     return out
 
 
@@ -307,6 +342,7 @@ def plugin_problems(record: ResultRecord) -> list[str]:
     record names."""
     from benchmark.contracts.registries import METHODS, TASKS, load_builtins
     from benchmark.core.provenance import component_provenance
+    from benchmark.core.registry import RegistryError
 
     load_builtins()
     out = []
@@ -330,9 +366,21 @@ def plugin_problems(record: ResultRecord) -> list[str]:
                 )
             )
             continue
-        if prov is None:
+        try:
+            installed = component_provenance(registry.get(name))
+        except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
+            out.append(str(exc))
             continue
-        mine = component_provenance(registry.get(name)) or {}
+        if prov is None:
+            if installed is not None:  # not built in: the record must say which code it ran
+                out.append(
+                    f"{kind} {name!r} is not built in (here it comes from "
+                    f"{installed.get('distribution') or installed['module']}) and the record "
+                    f"carries no provenance for it (env.plugins['{kind}:{name}']): a plugin's "
+                    "record must name the distribution and source digest it ran"
+                )
+            continue
+        mine = installed or {}
         if mine.get("source_digest") != prov.get("source_digest"):
             out.append(
                 f"{kind} {name!r}: the installed plugin's source digest "
@@ -344,27 +392,26 @@ def plugin_problems(record: ResultRecord) -> list[str]:
 
 
 def _checkpoint(
-    root: Path, entry: Mapping[str, Any], record: ResultRecord, out: RecordAcceptance
+    root: Path, entry: Mapping[str, Any], record: ResultRecord, problems: list[str]
 ) -> Any:
     """The record's pre-trained state from the bundle, after its sha256 and final-state digest were
     checked."""
-    from benchmark.engine.client_store import state_digest
     from benchmark.engine.pretrained import Pretrained
 
     ckpt = entry.get("checkpoint")
     if not isinstance(ckpt, Mapping) or not ckpt.get("path"):
-        out.problems.append(
+        problems.append(
             "checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
             "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)"
         )
         return None
     path = inside(root, ckpt["path"])
     if path is None:
-        out.problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
+        problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
         return None
     actual = file_sha256(path)
     if actual != ckpt.get("sha256"):
-        out.problems.append(
+        problems.append(
             f"checkpoint: {ckpt['path']} has sha256 {actual[:12]}…, the manifest states "
             f"{str(ckpt.get('sha256'))[:12]}…"
         )
@@ -373,57 +420,110 @@ def _checkpoint(
         # tensors and plain values only: a bundle cannot run code here
         pre = Pretrained.load(path, untrusted=True)
     except Exception as exc:  # noqa: BLE001 - an unloadable checkpoint is a rejection
-        out.problems.append(
+        problems.append(
             f"checkpoint: {ckpt['path']} does not load as tensors and plain values (refused, not "
             f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         )
         return None
-    if state_digest(dict(pre.server.model)) != record.final_state_digest:
-        out.problems.append(
-            f"checkpoint: {ckpt['path']} is not the record's final state (its tensors do not hash "
-            "to final_state_digest)"
+    from benchmark.submission.bounds import oversized_tensor
+
+    oversized = oversized_tensor(pre)
+    if oversized is not None:  # before hashing: hashing a stride-0 view would materialise it
+        problems.append(
+            f"checkpoint: {ckpt['path']} holds {oversized}, a view larger than its storage (not a "
+            "tensor the runner saves; refused before it is read)"
+        )
+        return None
+    try:
+        bound = pre.state_digest() == record.final_state_digest
+    except TypeError as exc:  # a value that is not a tensor: not a checkpoint this project wrote
+        problems.append(f"checkpoint: {ckpt['path']} holds a value that is not a tensor: {exc}")
+        return None
+    if not bound:
+        problems.append(
+            f"checkpoint: {ckpt['path']} is not the record's final state (the tensors its "
+            "evaluation reads, server model and extra and kept client states, do not hash to "
+            "final_state_digest)"
         )
         return None
     return pre
 
 
-def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]:
-    """Copy the records and write their acceptance files; a conflict with results/ is a failure,
-    nothing written."""
+@dataclass(frozen=True)
+class Targets:
+    """Where one accepted record goes under --results, checked before anything is re-run."""
+
+    record: Path  # results/records/v1/<method>/<cell_id>.json
+    acceptance: Path  # results/acceptances/<cell_id>.accept.json
+    write_record: bool  # False: the same record is there already
+    write_acceptance: bool  # False: an acceptance of this very record is there already
+
+
+def _targets(bundle: Path | str, results: Path, record: ResultRecord) -> Targets:
+    """The record's two target paths, refused in one line (before any work) when one would leave
+    --results (a name, or a link planted on the way) or is taken by something else: a different
+    record, an acceptance of another record, a damaged one, or anything that is not a file."""
+    from benchmark.records.schema import to_json
+    from benchmark.records.store import RESULTS_SUBDIR
+
+    try:  # the second guard, before any work: every target stays in results, no link on the way
+        _no_links(results, results / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json")
+        _no_links(results, acceptance_path(results, record.cell_id))
+        target = results_path(results, record)
+        acc = confined(results, acceptance_path(results, record.cell_id))
+    except UnsafeName as exc:
+        raise BundleError(f"{bundle}: {exc}") from None
+    same = target.exists() and target.read_text(encoding="utf-8") == to_json(record)
+    if target.exists() and not same:
+        raise UsageError(
+            f"{target} exists with different content (records are immutable); nothing re-run, "
+            "nothing written"
+        )
+    keep = False
+    if acc.exists():
+        try:
+            keep = read_acceptance(acc).get("record_digest") == record.digest
+        except ValueError:
+            keep = False
+        if not keep:
+            raise UsageError(
+                f"{acc} exists for another record or is damaged; remove it by hand first; "
+                "nothing re-run, nothing written"
+            )
+    return Targets(target, acc, not same, not keep)
+
+
+def _no_links(results: Path, path: Path) -> None:
+    """UnsafeName when something between ``results`` and ``path`` (itself included) is a link (a
+    planted link would redirect a write), or ``path`` exists and is not a file."""
+    here = Path(results)
+    for part in Path(path).relative_to(results).parts:
+        here = here / part
+        if here.is_symlink():
+            raise UnsafeName(
+                f"{here} is a link: accept writes only plain files under --results (remove it "
+                "by hand); nothing re-run, nothing written"
+            )
+    if path.exists() and not path.is_file():
+        raise UnsafeName(f"{path} exists and is not a file; nothing re-run, nothing written")
+
+
+def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> list[Path]:
+    """Copy the records and write their acceptance files, all of them or none
+    (``write_new_files``: a signal or an error while writing removes what was already in
+    place)."""
     from benchmark.records.env import collect_env
-    from benchmark.records.files import atomic_write_text
-    from benchmark.records.names import confined
+    from benchmark.records.files import write_new_files
     from benchmark.records.schema import to_json
 
-    plans = []
-    for r in report.records:
-        assert r.record is not None
-        target = results_path(results, r.record)
-        if target.exists() and target.read_text(encoding="utf-8") != to_json(r.record):
-            r.problems.append(f"{target} exists with different content (records are immutable)")
-        acc_path = confined(results, acceptance_path(results, r.record.cell_id))
-        keep = False
-        if acc_path.exists():
-            try:
-                keep = read_acceptance(acc_path).get("record_digest") == r.record.digest
-            except ValueError:
-                keep = False
-            if not keep:
-                r.problems.append(
-                    f"{acc_path} exists for another record or is damaged; remove it by hand first"
-                )
-        plans.append((r, target, acc_path, keep))
-    if not report.ok:
-        return []
     env = collect_env()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    written = []
-    for r, target, acc_path, keep in plans:
+    files: list[tuple[Path, str]] = []
+    for r, t in zip(report.records, targets):
         assert r.record is not None
-        if not target.exists():
-            atomic_write_text(target, to_json(r.record))
-            written.append(target)
-        if not keep:
+        if t.write_record:
+            files.append((t.record, to_json(r.record)))
+        if t.write_acceptance:
             ckpt = r.entry.get("checkpoint")
             acc = make_acceptance(
                 r.record,
@@ -436,9 +536,8 @@ def _write(report: AcceptReport, results: Path, manifest_sha: str) -> list[Path]
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
             )
-            atomic_write_text(acc_path, acceptance_text(acc))
-            written.append(acc_path)
-    return written
+            files.append((t.acceptance, acceptance_text(acc)))
+    return write_new_files(files)
 
 
 __all__ = [

@@ -50,6 +50,12 @@ class BundleLimits:
     max_members: int = 2000
     max_manifest_bytes: int = 16 * MB
     max_records: int = 500
+    # the models a record's re-evaluation may build (its encoder, members and extras), sized on the
+    # meta device before they are built (benchmark.submission.bounds); a ViT-B MAE is ~450 MB
+    max_encoder_bytes: int = 1024 * MB
+    # folders a bundle's path may go through (submit writes records/<method>/<cell_id>/_pretrain/
+    # <key>/final.pt: 6 parts); a tree 1,500 folders deep made the walk raise RecursionError
+    max_depth: int = 16
 
     def __post_init__(self) -> None:
         for name in (
@@ -58,6 +64,8 @@ class BundleLimits:
             "max_members",
             "max_manifest_bytes",
             "max_records",
+            "max_encoder_bytes",
+            "max_depth",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -99,22 +107,36 @@ def opened_bundle(bundle: Path, limits: BundleLimits = DEFAULT_LIMITS) -> Iterat
 
 
 def _check_folder(root: Path, limits: BundleLimits) -> None:
+    """Every entry of the folder bundle ``root``, walked without recursion and without following
+    links: regular files within the limits, folders at most ``limits.max_depth`` deep."""
     total = count = 0
-    for dirpath, dirnames, filenames in os.walk(root):  # links are not followed
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            mode = path.lstat().st_mode
-            if stat.S_ISDIR(mode):
-                continue
-            if not stat.S_ISREG(mode):
-                raise BundleError(
-                    f"{root}: {path.relative_to(root)} is not a regular file (links "
-                    "and devices are refused)"
-                )
-            count += 1
-            size = path.lstat().st_size
-            total += size
-            _check_sizes(root, str(path.relative_to(root)), size, total, count, limits)
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    _check_depth(root, str(path.relative_to(root)), depth + 1, limits)
+                    stack.append((path, depth + 1))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    raise BundleError(
+                        f"{root}: {path.relative_to(root)} is not a regular file (links "
+                        "and devices are refused)"
+                    )
+                count += 1
+                size = entry.stat(follow_symlinks=False).st_size
+                total += size
+                _check_sizes(root, str(path.relative_to(root)), size, total, count, limits)
+
+
+def _check_depth(bundle: Path, name: str, depth: int, limits: BundleLimits) -> None:
+    if depth > limits.max_depth:
+        raise BundleError(
+            f"{bundle}: {name[:80]}... is more than {limits.max_depth} folders deep (a bundle "
+            "written by submit is 6)"
+        )
 
 
 def _check_sizes(
@@ -185,6 +207,7 @@ def _checked_members(
                 f"{bundle}: member {member.name!r} is not a regular file (links, "
                 "devices and sparse files are refused)"
             )
+        _check_depth(bundle, member.name, len(Path(member.name).parts) - 1, limits)
         try:
             # absolute names, '..', names that resolve outside dest
             tarfile.data_filter(member, str(dest))

@@ -278,7 +278,6 @@ def _check_final_state(
         return
     if not record.final_state_digest or not needs:
         return
-    from benchmark.engine.client_store import state_digest
     from benchmark.engine.pretrained import Pretrained
 
     try:  # tensors and plain values only: a run folder may be someone else's (docs/submitting.md)
@@ -290,10 +289,16 @@ def _check_final_state(
             f"(refused, not unpickled): {type(exc).__name__}",
         )
         return
-    if state_digest(dict(pre.server.model)) != record.final_state_digest:
+    try:
+        bound = pre.state_digest() == record.final_state_digest
+    except TypeError as exc:
+        check.fail("integrity", f"{rd.relative(final)} holds a value that is not a tensor: {exc}")
+        return
+    if not bound:
         check.fail(
             "integrity",
-            f"final_state_digest does not match the saved pre-trained state {rd.relative(final)}",
+            f"final_state_digest does not match the saved pre-trained state {rd.relative(final)} "
+            "(every tensor its evaluation reads: server model and extra, kept client states)",
         )
         return
     check.checkpoint = final

@@ -102,10 +102,15 @@ def _block(dim: int, heads: int, mlp_ratio: float, drop_path: float = 0.0) -> Bl
     )
 
 
+# encoder blocks a ViT may have (ViT-H has 32; FedMAE's cascade ablations go to 10)
+MAX_VIT_DEPTH = 64
+
+
 def drop_path_rates(rate: float, depth: int) -> list[float]:
     """Stochastic depth per block, rising linearly from 0 to ``rate`` (MAE ``models_vit`` / timm:
     linspace)."""
-    return [float(x) for x in torch.linspace(0, rate, depth)]
+    # on the CPU whatever the default device: accept sizes an encoder on the meta device first
+    return [float(x) for x in torch.linspace(0, rate, depth, device="cpu")]
 
 
 def _init_mae_weights(module: nn.Module) -> None:
@@ -283,8 +288,9 @@ class ViTSpec:
             raise ValueError("widths must be divisible by their head counts")
         if self.embed_dim % 4 or self.decoder_embed_dim % 4:
             raise ValueError("widths must be divisible by 4 (2-D sin-cos position embeddings)")
-        if self.depth < 1:
-            raise ValueError("depth must be >= 1")
+        if not 1 <= self.depth <= MAX_VIT_DEPTH:
+            # a bound, so that no cell (or submitted record) asks for a model of thousands of blocks
+            raise ValueError(f"depth must be in [1, {MAX_VIT_DEPTH}], got {self.depth}")
 
     @property
     def feat_dim(self) -> int:

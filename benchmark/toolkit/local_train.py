@@ -22,11 +22,15 @@ class LocalStats:
     skipped: int = 0
     scaler_skipped: int = 0  # fp16 only: steps the loss scaler skipped on non-finite gradients
     losses: list[float] = field(default_factory=list)
+    # training examples the optimizer steps drew (an image once per step, however many views of it):
+    # the sample budget the leaderboard shows beside the step budget
+    samples: int = 0
 
     def as_dict(self) -> dict[str, float]:
         out = {
             "loss": self.loss_sum / max(self.steps, 1),
             "steps": float(self.steps),
+            "samples": float(self.samples),
             "skipped_steps": float(self.skipped),
         }
         if self.scaler_skipped:
@@ -91,6 +95,7 @@ def run_local_epochs(
             if after_step is not None:
                 after_step()
             stats.steps += 1
+            stats.samples += len(idx)
     if pending:
         # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss
         # exactly)

@@ -61,8 +61,9 @@ def tensors_of(module: nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
     with torch.no_grad():  # copies without autograd history: what ``.detach()`` then copying gives
         for key, t in state_entries(module):
             # a CPU tensor's ``clone`` is ``.to("cpu", copy=True)`` (the same values and strides)
-            # without its dispatch
-            out[prefix + key] = t.clone() if t.is_cpu else t.to("cpu", copy=True)
+            # without its dispatch; a meta tensor (accept sizes an encoder on the meta device
+            # before building it) has no data to copy and stays a meta tensor
+            out[prefix + key] = t.clone() if t.is_cpu or t.is_meta else t.to("cpu", copy=True)
     return out
 
 

@@ -100,6 +100,12 @@ def ensemble_similarities(sims: Sequence[torch.Tensor], tau_teacher: float) -> t
         raise ValueError("need at least one similarity matrix")
     acc = torch.zeros_like(sims[0], dtype=sims[0].dtype)
     for m in sims:
+        # DEVIATION: the official code (`ensemble_sims`) subtracts each row's maximum, we the
+        # constant 1 (Eq. 5-6 up to one global factor). The two agree wherever a row's maximum is
+        # its diagonal, 1; they differ on the row of a zero embedding (normalised to 0, so the row
+        # is all 0): the official code gives it exp(0) = 1 everywhere, which outweighs every other
+        # client's row in the mean, we exp(-1/τ_T), a cosine of 0 as Eq. 5 reads it
+        # (docs/official-code.md; tests/methods/_shared/test_distill.py pins it)
         acc = acc + pmath.exp((m - 1.0) / tau_teacher)
     return acc / len(sims)
 

@@ -343,6 +343,8 @@ def test_accept_never_unpickles_code_from_a_bundle(bundle: Path, tmp_path: Path,
     torch.save(payload, ckpt)
     entry["checkpoint"]["sha256"] = manifest["files"][entry["checkpoint"]["path"]] = _sha(ckpt)
     (crafted / "manifest.json").write_text(json.dumps(manifest))
-    assert main(["accept", str(crafted), "--results", str(tmp_path / "results")]) == 1
+    # refused before anything is re-run (issue 39: every check before re-evaluation is exit 2)
+    assert main(["accept", str(crafted), "--results", str(tmp_path / "results")]) == 2
     assert not marker.exists()
-    assert "refused, not unpickled" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert "refused, not unpickled" in err and len(err.strip().splitlines()) == 1

@@ -21,7 +21,17 @@ from benchmark.records.schema import (
 )
 from benchmark.records.store import RecordExists, collect, load_records, write_record
 
-CELL = {"method": {"name": "fedavg_simclr", "version": "1", "params": {}}, "seed": 0}
+CELL = {
+    "dataset": {"name": "digits", "version": "1", "params": {}},
+    "backbone": {"name": "resnet_micro", "version": "1", "params": {"width": 4}},
+    "method": {"name": "fedavg_simclr", "version": "1", "params": {}},
+    "partition": {"name": "iid", "version": "1", "params": {}},
+    "partition_seed": 0,
+    "public": None,
+    "fl": {"num_clients": 2, "participation": 1.0, "rounds": 1, "local_epochs": 1},
+    "seed": 0,
+    "tasks": [{"name": "knn", "version": "1", "params": {"k": 200}}],
+}
 
 
 def record(**kw) -> ResultRecord:

@@ -93,3 +93,79 @@ def test_a_registry_with_a_base_refuses_other_classes() -> None:
     with pytest.raises(RegistryError, match="must subclass"):
         reg.get("lazy")  # a lazy target (or an entry point) is checked when it is first loaded
     assert METHODS.base is MethodBase
+
+
+class _Dist:
+    def __init__(self, name: str, version: str) -> None:
+        self.name, self.version = name, version
+
+
+class _EntryPoint:
+    def __init__(self, name: str, value: str, dist: str, version: str = "0.1") -> None:
+        self.name, self.value, self.dist = name, value, _Dist(dist, version)
+
+
+def _with_plugins(monkeypatch: pytest.MonkeyPatch, *eps: _EntryPoint) -> Registry:
+    import benchmark.core.registry as registry_mod
+
+    monkeypatch.setattr(registry_mod.metadata, "entry_points", lambda group: list(eps))
+    reg: Registry = Registry("method", entry_point_group="fssl_bench.methods")
+
+    @reg.register("fedavg_simclr")
+    class BuiltIn:
+        pass
+
+    return reg
+
+
+def test_two_distributions_registering_one_name_are_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: the first one found used to win, silently."""
+    reg = _with_plugins(
+        monkeypatch,
+        _EntryPoint("simsiam", "fssl_a.m:SimSiam", "fssl-a", "1.0"),
+        _EntryPoint("simsiam", "fssl_b.m:SimSiam", "fssl-b", "2.0"),
+        _EntryPoint("byol", "fssl_a.m:BYOL", "fssl-a", "1.0"),
+    )
+    for use in (reg.get, reg.canonical):
+        with pytest.raises(DuplicateName) as err:
+            use("simsiam")
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert "fssl-a 1.0 (fssl_a.m:SimSiam)" in msg and "fssl-b 2.0 (fssl_b.m:SimSiam)" in msg
+    assert reg.clash("byol") is None  # the other names of those distributions are untouched
+    assert reg.canonical("byol") == "byol"
+
+
+def test_a_plugin_cannot_take_a_built_in_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: a plugin registering a built-in's name was ignored silently."""
+    reg = _with_plugins(monkeypatch, _EntryPoint("fedavg_simclr", "evil.m:Fake", "fssl-evil"))
+    with pytest.raises(DuplicateName) as err:
+        reg.get("fedavg_simclr")
+    msg = str(err.value)
+    assert "fssl-bench (built in)" in msg and "fssl-evil 0.1 (evil.m:Fake)" in msg
+    assert "a plugin cannot take a built-in name" in msg
+
+
+def test_a_plugin_loaded_before_the_built_ins_clashes_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entry points read first (a name looked up before the built-ins were imported): the built-in's
+    registration does not crash the import, and the name is refused all the same."""
+    import benchmark.core.registry as registry_mod
+
+    monkeypatch.setattr(
+        registry_mod.metadata,
+        "entry_points",
+        lambda group: [_EntryPoint("fedema", "evil.m:Fake", "fssl-evil")],
+    )
+    reg: Registry = Registry("method", entry_point_group="fssl_bench.methods")
+    assert reg.names() == ["fedema"]
+    reg.register("fedema")(type("FedEMA", (), {}))
+    with pytest.raises(DuplicateName, match="fssl-evil 0.1 .* and fssl-bench \\(built in\\)"):
+        reg.get("fedema")
+
+
+def test_one_distribution_found_twice_is_no_clash(monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = _EntryPoint("simsiam", "fssl_a.m:SimSiam", "fssl-a")
+    reg = _with_plugins(monkeypatch, ep, ep)
+    assert reg.clash("simsiam") is None

@@ -133,6 +133,7 @@ def make_record(
     extra_scores: Iterable[TaskScores] = (),
     machine: str = "",
     client_steps: int = 0,
+    client_samples: int = 0,
     **cell_kw: Any,
 ) -> ResultRecord:
     cell = make_cell(method, alpha=alpha, seed=seed, dataset=dataset, **cell_kw)
@@ -175,7 +176,11 @@ def make_record(
         scores=scores,
         comm=CommStats(bytes_up=bytes_up, bytes_down=bytes_up),
         compute=ComputeStats(
-            wall_time_s=3600.0, gpu_hours=1.0, peak_mem_bytes=1 << 30, client_steps=client_steps
+            wall_time_s=3600.0,
+            gpu_hours=1.0,
+            peak_mem_bytes=1 << 30,
+            client_steps=client_steps,
+            client_samples=client_samples,
         ),
         final_state_digest=_digest(cell_id_of(cell)),
         env=EnvInfo(git_sha="abc123", python="3.11", runner=runner, machine=machine),

@@ -182,3 +182,58 @@ def test_every_registered_method_names_its_own_paper_and_reference_page() -> Non
     )
     missing = sorted({m.docs for m in papers.values() if not (REPO / m.docs).exists()})
     assert not missing, f"docs pages not in this checkout: {missing}"
+
+
+# issue 39: Orchestra's paper batch (16, against 64) gave it 3.5x the optimizer steps of its
+# comparators on the same R x E, and it led unflagged
+BUDGETS = {  # method: (client steps, client samples) per seed
+    "fedavg_simclr": (200, 12_800),
+    "fedu": (190, 12_160),
+    "orchestra": (704, 11_264),
+    "fedema": (200, 40_000),
+}
+
+
+@pytest.fixture(scope="module")
+def budget_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("budgets")
+    records = [
+        make_record(
+            method,
+            seed=seed,
+            value=70.0 + i + seed,
+            client_steps=steps,
+            client_samples=samples,
+        )
+        for i, (method, (steps, samples)) in enumerate(BUDGETS.items())
+        for seed in range(3)
+    ]
+    write_records(tmp / "results", records)
+    build_site([tmp / "results"], tmp / "site")
+    return tmp
+
+
+def test_a_step_or_sample_budget_apart_from_the_pool_is_flagged(budget_site: Path) -> None:
+    tt = next(
+        t for t in build_model([budget_site / "results"]).tracks if t.track.id == "cifar10-knn"
+    )
+    flags = tt.table.set_index("method")["differs"].to_dict()
+    assert flags["orchestra"] == "3.5x the client optimizer steps of the pool (704; median 200)"
+    assert flags["fedema"] == "3.2x the client samples of the pool (40,000; median 12,480)"
+    # 190 vs 200 steps: a batch drop_last keeps or drops, not another budget
+    assert flags["fedavg_simclr"] == flags["fedu"] == ""
+
+
+def test_step_and_sample_budgets_are_shown_wherever_methods_are_ranked_together(
+    budget_site: Path,
+) -> None:
+    site = budget_site / "site"
+    track = _text(site / "tracks" / "cifar10-knn.html")
+    assert "704 client steps · 11,264 samples" in track and "not like for like" in track
+    summary = _text(site / "datasets" / "cifar10.html")
+    assert "704 client steps · 11,264 samples" in summary and "not like for like" in summary
+    index = (site / "index.html").read_text()
+    row = re.search(r"<tr class=\"differs\"[^>]*>.*?orchestra.*?</tr>", index, flags=re.DOTALL)
+    assert row and "optimizer steps" in row.group(0)
+    csv = (site / "csv" / "tracks.csv").read_text()
+    assert "client_samples" in csv.splitlines()[0] and "3.5x the client optimizer steps" in csv

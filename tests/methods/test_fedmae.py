@@ -301,3 +301,23 @@ def test_cascade_ablations_share_one_pretraining(tmp_path) -> None:
         smoke_cell("fedmae", method_params={"mask_ratio": 0.5}, **kw).pretrain_key
         != cells[0].pretrain_key
     )
+
+
+def test_cells_of_two_partitions_never_share_a_final_state_digest(tmp_path) -> None:
+    """Issue 39: FedMAE's server model is θ₀ and never changes (the trained blocks live in the pool,
+    ``server.extra``): the IID and Dirichlet cells of one seed held one digest, so a checkpoint check
+    bound nothing trained. Two partitions, one seed: the models are still equal, the trained pools
+    and the digests are not."""
+    from benchmark.engine.client_store import state_digest
+    from benchmark.engine.stages import prepare, pretrain
+    from benchmark.runroot.rundir import RunDir
+    from tests.helpers import smoke_cell
+
+    pres = []
+    for partition in ("iid", {"name": "dirichlet", "alpha": 0.1}):
+        cell = smoke_cell("fedmae", partition=partition, tasks=["knn"])
+        pres.append(pretrain(prepare(cell), RunDir.of(cell, tmp_path).pretrain))
+    a, b = pres
+    assert state_digest(a.server.model) == state_digest(b.server.model)  # θ₀ on both
+    assert state_digest(a.server.extra) != state_digest(b.server.extra)  # what was trained
+    assert a.state_digest() != b.state_digest()

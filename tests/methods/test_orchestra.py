@@ -4,6 +4,7 @@ method's own steps, rotation, initialisation round, payloads, bytes, aggregation
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,20 @@ def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
     # straight part re-used under a/
     _, resumed = run_straight_and_resumed(cell, tmp_path, stop_after_round=2)
     assert resumed.final_state_digest == straight.final_state_digest
+    # issue 39: compute.client_epochs counts the epochs trained: the initialisation round trains
+    # none (it used to count 3 rounds x 2 clients x 1 epoch = 6), and the samples are B per step
+    # (drop_last)
+    assert straight.compute.client_epochs == 2 * 2 * cell.fl.local_epochs
+    batch = cell.method.params["batch_size"]
+    assert straight.compute.client_samples == straight.compute.client_steps * batch > 0
+    assert resumed.compute == dataclasses.replace(straight.compute, **_timings(resumed.compute))
+
+
+def _timings(c) -> dict:
+    return {
+        k: getattr(c, k)
+        for k in ("wall_time_s", "pretrain_time_s", "eval_time_s", "peak_mem_bytes")
+    }
 
 
 def _captured_step(m: Orchestra, n: int):

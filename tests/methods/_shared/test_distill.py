@@ -136,3 +136,37 @@ def test_similarity_matrix_is_fp32_whatever_the_input() -> None:
     sim = similarity_matrix(reps)
     assert sim.dtype == torch.float32
     torch.testing.assert_close(sim, similarity_matrix(reps.float()), rtol=0, atol=0)
+
+
+def _official_ensemble(sims: list[torch.Tensor], tau: float) -> torch.Tensor:
+    """A transcription of the official ``ensemble_sims`` (github.com/WOWNICE/FLESD
+    ``global_aggregate.py``, dense case): each client's matrix minus its row maxima, then exp(·/τ),
+    then the mean."""
+    return sum(torch.exp((m - m.max(dim=1, keepdim=True).values) / tau) for m in sims) / len(sims)
+
+
+def test_a_zero_embedding_row_is_a_cosine_of_zero_not_a_row_of_ones() -> None:
+    """docs/official-code.md, FLESD: we subtract the constant 1 (Eq. 5-6 up to one global factor),
+    the official code each row's maximum. On a zero embedding's row (normalised to 0: the row is all
+    0, its maximum 0) the official code gives that client exp(0) = 1 everywhere; we give it
+    exp(-1/τ_T), the weight of a cosine of 0."""
+    tau = 0.1
+    g = torch.Generator().manual_seed(3)
+    reps = [torch.randn(6, 8, generator=g, dtype=torch.float64) for _ in range(2)]
+    reps[0][0] = 0.0  # client 0 embeds image 0 as the zero vector
+    sims = [similarity_matrix(r).double() for r in reps]
+    assert torch.equal(sims[0][0], torch.zeros(6, dtype=torch.float64))
+    ebar = ensemble_similarities(sims, tau)
+    # ours is Eq. 5-6 exactly (mean of exp(M_k / τ_T)), on the degenerate row as everywhere
+    eq6 = sum(torch.exp(m / tau) for m in sims) / 2
+    assert torch.allclose(ebar * math.exp(1 / tau), eq6, rtol=1e-9)
+    rows, anchors = torch.tensor([0, 1]), torch.arange(6)
+    ours = distill_targets(ebar, rows, anchors)
+    official = distill_targets(_official_ensemble(sims, tau), rows, anchors)
+    # every other row agrees with the official code; row 0 does not
+    assert torch.allclose(ours[1], official[1], atol=1e-6)
+    assert (ours[0] - official[0]).abs().max() > 0.1
+    # under the official code client 0's row of ones swamps client 1's: image 0's target is almost
+    # uniform; ours keeps client 1's structure
+    uniform = torch.full((6,), 1 / 6)
+    assert (official[0] - uniform).abs().max() < (ours[0] - uniform).abs().max()
