@@ -17,6 +17,7 @@ The pixels carry no information; the loader, the decoded cache and the training 
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,17 +265,55 @@ def hub_labels(name: str, n: int, seed: int = 0) -> np.ndarray:
     return _labels(len(FORMATS[name].names()), n, seed)
 
 
+def _encoded(n: int, w: int, h: int, seed: int, fmt: str) -> list[dict]:
+    """n smooth images as stored image cells: PNG (the CIFAR-style sets) or JPEG bytes."""
+    out = []
+    for img in smooth_images(n, w, h, seed):
+        buf = io.BytesIO()
+        img.save(buf, format=fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+        out.append({"bytes": buf.getvalue(), "path": None})
+    return out
+
+
+CHUNK = 512  # images one worker encodes at a time (each chunk has its own seed)
+PARALLEL_FROM = 4096  # below this many images a pool costs more than it saves
+
+
+def _image_cells(fmt: HubFormat, n: int, seed: int) -> list[dict]:
+    """Row i's stored image: ``fmt.size`` PNGs, or JPEGs at JPEG_SIZES[i % 3]; encoded in worker
+    processes for large splits (the same bytes either way: every chunk has its own seed)."""
+    sizes = [fmt.size] if fmt.size is not None else list(JPEG_SIZES)
+    kind = "PNG" if fmt.size is not None else "JPEG"
+    jobs = []  # (size index, count, seed) per chunk, rows of one size in order
+    for i, (w, h) in enumerate(sizes):
+        count = len(range(i, n, len(sizes)))
+        jobs += [
+            (i, min(CHUNK, count - lo), seed * 7919 + i * 104729 + lo)
+            for lo in range(0, count, CHUNK)
+        ]
+    args = [(c, sizes[i][0], sizes[i][1], s, kind) for i, c, s in jobs]
+    if n >= PARALLEL_FROM and (os.cpu_count() or 1) > 2:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")  # no state of the caller (CUDA) is inherited
+        with ProcessPoolExecutor(min(os.cpu_count() or 1, 16), mp_context=ctx) as pool:
+            chunks = list(pool.map(_encoded_star, args))
+    else:
+        chunks = [_encoded(*a) for a in args]
+    groups: list[list[dict]] = [[] for _ in sizes]
+    for (i, _, _), cells in zip(jobs, chunks):
+        groups[i] += cells
+    return [groups[i % len(sizes)][i // len(sizes)] for i in range(n)]
+
+
+def _encoded_star(args: tuple) -> list[dict]:
+    return _encoded(*args)
+
+
 def _split_columns(fmt: HubFormat, n: int, seed: int) -> dict[str, list]:
     labels = _labels(len(fmt.names()), n, seed).tolist()
-    if fmt.size is not None:
-        images = smooth_images(n, fmt.size[0], fmt.size[1], seed)
-    else:  # row i at JPEG_SIZES[i % 3], stored as JPEG bytes as the hub does
-        groups = [
-            jpeg_cells(smooth_images(len(range(i, n, len(JPEG_SIZES))), w, h, seed * 7 + i))
-            for i, (w, h) in enumerate(JPEG_SIZES)
-        ]
-        images = [groups[i % len(groups)][i // len(groups)] for i in range(n)]
-    cols: dict[str, list] = {fmt.image_column: images, fmt.label_column: labels}
+    cols: dict[str, list] = {fmt.image_column: _image_cells(fmt, n, seed), fmt.label_column: labels}
     if fmt.coarse:
         cols["coarse_label"] = [y % len(CIFAR100_COARSE) for y in labels]
     return cols

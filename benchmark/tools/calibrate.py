@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -192,16 +191,17 @@ def measure_all(
     settings = cc.TINY if tiny else cc.FULL
     chosen = cc.targets({g: grids[g] for g in cc.gpu_grids()})
     chosen = cc.tiny_targets(chosen) if tiny else chosen
-    cal_cells, rows, refused = cc.plan_data(chosen, settings)
+    plan = cc.plan_data(chosen, settings)
     clock.say(f"{len(chosen)} pre-training configurations to measure; writing their data")
-    cc.write_data(rows, work / "data", clock.say)
+    cc.write_data(plan, work / "data", clock.say)
     out, checks = [], []
     for i, t in enumerate(chosen, 1):
-        if t.key in refused or clock.left() < RESERVE_S:
-            why = refused.get(t.key, "the time budget ended")
+        if t.key in plan.refused or clock.left() < RESERVE_S:
+            why = plan.refused.get(t.key, "the time budget ended")
             out.append(Measurement(t.key, t.family, f"not measured: {why}", t.cell.cell_id, t.grid))
             continue
-        m = cc.measure_target(t, cal_cells[t.key], settings, work / "data", device)
+        root = plan.root(work / "data", t.key)
+        m = cc.measure_target(t, plan.cells[t.key], settings, root, device)
         rate = f"{m.images_per_s:,.0f} img/s" if m.ok else m.status
         clock.say(
             f"measured {i}/{len(chosen)} {t.family} [{t.key[:8]}]: {rate} ({m.seconds:.1f} s)"
@@ -417,10 +417,22 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main_calibrate(device: str, tiny: bool, out: str | None, budget_s: float | None) -> int:
+    from benchmark.grids.calibration import default_calibration_path
+
     report = calibrate(device=device, tiny=tiny, budget_s=budget_s)
     path = write_report(report, Path(out) if out else default_out(report))
     print(render(report))
-    print(f"report: {path}", file=sys.stderr)
+    own = default_calibration_path(report["device"]["name"])
+    where = (
+        "a --tiny report: never used for a projection"
+        if tiny
+        else (
+            "where `run --dry-run` and `plan` look on this device"
+            if path.resolve() == own.resolve()
+            else f"`run --dry-run` and `plan` look for {own} (or pass --calibration {path})"
+        )
+    )
+    print(f"report: {path} ({where})")
     return 0 if report["passed"] else 1
 
 

@@ -151,17 +151,28 @@ def tiny_precision(precision: str) -> str:
     return "bf16" if precision == "fp16" else precision
 
 
+def needs_public(cal: Any) -> bool:
+    from benchmark.contracts.registries import METHODS
+    from benchmark.contracts.types import Requirement
+
+    return Requirement.PUBLIC_DATA in METHODS.get(cal.method.name).requires
+
+
 def data_size(cal: Any, n_client: int, limit: int) -> int | None:
     """The smallest train split (rows, growing by 25 %) whose partition gives every calibration
-    client ``n_client`` images and that the method's own data check accepts (FLESD's public split
-    must exceed its anchor queue); None above ``limit``."""
+    client ``n_client`` images and that the method's own data check accepts; None above ``limit``.
+    A method that needs a public split gets the smallest split its check accepts (FLESD: a public
+    split just larger than its anchor queue), which keeps the server's work over it (FLESD's
+    distillation) as short as the method allows."""
     from benchmark.data.hub_formats import FORMATS, hub_labels
     from benchmark.engine.stages import build_partition, check_method_data
 
-    n = max(CLIENTS * n_client, len(FORMATS[cal.dataset.name].names()))  # every class present
+    classes = len(FORMATS[cal.dataset.name].names())
+    want = 1 if needs_public(cal) else n_client
+    n = max(CLIENTS * want, classes)  # every class present
     while n <= limit:
         part = build_partition(cal, hub_labels(cal.dataset.name, n))
-        if min(int(s) for s in part.sizes()) >= n_client:
+        if min(int(s) for s in part.sizes()) >= want:
             try:
                 check_method_data(cal, part)
                 return n
@@ -171,34 +182,43 @@ def data_size(cal: Any, n_client: int, limit: int) -> int | None:
     return None
 
 
-def plan_data(
-    chosen: Sequence[Target], settings: Settings
-) -> tuple[dict[str, Any], dict[str, int], dict[str, str]]:
-    """(calibration cell per target key, rows to write per dataset, why a target cannot run)."""
-    cells: dict[str, Any] = {}
-    rows: dict[str, int] = {}
-    refused: dict[str, str] = {}
+@dataclass(frozen=True)
+class DataPlan:
+    """Per target: its calibration cell and the rows of its dataset copy; or why it cannot run."""
+
+    cells: dict[str, Any]
+    rows: dict[str, int]
+    refused: dict[str, str]
+
+    def copies(self) -> list[tuple[str, int]]:
+        return sorted({(self.cells[k].dataset.name, self.rows[k]) for k in self.cells})
+
+    def root(self, base: Path, key: str) -> Path:
+        """The data root of ``key``'s copy: ``<base>/<dataset>-<rows>/<dataset>``."""
+        return Path(base) / f"{self.cells[key].dataset.name}-{self.rows[key]}"
+
+
+def plan_data(chosen: Sequence[Target], settings: Settings) -> DataPlan:
+    plan = DataPlan({}, {}, {})
     for t in chosen:
         cal = calibration_cell(t, settings)
         size = image_size(cal)
-        n_client = settings.cap(size)
         limit = TINY_DATA_CAP if settings.tiny else DATA_CAP["small" if size <= 64 else "large"]
-        n = data_size(cal, n_client, limit)
+        n = data_size(cal, settings.cap(size), limit)
         if n is None:
-            refused[t.key] = f"its data check needs more than {limit} generated images"
+            plan.refused[t.key] = f"its data check needs more than {limit} generated images"
             continue
-        cells[t.key] = cal
-        rows[cal.dataset.name] = max(rows.get(cal.dataset.name, 0), n)
-    return cells, rows, refused
+        plan.cells[t.key], plan.rows[t.key] = cal, n
+    return plan
 
 
-def write_data(rows: Mapping[str, int], root: Path, log: Callable[[str], None]) -> None:
-    """Each dataset's hub-format copy under ``root`` (what ``prefetch`` would have saved)."""
+def write_data(plan: DataPlan, base: Path, log: Callable[[str], None]) -> None:
+    """Each dataset copy the plan needs, in its hub format (what ``prefetch`` would have saved)."""
     from benchmark.data.hub_formats import write_hub_dataset
 
-    for name, n in rows.items():
+    for name, n in plan.copies():
         t0 = time.perf_counter()
-        write_hub_dataset(name, root, train=n, test=64)
+        write_hub_dataset(name, Path(base) / f"{name}-{n}", train=n, test=64)
         log(f"wrote {name} in its hub format: {n} train images ({time.perf_counter() - t0:.1f} s)")
 
 
@@ -351,6 +371,7 @@ __all__ = [
     "CLIENTS",
     "FULL",
     "TINY",
+    "DataPlan",
     "Settings",
     "Target",
     "bare_step_s",

@@ -134,10 +134,11 @@ def measured(gpu_targets, tmp_path_factory):
         for t in targets
         if t.cell.backbone.name == "resnet18_cifar" and t.cell.precision == "fp32"
     )
-    cells, rows, refused = cc.plan_data([t], cc.TINY)
-    root = tmp_path_factory.mktemp("cal-data")
-    cc.write_data(rows, root, lambda msg: None)
-    return t, cc.measure_target(t, cells[t.key], cc.TINY, root, "cpu"), cells[t.key]
+    plan = cc.plan_data([t], cc.TINY)
+    base = tmp_path_factory.mktemp("cal-data")
+    cc.write_data(plan, base, lambda msg: None)
+    cell = plan.cells[t.key]
+    return t, cc.measure_target(t, cell, cc.TINY, plan.root(base, t.key), "cpu"), cell
 
 
 def test_a_measured_cell_reports_consistent_engine_and_bare_figures(measured) -> None:
@@ -173,7 +174,10 @@ def test_out_of_memory_is_a_status_and_an_error_a_named_failure(
 
     monkeypatch.setattr(cc, "measure", broken)
     monkeypatch.setattr(cc, "targets", lambda grids: [t])
-    monkeypatch.setattr(cc, "plan_data", lambda chosen, s: ({t.key: cell}, {}, {}))
+    monkeypatch.setattr(
+        cc, "plan_data", lambda chosen, s: cc.DataPlan({t.key: cell}, {t.key: 1}, {})
+    )
+    monkeypatch.setattr(cc, "write_data", lambda plan, base, log: None)
     from benchmark.tools.calibrate import Clock, measure_all
 
     out, checks = measure_all(
@@ -191,8 +195,9 @@ def test_the_time_budget_leaves_targets_unmeasured_not_failed(
     _, targets = gpu_targets
     monkeypatch.setattr(cc, "targets", lambda grids: targets[:2])
     monkeypatch.setattr(
-        cc, "plan_data", lambda chosen, s: ({t.key: t.cell for t in chosen}, {}, {})
+        cc, "plan_data", lambda chosen, s: cc.DataPlan({t.key: t.cell for t in chosen}, {}, {})
     )
+    monkeypatch.setattr(cc, "write_data", lambda plan, base, log: None)
     out, checks = measure_all(
         {g: [] for g in cc.gpu_grids()}, "cpu", False, tmp_path, Clock(0.0, lambda s: None)
     )

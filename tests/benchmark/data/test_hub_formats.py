@@ -172,3 +172,13 @@ def test_generated_copies_load_in_their_hub_format_with_every_class(name: str, t
         assert [Image.open(BytesIO(b)).size for b in raw] == list(JPEG_SIZES)
     else:
         assert all(b[:4] == b"\x89PNG" for b in raw)
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mini_imagenet"])
+def test_images_encoded_in_worker_processes_are_the_same_bytes(name: str, monkeypatch) -> None:
+    from benchmark.data import hub_formats as hf
+
+    serial = hf._image_cells(hf.FORMATS[name], hf.CHUNK + 9, seed=5)
+    monkeypatch.setattr(hf, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(hf.os, "cpu_count", lambda: 3)
+    assert hf._image_cells(hf.FORMATS[name], hf.CHUNK + 9, seed=5) == serial
