@@ -206,13 +206,30 @@ def jpeg_cells(images: list, quality: int = 90) -> list[dict]:
 
 
 def save(root: Path, name: str, features: dict, splits: dict[str, dict[str, list]]) -> Path:
+    """``splits`` written as ``DatasetDict.save_to_disk`` writes a prefetched hub set.
+
+    Each split gets an explicit fingerprint: ``Dataset.from_dict`` would compute one by pickling
+    the table with dill, which fails under some pyarrow builds (their ``MonthDayNano`` type is not
+    importable by name; seen with pyarrow 26.0.1 from PyPI, datasets 5.2.0, dill 0.4.1). The
+    fingerprint names cached transforms only; the loader never reads it."""
+    import hashlib
+
     import datasets
+    import pyarrow as pa
+    from datasets.table import InMemoryTable
 
     feats = datasets.Features(features)
-    dd = datasets.DatasetDict(
-        {s: datasets.Dataset.from_dict(cols, features=feats) for s, cols in splits.items()}
-    )
-    dd.save_to_disk(str(root / name))
+    out = {}
+    for split, cols in splits.items():
+        table = pa.Table.from_pydict(feats.encode_batch(cols), schema=feats.arrow_schema)
+        tag = f"{name}/{split}/{table.num_rows}/{table.nbytes}".encode()
+        out[split] = datasets.Dataset(
+            InMemoryTable(table),
+            info=datasets.DatasetInfo(features=feats),
+            split=split,
+            fingerprint=hashlib.sha256(tag).hexdigest()[:16],
+        )
+    datasets.DatasetDict(out).save_to_disk(str(root / name))
     return root / name
 
 
