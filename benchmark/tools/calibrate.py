@@ -242,16 +242,67 @@ def _threads(device: str) -> int | None:
     return RunOptions(device=device).cell_threads()
 
 
+def guarded(
+    name: str, clock: Clock, fn: Callable[[], Any], default: Any
+) -> tuple[Any, list[Check]]:
+    """``fn()``, or ``default`` and a failed check named ``name`` when it raises: one phase that
+    breaks (a missing dependency, a CUDA error) must not lose the others' results."""
+    import traceback
+
+    try:
+        return fn(), []
+    except Exception as exc:  # noqa: BLE001 - reported as the phase's failed check, by name
+        clock.say(f"{name} FAILED: {type(exc).__name__}: {exc}")
+        clock.log(traceback.format_exc())
+        return default, [Check(name, FAILED, f"{type(exc).__name__}: {exc}")]
+
+
+def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> dict[str, Any]:
+    """The smoke grid, Detectron2's figures, the measurements and the projection."""
+    import torch
+
+    from benchmark.launchers.run_grid import load_cells
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="fssl-calibrate-") as tmp:
+        work = Path(tmp)
+        bf16 = all(c.status == OK for c in checks if c.name == "bf16")
+        precisions = ("fp32", "bf16") if bf16 else ("fp32",)
+        (more, out["smoke"]), failed = guarded(
+            "smoke",
+            clock,
+            lambda: smoke_passes(precisions, device, work / "smoke", clock),
+            ([], {}),
+        )
+        checks += more + failed
+        out["detection"], failed = guarded(
+            "detection", clock, lambda: detection_figures(work / "smoke"), {}
+        )
+        checks += failed
+        grids = {g: load_cells(g)[1] for g in _grid_names()}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(_threads(device) or threads)
+        try:
+            (out["measurements"], more), failed = guarded(
+                "measurements",
+                clock,
+                lambda: measure_all(grids, device, tiny, work, clock),
+                ([], []),
+            )
+        finally:
+            torch.set_num_threads(threads)
+        checks += more + failed
+    clock.say("projecting every shipped grid's cost")
+    return {**out, "grids": grids}
+
+
 def calibrate(
     *, device: str = "auto", tiny: bool = False, budget_s: float | None = None, log=print
 ) -> dict[str, Any]:
     """The whole calibration on ``device``; the report (``passed``, ``failed``: the checks that
     failed, by name)."""
-    import torch
-
     from benchmark.core.canonical import to_plain
     from benchmark.grids.calibration import REPORT_KIND, REPORT_VERSION
-    from benchmark.launchers.run_grid import load_cells
     from benchmark.records.env import collect_env
     from benchmark.tools.calibrate_env import device_info, environment_checks, resolve_device
 
@@ -260,31 +311,24 @@ def calibrate(
     clock.say(f"doctor --calibrate{' --tiny' if tiny else ''} on {device}")
     meta = device_info(device)
     checks = environment_checks(device, clock.say)
+    phases = _run_phases(device, tiny, clock, checks)
+    projected, failed = guarded(
+        "projection",
+        clock,
+        lambda: project(phases["grids"], phases["measurements"], meta),
+        {"assumptions": [], "grids": {}, "tracks": {}},
+    )
+    checks += failed
     report: dict[str, Any] = {"kind": REPORT_KIND, "version": REPORT_VERSION, "tiny": tiny}
-    with tempfile.TemporaryDirectory(prefix="fssl-calibrate-") as tmp:
-        work = Path(tmp)
-        bf16 = all(c.status == OK for c in checks if c.name == "bf16")
-        more, report["smoke"] = smoke_passes(
-            ("fp32", "bf16") if bf16 else ("fp32",), device, work / "smoke", clock
-        )
-        checks += more
-        report["detection"] = detection_figures(work / "smoke")
-        grids = {g: load_cells(g)[1] for g in _grid_names()}
-        threads = torch.get_num_threads()
-        torch.set_num_threads(_threads(device) or threads)
-        try:
-            measurements, more = measure_all(grids, device, tiny, work, clock)
-        finally:
-            torch.set_num_threads(threads)
-        checks += more
-    clock.say("projecting every shipped grid's cost")
     report.update(
         device=meta,
         env=to_plain(collect_env(device)),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checks=[asdict(c) for c in checks],
-        measurements=[asdict(m) for m in measurements],
-        projection=project(grids, measurements, meta),
+        smoke=phases["smoke"],
+        detection=phases["detection"],
+        measurements=[asdict(m) for m in phases["measurements"]],
+        projection=projected,
         failed=[c.name for c in checks if c.failed],
         elapsed_s=round(clock.elapsed, 1),
         budget_s=clock.budget_s,

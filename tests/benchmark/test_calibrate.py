@@ -389,3 +389,21 @@ def test_calibrate_on_the_gpu_passes_within_eight_minutes(tmp_path) -> None:
     assert report["elapsed_s"] < 480 and report["device"]["device"].startswith("cuda")
     assert any(m["status"] == "ok" and m["peak_mem_bytes"] for m in report["measurements"])
     assert cal.usable_calibration("x", str(out))[0] is not None
+
+
+def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
+    from benchmark.tools.calibrate import Clock, guarded
+
+    lines: list[str] = []
+    clock = Clock(60, lines.append)
+
+    def boom():
+        raise ImportError("No module named 'datasets'")
+
+    value, checks = guarded("measurements", clock, boom, ([], []))
+    assert value == ([], []) and [(c.name, c.status) for c in checks] == [
+        ("measurements", "FAILED")
+    ]
+    assert "ImportError: No module named 'datasets'" in checks[0].detail
+    assert any("measurements FAILED" in line for line in lines)
+    assert guarded("x", clock, lambda: 7, None) == (7, [])
