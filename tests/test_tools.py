@@ -36,6 +36,23 @@ def test_the_project_requirements_are_pyprojects_with_the_extras(pw) -> None:
         pw.project_requirements(REPO / "pyproject.toml", ["gpu"])
 
 
+def test_the_plain_reader_for_python_3_10_reads_the_same(pw, monkeypatch) -> None:
+    import builtins
+
+    want = pw.project_requirements(REPO / "pyproject.toml", ["detection", "slurm"])
+    real_import = builtins.__import__
+
+    def no_tomllib(name, *a, **k):
+        if name == "tomllib":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_tomllib)
+    # comments that hold quoted words (pyproject's own do) must not become requirements
+    assert pw.project_requirements(REPO / "pyproject.toml", ["detection", "slurm"]) == want
+    assert pw._strip_comment('    "torch>=2.5",  # see "A GPU machine"') == '    "torch>=2.5",  '
+
+
 def test_what_the_target_has_is_read_from_names_or_pip_freeze(pw, tmp_path) -> None:
     f = tmp_path / "have.txt"
     f.write_text(

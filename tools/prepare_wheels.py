@@ -6,7 +6,7 @@ there with ``pip install --no-index`` (docs/performance.md, "On a GPU: a machine
 tools/gpu-check.sh does that and runs the check). Stdlib only, plus pip.
 
     python tools/prepare_wheels.py --python 3.12 [--platform manylinux_2_28_x86_64 ...]
-        [--have FILE] [--extras detection] [--detectron2] [--out .whl]
+        [--have FILE] [--skip wandb] [--extras detection] [--detectron2] [--out .whl]
 
 What it downloads: the project's dependencies (pyproject.toml) and the chosen extras, and everything
 they need, for the target Python and platform (``pip download --only-binary=:all: --platform ...
@@ -14,7 +14,8 @@ they need, for the target Python and platform (``pip download --only-binary=:all
 one's ``Requires-Dist`` read from its wheel and followed, with the target's markers. Left out: torch
 and torchvision (the GPU machine has the PyTorch build that matches its driver; a wheel from here
 would replace it) and every distribution ``--have`` names (a file of names, one a line, or ``pip
-list --format=freeze`` output from the target: what is already installed there). ``--detectron2``
+list --format=freeze`` output from the target: what is already installed there) or ``--skip``
+names (W&B: ``doctor --calibrate`` never logs, and wandb brings 20 MiB). ``--detectron2``
 also builds Detectron2 0.5 as a Python-only wheel (tools/install-detectron2-cpu.sh --wheel-dir;
 its box and mask ops come from torchvision, on the GPU too) and adds what it needs; building it
 needs torch here. The folder gets ``requirements.txt`` (what to install there) and ``SHA256SUMS``.
@@ -60,10 +61,33 @@ def _packaging():
     return Requirement, Marker
 
 
+def _strip_comment(line: str) -> str:
+    """A TOML line without its comment (a ``#`` outside a quoted string)."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i]
+    return line
+
+
 def project_requirements(pyproject: Path, extras: list[str]) -> list[str]:
-    """The dependencies and the chosen extras of pyproject.toml (a plain reader of its lists, so
-    that Python 3.10 needs no tomli)."""
+    """The dependencies and the chosen extras of pyproject.toml (tomllib where Python has it, 3.11
+    on; else a plain reader of its lists, so that Python 3.10 needs no tomli)."""
     text = pyproject.read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ImportError:
+        tomllib = None
+    if tomllib is not None:
+        project = tomllib.loads(text)["project"]
+        deps, optional = list(project["dependencies"]), project.get("optional-dependencies", {})
+        missing = [e for e in extras if e not in optional]
+        if missing:
+            raise SystemExit(f"error: pyproject.toml has no extra {missing[0]!r}")
+        return deps + [r for e in extras for r in optional[e]]
+    text = "\n".join(_strip_comment(line) for line in text.splitlines())
 
     def block(key: str) -> list[str] | None:
         m = re.search(rf"(?m)^{re.escape(key)}\s*=\s*\[(.*?)\]", text, re.DOTALL)
@@ -222,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         "--extras", default="detection", help="comma-separated extras (default: detection)"
     )
     ap.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated distributions not to carry, e.g. wandb (doctor --calibrate never logs)",
+    )
+    ap.add_argument(
         "--detectron2", action="store_true", help="also build a Python-only Detectron2 wheel"
     )
     ap.add_argument(
@@ -237,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def prepare(args: argparse.Namespace) -> int:
     Requirement, _ = _packaging()
-    skip = TORCH_FAMILY | have_names(args.have)
+    skip = TORCH_FAMILY | have_names(args.have) | {canonical(n) for n in args.skip.split(",") if n}
     extras = [e for e in args.extras.split(",") if e.strip()]
     wanted = project_requirements(REPO / "pyproject.toml", extras)
     top = [r for r in wanted if canonical(Requirement(r).name) not in skip]
@@ -252,7 +281,7 @@ def prepare(args: argparse.Namespace) -> int:
         built.add(canonical(wheel.name.split("-")[0]))  # detectron2-cdo, the source it came from
         top += [*sorted(built), *requires_dist(wheel)]
     print(f"downloading for CPython {args.python} on {', '.join(args.platform)}")
-    print(f"left out (the target has them): {', '.join(sorted(skip))}")
+    print(f"left out (the target has them, or --skip): {', '.join(sorted(skip))}")
     missing = closure(top, args, skip | built)
     env = target_env(args.python)
     names = dict.fromkeys(canonical(req.name) for req in map(Requirement, top) if applies(req, env))
