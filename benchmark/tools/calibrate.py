@@ -428,16 +428,17 @@ def render_projection(report: dict[str, Any]) -> list[str]:
         lines.append(
             "  --tiny: micro backbones at 16 px on this device; NOT the grids' cost, a check of the path"
         )
+    rows = [(g, s) for g, s in proj["grids"].items()]
+    rows += [(f"track {t}", s) for t, s in proj["tracks"].items()]
+    width = max([len("grid / track")] + [len(name) for name, _ in rows])
     lines.append(
-        f"  {'grid / track':<28} {'cells':>6} {'hours':>10} {'measured':>9} {'plan est.':>10}"
+        f"  {'grid / track':<{width}} {'cells':>6} {'hours':>10} {'measured':>9} {'plan est.':>10}"
     )
-    for kind in ("grids", "tracks"):
-        for key, s in proj[kind].items():
-            share = s["measured_share"]
-            lines.append(
-                f"  {(key if kind == 'grids' else 'track ' + key):<28} {s['cells']:>6} "
-                f"{s['device_hours']:>10.2f} {_fmt(share, '.0%'):>9} {s['plan_estimate_hours']:>10.2f}"
-            )
+    for label, s in rows:
+        lines.append(
+            f"  {label:<{width}} {s['cells']:>6} {s['device_hours']:>10.2f} "
+            f"{_fmt(s['measured_share'], '.0%'):>9} {s['plan_estimate_hours']:>10.2f}"
+        )
     lines.append("  assumptions:")
     lines += [f"  - {a}" for a in proj["assumptions"]]
     return lines

@@ -356,7 +356,9 @@ def measure_target(
             torch.cuda.empty_cache()
     note = ""
     if cal.precision != target.cell.precision:
-        note = f"run in {cal.precision} (--tiny: {target.cell.precision} autocast is emulated on the CPU)"
+        note = (
+            f"run in {cal.precision}: --tiny, {target.cell.precision} autocast is emulated on CPUs"
+        )
     return Measurement(
         **base,
         grid=target.grid,
