@@ -60,6 +60,14 @@ def test_what_the_target_has_is_read_from_names_or_pip_freeze(pw, tmp_path) -> N
     )
     assert pw.have_names(f) == {"numpy", "pyyaml", "scikit-learn", "torch", "huggingface-hub"}
     assert {"torch", "torchvision"} <= pw.TORCH_FAMILY
+    # a copy of known version is kept only where it satisfies the requirement; else it is carried
+    have = pw.have_versions(f)
+    assert have["numpy"] == "2.5.2" and have["huggingface-hub"] is None
+    Requirement, _ = pw._packaging()
+    assert pw.satisfied(Requirement("numpy>=1.24"), have)
+    assert not pw.satisfied(Requirement("numpy<2"), have)
+    assert pw.satisfied(Requirement("huggingface-hub>=1.31"), have)  # version unknown: kept
+    assert not pw.satisfied(Requirement("dill<0.4.2"), have)  # absent: carried
 
 
 def test_requirements_are_followed_with_the_targets_markers(pw, tmp_path) -> None:

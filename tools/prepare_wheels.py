@@ -14,7 +14,8 @@ they need, for the target Python and platform (``pip download --only-binary=:all
 one's ``Requires-Dist`` read from its wheel and followed, with the target's markers. Left out: torch
 and torchvision (the GPU machine has the PyTorch build that matches its driver; a wheel from here
 would replace it) and every distribution ``--have`` names (a file of names, one a line, or ``pip
-list --format=freeze`` output from the target: what is already installed there) or ``--skip``
+list --format=freeze`` output from the target: what is already installed there) whose version there
+satisfies what needs it (a bare name is taken to; a copy that does not is carried, and said) or ``--skip``
 names (W&B: ``doctor --calibrate`` never logs, and wandb brings 20 MiB). ``--detectron2``
 also builds Detectron2 0.5 as a Python-only wheel (tools/install-detectron2-cpu.sh --wheel-dir;
 its box and mask ops come from torchvision, on the GPU too) and adds what it needs; building it
@@ -102,15 +103,31 @@ def project_requirements(pyproject: Path, extras: list[str]) -> list[str]:
     return out
 
 
-def have_names(path: Path | None) -> set[str]:
+def have_versions(path: Path | None) -> dict[str, str | None]:
+    """What the target has: name -> version (``pip list --format=freeze`` lines) or None (a bare
+    name, taken to satisfy any requirement)."""
     if path is None:
-        return set()
-    names = set()
+        return {}
+    out: dict[str, str | None] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
-            names.add(canonical(re.split(r"[=<>!~ @\[;]", line, maxsplit=1)[0]))
-    return names
+            name = canonical(re.split(r"[=<>!~ @\[;]", line, maxsplit=1)[0])
+            m = re.match(r"[^=<>!~ @\[;]+==([^\s;]+)", line)
+            out[name] = m.group(1) if m else None
+    return out
+
+
+def have_names(path: Path | None) -> set[str]:
+    return set(have_versions(path))
+
+
+def satisfied(req, have: dict[str, str | None]) -> bool:
+    """The target's own copy satisfies ``req`` (a copy of unknown version is taken to)."""
+    name = canonical(req.name)
+    if name not in have:
+        return False
+    return have[name] is None or req.specifier.contains(have[name], prereleases=True)
 
 
 def requires_dist(wheel: Path) -> list[str]:
@@ -185,17 +202,22 @@ def download(spec: str, args: argparse.Namespace) -> Path | None:
     return None
 
 
-def closure(top: list[str], args: argparse.Namespace, skip: set[str]) -> list[str]:
-    """Download ``top`` and everything it needs on the target; the distributions that had no
-    wheel."""
+def closure(
+    top: list[str], args: argparse.Namespace, skip: set[str], have: dict[str, str | None]
+) -> list[str]:
+    """Download ``top`` and everything it needs on the target, but what ``skip`` names and what the
+    target's own copies satisfy (a copy too old or too new for a requirement is replaced: its wheel
+    is carried); the distributions that had no wheel."""
     Requirement, _ = _packaging()
     env = target_env(args.python)
     todo, seen, missing = list(top), set(), []
     while todo:
         req = Requirement(todo.pop(0))
         name = canonical(req.name)
-        if name in seen or name in skip or not applies(req, env):
+        if name in seen or name in skip or not applies(req, env) or satisfied(req, have):
             continue
+        if name in have:
+            print(f"  the target's {name} {have[name]} does not satisfy {req}: carried")
         seen.add(name)
         wheel = download(str(req).split(";")[0], args)
         if wheel is None:
@@ -266,9 +288,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def prepare(args: argparse.Namespace) -> int:
     Requirement, _ = _packaging()
-    skip = TORCH_FAMILY | have_names(args.have) | {canonical(n) for n in args.skip.split(",") if n}
+    have = have_versions(args.have)
+    skip = TORCH_FAMILY | {canonical(n) for n in args.skip.split(",") if n}
     extras = [e for e in args.extras.split(",") if e.strip()]
     wanted = project_requirements(REPO / "pyproject.toml", extras)
+    for req in map(Requirement, wanted):
+        if canonical(req.name) in TORCH_FAMILY and not satisfied(req, have):
+            print(f"warning: the target's {req.name} {have.get(canonical(req.name))} is not {req}")
     top = [r for r in wanted if canonical(Requirement(r).name) not in skip]
     built: set[str] = set()  # wheels built here, not downloaded
     if args.detectron2:
@@ -281,11 +307,11 @@ def prepare(args: argparse.Namespace) -> int:
         built.add(canonical(wheel.name.split("-")[0]))  # detectron2-cdo, the source it came from
         top += [*sorted(built), *requires_dist(wheel)]
     print(f"downloading for CPython {args.python} on {', '.join(args.platform)}")
-    print(f"left out (the target has them, or --skip): {', '.join(sorted(skip))}")
-    missing = closure(top, args, skip | built)
+    print(f"never carried: {', '.join(sorted(skip))}; the target's own copies kept where they fit")
+    missing = closure(top, args, skip | built, have)
     env = target_env(args.python)
     names = dict.fromkeys(canonical(req.name) for req in map(Requirement, top) if applies(req, env))
-    finish(args.out, [n for n in names if n not in skip])
+    finish(args.out, [n for n in names if n not in skip and n not in have])
     if missing:
         print(
             f"no wheel for the target: {', '.join(missing)} (try another --platform)",
