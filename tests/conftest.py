@@ -19,10 +19,14 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("WANDB_MODE", "disabled")
+    # a calibration the developer made of this machine (doctor --calibrate) must not change what
+    # `plan` and `run --dry-run` print in a test: an empty calibration folder of the tests' own
+    monkeypatch.setenv("FSSL_CALIBRATION_DIR", str(tmp_path_factory.getbasetemp() / "calibration"))
+    monkeypatch.delenv("FSSL_CALIBRATION", raising=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

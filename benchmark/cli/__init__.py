@@ -33,6 +33,12 @@ from benchmark.cli.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
 from benchmark.core.errors import UsageError
 
+CALIBRATION_HELP = (
+    "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
+    "$FSSL_CALIBRATION, else the report of the device the run would use in $FSSL_CALIBRATION_DIR or "
+    "~/.cache/fssl-bench/calibration; none: plan's fixed estimate)"
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -68,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--throughput", type=float, default=None, help="device images/s for the cost estimate"
     )
+    plan.add_argument(
+        "--device",
+        default="auto",
+        help="the device whose calibration costs the grid (auto | cpu | cuda | cuda:N)",
+    )
+    plan.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
 
     show = sub.add_parser("show", help="show a cell's configuration and record")
     show.add_argument("cell_id", help="a cell id (or a unique prefix of one)")
@@ -126,8 +138,11 @@ def _add_run(sub: Any) -> None:
         help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
     )
     run.add_argument(
-        "--dry-run", action="store_true", help="list and validate the cells, run nothing"
+        "--dry-run",
+        action="store_true",
+        help="list and validate the cells and say what they cost, run nothing",
     )
+    run.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
     run.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument(
@@ -371,6 +386,36 @@ def _add_doctor(sub: Any) -> None:
     )
     doc.add_argument(
         "--tolerance", type=float, default=0.10, help="allowed |loss ratio - 1| (default 0.10)"
+    )
+    cal = doc.add_argument_group(
+        "calibration",
+        "--calibrate: check this device (driver, precisions, optional parts), run the smoke grid on "
+        "it in fp32 and bf16, measure one short cell per pre-training configuration of the GPU grids "
+        "and project every shipped grid's cost on it (docs/performance.md, 'On a GPU'); about 8 "
+        "minutes on one H100-class GPU. Exit 0 every check passed, 1 a check failed (named), 2 usage",
+    )
+    cal.add_argument(
+        "--calibrate", action="store_true", help="calibrate this device (replaces the loss check)"
+    )
+    cal.add_argument(
+        "--tiny",
+        action="store_true",
+        help="with --calibrate: micro backbones at 16 px, one configuration per backbone shape "
+        "(under 3 minutes on 2 CPU cores; CI runs it). Its report is never used for a projection",
+    )
+    cal.add_argument(
+        "--out",
+        default=None,
+        help="with --calibrate: the JSON report's path (default: the calibration folder's file for "
+        "this device, where `run --dry-run` and `plan` look: $FSSL_CALIBRATION_DIR or "
+        "~/.cache/fssl-bench/calibration/<device>.json; --tiny adds -tiny)",
+    )
+    cal.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="with --calibrate: seconds the whole command may take; configurations not reached by "
+        "then fall back to plan's estimate (default 450, --tiny 160)",
     )
 
 

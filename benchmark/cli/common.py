@@ -28,6 +28,28 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def device_name(device: str) -> str:
+    """The model of the device a run on ``device`` would use (a GPU's name, else the CPU's)."""
+    import torch
+
+    from benchmark.launchers.options import check_device
+    from benchmark.records.env import machine_model
+
+    check_device(device)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return machine_model(device)
+
+
+def grid_cost(cells: list[Any], device: str, explicit: str | None) -> str:
+    """The cost line of ``run --dry-run`` and ``plan``: from the calibration of the device the run
+    would use (benchmark/grids/calibration.py says where it looks), else plan's fixed estimate."""
+    from benchmark.grids.calibration import cost_line, usable_calibration
+
+    calibration, why = usable_calibration(device_name(device), explicit)
+    return cost_line(cells, calibration, why)
+
+
 def _options(args: argparse.Namespace) -> Any:
     from benchmark.launchers.options import RunOptions
 

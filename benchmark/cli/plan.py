@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmark.cli.common import _load_cells
+from benchmark.cli.common import _load_cells, grid_cost
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -12,4 +12,5 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds)
     print(plan_grid(grid, cells, throughput=args.throughput))
+    print(grid_cost(cells, args.device, args.calibration))
     return 0

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark.cli.common import _launcher_config, _load_cells, _options, parse_seeds
+from benchmark.cli.common import (
+    _launcher_config,
+    _load_cells,
+    _options,
+    grid_cost,
+    parse_seeds,
+)
 
 
 def _dry_run(args: argparse.Namespace) -> int:
@@ -24,6 +30,7 @@ def _dry_run(args: argparse.Namespace) -> int:
         print(
             f"{cell.cell_id}  {state:8s}  {cell.label()}  tasks={','.join(t.name for t in cell.tasks)}"
         )
+    print(grid_cost(cells, args.device, args.calibration))
     try:
         plan = plan_run(
             grid,

@@ -18,6 +18,21 @@ import numpy as np
 from benchmark.contracts.data_types import Partition
 
 
+def cell_partition(cell: Any, labels: np.ndarray) -> Partition:
+    """The client split of ``labels`` a cell asks for (its public split carved first, when it has
+    one): the engine's partition (``benchmark.engine.stages.build_partition``) and the one the cost
+    projection carves from a train split's size (``benchmark.grids.calibration``)."""
+    from benchmark.contracts.registries import PARTITIONERS, PUBLIC_SPLITS
+    from benchmark.core.config import from_mapping
+
+    partitioner = from_mapping(PARTITIONERS.get(cell.partition.name), dict(cell.partition.params))
+    k = cell.fl.num_clients
+    if cell.public is not None:
+        carve = from_mapping(PUBLIC_SPLITS.get(cell.public.name), dict(cell.public.params))
+        return carve.apply(labels, k, cell.partition_seed, partitioner)
+    return partitioner(labels, k, cell.partition_seed)
+
+
 class PartitionError(ValueError):
     """A partition constraint could not be met within ``max_tries``; the message says how to relax
     it."""

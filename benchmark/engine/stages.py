@@ -33,8 +33,6 @@ from benchmark.contracts.data_types import DatasetSplits, Partition
 from benchmark.contracts.method import InputSpec, Method
 from benchmark.contracts.registries import (
     METHODS,
-    PARTITIONERS,
-    PUBLIC_SPLITS,
     TASKS,
     load_builtins,
 )
@@ -54,7 +52,7 @@ from benchmark.core.config import from_mapping
 from benchmark.core.precision import Precision
 from benchmark.core.provenance import cell_provenance
 from benchmark.data.datasets import load_dataset_splits, resolve_data_root
-from benchmark.data.partition import partition_stats
+from benchmark.data.partition import cell_partition, partition_stats
 from benchmark.data.views import ClientViews
 from benchmark.engine.pretrained import Pretrained
 from benchmark.engine.rounds import SimSettings, simulate
@@ -99,12 +97,7 @@ def load_data(cell: Cell, data_root: str | Path | None = None) -> DatasetSplits:
 def build_partition(cell: Cell, labels: np.ndarray) -> Partition:
     """The cell's client split of ``labels`` (with its public split carved first, when the cell has
     one)."""
-    partitioner = from_mapping(PARTITIONERS.get(cell.partition.name), dict(cell.partition.params))
-    k = cell.fl.num_clients
-    if cell.public is not None:
-        carve = from_mapping(PUBLIC_SPLITS.get(cell.public.name), dict(cell.public.params))
-        return carve.apply(labels, k, cell.partition_seed, partitioner)
-    return partitioner(labels, k, cell.partition_seed)
+    return cell_partition(cell, labels)
 
 
 def input_spec(ds: DatasetSplits) -> InputSpec:

@@ -28,7 +28,18 @@ TRAIN_SIZES = {
     "stl10": 105000,
     "tiny_imagenet": 100000,
     "imagenet100": 126689,
-    "mini_imagenet": 60000,
+    # the hub's train split (its validation split of 10,000 is the test split; hub_datasets.py)
+    "mini_imagenet": 50000,
+}
+# label classes of each train split (the cost projection carves partitions from balanced labels)
+NUM_CLASSES = {
+    "digits": 10,
+    "cifar10": 10,
+    "cifar100": 100,
+    "stl10": 10,
+    "tiny_imagenet": 200,
+    "imagenet100": 100,
+    "mini_imagenet": 100,
 }
 IMAGE_SIZES = {
     "cifar10": 32,
@@ -46,12 +57,18 @@ def forward_flops(backbone: str, params_json: str, size: int) -> float:
 
     from torch.utils.flop_counter import FlopCounterMode
 
+    from benchmark.contracts.registries import BACKBONES
     from benchmark.toolkit.backbones import build_backbone
 
     module, _ = build_backbone(backbone, json.loads(params_json))
     module.eval()
+    # convolutional backbones are counted on the meta device (shapes only, no arithmetic: the same
+    # count in a tenth of the time); a ViT's attention is counted by the kernel it dispatches to on
+    # the CPU, which the meta device does not reproduce
+    meta = getattr(BACKBONES.get(backbone), "family", "") == "resnet"
+    device = torch.device("meta" if meta else "cpu")
     with FlopCounterMode(display=False) as counter, torch.no_grad():
-        module(torch.zeros(2, 3, size, size))
+        module.to(device)(torch.zeros(2, 3, size, size, device=device))
     return counter.get_total_flops() / 2
 
 
@@ -80,6 +97,15 @@ def cell_cost(cell: Any) -> dict[str, float]:
     }
 
 
+def estimate_hours(cell: Any, throughput: float | None = None) -> float:
+    """The fixed estimate of a cell's pre-training GPU-hours: its images at ``throughput`` images/s,
+    else its training FLOPs at 40 % of an A100's dense peak in the cell's precision."""
+    c = cell_cost(cell)
+    if throughput:
+        return c["images"] / throughput / 3600
+    return c["train_flops"] / (UTILISATION * PEAK_FLOPS[cell.precision]) / 3600
+
+
 def plan_grid(grid: Any, cells: Sequence[Any], throughput: float | None = None) -> str:
     lines = [f"grid {grid.name!r}: {len(cells)} cells"]
     total_steps = total_hours = 0.0
@@ -87,8 +113,7 @@ def plan_grid(grid: Any, cells: Sequence[Any], throughput: float | None = None) 
     for cell in cells:
         c = cell_cost(cell)
         precision = getattr(cell, "precision", "fp32")
-        peak = UTILISATION * PEAK_FLOPS[precision]
-        hours = (c["images"] / throughput / 3600) if throughput else c["train_flops"] / peak / 3600
+        hours = estimate_hours(cell, throughput)
         total_steps += c["client_steps"]
         total_hours += hours
         rows.append(

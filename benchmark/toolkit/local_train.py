@@ -1,10 +1,13 @@
 """The client's local loop, written once: epochs over shuffled batches, optimizer steps, non-finite
-loss policy."""
+loss policy; and the one way to measure it (:func:`probe_steps`, ``doctor --calibrate``)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -36,6 +39,102 @@ class LocalStats:
         if self.scaler_skipped:
             out["scaler_skipped_steps"] = float(self.scaler_skipped)
         return out
+
+
+@dataclass(frozen=True)
+class UpdateTiming:
+    """One local update as :func:`probe_steps` saw it: optimizer steps, images in them, and the
+    seconds of its step loop (the device synchronised at both ends: the client's data copy before
+    the loop and the host read of its losses after it are not in ``loop_s``)."""
+
+    steps: int
+    samples: int
+    loop_s: float
+    batch_size: int = 0  # the update's batch size (a client smaller than it may take no step)
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """What a bare loop needs to repeat the last probed update's step: the method's own step
+    function, optimizer, gradient scaler and after-step hook, one of its batches (on the device),
+    the precision and the device."""
+
+    step_loss: Callable[[torch.Tensor], torch.Tensor]
+    optimizer: torch.optim.Optimizer
+    after_step: Callable[[], None] | None
+    batch: torch.Tensor
+    precision: object  # benchmark.core.precision.Precision
+    device: torch.device
+
+
+@dataclass
+class StepProbe:
+    """Measurement of every local update run while :func:`probe_steps` is active."""
+
+    max_steps: int | None = None  # cap on each update's optimizer steps (None: the full epochs)
+    updates: list[UpdateTiming] = field(default_factory=list)
+    last: StepReplay | None = None
+
+    def start(self, device: torch.device) -> float:
+        synchronize(device)
+        return time.perf_counter()
+
+    def finish(self, t0: float, steps: int, samples: int, ctx: RoundContext, step: tuple) -> None:
+        """End of an update's step loop: its timing, and ``step`` = (step_loss, optimizer,
+        after_step, last batch, batch size) kept for a replay when it took a step."""
+        synchronize(ctx.device)
+        step_loss, optimizer, after_step, batch, batch_size = step
+        self.updates.append(UpdateTiming(steps, samples, time.perf_counter() - t0, batch_size))
+        if batch is not None:
+            self.last = StepReplay(
+                step_loss, optimizer, after_step, batch, ctx.precision, ctx.device
+            )
+
+
+_PROBE: ContextVar[StepProbe | None] = ContextVar("fssl_step_probe", default=None)
+
+
+@contextlib.contextmanager
+def probe_steps(max_steps: int | None = None) -> Iterator[StepProbe]:
+    """Measure the local loop of every :func:`run_local_epochs` call inside the block (this thread
+    or task only), optionally capping each call at ``max_steps`` optimizer steps.
+
+    For ``doctor --calibrate`` only: a capped update is not the cell's training, so nothing run
+    under a cap may become a leaderboard record. Outside the block ``run_local_epochs`` neither
+    synchronises the device nor keeps a reference to anything.
+    """
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    probe = StepProbe(max_steps=max_steps)
+    token = _PROBE.set(probe)
+    try:
+        yield probe
+    finally:
+        _PROBE.reset(token)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); a no-op on the CPU, whose work is synchronous."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _batches(
+    view: UnlabeledView,
+    batch_size: int,
+    ctx: RoundContext,
+    epochs: int,
+    drop_last: bool | None,
+    cap: int | None,
+) -> Iterator[torch.Tensor]:
+    """The update's index batches, epoch after epoch; at most ``cap`` of them when capped."""
+    n = 0
+    for _ in range(epochs):
+        for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
+            if cap is not None and n >= cap:
+                return
+            n += 1
+            yield idx
 
 
 def run_local_epochs(
@@ -73,29 +172,35 @@ def run_local_epochs(
     # (on NaN weights), so a step function and an ``after_step`` hook must not raise on NaN inputs
     # themselves. "skip" must decide before each step: it reads each.
     pending: list[torch.Tensor] = []
-    for _ in range(epochs):
-        for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
-            batch = view.images[idx.to(view.images.device)]
-            with ctx.precision.autocast(ctx.device):
-                loss = step_loss(batch)
-            stats.batches += 1
-            if nan_policy == "raise":
-                pending.append(loss.detach())
-            else:
-                value = float(loss.detach())
-                if not math.isfinite(value):
-                    stats.skipped += 1
-                    optimizer.zero_grad(set_to_none=True)
-                    continue
-                stats.loss_sum += value
-                stats.losses.append(value)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.backward(loss)
-            scaler.step(optimizer)
-            if after_step is not None:
-                after_step()
-            stats.steps += 1
-            stats.samples += len(idx)
+    probe = _PROBE.get()  # doctor --calibrate's measurement (probe_steps), else None
+    t0 = probe.start(ctx.device) if probe is not None else 0.0
+    batch = None
+    for idx in _batches(view, batch_size, ctx, epochs, drop_last, probe and probe.max_steps):
+        batch = view.images[idx.to(view.images.device)]
+        with ctx.precision.autocast(ctx.device):
+            loss = step_loss(batch)
+        stats.batches += 1
+        if nan_policy == "raise":
+            pending.append(loss.detach())
+        else:
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                stats.skipped += 1
+                optimizer.zero_grad(set_to_none=True)
+                continue
+            stats.loss_sum += value
+            stats.losses.append(value)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.backward(loss)
+        scaler.step(optimizer)
+        if after_step is not None:
+            after_step()
+        stats.steps += 1
+        stats.samples += len(idx)
+    if probe is not None:
+        probe.finish(
+            t0, stats.steps, stats.samples, ctx, (step_loss, optimizer, after_step, batch, batch_size)
+        )
     if pending:
         # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss
         # exactly)

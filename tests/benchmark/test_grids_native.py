@@ -137,8 +137,10 @@ def test_dry_run_lists_and_validates_every_main_cell(
     assert main(["run", "--grid", "main", "--dry-run", "--root", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     out = captured.out.splitlines()
-    ids = {line.split()[0] for line in out[:-1]}
+    ids = {line.split()[0] for line in out[:-2]}
     assert ids == {c.cell_id for c in cells_of("main")}
+    # what the cells cost (no calibration of this machine: plan's fixed estimate, and where it looked)
+    assert out[-2].startswith("cost: plan's fixed estimate") and "no calibration of" in out[-2]
     assert out[-1].startswith(
         f"{len(ids)} cells in grid 'main': configuration validated; data missing"
     )

@@ -7,190 +7,36 @@ uoft-cs/cifar100 (img, fine_label, coarse_label), zh-plus/tiny-imagenet (image, 
 names; train/valid), clane9/imagenet-100 (image, label with human-readable names in CMC order;
 train/validation; JPEGs of any size), tanganke/stl10 (image, label; train/test, 96 px),
 timm/mini-imagenet (image, label with wnid names; train/validation/test). COCO 2017 is a folder
-layout, not a hub set."""
+layout, not a hub set. The same formats at any size: benchmark/data/hub_formats.py."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
-import numpy as np
+# the formats' facts and the image helpers are the package's, shared with doctor --calibrate's
+# generated datasets (benchmark/data/hub_formats.py)
+from benchmark.data.hub_formats import (
+    CIFAR10_NAMES,
+    CIFAR100_COARSE,
+    CIFAR100_FINE,
+    STL10_NAMES,
+    jpeg_cells,
+    pil_images,
+    save,
+    wnids,
+)
 
-CIFAR10_NAMES = [
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
+__all__ = [
+    "CIFAR10_NAMES",
+    "CIFAR100_COARSE",
+    "CIFAR100_FINE",
+    "STL10_NAMES",
+    "jpeg_cells",
+    "pil_images",
+    "save",
+    "wnids",
 ]
-CIFAR100_FINE = [
-    "apple",
-    "aquarium_fish",
-    "baby",
-    "bear",
-    "beaver",
-    "bed",
-    "bee",
-    "beetle",
-    "bicycle",
-    "bottle",
-    "bowl",
-    "boy",
-    "bridge",
-    "bus",
-    "butterfly",
-    "camel",
-    "can",
-    "castle",
-    "caterpillar",
-    "cattle",
-    "chair",
-    "chimpanzee",
-    "clock",
-    "cloud",
-    "cockroach",
-    "couch",
-    "crab",
-    "crocodile",
-    "cup",
-    "dinosaur",
-    "dolphin",
-    "elephant",
-    "flatfish",
-    "forest",
-    "fox",
-    "girl",
-    "hamster",
-    "house",
-    "kangaroo",
-    "keyboard",
-    "lamp",
-    "lawn_mower",
-    "leopard",
-    "lion",
-    "lizard",
-    "lobster",
-    "man",
-    "maple_tree",
-    "motorcycle",
-    "mountain",
-    "mouse",
-    "mushroom",
-    "oak_tree",
-    "orange",
-    "orchid",
-    "otter",
-    "palm_tree",
-    "pear",
-    "pickup_truck",
-    "pine_tree",
-    "plain",
-    "plate",
-    "poppy",
-    "porcupine",
-    "possum",
-    "rabbit",
-    "raccoon",
-    "ray",
-    "road",
-    "rocket",
-    "rose",
-    "sea",
-    "seal",
-    "shark",
-    "shrew",
-    "skunk",
-    "skyscraper",
-    "snail",
-    "snake",
-    "spider",
-    "squirrel",
-    "streetcar",
-    "sunflower",
-    "sweet_pepper",
-    "table",
-    "tank",
-    "telephone",
-    "television",
-    "tiger",
-    "tractor",
-    "train",
-    "trout",
-    "tulip",
-    "turtle",
-    "wardrobe",
-    "whale",
-    "willow_tree",
-    "wolf",
-    "woman",
-    "worm",
-]
-CIFAR100_COARSE = [
-    "aquatic_mammals",
-    "fish",
-    "flowers",
-    "food_containers",
-    "fruit_and_vegetables",
-    "household_electrical_devices",
-    "household_furniture",
-    "insects",
-    "large_carnivores",
-    "large_man-made_outdoor_things",
-    "large_natural_outdoor_scenes",
-    "large_omnivores_and_herbivores",
-    "medium_mammals",
-    "non-insect_invertebrates",
-    "people",
-    "reptiles",
-    "small_mammals",
-    "trees",
-    "vehicles_1",
-    "vehicles_2",
-]
-STL10_NAMES = ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]
-
-
-def wnids(n: int, seed: int) -> list[str]:
-    """n distinct wnid-shaped names (nXXXXXXXX), sorted as the hub's ClassLabels list them."""
-    rs = np.random.RandomState(seed)
-    return sorted(f"n{v:08d}" for v in rs.choice(10**7, size=n, replace=False) + 10**6)
-
-
-def pil_images(n: int, w: int, h: int, seed: int, mode: str = "RGB") -> list:
-    from PIL import Image
-
-    rs = np.random.RandomState(seed)
-    return [
-        Image.fromarray(rs.randint(0, 256, size=(h, w, 3), dtype=np.uint8)).convert(mode)
-        for _ in range(n)
-    ]
-
-
-def jpeg_cells(images: list, quality: int = 90) -> list[dict]:
-    """Image cells as the hub stores JPEG datasets: encoded bytes, no local path."""
-    out = []
-    for img in images:
-        buf = io.BytesIO()
-        img.save(buf, format="JPEG", quality=quality)
-        out.append({"bytes": buf.getvalue(), "path": None})
-    return out
-
-
-def save(root: Path, name: str, features: dict, splits: dict[str, dict[str, list]]) -> Path:
-    import datasets
-
-    feats = datasets.Features(features)
-    dd = datasets.DatasetDict(
-        {s: datasets.Dataset.from_dict(cols, features=feats) for s, cols in splits.items()}
-    )
-    dd.save_to_disk(str(root / name))
-    return root / name
 
 
 def cifar10(root: Path, image_column: str = "img") -> Path:

@@ -138,3 +138,47 @@ def test_the_cache_is_written_under_a_temporary_name_then_renamed(
     ((written, existed),) = seen
     assert not written.endswith(".npz") and not existed and cache_complete(cfg.cache_path(tmp_path))
     assert [p.name for p in (tmp_path / "stl10").iterdir() if ".part" in p.name] == []
+
+
+# every hub format at a chosen size (benchmark/data/hub_formats.py: doctor --calibrate's data)
+LOAD_PARAMS = {"imagenet100": {"size": 24}, "mini_imagenet": {"size": 24}}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_generated_copies_load_in_their_hub_format_with_every_class(name: str, tmp_path) -> None:
+    import datasets
+
+    from benchmark.data.hub_formats import FORMATS, JPEG_SIZES, hub_labels, write_hub_dataset
+
+    fmt = FORMATS[name]
+    n = len(fmt.names()) + 7  # every class, some twice
+    write_hub_dataset(name, tmp_path, train=n, test=5, seed=4)
+    ds = load_dataset_splits(name, LOAD_PARAMS.get(name, {}), tmp_path)
+    side = LOAD_PARAMS.get(name, {}).get("size") or fmt.size[0]
+    assert tuple(ds.train.images.shape) == (n, 3, side, side) and len(ds.test) == 5
+    assert list(ds.train.labels) == hub_labels(name, n, seed=4).tolist()
+    assert sorted(set(ds.train.labels.tolist())) == list(range(len(fmt.names())))
+    assert ds.num_classes == len(fmt.names())
+    stored = datasets.load_from_disk(str(tmp_path / name))
+    assert set(stored) == {fmt.train_split, fmt.test_split, *fmt.extra_splits}
+    train = stored[fmt.train_split].cast_column(fmt.image_column, datasets.Image(decode=False))
+    raw = [cell["bytes"] for cell in train[fmt.image_column][:3]]
+    if fmt.size is None:  # the JPEG sets: JPEG bytes of assorted sizes, as the hub stores them
+        from io import BytesIO
+
+        from PIL import Image
+
+        assert all(b[:2] == b"\xff\xd8" for b in raw)
+        assert [Image.open(BytesIO(b)).size for b in raw] == list(JPEG_SIZES)
+    else:
+        assert all(b[:4] == b"\x89PNG" for b in raw)
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mini_imagenet"])
+def test_images_encoded_in_worker_processes_are_the_same_bytes(name: str, monkeypatch) -> None:
+    from benchmark.data import hub_formats as hf
+
+    serial = hf._image_cells(hf.FORMATS[name], hf.CHUNK + 9, seed=5)
+    monkeypatch.setattr(hf, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(hf.os, "cpu_count", lambda: 3)
+    assert hf._image_cells(hf.FORMATS[name], hf.CHUNK + 9, seed=5) == serial

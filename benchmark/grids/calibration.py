@@ -1,0 +1,414 @@
+"""A device's calibration (the report of ``python -m benchmark doctor --calibrate``) and what a
+grid's cells cost on that device.
+
+**What a cell costs.** A cell's pre-training is keyed by what decides its speed (:func:`train_key`):
+the method with its resolved config, the backbone with its config, the image size and the
+precision. Its device-hours are
+
+    client images / (images per second in the step loop)
+    + client updates × (seconds per update outside the step loop)
+
+where client images = rounds × clients trained per round × local epochs × images per client (the
+cell's partition carved from the train split's size, :func:`client_work`) and both rates come from
+the calibration's measurement of the same key on the device. A key the calibration did not measure
+takes the measurement of the same method, backbone, image size and precision under other settings
+(basis ``as <key>``), else ``plan``'s fixed FLOP estimate (basis ``estimate``). As in ``plan``, the
+server's own work (aggregation, Orchestra's clustering, FLESD's distillation), checkpoints and the
+downstream tasks are not in the projection (:data:`ASSUMPTIONS`, printed with every projection).
+
+**Where a calibration is looked up** (:func:`locate_calibration`): the path given
+(``--calibration``); else ``$FSSL_CALIBRATION``; else ``<dir>/<device>.json`` for the device the
+run would use, where ``<dir>`` is ``$FSSL_CALIBRATION_DIR`` or ``~/.cache/fssl-bench/calibration``
+and ``<device>`` the slug of its name (``nvidia-h100-80gb-hbm3``): the file ``doctor --calibrate``
+writes by default. One file per device model; a new calibration replaces it; nothing is chosen by
+date. A ``--tiny`` report (micro backbones, a plumbing check) is never used for a projection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from benchmark.core.canonical import digest
+from benchmark.core.errors import UsageError
+
+REPORT_KIND = "fssl-bench calibration"
+REPORT_VERSION = 1
+CALIBRATION_ENV = "FSSL_CALIBRATION"
+CALIBRATION_DIR_ENV = "FSSL_CALIBRATION_DIR"
+ASSUMPTIONS = (
+    "pre-training only, as `plan`: the clients' local updates; the server's own work (aggregation, "
+    "Orchestra's clustering, FLESD's distillation), checkpoints and the downstream tasks are not projected",
+    "a measured key runs at its calibration cell's rates: images per second inside the step loop "
+    "(augmentation, forward, backward, optimizer; device synchronised) and seconds per client update "
+    "outside it (data to the device, weights in and out), measured at the calibration's client size",
+    "client images = rounds x clients trained per round x local epochs x mean client size, the cell's "
+    "partition carved from the train split's size with balanced labels (every round trains, Orchestra's "
+    "initialisation round included)",
+    "an unmeasured key takes the measurement of the same method, backbone, image size and precision "
+    "(basis 'as ...'), else plan's fixed estimate (40% of an A100's dense peak; basis 'estimate')",
+    "one cell at a time on one device; a per-track figure counts every cell that track's table needs "
+    "(cells feed several tracks, so the tracks' figures do not add up to the grids')",
+)
+
+
+def image_size(cell: Any) -> int:
+    """The side of the cell's training images: the dataset's ``size`` parameter, else its native
+    size."""
+    from benchmark.grids.plan import IMAGE_SIZES
+
+    return int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 16)))
+
+
+def train_spec(cell: Any) -> dict[str, Any]:
+    """What decides the speed of a cell's pre-training (not its data's content, not the seed)."""
+    return {
+        "method": {"name": cell.method.name, "params": dict(cell.method.params)},
+        "backbone": {"name": cell.backbone.name, "params": dict(cell.backbone.params)},
+        "image_size": image_size(cell),
+        "precision": cell.precision,
+    }
+
+
+def train_key(cell: Any) -> str:
+    return digest(train_spec(cell))[:16]
+
+
+def family_of(cell: Any) -> str:
+    """The fallback key: same method, backbone, image size and precision, any settings."""
+    return f"{cell.method.name} {cell.backbone.name}@{image_size(cell)} {cell.precision}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One key measured on the device (``doctor --calibrate``)."""
+
+    key: str
+    family: str  # family_of(cell): "fedema resnet18_cifar@32 bf16"
+    status: str  # "ok", "out of memory", "failed: <reason>"
+    grid_cell: str = ""  # the grid cell it stands for (id), and its grid
+    grid: str = ""
+    images_per_s: float | None = None  # training images per second inside the step loop
+    step_s: float | None = None  # seconds per optimizer step inside the engine's loop
+    bare_step_s: float | None = None  # the same step in a bare loop on the same batch
+    samples_per_step: float | None = None
+    update_s: float | None = None  # seconds per client update outside its step loop
+    client_images: int = 0  # the calibration client's size
+    steps: int = 0  # measured steps
+    engine_vs_bare: float | None = None  # bare time / engine client-update time for the same steps
+    outside_share: float | None = None  # the round's time outside the client updates
+    peak_mem_bytes: int | None = None  # torch.cuda.max_memory_allocated (None on the CPU)
+    seconds: float = 0.0  # wall time of the measurement
+    note: str = ""  # how the calibration cell departs from the key, when it does (--tiny)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.images_per_s)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    device: str
+    tiny: bool
+    created_at: str
+    measurements: Mapping[str, Measurement] = field(default_factory=dict)
+    path: str | None = None
+
+    def lookup(self, cell: Any) -> tuple[Measurement | None, str]:
+        """(measurement, basis) for ``cell``'s pre-training: its own key, else its family's."""
+        own = self.measurements.get(train_key(cell))
+        if own is not None and own.ok:
+            return own, "measured"
+        family = family_of(cell)
+        same = sorted(
+            (m for m in self.measurements.values() if m.ok and m.family == family),
+            key=lambda m: m.key,
+        )
+        if same:
+            return same[0], f"as {same[0].key[:8]}"
+        return None, "estimate"
+
+
+def measurement_from(raw: Mapping[str, Any]) -> Measurement:
+    known = set(Measurement.__dataclass_fields__)
+    return Measurement(**{k: v for k, v in raw.items() if k in known})
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """The calibration in a report file; UsageError naming the problem when it is not one."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"calibration {path}: cannot read it ({exc})") from None
+    if not isinstance(raw, dict) or raw.get("kind") != REPORT_KIND:
+        raise UsageError(f"calibration {path}: not a `doctor --calibrate` report")
+    if raw.get("version") != REPORT_VERSION:
+        raise UsageError(
+            f"calibration {path}: report version {raw.get('version')!r}, this fssl-bench reads "
+            f"{REPORT_VERSION}; run `python -m benchmark doctor --calibrate` again"
+        )
+    rows = [measurement_from(m) for m in raw.get("measurements", [])]
+    return Calibration(
+        device=str(raw.get("device", {}).get("name", "?")),
+        tiny=bool(raw.get("tiny")),
+        created_at=str(raw.get("created_at", "")),
+        measurements={m.key: m for m in rows},
+        path=str(path),
+    )
+
+
+def calibration_dir() -> Path:
+    default = Path.home() / ".cache" / "fssl-bench" / "calibration"
+    return Path(os.environ.get(CALIBRATION_DIR_ENV) or default)
+
+
+def device_slug(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` → ``nvidia-h100-80gb-hbm3``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-device"
+
+
+def default_calibration_path(device_name: str) -> Path:
+    return calibration_dir() / f"{device_slug(device_name)}.json"
+
+
+def locate_calibration(device_name: str, explicit: str | None = None) -> tuple[Path | None, str]:
+    """(the calibration file to use or None, how it was chosen): the path given, else
+    ``$FSSL_CALIBRATION``, else the device's file in the calibration folder when it exists."""
+    if explicit:
+        return Path(explicit), "--calibration"
+    if os.environ.get(CALIBRATION_ENV):
+        return Path(os.environ[CALIBRATION_ENV]), f"${CALIBRATION_ENV}"
+    path = default_calibration_path(device_name)
+    if path.is_file():
+        return path, f"the calibration of {device_name!r} in {calibration_dir()}"
+    return None, f"no calibration of {device_name!r} at {path}"
+
+
+# ------------------------------------------------------------------------------------------------
+# the projection
+
+
+def train_images(cell: Any) -> int:
+    """Images in the train split the clients partition (the validation carve taken out)."""
+    from benchmark.contracts.registries import DATASETS
+    from benchmark.core.config import from_mapping
+    from benchmark.grids.plan import TRAIN_SIZES
+
+    n = TRAIN_SIZES.get(cell.dataset.name, 50000)
+    cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
+    if getattr(cfg, "eval_split", "test") == "validation":
+        n -= int(round(n * float(getattr(cfg, "val_fraction", 0.2))))
+    return n
+
+
+@lru_cache(maxsize=512)
+def _client_sizes(
+    dataset: str, n: int, partition_json: str, public_json: str, k: int, seed: int
+) -> tuple[int, ...]:
+    import numpy as np
+
+    from benchmark.contracts.cell import Cell
+    from benchmark.data.partition import cell_partition
+    from benchmark.grids.plan import NUM_CLASSES
+
+    raw = {"partition": json.loads(partition_json), "public": json.loads(public_json)}
+    fake = Cell.from_dict(
+        {
+            **raw,
+            **{k2: {"name": "-", "version": "-"} for k2 in ("dataset", "backbone", "method")},
+            "partition_seed": seed,
+            "fl": {"num_clients": k},
+            "seed": 0,
+            "tasks": [],
+        }
+    )
+    labels = np.arange(n, dtype=np.int64) % NUM_CLASSES.get(dataset, 10)  # balanced
+    return tuple(int(s) for s in cell_partition(fake, labels).sizes())
+
+
+def client_sizes(cell: Any) -> tuple[int, ...]:
+    """The cell's client sizes, carved from its train split's size with balanced labels."""
+    plain = cell.to_dict()
+    return _client_sizes(
+        cell.dataset.name,
+        train_images(cell),
+        json.dumps(plain["partition"], sort_keys=True),
+        json.dumps(plain.get("public"), sort_keys=True),
+        cell.fl.num_clients,
+        cell.partition_seed,
+    )
+
+
+def client_work(cell: Any) -> tuple[float, float, float]:
+    """(client images, client updates, mean images per update) of the whole pre-training; zeros for
+    a method that trains nothing."""
+    from benchmark.contracts.registries import METHODS
+
+    cls = METHODS.get(cell.method.name)
+    if not cls.pretrains:
+        return 0.0, 0.0, 0.0
+    sizes = client_sizes(cell)
+    if cls.federation == "pooled":  # one client holding every client's data
+        per_update, per_round = float(sum(sizes)), 1
+    else:
+        per_update, per_round = sum(sizes) / len(sizes), cell.fl.clients_per_round
+    updates = cell.fl.rounds * per_round
+    return updates * cell.fl.local_epochs * per_update, float(updates), per_update
+
+
+@dataclass(frozen=True)
+class CellCost:
+    cell_id: str
+    family: str
+    hours: float
+    basis: str  # "measured", "as <key>", "estimate", "no pre-training"
+    estimate_hours: float  # plan's fixed estimate, for comparison
+
+
+def cell_cost(cell: Any, calibration: Calibration | None) -> CellCost:
+    from benchmark.grids.plan import estimate_hours
+
+    images, updates, _ = client_work(cell)
+    estimate = estimate_hours(cell)
+    if images == 0:
+        return CellCost(cell.cell_id, family_of(cell), 0.0, "no pre-training", estimate)
+    m, basis = calibration.lookup(cell) if calibration is not None else (None, "estimate")
+    if m is None:
+        return CellCost(cell.cell_id, family_of(cell), estimate, "estimate", estimate)
+    seconds = images / float(m.images_per_s) + updates * float(m.update_s or 0.0)
+    return CellCost(cell.cell_id, family_of(cell), seconds / 3600, basis, estimate)
+
+
+@dataclass(frozen=True)
+class Summary:
+    cells: int
+    hours: float
+    measured_hours: float  # measured or "as" a measured key
+    estimate_hours: float  # plan's fixed estimate of the same cells
+
+    @property
+    def measured_share(self) -> float:
+        return self.measured_hours / self.hours if self.hours > 0 else math.nan
+
+
+def summarise(costs: Sequence[CellCost]) -> Summary:
+    return Summary(
+        cells=len(costs),
+        hours=sum(c.hours for c in costs),
+        measured_hours=sum(c.hours for c in costs if c.basis.startswith(("measured", "as "))),
+        estimate_hours=sum(c.estimate_hours for c in costs),
+    )
+
+
+def track_cells(track: Any, cells: Iterable[Any]) -> list[Any]:
+    """The cells whose records ``track`` would admit: its dataset, backbone and federation, scored
+    on the test split, with the track's task."""
+    from benchmark.records.tracks import eval_split_of
+
+    return [
+        c
+        for c in cells
+        if track.matches_cell(c.dataset.name, asdict(c.fl), c.backbone.name)
+        and eval_split_of(c.to_dict()) == "test"
+        and any(t.name == track.task for t in c.tasks)
+    ]
+
+
+def projection(
+    grids: Mapping[str, Sequence[Any]], calibration: Calibration | None, tracks: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """Per grid and per track: cells, device-hours, the share resting on measurements, and plan's
+    fixed estimate of the same cells; with the assumptions."""
+    costs: dict[str, CellCost] = {}
+    out: dict[str, Any] = {"assumptions": list(ASSUMPTIONS), "grids": {}, "tracks": {}}
+    for name, cells in grids.items():
+        for cell in cells:
+            if cell.cell_id not in costs:
+                costs[cell.cell_id] = cell_cost(cell, calibration)
+        out["grids"][name] = _summary_dict(summarise([costs[c.cell_id] for c in cells]))
+    unique = {c.cell_id: c for cells in grids.values() for c in cells}
+    for track in tracks:
+        mine = track_cells(track, unique.values())
+        out["tracks"][track.id] = _summary_dict(summarise([costs[c.cell_id] for c in mine]))
+    return out
+
+
+def _summary_dict(s: Summary) -> dict[str, Any]:
+    share = s.measured_share
+    return {
+        "cells": s.cells,
+        "device_hours": round(s.hours, 3),
+        "measured_share": None if math.isnan(share) else round(share, 4),
+        "plan_estimate_hours": round(s.estimate_hours, 3),
+    }
+
+
+def usable_calibration(
+    device_name: str, explicit: str | None = None
+) -> tuple[Calibration | None, str]:
+    """(the calibration a projection for ``device_name`` uses, or None; one line saying which file
+    and how it was chosen, or why there is none)."""
+    path, how = locate_calibration(device_name, explicit)
+    if path is None:
+        return None, f"{how}: run `python -m benchmark doctor --calibrate` on that device"
+    cal = load_calibration(path)
+    if cal.tiny:
+        return None, (
+            f"{path} ({how}) is a --tiny report (micro backbones): never used for a projection"
+        )
+    return cal, f"calibration {path} ({how}; {cal.device}, {cal.created_at})"
+
+
+def cost_line(cells: Sequence[Any], calibration: Calibration | None, why: str) -> str:
+    """The one line ``run --dry-run`` and ``plan`` print about what ``cells`` cost."""
+    s = summarise([cell_cost(c, calibration) for c in cells])
+    plan = f"plan's fixed estimate {s.estimate_hours:.2f} GPU-hours (40% of an A100's dense peak)"
+    if calibration is None:
+        return f"cost: {plan}; {why}"
+    share = s.measured_share
+    measured = "no pre-training" if math.isnan(share) else f"{share:.0%} of it measured"
+    return (
+        f"cost: about {s.hours:.2f} device-hours of pre-training on {calibration.device} "
+        f"({measured}; {why}); {plan}; what is and is not counted: "
+        "docs/performance.md, 'Reading the projection'"
+    )
+
+
+__all__ = [
+    "ASSUMPTIONS",
+    "CALIBRATION_DIR_ENV",
+    "CALIBRATION_ENV",
+    "REPORT_KIND",
+    "REPORT_VERSION",
+    "Calibration",
+    "CellCost",
+    "Measurement",
+    "Summary",
+    "calibration_dir",
+    "cell_cost",
+    "client_sizes",
+    "client_work",
+    "cost_line",
+    "default_calibration_path",
+    "device_slug",
+    "family_of",
+    "image_size",
+    "load_calibration",
+    "locate_calibration",
+    "measurement_from",
+    "projection",
+    "summarise",
+    "track_cells",
+    "train_images",
+    "train_key",
+    "train_spec",
+    "usable_calibration",
+]

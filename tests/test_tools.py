@@ -1,0 +1,100 @@
+"""tools/prepare_wheels.py (the wheels a GPU machine without network needs) and tools/gpu-check.sh
+(the check in one go there): what they select, without the network."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pw():
+    spec = importlib.util.spec_from_file_location(
+        "prepare_wheels", REPO / "tools" / "prepare_wheels.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_project_requirements_are_pyprojects_with_the_extras(pw) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    raw = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert pw.project_requirements(REPO / "pyproject.toml", []) == raw["dependencies"]
+    assert pw.project_requirements(REPO / "pyproject.toml", ["detection", "slurm"]) == (
+        raw["dependencies"]
+        + raw["optional-dependencies"]["detection"]
+        + raw["optional-dependencies"]["slurm"]
+    )
+    with pytest.raises(SystemExit, match="no extra 'gpu'"):
+        pw.project_requirements(REPO / "pyproject.toml", ["gpu"])
+
+
+def test_the_plain_reader_for_python_3_10_reads_the_same(pw, monkeypatch) -> None:
+    import builtins
+
+    want = pw.project_requirements(REPO / "pyproject.toml", ["detection", "slurm"])
+    real_import = builtins.__import__
+
+    def no_tomllib(name, *a, **k):
+        if name == "tomllib":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_tomllib)
+    # comments that hold quoted words (pyproject's own do) must not become requirements
+    assert pw.project_requirements(REPO / "pyproject.toml", ["detection", "slurm"]) == want
+    assert pw._strip_comment('    "torch>=2.5",  # see "A GPU machine"') == '    "torch>=2.5",  '
+
+
+def test_what_the_target_has_is_read_from_names_or_pip_freeze(pw, tmp_path) -> None:
+    f = tmp_path / "have.txt"
+    f.write_text(
+        "# the image\nnumpy==2.5.2\nPyYAML>=6\nscikit_learn\ntorch @ file:///x\n\nhuggingface-hub\n"
+    )
+    assert pw.have_names(f) == {"numpy", "pyyaml", "scikit-learn", "torch", "huggingface-hub"}
+    assert {"torch", "torchvision"} <= pw.TORCH_FAMILY
+    # a copy of known version is kept only where it satisfies the requirement; else it is carried
+    have = pw.have_versions(f)
+    assert have["numpy"] == "2.5.2" and have["huggingface-hub"] is None
+    Requirement, _ = pw._packaging()
+    assert pw.satisfied(Requirement("numpy>=1.24"), have)
+    assert not pw.satisfied(Requirement("numpy<2"), have)
+    assert pw.satisfied(Requirement("huggingface-hub>=1.31"), have)  # version unknown: kept
+    assert not pw.satisfied(Requirement("dill<0.4.2"), have)  # absent: carried
+
+
+def test_requirements_are_followed_with_the_targets_markers(pw, tmp_path) -> None:
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(
+            "demo-1.0.dist-info/METADATA",
+            "Name: demo\nRequires-Dist: numpy>=1.24\nRequires-Dist: tomli; python_version < '3.11'\n"
+            "Requires-Dist: pywin32; sys_platform == 'win32'\nRequires-Dist: pytest; extra == 'test'\n",
+        )
+    Requirement, _ = pw._packaging()
+    reqs = [Requirement(r) for r in pw.requires_dist(wheel)]
+    env312, env310 = pw.target_env("3.12"), pw.target_env("3.10")
+    assert [r.name for r in reqs if pw.applies(r, env312)] == ["numpy"]
+    assert [r.name for r in reqs if pw.applies(r, env310)] == ["numpy", "tomli"]
+
+
+def test_gpu_check_is_valid_bash_and_names_what_it_writes() -> None:
+    script = REPO / "tools" / "gpu-check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    for needle in (
+        "--no-index",
+        "doctor --calibrate",
+        "WANDB_MODE=offline",
+        "HF_HUB_OFFLINE=1",
+        "calibration.json",
+        "calibrate.log",
+    ):
+        assert needle in text
