@@ -112,7 +112,8 @@ def _check_plugins(plugins: Mapping[str, Any], where: str) -> None:
 # shape is refused where it is read, never a traceback in one of them.
 CELL_COMPONENTS = ("dataset", "backbone", "method", "partition")
 CELL_REQUIRED = (*CELL_COMPONENTS, "partition_seed", "public", "fl", "seed", "tasks")
-CELL_OPTIONAL = ("precision", "kernels")
+# kernels_revision: the portable mode's revision, in a portable cell only (Cell.to_dict)
+CELL_OPTIONAL: Mapping[str, type] = {"precision": str, "kernels": str, "kernels_revision": int}
 FL_FIELDS: Mapping[str, Any] = {
     "num_clients": int,
     "participation": float,
@@ -152,9 +153,9 @@ def check_cell(cell: Any, where: str = "record.cell") -> None:
     for key in ("seed", "partition_seed"):
         if not _fits(cell[key], int):
             raise RecordError(f"{where}.{key} must be an integer, got {_short(cell[key])}")
-    for key in CELL_OPTIONAL:
-        if key in cell and not isinstance(cell[key], str):
-            raise RecordError(f"{where}.{key} must be a string, got {_short(cell[key])}")
+    for key, hint in CELL_OPTIONAL.items():
+        if key in cell and not _fits(cell[key], hint):
+            raise RecordError(f"{where}.{key} must be a {hint.__name__}, got {_short(cell[key])}")
 
 
 def _check_component(value: Any, where: str) -> None:

@@ -196,6 +196,11 @@ WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
     "cell.fl a string": (_set("fl", "x"), True, "record.cell.fl must be an object"),
     "cell.tasks a string": (_set("tasks", "knn"), True, "record.cell.tasks must be a list"),
     "cell.seed a string": (_set("seed", "0"), True, "record.cell.seed must be an integer"),
+    "cell.kernels_revision a string": (
+        _set("kernels_revision", "2"),
+        True,
+        "record.cell.kernels_revision must be a int",
+    ),
     "comm a string": (_set("comm", "abc"), False, "record.comm must be an object"),
     "scores a string": (_set("scores", "abc"), False, "record.scores must be a list"),
     "a 7 MB reason": (_set("reason", "x" * 7_000_000), False, "larger than 1,048,576 bytes"),
@@ -210,6 +215,17 @@ WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
         "levels deep",
     ),
 }
+
+
+def test_a_portable_cell_with_its_revision_has_the_right_shape(honest: ResultRecord) -> None:
+    """A portable cell carries ``kernels_revision`` (an integer): the schema reads it as a cell key."""
+    from benchmark.records.errors import RecordError
+    from benchmark.records.shape import check_cell
+
+    cell = json.loads(to_json(honest))["cell"]
+    check_cell({**cell, "kernels": "portable", "kernels_revision": 2})
+    with pytest.raises(RecordError, match="kernels_revision must be a int"):
+        check_cell({**cell, "kernels": "portable", "kernels_revision": 2.0})
 
 
 @pytest.fixture
@@ -235,7 +251,7 @@ def test_collect_skips_each_bad_record_in_one_line_and_copies_the_rest(
     assert len(skipped) == len(WRONG_SHAPES), err
     for line, (_, _, words) in zip(skipped, WRONG_SHAPES.values()):
         assert line.startswith("skipped ") and words in line, line
-    assert out.strip().splitlines()[-1].endswith(f"1 records collected into {results}, 11 skipped")
+    assert out.strip().splitlines()[-1].endswith(f"1 records collected into {results}, {len(WRONG_SHAPES)} skipped")
     assert [p.name for p in results.rglob("*.json")] == [f"{honest.cell_id}.json"]
 
 
@@ -254,7 +270,7 @@ def test_wandb_collect_skips_each_bad_record_and_copies_the_rest(
     assert main(["collect", "--from", "wandb:me/proj", "--results", str(results)]) == 0
     out, err = capsys.readouterr()
     assert len(err.strip().splitlines()) == len(WRONG_SHAPES), err
-    assert "1 records collected" in out and "11 skipped" in out
+    assert "1 records collected" in out and f"{len(WRONG_SHAPES)} skipped" in out
     assert len(list(results.rglob("*.json"))) == 1
 
 
