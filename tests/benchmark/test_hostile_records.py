@@ -251,7 +251,8 @@ def test_collect_skips_each_bad_record_in_one_line_and_copies_the_rest(
     assert len(skipped) == len(WRONG_SHAPES), err
     for line, (_, _, words) in zip(skipped, WRONG_SHAPES.values()):
         assert line.startswith("skipped ") and words in line, line
-    assert out.strip().splitlines()[-1].endswith(f"1 records collected into {results}, {len(WRONG_SHAPES)} skipped")
+    last = out.strip().splitlines()[-1]
+    assert last.endswith(f"1 records collected into {results}, {len(WRONG_SHAPES)} skipped")
     assert [p.name for p in results.rglob("*.json")] == [f"{honest.cell_id}.json"]
 
 
