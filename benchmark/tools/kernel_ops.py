@@ -61,7 +61,8 @@ def _tensor_spec(t: torch.Tensor) -> dict[str, Any]:
     if t.numel() <= SMALL:
         spec["values"] = [float(v).hex() for v in t.detach().reshape(-1).double().tolist()]
     elif t.dtype == torch.bool:
-        pass
+        # how many are true: a mask that selects rows (x[mask] = v) must select as many as v has
+        spec["count"] = int(t.sum())
     elif not t.is_floating_point():
         spec["range"] = [int(t.min()), int(t.max())] if t.numel() else [0, 0]
     else:
@@ -144,6 +145,8 @@ def _build_tensor(spec: Mapping[str, Any], salt: int) -> torch.Tensor:
         flat = torch.tensor([float.fromhex(v) for v in spec["values"]], dtype=torch.float64)
         return flat.to(dtype).reshape(shape).clone() if shape else flat.to(dtype).reshape(())
     p = _pattern(max(size, 0), salt)
+    if dtype == torch.bool and "count" in spec:
+        return _mask(shape, stride, offset, size, spec["count"], salt)
     if dtype == torch.bool:
         base = p % 3 == 0
     elif dtype.is_floating_point or dtype.is_complex:
@@ -152,6 +155,24 @@ def _build_tensor(spec: Mapping[str, Any], salt: int) -> torch.Tensor:
         lo, hi = spec.get("range", [0, 0])
         base = lo + p % (hi - lo + 1)
     return base.to(dtype).as_strided(shape, stride, offset)
+
+
+def _mask(
+    shape: list[int], stride: list[int], offset: int, size: int, count: int, salt: int
+) -> torch.Tensor:
+    """A boolean tensor of ``shape`` with exactly ``count`` true elements, at places the pattern
+    scrambles (the first ``count`` of its order)."""
+    n = 1
+    for s in shape:
+        n *= s
+    flat = torch.zeros(n, dtype=torch.bool)
+    flat[torch.argsort(_pattern(n, salt), stable=True)[:count]] = True
+    out = torch.zeros(max(size, 0), dtype=torch.bool).as_strided(shape, stride, offset)
+    try:
+        out.copy_(flat.reshape(shape))
+    except RuntimeError:  # overlapping strides (an expanded mask): its values, contiguous
+        return flat.reshape(shape)
+    return out
 
 
 def decode(x: Any, salt: Iterator[int]) -> Any:

@@ -125,6 +125,19 @@ def test_a_replayed_call_is_deterministic_and_sees_shape_stride_and_scalar() -> 
     ]
 
 
+@pytest.mark.parametrize("selected", range(1, 16))
+def test_a_boolean_mask_replays_with_as_many_rows_as_it_selected(selected: int) -> None:
+    """``out[mask] = values`` (Orchestra's rotations) is ``index_put_`` with a boolean mask: the
+    replayed mask must select as many rows as ``values`` has, whatever the recorded call's count."""
+    out, mask = torch.ones(16, 3, 4, 4), torch.zeros(16, dtype=torch.bool)
+    mask[16 - selected :] = True
+    call = call_of(
+        torch.ops.aten.index_put_.default, (out, [mask], torch.ones(selected, 3, 4, 4)), {}
+    )
+    assert call["args"][1]["L"][0]["count"] == selected
+    assert not replay(json.loads(json.dumps(call))).startswith("error")
+
+
 def _softmax_call() -> dict:
     z = torch.ones(256, 128)
     return call_of(torch.ops.aten._softmax.default, (z, 1, False), {})
