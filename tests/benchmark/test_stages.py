@@ -76,7 +76,7 @@ def test_pretrained_round_trips_and_reads_the_older_payload(tmp_path: Path) -> N
         server=ServerState(model={"w": torch.arange(3.0)}, extra={"c": torch.ones(1)}),
         comm_up=(4, 5),
         comm_down=(6, 7),
-        history=({"loss": 1.0, "clients": 2.0},),
+        history=({"loss": 1.0, "clients": 2.0, "client_steps": 9.0},),
         client_steps=9,
         client_tensors={1: {"w": torch.zeros(2)}},
         pretrain_time_s=1.5,
