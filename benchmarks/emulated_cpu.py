@@ -10,8 +10,9 @@ ATen choose their code as they would on it, while every instruction is computed 
 software floating point. ``fingerprint`` replays the shipped kernel fingerprint
 (``results/records/kernel-fingerprint.json``) there and prints ``same``/``differs`` per operation,
 as ``python -m benchmark verify --kernels`` does on a real machine; ``cells`` re-runs quickstart
-cells there (``python -m benchmark run``, one process, about 20 times slower than natively) and
-compares every number with the shipped records, as ``verify`` does.
+cells there (``python -m benchmark run``, one process; a training cell runs hundreds of times slower
+than natively: a FedAvg-SimCLR cell of 15 s had not finished after 93 CPU-minutes) and compares
+every number with the shipped records, as ``verify`` does.
 
 QEMU's TCG has no AVX-512: an emulated EPYC-Genoa is a Zen 4 without it. Where this emulation
 reproduces records that a real AMD EPYC made (docs/reproducibility.md says which), it is a strong
