@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaderboard.formatting import alpha_number
+
 # one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
 # light ones), so that 13 series never share a colour; the marker tells the partitions apart
 # (PARTITION_SHAPES, by first appearance)
@@ -242,7 +244,7 @@ def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
         return left + 24 + (v - lo) / span * (right - left - 48)
 
     ypos, yticks = _y_scale(points, plot.box)
-    plot.xticks = [{"x": round(xpos(a), 1), "label": f"{a:g}"} for a in finite]
+    plot.xticks = [{"x": round(xpos(a), 1), "label": alpha_number(a)} for a in finite]
     if iid:
         plot.xticks.append({"x": round(xpos(math.inf), 1), "label": "IID"})
     plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
