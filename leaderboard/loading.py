@@ -5,6 +5,7 @@ deduplicated, the acceptances that vouch for them, and one pandas row per (recor
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -14,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmark.core.paths import GRIDS
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped, iter_record_files, read_record, verify_record
 from benchmark.records.tracks import eval_split_of
@@ -129,6 +131,27 @@ def alpha_of(name: str | None, params: dict[str, Any] | None) -> float | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def shipped_grids() -> frozenset[str]:
+    """The names of the grids this repository ships (benchmark/grids/*.yaml)."""
+    return frozenset(p.stem for p in GRIDS.glob("*.yaml"))
+
+
+def plugin_provenance(record: ResultRecord) -> Mapping[str, Any] | None:
+    """Where a plugin method's code came from (distribution, version, source digest), as the runner
+    recorded it in ``env.plugins``; None for a built-in method."""
+    prov = (record.env.plugins or {}).get(f"method:{record.method}")
+    return prov if isinstance(prov, Mapping) else None
+
+
+def submitted(record: ResultRecord) -> bool:
+    """True for a record whose method's settings were not chosen on this benchmark's validation
+    split like the shipped methods' were: a method that is not built in (a plugin, per
+    ``env.plugins``), or a run of a grid the repository does not ship."""
+    grid = record.grid
+    return plugin_provenance(record) is not None or bool(grid and grid not in shipped_grids())
+
+
 def is_verified(record: ResultRecord) -> bool:
     return record.env.runner == VERIFIED_RUNNER
 
@@ -178,6 +201,7 @@ RECORD_COLUMNS = [
     "verified",
     "reevaluated",
     "reference",
+    "submitted",
     "path",
     "record",
 ]
@@ -293,6 +317,7 @@ def _record_base(
         "verified": is_verified(r),
         "reevaluated": reevaluated,
         "reference": reference,
+        "submitted": submitted(r),
         "path": str(path),
         # for Track.admits, the one membership rule (never exported: CSVs list their columns)
         "record": r,

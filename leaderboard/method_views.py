@@ -5,21 +5,24 @@ grouped by paper. View models only; :mod:`leaderboard.pages` writes them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmark.core.canonical import to_plain
 from benchmark.core.deviations import deviations as parse_deviations_of
-from benchmark.records.reference import ReferenceValue
+from benchmark.records.reference import ReferenceTable, ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import SiteModel
-from leaderboard.formatting import blob_base, method_file, short_source, slug
-from leaderboard.papers import MethodPapers, load_papers
+from leaderboard.formatting import blob_base, method_file, safe_url, short_source, slug
+from leaderboard.loading import plugin_provenance, submitted
+from leaderboard.papers import MethodPapers, all_papers
 from leaderboard.views import ref_dataset, ref_view, track_rows_for
 
 
@@ -62,17 +65,18 @@ def _readme_row(repo: Path, name: str) -> list[tuple[str, str]]:
     return []
 
 
+NO_PAPER = (
+    "not listed in leaderboard/papers.yaml; a plugin names its paper in a papers.yaml beside its "
+    "reference tables (docs/adding-a-method.md §6)"
+)
+
+
 def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) -> dict[str, Any]:
-    """A method's own paper(s) (papers.yaml), its reference page in docs/ and, for a reference point
-    that no paper defines, the note saying so."""
+    """A method's own paper(s) (papers.yaml, or the papers.yaml a plugin ships), its reference page
+    and, for a reference point that no paper defines, the note saying so."""
     mine = papers.get(name)
     if mine is None:
-        return {
-            "papers": [],
-            "docs": None,
-            "docs_url": None,
-            "note": "not listed in leaderboard/papers.yaml",
-        }
+        return {"papers": [], "docs": None, "docs_url": None, "note": NO_PAPER}
     return {
         "papers": [
             {
@@ -88,7 +92,7 @@ def own_papers(name: str, blob: str | None, papers: Mapping[str, MethodPapers]) 
             for p in mine.papers
         ],
         "docs": mine.docs,
-        "docs_url": f"{blob}/{mine.docs}" if blob else None,
+        "docs_url": safe_url(mine.docs) or (f"{blob}/{mine.docs}" if blob else None),
         "note": mine.note,
     }
 
@@ -108,57 +112,184 @@ def _papers(refs: Sequence[ReferenceValue]) -> list[dict[str, Any]]:
     ]
 
 
+def paper_key(table: ReferenceTable) -> str:
+    """The paper a reference table transcribes: its file name up to ``_table``
+    (``fedmae_table1.yaml`` → ``fedmae``), the paper's key in papers.yaml."""
+    return table.path.stem.split("_table")[0]
+
+
+def own_reference_values(
+    name: str, tables: Sequence[ReferenceTable], papers: Mapping[str, MethodPapers]
+) -> tuple[list[ReferenceValue], int]:
+    """The numbers a method's own paper(s) print for it, and how many numbers other papers print
+    for it (FedMAE's Table 1 reports FedU and FedEMA: those are FedMAE's runs of them, not FedU's or
+    FedEMA's paper)."""
+    mine = papers.get(name)
+    keys = {p.key for p in mine.papers} if mine is not None else {name}
+    own, others = [], 0
+    for t in tables:
+        values = [v for v in t.values if v.method == name]
+        if paper_key(t) in keys:
+            own += values
+        else:
+            others += len(values)
+    return own, others
+
+
+@dataclass(frozen=True)
+class MethodSource:
+    """Where a method's code is read from: a file of this repository, or the installed file of the
+    plugin module its records name (``env.plugins``)."""
+
+    path: Path | None
+    shown: str | None  # the path as the page prints it
+    url: str | None
+    deviations: list[dict[str, str]]
+    plugin: bool = False
+
+
+def plugin_module_file(module: str) -> Path | None:
+    """The installed source file of a plugin's module, found without importing it (a plugin's
+    package imports torch; the site never does)."""
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin else None
+    for loc in spec.submodule_search_locations or []:
+        for cand in (Path(loc, *rest).with_suffix(".py"), Path(loc, *rest, "__init__.py")):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def method_source(
+    name: str,
+    recs: Sequence[ResultRecord],
+    sources: Mapping[str, Path],
+    repo: Path,
+    blob: str | None,
+) -> MethodSource:
+    src = sources.get(name)
+    if src is not None:
+        rel = src.relative_to(repo)
+        return MethodSource(src, str(rel), f"{blob}/{rel}" if blob else None, deviations(src, repo))
+    modules = [p.get("module") for p in plugin_provenances(recs) if p.get("module")]
+    path = plugin_module_file(str(modules[0])) if modules else None
+    if path is None:
+        return MethodSource(None, None, None, [], plugin=bool(modules))
+    shown = "/".join([*str(modules[0]).split(".")[:-1], path.name])
+    devs = [{"where": f"{shown}:{d.line}", "text": d.text} for d in parse_deviations_of(path)]
+    return MethodSource(path, shown, None, devs, plugin=True)
+
+
+def plugin_provenances(recs: Sequence[ResultRecord]) -> list[Mapping[str, Any]]:
+    """The distinct provenances (distribution, version, source digest, ...) a plugin method's
+    records name, in record order."""
+    out: list[Mapping[str, Any]] = []
+    for r in recs:
+        prov = plugin_provenance(r)
+        if prov is not None and prov not in out:
+            out.append(prov)
+    return out
+
+
+def provenance_rows(recs: Sequence[ResultRecord]) -> list[dict[str, Any]]:
+    """A plugin method's provenance for its page: one row per distinct (distribution, version,
+    source digest) its records ran."""
+    return [
+        {
+            "distribution": p.get("distribution") or "not installed (imported from a path)",
+            "version": p.get("version") or "—",
+            "source_digest": p.get("source_digest") or "—",
+            "module": p.get("module") or "—",
+            "url": safe_url(p.get("url")),
+            "commit": p.get("commit"),
+            "n": sum(plugin_provenance(r) == p for r in recs),
+        }
+        for p in plugin_provenances(recs)
+    ]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every method page reads: sources, reference tables, papers, the repository link."""
+
+    sources: Mapping[str, Path]
+    tables: Sequence[ReferenceTable]
+    papers: Mapping[str, MethodPapers]
+    blob: str | None
+
+
 def method_pages(model: SiteModel, track_files: Mapping[str, str]) -> list[dict[str, Any]]:
     by_method: dict[str, list[ResultRecord]] = defaultdict(list)
     for _, r in model.records:
         by_method[r.method].append(r)
-    sources = method_sources(model.repo)
-    refs = [v for t in model.references for v in t.values]
-    blob = blob_base(model.build)
-    papers = load_papers()
-    pages = []
-    for name in sorted(by_method):
-        recs = by_method[name]
-        configs: Counter[tuple[str, str]] = Counter()
-        for r in recs:
-            params = (r.cell.get("method") or {}).get("params", {})
-            configs[(r.method_version, json.dumps(to_plain(params), indent=2, sort_keys=True))] += 1
-        results = []
-        for tt in model.tracks:
-            for row in track_rows_for(tt, name):
-                results.append(
-                    {**row, "track": tt.track.title, "track_file": track_files[tt.track.id]}
-                )
-        mine = [v for v in refs if v.method == name]
-        src = sources.get(name)
-        readme = [
-            (k, mdtext.inline(v, blob_base=blob, source_dir="methods"))
-            for k, v in _readme_row(model.repo, name)
-        ]
-        pages.append(
-            {
-                "name": name,
-                "file": method_file(name),
-                "n_records": len(recs),
-                "reference_point": model.config.reference_points.get(name),
-                "versions": sorted({r.method_version for r in recs}),
-                "papers": _papers(mine),
-                "n_references": len(mine),
-                "own": own_papers(name, blob, papers),
-                "datasets": sorted({r.dataset for r in recs}),
-                "ref_datasets": sorted({ref_dataset(v) for v in mine} - {"—"}),
-                "commit": model.build.get("commit", ""),
-                "source": str(src.relative_to(model.repo)) if src else None,
-                "source_url": f"{blob}/{src.relative_to(model.repo)}" if src and blob else None,
-                "deviations": deviations(src, model.repo) if src else [],
-                "readme": readme,
-                "results": results,
-                "configs": [
-                    {"version": v, "json": j, "n": n} for (v, j), n in configs.most_common()
-                ],
-            }
-        )
-    return pages
+    shared = _Shared(
+        sources=method_sources(model.repo),
+        tables=model.references,
+        papers=all_papers(),
+        blob=blob_base(model.build),
+    )
+    return [
+        method_page(model, shared, name, by_method[name], track_files) for name in sorted(by_method)
+    ]
+
+
+def _configs(recs: Sequence[ResultRecord]) -> list[dict[str, Any]]:
+    configs: Counter[tuple[str, str]] = Counter()
+    for r in recs:
+        params = (r.cell.get("method") or {}).get("params", {})
+        configs[(r.method_version, json.dumps(to_plain(params), indent=2, sort_keys=True))] += 1
+    return [{"version": v, "json": j, "n": n} for (v, j), n in configs.most_common()]
+
+
+def method_page(
+    model: SiteModel,
+    shared: _Shared,
+    name: str,
+    recs: Sequence[ResultRecord],
+    track_files: Mapping[str, str],
+) -> dict[str, Any]:
+    """One method's page: its paper, source, deviations, README row, results and configurations."""
+    results = [
+        {**row, "track": tt.track.title, "track_file": track_files[tt.track.id]}
+        for tt in model.tracks
+        for row in track_rows_for(tt, name)
+    ]
+    mine, others = own_reference_values(name, shared.tables, shared.papers)
+    src = method_source(name, recs, shared.sources, model.repo, shared.blob)
+    readme = [
+        (k, mdtext.inline(v, blob_base=shared.blob, source_dir="methods"))
+        for k, v in _readme_row(model.repo, name)
+    ]
+    return {
+        "name": name,
+        "file": method_file(name),
+        "n_records": len(recs),
+        "reference_point": model.config.reference_points.get(name),
+        "versions": sorted({r.method_version for r in recs}),
+        "papers": _papers(mine),
+        "n_references": len(mine),
+        "n_other_references": others,
+        "own": own_papers(name, shared.blob, shared.papers),
+        "datasets": sorted({r.dataset for r in recs}),
+        "ref_datasets": sorted({ref_dataset(v) for v in mine} - {"—"}),
+        "commit": model.build.get("commit", ""),
+        "source": src.shown,
+        "source_url": src.url,
+        "plugin": src.plugin,
+        "provenance": provenance_rows(recs),
+        "submitted": sum(submitted(r) for r in recs),
+        "deviations": src.deviations,
+        "readme": readme,
+        "results": results,
+        "configs": _configs(recs),
+    }
 
 
 _PROTOCOL_DOCS = ("partitioning", "evaluation")
@@ -180,10 +311,10 @@ def reference_papers(model: SiteModel) -> list[dict[str, Any]]:
     """references.html: the reference tables grouped by paper (the file name's prefix is the paper's
     key in papers.yaml), each paper with its citation and link, each table with an anchor, its
     dataset column."""
-    known = {p.key: p for m in load_papers().values() for p in m.papers}
+    known = {p.key: p for m in all_papers().values() for p in m.papers}
     by_paper: dict[str, list[Any]] = defaultdict(list)
     for t in model.references:
-        by_paper[t.path.stem.split("_table")[0]].append(t)
+        by_paper[paper_key(t)].append(t)
     out = []
     for key, tables in by_paper.items():
         paper = known.get(key)

@@ -374,11 +374,42 @@ def _write_misc(
 
 
 SUBMIT_DOC = "docs/adding-a-method.md"
+# the submit page's opening checklist: (section of SUBMIT_DOC, step, what to do)
+SUBMIT_STEPS = (
+    (
+        1,
+        "Write the method",
+        "one class subclassing MethodBase, in this repository or a plugin package",
+    ),
+    (4, "Check it", "python -m benchmark check-method NAME, and the conformance test"),
+    (5, "Run the grid", "the track's grid, for at least the track's min_seeds seeds"),
+    (7, "Bundle the records", "python -m benchmark submit RUNS --track TRACK --out BUNDLE"),
+    (
+        7,
+        "Open a pull request",
+        "with the code and the bundle; the maintainers' python -m benchmark accept re-evaluates "
+        "the records and adds them to results/: only then are they on the leaderboard",
+    ),
+)
+
+
+def submit_checklist(text: str) -> list[dict[str, str]]:
+    """The five steps from writing a method to its rows on the board, each linking to the section of
+    SUBMIT_DOC that explains it (no link when the document has no such section)."""
+    anchors = {
+        title.split(".", 1)[0]: mdtext.heading_anchor(title)
+        for level, title in mdtext.headings(text)
+        if level == 2 and title.split(".", 1)[0].isdigit()
+    }
+    return [
+        {"step": step, "what": what, "section": str(n), "anchor": anchors.get(str(n), "")}
+        for n, step, what in SUBMIT_STEPS
+    ]
 
 
 def _write_submit(site: Site) -> None:
     """The "Submit your method" page: docs/adding-a-method.md rendered (raw HTML escaped, relative
-    links into the repository at the build's commit)."""
+    links into the repository at the build's commit), opened by a checklist of its steps."""
     path = site.model.repo / SUBMIT_DOC
     text = (
         path.read_text(encoding="utf-8")
@@ -390,6 +421,7 @@ def _write_submit(site: Site) -> None:
         "submit.html",
         "submit.html",
         body=mdtext.block(text, blob_base=blob, source_dir="docs"),
+        steps=submit_checklist(text),
         source=SUBMIT_DOC,
         source_url=f"{blob}/{SUBMIT_DOC}" if blob else None,
     )

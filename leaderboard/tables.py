@@ -94,6 +94,7 @@ TABLE_COLUMNS = [
     "uses_public_data",
     "verified",
     "reevaluated",
+    "submitted",
     "cell_ids",
     "card_id",
     "entry_id",
@@ -231,6 +232,8 @@ def _aggregate_one(
         "verified": bool(g["verified"].all()),
         # every seed behind the row: a row is as trusted as its weakest
         "reevaluated": bool(g["reevaluated"].all()),
+        # a seed of a method whose settings were not tuned on the validation split here
+        "submitted": bool(g["submitted"].any()),
         "cell_ids": sorted(g["cell_id"].unique().tolist()),
         "card_id": card_ids[0] if card_ids else None,
         "entry_id": entry_id(track.id, key),
@@ -252,6 +255,7 @@ _CONFIG_KEYS = (
     "config_key",
     "row_key",
     "reference",
+    "submitted",
     "fl_rounds",
     "fl_local_epochs",
 )

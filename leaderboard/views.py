@@ -38,7 +38,7 @@ from leaderboard.formatting import (
 )
 from leaderboard.headline import Headline, MarginCell, dataset_headlines
 from leaderboard.margins import margin_rows
-from leaderboard.plots import Point, alpha_plot, comm_plot
+from leaderboard.plots import MIN_ALPHAS, Point, alpha_plot, alpha_settings, comm_plot
 from leaderboard.summary import SummaryTable, best_marks
 from leaderboard.tables import TrackTable
 
@@ -188,7 +188,14 @@ def track_plots(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
         for r in rows
         if valid_alpha(r["alpha"]) and (p := _point(r, float(r["alpha"]), tt.metric))
     ]
-    return {"comm": comm_plot(comm, y_label, fmt_bytes), "alpha": alpha_plot(het, y_label)}
+    settings = [fmt_alpha(a) for a in alpha_settings(het)]
+    return {
+        "comm": comm_plot(comm, y_label, fmt_bytes),
+        "alpha": alpha_plot(het, y_label),
+        # fewer than MIN_ALPHAS settings: no heterogeneity plot, and the page says why
+        "alpha_settings": settings,
+        "min_alphas": MIN_ALPHAS,
+    }
 
 
 def margin_view(tt: TrackTable, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
@@ -311,10 +318,12 @@ def headline_view(h: Headline) -> dict[str, Any]:
 
 
 def answers(model: SiteModel) -> list[dict[str, Any]]:
-    """Per dataset with a ranked cell: its headlines, in tracks.yaml's order."""
+    """Per dataset with a ranked cell on a track that is a result: its headlines, in tracks.yaml's
+    order."""
     out = []
     for dataset in dict.fromkeys(tt.track.dataset for tt in model.tracks):
-        tables = [tt for tt in model.tracks if tt.track.dataset == dataset]
+        # a track marked `result: false` (the smoke grid's pipeline check) has no leader to name
+        tables = [tt for tt in model.tracks if tt.track.dataset == dataset and tt.track.result]
         hs = dataset_headlines(tables, model.config.margin_baselines)
         if hs:
             out.append(

@@ -327,11 +327,7 @@ def test_comm_plot_is_log_scaled_with_a_none_column() -> None:
     assert [t["label"] for t in plot.xticks] == ["none", "100 kB", "1 MB", "10 MB"]
     assert all(left <= x <= plot.box[2] for x in cx.values())
     # higher scores are drawn higher (smaller y)
-    ys = {
-        m["title"]: float(m["d"].split(",")[1].split("a")[0])
-        for s in plot.series
-        for m in s["marks"]
-    }
+    ys = {m["title"]: m["cy"] for s in plot.series for m in s["marks"]}
     assert ys["b 70.0"] < ys["a 60.0"] < ys["c 50.0"]
 
 
