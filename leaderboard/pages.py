@@ -374,19 +374,16 @@ def _write_misc(
 
 
 SUBMIT_DOC = "docs/adding-a-method.md"
-# the submit page's opening checklist: (section of SUBMIT_DOC, step, what to do)
+# the submit page's opening checklist: (section of SUBMIT_DOC, step, its command, what else it takes)
 SUBMIT_STEPS = (
-    (
-        1,
-        "Write the method",
-        "one class subclassing MethodBase, in this repository or a plugin package",
-    ),
-    (4, "Check it", "python -m benchmark check-method NAME, and the conformance test"),
-    (5, "Run the grid", "the track's grid, for at least the track's min_seeds seeds"),
-    (7, "Bundle the records", "python -m benchmark submit RUNS --track TRACK --out BUNDLE"),
+    (1, "Write the method", "", "one class subclassing MethodBase, here or in a plugin package"),
+    (4, "Check it", "python -m benchmark check-method NAME", "and the conformance test"),
+    (5, "Run the grid", "", "the track's grid, for at least the track's min_seeds seeds"),
+    (7, "Bundle the records", "python -m benchmark submit RUNS --track TRACK --out BUNDLE", ""),
     (
         7,
         "Open a pull request",
+        "",
         "with the code and the bundle; the maintainers' python -m benchmark accept re-evaluates "
         "the records and adds them to results/: only then are they on the leaderboard",
     ),
@@ -402,8 +399,14 @@ def submit_checklist(text: str) -> list[dict[str, str]]:
         if level == 2 and title.split(".", 1)[0].isdigit()
     }
     return [
-        {"step": step, "what": what, "section": str(n), "anchor": anchors.get(str(n), "")}
-        for n, step, what in SUBMIT_STEPS
+        {
+            "step": step,
+            "command": command,
+            "what": what,
+            "section": str(n),
+            "anchor": anchors.get(str(n), ""),
+        }
+        for n, step, command, what in SUBMIT_STEPS
     ]
 
 
