@@ -148,9 +148,10 @@ class MethodSource:
     plugin: bool = False
 
 
-def plugin_module_file(module: str) -> Path | None:
-    """The installed source file of a plugin's module, found without importing it (a plugin's
-    package imports torch; the site never does)."""
+def plugin_module_file(module: str) -> tuple[Path, str] | None:
+    """The installed source file of a plugin's module and its path from the package's folder
+    (``fssl_fedfoo/method.py``), found without importing it (a plugin's package imports torch; the
+    site never does). None when it is not installed here."""
     top, *rest = module.split(".")
     try:
         spec = importlib.util.find_spec(top)
@@ -159,11 +160,11 @@ def plugin_module_file(module: str) -> Path | None:
     if spec is None:
         return None
     if not rest:
-        return Path(spec.origin) if spec.origin else None
+        return (Path(spec.origin), Path(spec.origin).name) if spec.origin else None
     for loc in spec.submodule_search_locations or []:
         for cand in (Path(loc, *rest).with_suffix(".py"), Path(loc, *rest, "__init__.py")):
             if cand.is_file():
-                return cand
+                return cand, cand.relative_to(Path(loc).parent).as_posix()
     return None
 
 
@@ -174,15 +175,17 @@ def method_source(
     repo: Path,
     blob: str | None,
 ) -> MethodSource:
+    """A built-in method's file in methods/, else the installed file of the plugin module its
+    records name; its ``# DEVIATION`` comments either way."""
     src = sources.get(name)
     if src is not None:
         rel = src.relative_to(repo)
         return MethodSource(src, str(rel), f"{blob}/{rel}" if blob else None, deviations(src, repo))
-    modules = [p.get("module") for p in plugin_provenances(recs) if p.get("module")]
-    path = plugin_module_file(str(modules[0])) if modules else None
-    if path is None:
+    modules = [str(p["module"]) for p in plugin_provenances(recs) if p.get("module")]
+    found = plugin_module_file(modules[0]) if modules else None
+    if found is None:
         return MethodSource(None, None, None, [], plugin=bool(modules))
-    shown = "/".join([*str(modules[0]).split(".")[:-1], path.name])
+    path, shown = found
     devs = [{"where": f"{shown}:{d.line}", "text": d.text} for d in parse_deviations_of(path)]
     return MethodSource(path, shown, None, devs, plugin=True)
 
