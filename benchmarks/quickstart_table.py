@@ -33,7 +33,7 @@ def _part(partition_name: str) -> str:
 def _frame(root: Path):
     from benchmark.grids.expand import expand_grid, load_grid
     from benchmark.records.store import load_records
-    from leaderboard.build import records_frame
+    from leaderboard.loading import records_frame
 
     ids = {c.cell_id for c in expand_grid(load_grid("quickstart"))}
     records = [(p, r) for p, r in load_records([root])[0] if r.cell_id in ids]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def _build(args: argparse.Namespace) -> int:
     from leaderboard.build import build_model
-    from leaderboard.render import render_site
+    from leaderboard.pages import render_site
     from leaderboard.tracks import load_site_config, load_tracks
 
     t0 = time.perf_counter()

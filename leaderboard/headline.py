@@ -11,7 +11,6 @@ margins are :func:`leaderboard.margins.paired_margins` over each baseline.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,7 +127,3 @@ def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[H
                     )
                 )
     return out
-
-
-def finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

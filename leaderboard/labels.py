@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from leaderboard.formatting import alpha_number
+
 # partitioners whose main parameter is a Dirichlet concentration over labels: all shown as Dir(α)
 _LABEL_DIRICHLET_PARAM = "alpha"
 # other partitioners: (short name, main parameter)
@@ -24,7 +26,7 @@ _SHORT = {
 
 def _num(x: Any) -> str:
     if isinstance(x, float):
-        return f"{x:g}"
+        return alpha_number(x)
     return str(x)
 
 
@@ -138,12 +140,6 @@ def variant_labels(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     for label in out.values():
         counts[label] = counts.get(label, 0) + 1
     return {k: (v if counts[v] == 1 and v else f"{v} #{k[:6]}".strip()) for k, v in out.items()}
-
-
-def fmt_alpha(a: float | None) -> str:
-    if a is None or (isinstance(a, float) and math.isnan(a)):
-        return "—"
-    return "IID" if math.isinf(a) else f"{a:g}"
 
 
 def round_stat(value: Any, digits: int = 3) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from leaderboard import stats
+from leaderboard.formatting import alpha_number, finite
 
 # what must be equal for a baseline score to pair with a method's score (besides seed and partition)
 PAIR_KEYS = (
@@ -72,7 +73,7 @@ def paired_margins(
     ok = frame[
         (frame["task"] == task)
         & (frame["status"] == "ok")
-        & frame["value"].map(_finite)
+        & frame["value"].map(finite)
         & ~frame["selects_on_test"].astype(bool)
     ]
     base = ok[ok["method"] == baseline]
@@ -203,7 +204,7 @@ def selection_markdown(selection: pd.DataFrame, *, task: str, baseline: str) -> 
     ]
     for _, r in selection.iterrows():
         parts = ", ".join(f"{p}: {_signed(m)}" for p, m in r["partitions"].items())
-        avg = _signed(r["average"]) if _finite(r["average"]) else "— (a partition is missing)"
+        avg = _signed(r["average"]) if finite(r["average"]) else "— (a partition is missing)"
         lines.append(
             f"| {r['method']} | {r['backbone']} | {r['variant'] or '—'} | {parts} | {avg} | "
             f"{'**yes**' if r['chosen'] else ''} |"
@@ -240,7 +241,7 @@ def markdown(table: pd.DataFrame, *, task: str, baseline: str) -> str:
 def to_json(table: pd.DataFrame) -> str:
     return json.dumps(
         [
-            {k: (v if not isinstance(v, float) or _finite(v) else None) for k, v in row.items()}
+            {k: (v if not isinstance(v, float) or finite(v) else None) for k, v in row.items()}
             for row in table.to_dict(orient="records")
         ],
         indent=1,
@@ -251,23 +252,19 @@ def to_json(table: pd.DataFrame) -> str:
 def _short_partition(name: Any, alpha: Any, label: str) -> str:
     if name == "iid":
         return "iid"
-    return f"{name} α={alpha:g}" if _finite(alpha) else label
+    return f"{name} α={alpha_number(alpha)}" if finite(alpha) else label
 
 
 def _ci_text(row: pd.Series) -> str:
     return (
         "—"
-        if not _finite(row["ci_low"])
+        if not finite(row["ci_low"])
         else f"[{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
     )
 
 
 def _signed(x: float) -> str:
     return f"{x:+.1f}".replace("-", "−")
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def margin_rows(table: pd.DataFrame) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ otherwise, so the site never links to a page it does not have.
 from __future__ import annotations
 
 import posixpath
+import re
+from typing import Any
 from urllib.parse import quote, urlparse
 
 from markdown_it import MarkdownIt
@@ -38,10 +40,22 @@ def _fix_links(tokens: list, base: str | None, source_dir: str) -> None:
         tok.attrSet("rel", "noopener noreferrer")
 
 
+# a line break inside a Markdown table cell, the way GitHub writes one (methods/README.md joins a
+# method's deviations with it): the one piece of HTML a cell may hold
+_CELL_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
 def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> Markup:
     """One Markdown line (a table cell) as inline HTML. ``blob_base``: the repository's file URL
     prefix at the site's commit (e.g. ``https://host/owner/repo/blob/<sha>``); ``source_dir``: the
-    folder of the Markdown file, which relative links start from."""
+    folder of the Markdown file, which relative links start from. A ``<br>`` in the cell is a line
+    break; any other HTML is escaped."""
+    return Markup("<br>").join(
+        _inline_part(part, blob_base, source_dir) for part in _CELL_BREAK.split(text)
+    )
+
+
+def _inline_part(text: str, blob_base: str | None, source_dir: str) -> Markup:
     env: dict = {}
     tokens = _MD.parseInline(text, env)
     _fix_links(tokens, blob_base, source_dir)
@@ -50,12 +64,46 @@ def inline(text: str, *, blob_base: str | None = None, source_dir: str = "") -> 
 
 def block(text: str, *, blob_base: str | None = None, source_dir: str = "") -> Markup:
     """A whole Markdown document (docs/adding-a-method.md on the "Submit your method" page) as HTML,
-    with the same safety rules and link handling as :func:`inline`."""
+    with the same safety rules and link handling as :func:`inline`. Headings get GitHub's anchors
+    (:func:`heading_anchor`); every table sits in a ``div.scroll`` of its own, so that a wide table
+    scrolls inside its box and never widens the page."""
     env: dict = {}
     tokens = _MD_DOC.parse(text, env)
     _fix_links(tokens, blob_base, source_dir)
+    seen: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and i + 1 < len(tokens):
+            anchor = heading_anchor(tokens[i + 1].content)
+            seen[anchor] = seen.get(anchor, -1) + 1
+            tok.attrSet("id", anchor if not seen[anchor] else f"{anchor}-{seen[anchor]}")
     return Markup(_MD_DOC.renderer.render(tokens, _MD_DOC.options, env))
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """(level, text) of every heading of a Markdown document, in order."""
+    tokens = _MD_DOC.parse(text, {})
+    return [
+        (int(tok.tag[1:]), tokens[i + 1].content)
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and i + 1 < len(tokens)
+    ]
+
+
+def heading_anchor(text: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens
+    (``4. Conformance: `check-method` `` → ``4-conformance-check-method``)."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def _scroll_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    return '<div class="scroll">\n' + renderer.renderToken(tokens, idx, options, env)
+
+
+def _scroll_close(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    return renderer.renderToken(tokens, idx, options, env) + "</div>\n"
 
 
 _MD_DOC = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 _MD_DOC.enable("table")
+_MD_DOC.add_render_rule("table_open", _scroll_open)
+_MD_DOC.add_render_rule("table_close", _scroll_close)

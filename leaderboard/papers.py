@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from benchmark.records.reference import PLUGIN_PAPERS, plugin_reference_dirs
+
 DEFAULT_PAPERS = Path(__file__).with_name("papers.yaml")
 
 
@@ -138,3 +140,29 @@ def parse_papers(raw: Any, where: str = "<memory>") -> dict[str, MethodPapers]:
 def load_papers(path: Path | None = None) -> dict[str, MethodPapers]:
     path = Path(path) if path is not None else DEFAULT_PAPERS
     return parse_papers(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+
+
+def plugin_papers() -> dict[str, MethodPapers]:
+    """The papers installed plugins declare: a ``papers.yaml`` (this file's schema) in the package
+    a plugin names in the ``fssl_bench.references`` entry-point group, beside its reference tables.
+    Found without importing the plugin; a malformed file is left out (the method page then says
+    its paper is not listed)."""
+    out: dict[str, MethodPapers] = {}
+    dirs, _ = plugin_reference_dirs()
+    for folder in dirs:
+        path = folder / PLUGIN_PAPERS
+        if not path.is_file():
+            continue
+        try:
+            found = load_papers(path)
+        except (OSError, yaml.YAMLError, PapersError, TypeError, ValueError):
+            continue
+        for name, mine in found.items():
+            out.setdefault(name, mine)
+    return out
+
+
+def all_papers() -> dict[str, MethodPapers]:
+    """leaderboard/papers.yaml, then what plugins declare for methods it does not list (a plugin
+    cannot rename a built-in method's paper)."""
+    return {**plugin_papers(), **load_papers()}

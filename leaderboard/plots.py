@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaderboard.formatting import alpha_number
+
 # one colour per series: a 20-colour qualitative map (the ten strong hues of "tab20", then their ten
 # light ones), so that 13 series never share a colour; the marker tells the partitions apart
 # (PARTITION_SHAPES, by first appearance)
@@ -36,9 +38,14 @@ COLOURS = (
     "#dbdb8d",
     "#9edae5",
 )
-SHAPES = ("circle", "triangle", "square", "diamond")
+SHAPES = ("circle", "triangle", "square", "diamond", "down")
 W, H = 600, 320
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 48
+# direct labels: the series' names right of the plot box, each beside its last point
+LABEL_W, LABEL_GAP = 200, 13
+# the heterogeneity plot is drawn from this many partition settings up: through two points per
+# series, lines are a tangle of near-flat segments that the table says better
+MIN_ALPHAS = 3
 
 
 @dataclass
@@ -104,6 +111,8 @@ def _marker(shape: str, cx: float, cy: float, r: float = 4.5) -> str:
         )
     if shape == "triangle":
         return f"M{cx:.1f},{cy - r * 1.2:.1f}l{r * 1.2:.1f},{r * 2:.1f}h{-r * 2.4:.1f}z"
+    if shape == "down":
+        return f"M{cx:.1f},{cy + r * 1.2:.1f}l{r * 1.2:.1f},{-r * 2:.1f}h{-r * 2.4:.1f}z"
     return f"M{cx - r:.1f},{cy:.1f}a{r:.1f},{r:.1f} 0 1,0 {2 * r:.1f},0a{r:.1f},{r:.1f} 0 1,0 {-2 * r:.1f},0z"
 
 
@@ -123,14 +132,18 @@ def _series(
     xpos: Callable[[float], float],
     ypos: Callable[[float], float],
     connect: bool,
+    by_partition: bool = True,
 ) -> list[dict[str, Any]]:
+    """One entry per series: colour, marker, marks and line. ``by_partition``: the marker tells the
+    partitions apart (the communication plot); otherwise each series has its own marker (colour
+    and marker together: no two of 100 series look alike)."""
     names = list(dict.fromkeys(p.series for p in points))
-    shapes = partition_shapes(points)
+    shapes = partition_shapes(points) if by_partition else {}
     out = []
     for i, name in enumerate(names):
         mine = sorted((p for p in points if p.series == name), key=lambda p: xpos(p.x))
         colour = COLOURS[i % len(COLOURS)]
-        shape = SHAPES[(i // len(COLOURS)) % len(SHAPES)] if not shapes else "circle"
+        shape = SHAPES[i % len(SHAPES)] if not shapes else "circle"
         marks = []
         for p in mine:
             cx, cy = xpos(p.x), ypos(p.y)
@@ -139,6 +152,7 @@ def _series(
                 {
                     "d": _marker(shapes.get(p.partition, shape), cx, cy),
                     "cx": round(cx, 1),
+                    "cy": round(cy, 1),
                     "err": err,
                     "title": p.title,
                     "href": p.href,
@@ -158,9 +172,31 @@ def _series(
                 "marks": marks,
                 "path": path if connect and len(solid) > 1 else "",
                 "dashed": any(p.reference for p in mine),
+                "end": (round(xpos(mine[-1].x), 1), round(ypos(mine[-1].y), 1)),
             }
         )
     return out
+
+
+def direct_labels(plot: Plot) -> None:
+    """Name every series right of the plot box, level with its last (rightmost) point, with a
+    leader line to it; labels closer than LABEL_GAP are pushed apart (the figure grows to hold
+    them)."""
+    if not plot.series:
+        return
+    right = plot.box[2]
+    order = sorted(range(len(plot.series)), key=lambda i: plot.series[i]["end"][1])
+    y = -math.inf
+    for i in order:
+        s = plot.series[i]
+        y = max(s["end"][1], y + LABEL_GAP)
+        s["label"] = {
+            "x": right + 14,
+            "y": round(y, 1),
+            "swatch": _marker(s["shape"], right + 18, y - 4, 3.5),
+        }
+    plot.width += LABEL_W
+    plot.height = max(plot.height, int(y) + 12)
 
 
 def partition_shapes(points: Sequence[Point]) -> dict[str, str]:
@@ -218,14 +254,23 @@ def comm_plot(
     plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
     plot.series = _series(points, xpos, ypos, connect=False)
     plot.shapes = shape_legend(points)
+    direct_labels(plot)
     return plot
+
+
+def alpha_settings(points: Sequence[Point]) -> list[float]:
+    """The distinct α values (∞ = IID) the heterogeneity plot would show."""
+    return sorted(
+        {p.x for p in points if isinstance(p.x, float) and not math.isnan(p.x) and p.x > 0}
+    )
 
 
 def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
     """Score against the Dirichlet α on a log axis, IID at the right edge; each configuration's
-    complete cells joined by a line."""
+    complete cells joined by a line, with its own colour and marker, named at its IID end. None
+    below :data:`MIN_ALPHAS` partition settings."""
     points = [p for p in points if isinstance(p.x, float) and not math.isnan(p.x) and p.x > 0]
-    if not points:
+    if len(alpha_settings(points)) < MIN_ALPHAS:
         return None
     plot = Plot(x_label="Dirichlet α, log scale (smaller = more heterogeneous)", y_label=y_label)
     left, _, right, _ = plot.box
@@ -242,9 +287,10 @@ def alpha_plot(points: Sequence[Point], y_label: str) -> Plot | None:
         return left + 24 + (v - lo) / span * (right - left - 48)
 
     ypos, yticks = _y_scale(points, plot.box)
-    plot.xticks = [{"x": round(xpos(a), 1), "label": f"{a:g}"} for a in finite]
+    plot.xticks = [{"x": round(xpos(a), 1), "label": alpha_number(a)} for a in finite]
     if iid:
         plot.xticks.append({"x": round(xpos(math.inf), 1), "label": "IID"})
     plot.yticks = [{"y": round(ypos(v), 1), "label": f"{v:g}"} for v in yticks]
-    plot.series = _series(points, xpos, ypos, connect=True)
+    plot.series = _series(points, xpos, ypos, connect=True, by_partition=False)
+    direct_labels(plot)
     return plot

@@ -1,5 +1,5 @@
 """``build_site``: the one-call entry point — records → tables (``leaderboard.build``) → pages
-(``leaderboard.render``).
+(``leaderboard.pages``).
 
 Its own module so that the build never imports the renderer (the renderer reads the build's types):
 no import cycle. ``python -m leaderboard build``, ``python -m benchmark run --site`` and the tests
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from leaderboard.build import build_model
-from leaderboard.render import render_site
+from leaderboard.pages import render_site
 from leaderboard.tracks import load_site_config, load_tracks
 
 

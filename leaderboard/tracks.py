@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
+from benchmark.core.paths import TRACKS_FILE
 from benchmark.records.tracks import Track, TrackError, eval_split_of, find_track, parse_tracks
 from benchmark.records.tracks import load_tracks as _load_tracks
 
-DEFAULT_TRACKS = Path(__file__).with_name("tracks.yaml")
+DEFAULT_TRACKS = TRACKS_FILE  # leaderboard/tracks.yaml: its one home is benchmark.core.paths
 
 
 def load_tracks(path: Path | None = None) -> list[Track]:

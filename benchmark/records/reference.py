@@ -304,9 +304,10 @@ def load_reference(path: Path) -> ReferenceTable:
 
 
 def iter_reference_files(root: Path) -> Iterator[Path]:
+    """Every reference table of a folder: its ``*.yaml`` files but :data:`PLUGIN_PAPERS`."""
     root = Path(root)
     if root.is_dir():
-        yield from sorted(p for p in root.glob("*.yaml") if p.is_file())
+        yield from sorted(p for p in root.glob("*.yaml") if p.is_file() and p.name != PLUGIN_PAPERS)
 
 
 # A plugin ships its paper's tables as YAML files in one of its packages and names that package in
@@ -314,6 +315,9 @@ def iter_reference_files(root: Path) -> Iterator[Path]:
 #   [project.entry-points."fssl_bench.references"]
 #   fedfoo = "fssl_fedfoo.references"
 REFERENCE_GROUP = "fssl_bench.references"
+# beside its tables, a plugin may name its method's paper in a file of this name (the schema of
+# leaderboard/papers.yaml: ``papers:`` and ``methods:``); it is not a reference table
+PLUGIN_PAPERS = "papers.yaml"
 
 
 def plugin_reference_dirs() -> tuple[list[Path], list[tuple[Path, str]]]:

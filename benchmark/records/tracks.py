@@ -46,6 +46,9 @@ class Track:
     # no_pretrain
     baseline: str | None = None
     label: str = ""  # short name of the track's columns in its dataset's summary table, e.g. "kNN"
+    # false: a pipeline check whose numbers are not a result (the smoke grid); the site never names
+    # a leader for it
+    result: bool = True
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):
@@ -113,6 +116,8 @@ def parse_tracks(raw: Any, where: str = "<memory>") -> list[Track]:
         min_seeds = item.get("min_seeds", 3)
         if not isinstance(min_seeds, int) or isinstance(min_seeds, bool):
             raise TrackError(f"{where}: tracks[{i}].min_seeds must be a positive integer")
+        if not isinstance(item.get("result", True), bool):
+            raise TrackError(f"{where}: tracks[{i}].result must be true or false")
         try:
             out.append(Track(**{**item, "federation": dict(item.get("federation") or {})}))
         except TypeError as exc:

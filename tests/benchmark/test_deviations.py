@@ -26,7 +26,7 @@ def test_an_unreadable_file_has_none(tmp_path: Path) -> None:
 
 def test_both_consumers_use_it() -> None:
     import benchmark.tools.method_table as table
-    from leaderboard import render
+    from leaderboard import method_views
 
     assert table.deviations is deviations
-    assert render.parse_deviations_of is deviations
+    assert method_views.parse_deviations_of is deviations

@@ -454,10 +454,10 @@ def test_a_carriage_return_cannot_start_a_formula_row(tmp_path: Path) -> None:
 
     import pandas as pd
 
-    from leaderboard.render import _write_csv
+    from leaderboard.exports import write_csv
 
     hostile = ["x\r=cmd|' /C calc'!A0", " =1+1", "\r\n@SUM(A1)", "\t-2", "ok"]
-    _write_csv(tmp_path / "t.csv", pd.DataFrame({"method": hostile, "n": range(5)}))
+    write_csv(tmp_path / "t.csv", pd.DataFrame({"method": hostile, "n": range(5)}))
     text = (tmp_path / "t.csv").read_bytes().decode()
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert len(rows) == 6 and rows[-1] == [

@@ -11,15 +11,10 @@ import pandas as pd
 import pytest
 
 from benchmark.records.schema import TaskScores
-from leaderboard.build import (
-    CardMixError,
-    build_model,
-    build_track,
-    check_single_card,
-    load_all,
-    records_frame,
-)
+from leaderboard.build import build_model
+from leaderboard.loading import load_all, records_frame
 from leaderboard.site import build_site
+from leaderboard.tables import CardMixError, build_track, check_single_card
 from leaderboard.tracks import Track, TrackError, load_tracks, parse_tracks
 from tests.leaderboard.lb_factory import (
     DECSSL_PROBE_CARD,

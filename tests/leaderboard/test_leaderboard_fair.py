@@ -14,8 +14,8 @@ import pytest
 from leaderboard import stats
 from leaderboard.build import REPO, build_model
 from leaderboard.headline import headline
+from leaderboard.method_views import method_sources
 from leaderboard.papers import load_papers
-from leaderboard.render import _method_sources
 from leaderboard.site import build_site
 from leaderboard.summary import SummaryColumn, shared_columns
 from tests.leaderboard.lb_factory import make_record, write_records
@@ -171,7 +171,7 @@ def test_every_registered_method_names_its_own_paper_and_reference_page() -> Non
     exists (docs/methods/ comes with issue 29: until it is merged the last assertion fails in this
     branch)."""
     papers = load_papers()
-    registered = set(_method_sources(REPO))
+    registered = set(method_sources(REPO))
     assert registered <= set(papers), sorted(registered - set(papers))
     for name in registered:
         mine = papers[name]

@@ -12,7 +12,7 @@ import pytest
 from benchmark.records.identity import cell_id_of
 from leaderboard import stats
 from leaderboard.__main__ import main
-from leaderboard.build import records_frame
+from leaderboard.loading import records_frame
 from leaderboard.margins import markdown, paired_margins
 from tests.leaderboard.lb_factory import DECSSL_PROBE_CARD, make_record, write_records
 
@@ -90,7 +90,7 @@ def test_cli_prints_the_table_and_fails_without_partners(tmp_path: Path, capsys)
 
 def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> None:
     from leaderboard.build import build_model
-    from leaderboard.render import render_site
+    from leaderboard.pages import render_site
     from leaderboard.tracks import Track
 
     recs = [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
@@ -211,7 +211,7 @@ def test_select_refuses_test_split_records(tmp_path: Path, capsys) -> None:
 
 
 def test_tracks_leave_validation_runs_out() -> None:
-    from leaderboard.build import select_track
+    from leaderboard.tables import select_track
     from leaderboard.tracks import Track
 
     frame = _frame(

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from benchmark.records.integrity import seal
 from benchmark.records.schema import EnvInfo, TrackingRef, to_json
-from leaderboard.build import slug
-from leaderboard.render import safe_url
+from leaderboard.formatting import safe_url, slug
 from leaderboard.site import build_site
 from tests.leaderboard.lb_factory import make_record, standard_records, write_records
 
@@ -167,7 +166,7 @@ def test_plots_and_static_assets_are_local(tmp_path: Path) -> None:
 
 
 def test_deviation_comments_are_collected(tmp_path: Path) -> None:
-    from leaderboard.render import deviations
+    from leaderboard.method_views import deviations
 
     src = tmp_path / "methods" / "m.py"
     src.parent.mkdir()

@@ -1,5 +1,5 @@
 """Summary tables, reference points, short labels, paper pairs, plots, Markdown and CSV safety
-(leaderboard/summary.py, labels.py, plots.py, mdtext.py, render.csv_safe). Golden numbers come from
+(leaderboard/summary.py, labels.py, plots.py, mdtext.py, exports.csv_safe). Golden numbers come from
 tests/leaderboard/lb_factory.py."""
 
 from __future__ import annotations
@@ -10,12 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from leaderboard.build import build_model, build_track, records_frame
+from leaderboard.build import build_model
+from leaderboard.exports import csv_safe
+from leaderboard.formatting import fmt_bytes
 from leaderboard.labels import disambiguate, partition_short, round_stat, variant_labels
+from leaderboard.loading import records_frame
 from leaderboard.mdtext import inline
 from leaderboard.plots import Point, alpha_plot, comm_plot, nice_ticks
-from leaderboard.render import csv_safe, fmt_bytes
 from leaderboard.summary import best_marks, paper_pairs
+from leaderboard.tables import build_track
 from leaderboard.tracks import SiteConfig, Track, TrackError, load_site_config, parse_site_config
 from tests.leaderboard.lb_factory import (
     KNN_CARD,
@@ -324,11 +327,7 @@ def test_comm_plot_is_log_scaled_with_a_none_column() -> None:
     assert [t["label"] for t in plot.xticks] == ["none", "100 kB", "1 MB", "10 MB"]
     assert all(left <= x <= plot.box[2] for x in cx.values())
     # higher scores are drawn higher (smaller y)
-    ys = {
-        m["title"]: float(m["d"].split(",")[1].split("a")[0])
-        for s in plot.series
-        for m in s["marks"]
-    }
+    ys = {m["title"]: m["cy"] for s in plot.series for m in s["marks"]}
     assert ys["b 70.0"] < ys["a 60.0"] < ys["c 50.0"]
 
 

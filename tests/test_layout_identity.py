@@ -1,0 +1,81 @@
+"""tools/layout_identity.py (the proof that a refactor moved no number): what it compares, what it
+drops and which table changes it accepts as intended, without git or a build."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def li():
+    spec = importlib.util.spec_from_file_location(
+        "layout_identity", REPO / "tools" / "layout_identity.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["layout_identity"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _site(root: Path, pages: dict[str, str], csvs: dict[str, bytes]) -> Path:
+    for rel, text in pages.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for rel, data in csvs.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+TRACK = '<p>x</p><table class="sortable sticky" id="track-table"><tr><td class="num{}" data-sort="1">1</td></tr></table>'
+
+
+def test_identical_tables_and_csvs_pass_and_text_outside_tables_is_free(li, tmp_path: Path) -> None:
+    a = _site(tmp_path / "a", {"tracks/t.html": TRACK.format("")}, {"csv/t.csv": b"1\n"})
+    b = _site(
+        tmp_path / "b", {"tracks/t.html": "<h1>new</h1>" + TRACK.format("")}, {"csv/t.csv": b"1\n"}
+    )
+    assert li.compare_sites(a, b) == ([], [])
+
+
+def test_an_intended_change_is_listed_as_expected_and_any_other_fails(li, tmp_path: Path) -> None:
+    a = _site(
+        tmp_path / "a", {"tracks/t.html": TRACK.format(""), "index.html": TRACK.format("")}, {}
+    )
+    b = _site(
+        tmp_path / "b",
+        {"tracks/t.html": TRACK.format(" best"), "index.html": TRACK.format(" best")},
+        {},
+    )
+    failures, expected = li.compare_sites(a, b)
+    assert [e.split(":")[0] for e in expected] == ["tracks/t.html"]  # bold leader: track pages only
+    assert len(failures) == 1 and failures[0].startswith("tables differ: index.html")
+
+
+def test_a_changed_csv_or_a_missing_page_fails(li, tmp_path: Path) -> None:
+    a = _site(tmp_path / "a", {"x.html": "<table>1</table>"}, {"csv/t.csv": b"1\n"})
+    b = _site(tmp_path / "b", {}, {"csv/t.csv": b"2\n"})
+    failures, _ = li.compare_sites(a, b)
+    assert failures == ["page only in base: x.html", "CSV differs: csv/t.csv"]
+
+
+def test_records_are_compared_without_machine_and_timing_fields(li) -> None:
+    rec = {
+        "cell_id": "c",
+        "env": {"git_sha": "1"},
+        "created_at": "now",
+        "digest": "d",
+        "compute": {"wall_time_s": 3.0, "client_steps": 5, "peak_mem_bytes": 9},
+        "scores": [{"values": {"top1": 50.0}, "wall_time_s": 1.0}],
+    }
+    assert li.stable(rec) == {
+        "cell_id": "c",
+        "compute": {"client_steps": 5},
+        "scores": [{"values": {"top1": 50.0}}],
+    }
