@@ -11,8 +11,14 @@ from typing import ClassVar
 
 import torch
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, normalize
-from tasks.base import TaskContext, TaskNotApplicable
+from benchmark.api import (
+    Encoder,
+    ProtocolCard,
+    TaskContext,
+    TaskNotApplicable,
+    TaskScores,
+    normalize,
+)
 from tasks.cards import load_card
 
 
@@ -26,7 +32,6 @@ class E2EClassifierConfig:
             raise ValueError("batch_size must be >= 1")
 
 
-@TASKS.register("e2e_classifier", aliases=("e2e",))
 class E2EClassifier:
     """Scores the method's own classifier; there is no downstream training."""
 
