@@ -17,9 +17,9 @@ from benchmark.api import (
     TaskContext,
     TaskNotApplicable,
     TaskScores,
-    normalize,
 )
 from tasks.cards import load_card
+from tasks.finetuning.classifier import evaluate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,22 +57,17 @@ class E2EClassifier:
             raise TaskNotApplicable(
                 "the encoder exports no end-to-end classifier (only dec_sl does)"
             )
-        split = ctx.dataset.test
         was_training = model.training
-        model.eval().to(ctx.device)
-        labels = torch.as_tensor(split.labels)
-        correct = 0
-        for start in range(0, len(split), self.cfg.batch_size):
-            x = normalize(
-                split.images[start : start + self.cfg.batch_size].to(ctx.device),
-                encoder.mean,
-                encoder.std,
-            )
-            correct += int(
-                (model(x).argmax(1).cpu() == labels[start : start + self.cfg.batch_size]).sum()
-            )
+        top1, scored = evaluate(
+            model.to(ctx.device),
+            ctx.dataset.test,
+            mean=encoder.mean,
+            std=encoder.std,
+            device=ctx.device,
+            batch_size=self.cfg.batch_size,
+        )
         model.train(was_training)
-        values = {"top1": 100.0 * correct / max(len(split), 1)}
+        values = {"top1": top1}
         return TaskScores(
             task=self.name,
             card=self.card(),
@@ -80,5 +75,5 @@ class E2EClassifier:
             higher_is_better=True,
             values=values,
             wall_time_s=time.perf_counter() - t0,
-            extra={"test_samples": len(split)},
+            extra={"test_samples": scored},
         )
