@@ -3,8 +3,8 @@ versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version p
 
 The torch-free names (the contracts, the registries, the records schema, canonical JSON) are
 imported with this module; the rest on first use (``__getattr__`` below), so that what must stay
-torch-free and may import only this module (the task registrations, the task cards the torch-free
-leaderboard reads) imports without torch.
+torch-free and may import only this module (the task registrations, which ``run`` reads before it
+imports torch, and the task cards) imports without torch.
 """
 
 # ruff: noqa: F401, F822 - the torch part is imported inside ``_torch_names`` and handed out by

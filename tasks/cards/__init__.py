@@ -16,8 +16,8 @@ raises, so a config cannot smuggle unreviewed fields into a card. A task run wit
 from the JSON (e.g. a 1-epoch smoke probe) keeps the card's name but gets another ``card_id``, and
 the leaderboard never puts the two in one column.
 
-Torch-free: only ``json`` and the torch-free part of ``benchmark.api`` (the records schema and
-canonical JSON), which the torch-free leaderboard reads.
+Torch-free (a card is data; reading one needs no model): only ``json`` and the torch-free part of
+``benchmark.api`` (the records schema and canonical JSON).
 """
 
 from __future__ import annotations

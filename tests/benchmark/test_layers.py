@@ -355,9 +355,9 @@ def test_methods_and_tasks_import_only_the_api(path: Path) -> None:
 
 
 def test_cards_and_registrations_import_no_torch_directly() -> None:
-    """The torch-free leaderboard reads the cards, and ``run`` the registrations, before torch:
-    they import only the torch-free part of ``benchmark.api`` (tests/tasks/test_registration.py
-    imports them and checks that torch stays out)."""
+    """``run`` reads the registrations before torch, and a card is data: they import only the
+    torch-free part of ``benchmark.api`` (tests/tasks/test_registration.py imports them and checks
+    that torch stays out)."""
     for path in [*files("tasks/cards"), ROOT / "tasks" / "registration.py"]:
         bad = [m for m in imports(path) if m.split(".")[0] in {"torch", "torchvision", "timm"}]
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
