@@ -1,5 +1,18 @@
 """The stable surface that ``methods/`` and ``tasks/`` import (and out-of-tree plugins rely on),
-versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises)."""
+versioned by ``API_VERSION`` (docs/adding-a-method.md §10 says what a version promises).
+
+The torch-free names (the contracts, the registries, the records schema, canonical JSON) are
+imported with this module; the rest on first use (``__getattr__`` below), so that what must stay
+torch-free and may import only this module (the task registrations, which ``run`` reads before it
+imports torch, and the task cards) imports without torch.
+"""
+
+# ruff: noqa: F401, F822 - the torch part is imported inside ``_torch_names`` and handed out by
+# ``__getattr__``: ruff sees neither the use of those imports (``locals()``) nor the names in __all__
+
+from __future__ import annotations
+
+from typing import Any
 
 from benchmark.contracts.cell import Cell
 from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
@@ -11,26 +24,18 @@ from benchmark.contracts.method import (
     MethodBase,
     UploadFold,
 )
-from benchmark.contracts.registries import BACKBONES, DATASETS, METHODS, PARTITIONERS, TASKS
-from benchmark.contracts.specs import ComponentSpec, FLConfig
-from benchmark.contracts.types import (
-    ClientData,
-    ClientState,
-    Diverged,
-    Encoder,
-    Payload,
-    Requirement,
-    RoundContext,
-    ServerState,
-    TaskContext,
-    TaskNotApplicable,
-    TensorDict,
-    arch_fingerprint,
+from benchmark.contracts.registries import (
+    BACKBONES,
+    DATASETS,
+    METHODS,
+    PARTITIONERS,
+    PUBLISHED_CARDS,
+    TASKS,
 )
-from benchmark.contracts.views import UnlabeledView, normalize
-from benchmark.core import portable_math
+from benchmark.contracts.specs import ComponentSpec, FLConfig
+from benchmark.contracts.task import Task, reads_param, register_task
+from benchmark.core.canonical import short_digest, to_plain
 from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
-from benchmark.core.portable_math import adam, adamw
 from benchmark.core.precision import (
     FP32,
     PRECISIONS,
@@ -40,34 +45,7 @@ from benchmark.core.precision import (
     full_precision,
     no_autocast,
 )
-from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
-from benchmark.data.augment import AugmentConfig, augment, two_views
-from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
-from benchmark.data.partitioners.matched import label_matched_test
-from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
-from benchmark.data.synthetic import shapes_coco
-from benchmark.grids.expand import expand_grid, load_grid
-from benchmark.records.schema import ProtocolCard, TaskScores
-from benchmark.toolkit.aggregate import (
-    FedAvgFold,
-    RunningAverage,
-    aggregation_weights,
-    average_uploads,
-    weighted_average,
-)
-from benchmark.toolkit.backbones import build_backbone
-from benchmark.toolkit.device import DeviceConfig, prepare_module
-from benchmark.toolkit.heads import mlp_head, ntxent_2b
-from benchmark.toolkit.local_train import IndexView, LocalStats, run_local_epochs
-from benchmark.toolkit.tensors import (
-    BN_TYPES,
-    bn_tensor_names,
-    divergence,
-    load_tensors,
-    reset_num_batches,
-    select,
-    tensors_of,
-)
+from benchmark.records.schema import SELECTION_RULES, ProtocolCard, TaskScores
 
 __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds with)
     "API_VERSION",
@@ -159,17 +137,85 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     # exp, sqrt and log10 in forms whose bits do not depend on the CPU under that mode
     "portable_math",
     # what a plugin's own tests call: its smoke grid, and the conformance check (check-method)
-    "check_method",  # noqa: F822 - lazy, module __getattr__ below
+    "check_method",
     "expand_grid",
     "load_grid",
+    # a task's registration and its contract (benchmark/contracts/task.py); the project's published
+    # protocol cards; what the torch-free task cards build with (API 2.2)
+    "PUBLISHED_CARDS",
+    "SELECTION_RULES",
+    "Task",
+    "reads_param",
+    "register_task",
+    "short_digest",
+    "to_plain",
+    # MAE's patch layout and norm_pix target, shared by FedMAE and the reconstruction task (API 2.2)
+    "normalize_patches",
+    "patchify",
 ]
 
 
+def _torch_names() -> dict[str, Any]:
+    """The names whose modules import torch (every one of them is imported on the first use of
+    any)."""
+    from benchmark.contracts.types import (
+        ClientData,
+        ClientState,
+        Diverged,
+        Encoder,
+        Payload,
+        Requirement,
+        RoundContext,
+        ServerState,
+        TaskContext,
+        TaskNotApplicable,
+        TensorDict,
+        arch_fingerprint,
+    )
+    from benchmark.contracts.views import UnlabeledView, normalize
+    from benchmark.core import portable_math
+    from benchmark.core.portable_math import adam, adamw
+    from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
+    from benchmark.data.augment import AugmentConfig, augment, two_views
+    from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
+    from benchmark.data.partitioners.matched import label_matched_test
+    from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
+    from benchmark.data.synthetic import shapes_coco
+    from benchmark.grids.expand import expand_grid, load_grid
+    from benchmark.toolkit.aggregate import (
+        FedAvgFold,
+        RunningAverage,
+        aggregation_weights,
+        average_uploads,
+        weighted_average,
+    )
+    from benchmark.toolkit.backbones import build_backbone
+    from benchmark.toolkit.backbones_vit import normalize_patches, patchify
+    from benchmark.toolkit.device import DeviceConfig, prepare_module
+    from benchmark.toolkit.heads import mlp_head, ntxent_2b
+    from benchmark.toolkit.local_train import IndexView, LocalStats, run_local_epochs
+    from benchmark.toolkit.tensors import (
+        BN_TYPES,
+        bn_tensor_names,
+        divergence,
+        load_tensors,
+        reset_num_batches,
+        select,
+        tensors_of,
+    )
+
+    return dict(locals())
+
+
 def __getattr__(name: str) -> object:
-    """``check_method`` is imported on first use (benchmark.tools.check_method imports the
-    runner)."""
+    """A name of the torch part of the API, imported on first use; ``check_method`` on its own
+    (benchmark.tools.check_method imports the runner)."""
     if name == "check_method":
         from benchmark.tools.check_method import check_method
 
         return check_method
-    raise AttributeError(f"module 'benchmark.api' has no attribute {name!r}")
+    names = {} if name.startswith("__") else _torch_names()
+    if name not in names:
+        raise AttributeError(f"module 'benchmark.api' has no attribute {name!r}")
+    globals().update(names)
+    return names[name]

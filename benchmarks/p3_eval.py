@@ -4,7 +4,7 @@ epoch (issue 10).
     python benchmarks/p3_eval.py [--reps 3] [--epochs 100] [--width 8]
 
 Encoder: a freshly initialised resnet_micro (digits 16x16, the quickstart backbone; the cost does
-not depend on the weights). Cached: ``tasks.knn.KNN`` then ``tasks.linear_probe.LinearProbe`` (100
+not depend on the weights). Cached: ``tasks.probes.knn.KNN`` then ``tasks.probes.linear_probe.LinearProbe`` (100
 epochs, their defaults) through one ``TaskContext``, so the train and test splits are embedded once
 and shared by both tasks. Re-embedding: the same kNN and the same linear head, optimizer, schedule
 and shuffling, but the encoder re-embeds the train split at every epoch (as a probe that trains the
@@ -54,9 +54,9 @@ def setup(width: int):
 def cached_run(ds, encoder, epochs: int) -> tuple[Span, float]:
     import torch
 
-    from tasks.base import TaskContext
-    from tasks.knn import KNN, KNNConfig
-    from tasks.linear_probe import LinearProbe, LinearProbeConfig
+    from benchmark.api import TaskContext
+    from tasks.probes.knn import KNN, KNNConfig
+    from tasks.probes.linear_probe import LinearProbe, LinearProbeConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         ctx = TaskContext(
@@ -79,8 +79,8 @@ def reembed_run(ds, encoder, epochs: int) -> tuple[Span, float]:
 
     from benchmark.api import Stream, scoped_torch_seed, torch_gen
     from tasks.features import extract_features
-    from tasks.knn import knn_top1
-    from tasks.linear_probe import LinearProbeConfig, accuracy
+    from tasks.probes.knn import knn_top1
+    from tasks.probes.linear_probe import LinearProbeConfig, accuracy
 
     cfg = LinearProbeConfig(epochs=epochs)
     dev = torch.device("cpu")

@@ -27,9 +27,17 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, normalize
+from benchmark.api import (
+    Encoder,
+    ProtocolCard,
+    TaskContext,
+    TaskNotApplicable,
+    TaskScores,
+    normalize,
+    normalize_patches,
+    patchify,
+)
 from benchmark.api import portable_math as pmath
-from tasks.base import TaskContext, TaskNotApplicable
 from tasks.cards import load_card
 
 
@@ -43,13 +51,6 @@ def recon_masks(num_images: int, num_patches: int, mask_seed: int, start: int = 
         for j in range(num_images)
     ]
     return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, num_patches)), dtype=torch.long)
-
-
-def patchify(imgs: torch.Tensor, p: int) -> torch.Tensor:
-    """(B, C, H, W) → (B, L, p²·C), MAE's layout (channel fastest inside a patch)."""
-    b, c, h, w = imgs.shape
-    x = imgs.reshape(b, c, h // p, p, w // p, p)
-    return torch.einsum("nchpwq->nhwpqc", x).reshape(b, (h // p) * (w // p), p * p * c)
 
 
 def unnormalize_patches(
@@ -77,12 +78,6 @@ def psnr(mse: torch.Tensor, floor: float = 1e-10) -> torch.Tensor:
     return 10.0 * pmath.log10(1.0 / mse.clamp(min=floor))
 
 
-def normalize_patches(t: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """MAE's norm_pix target: per patch (t − mean) / sqrt(var + 1e-6), torch's default (unbiased)
-    variance."""
-    return (t - t.mean(-1, keepdim=True)) / (t.var(-1, keepdim=True) + eps) ** 0.5
-
-
 @dataclass(frozen=True, kw_only=True)
 class ReconstructionConfig:
     mask_ratio: float = 0.75  # ρ, as in pre-training
@@ -96,7 +91,6 @@ class ReconstructionConfig:
             raise ValueError("mask_ratio in (0, 1), batch_size >= 1, max_images >= 0")
 
 
-@TASKS.register("reconstruction", aliases=("recon",))
 class Reconstruction:
     """Masked-patch MSE / PSNR on held-out images (docs/protocols/evaluation.md §5, card
     ``recon/mae@v1``)."""

@@ -105,9 +105,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _build_site(root: Path, out: Path) -> None:
-    try:
-        from benchmark.contracts.registries import plugin_point
+    try:  # the command line is the top layer: it may import the site (docs/architecture.md §6)
+        from leaderboard.site import build_site
 
-        print(f"leaderboard: {plugin_point('site_builder')([root], out)}")
+        print(f"leaderboard: {build_site([root], out)}")
     except ImportError as exc:  # the leaderboard is optional for a run
         print(f"leaderboard not built: {exc}", file=sys.stderr)

@@ -126,7 +126,7 @@ class UploadFold(Protocol):
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.1"
+API_VERSION = "2.2"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 

@@ -25,7 +25,7 @@ import copy
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -524,6 +524,24 @@ def _grid_names(grid: GridSpec, key: str) -> set[str]:
         if isinstance(w, Mapping) and key in w:
             names |= _grid_names(dataclasses.replace(grid, base={key: w[key]}, axes={}), key)
     return names
+
+
+def task_specs(tree: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every task spec (name, raw params) under any ``tasks`` list of a grid's base or axes, however
+    deeply nested (an axis value's ``with`` included), without resolving anything."""
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            if key == "tasks" and isinstance(value, list):
+                for item in value:
+                    if isinstance(item, str):
+                        yield item, {}
+                    elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                        yield item["name"], {k: v for k, v in item.items() if k != "name"}
+            else:
+                yield from task_specs(value)
+    elif isinstance(tree, (list, tuple)):
+        for item in tree:
+            yield from task_specs(item)
 
 
 def check_only(grid: GridSpec, only: Mapping[str, str]) -> None:

@@ -18,8 +18,10 @@ from benchmark.core.errors import UsageError
 
 def _grid_dataset_values(grid: Any) -> list[Any]:
     """Every dataset a grid names: in its base, on its dataset axis, in any axis value's ``with``,
-    and the datasets its tasks read (the declared, torch-free task data needs)."""
-    from benchmark.contracts.registries import plugin_point
+    and the datasets its tasks read (their torch-free declarations, ``register_task(reads=)``)."""
+    from benchmark.contracts.registries import load_task_registrations
+    from benchmark.contracts.task import task_datasets
+    from benchmark.grids.expand import task_specs
 
     values = [grid.base.get("dataset"), *grid.axes.get("dataset", [])]
     for axis in grid.axes.values():
@@ -28,11 +30,11 @@ def _grid_dataset_values(grid: Any) -> list[Any]:
             for v in axis
             if isinstance(v, dict) and isinstance(v.get("with"), dict)
         ]
-    needs = plugin_point("task_data_needs")
+    load_task_registrations()
     values += [
         name
-        for task, params in needs.task_specs([dict(grid.base), dict(grid.axes)])
-        for name in needs.extra_datasets(task, params)
+        for task, params in task_specs([dict(grid.base), dict(grid.axes)])
+        for name in task_datasets(task, params)
     ]
     return [v for v in values if v is not None]
 
@@ -62,13 +64,12 @@ def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
 
 
 def _task_datasets_missing(cell: Any, root: Path, missing: dict[str, str]) -> None:
-    from benchmark.contracts.registries import DATASETS, TASKS
+    from benchmark.contracts.registries import DATASETS
+    from benchmark.contracts.task import task_datasets
     from benchmark.core.config import from_mapping
 
     for spec in cell.tasks:  # data a task reads besides the cell's own (transfer targets, COCO)
-        task_cls = TASKS.get(spec.name)
-        needs = getattr(task_cls, "required_datasets", None)
-        for name in needs(from_mapping(task_cls.Config, dict(spec.params))) if needs else ():
+        for name in task_datasets(spec.name, spec.params):
             extra = from_mapping(DATASETS.get(name), {})
             if not extra.available(root):
                 missing[name] = extra.how_to_get(root)

@@ -300,12 +300,12 @@ COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs"
 def protocol_problems(record: ResultRecord) -> list[str]:
     """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
     cannot)."""
-    from benchmark.contracts.registries import TASKS, load_builtins, plugin_point
+    from benchmark.contracts.registries import PUBLISHED_CARDS, TASKS, load_builtins
     from benchmark.core.config import from_mapping
     from benchmark.submission.bounds import batch_problems
 
     load_builtins()
-    load_card = plugin_point("published_card")
+    load_card = PUBLISHED_CARDS.get("project")
     out = []
     for spec in record.cell.get("tasks") or []:
         try:

@@ -71,6 +71,14 @@ def patchify(imgs: torch.Tensor, p: int) -> torch.Tensor:
     return torch.einsum("nchpwq->nhwpqc", x).reshape(b, gh * gw, p * p * c)
 
 
+def normalize_patches(target: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """MAE's norm_pix target: per patch (t − mean) / sqrt(var + 1e-6), with torch's default
+    (unbiased) variance, as in MAE's ``forward_loss`` (``target.var(dim=-1)``)."""
+    mean = target.mean(dim=-1, keepdim=True)
+    var = target.var(dim=-1, keepdim=True)
+    return (target - mean) / (var + eps) ** 0.5
+
+
 def unpatchify(x: torch.Tensor, p: int, channels: int = 3) -> torch.Tensor:
     b, L, _ = x.shape
     g = math.isqrt(L)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from benchmark.api import normalize_patches
+
 
 def keep_count(num_patches: int, mask_ratio: float) -> int:
     """L_keep = ⌊L (1 − ρ)⌋ (MAE ``random_masking``)."""
@@ -18,17 +20,6 @@ def random_patch_permutation(
     (device-independent)."""
     noise = torch.rand(batch, num_patches, generator=generator)
     return torch.argsort(noise, dim=1).to(device)
-
-
-def normalize_patches(target: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """norm_pix_loss targets: per patch (t − mean) / sqrt(var + 1e-6).
-
-    The variance is torch's default unbiased estimate, as in MAE's ``forward_loss``
-    (``target.var(dim=-1)``).
-    """
-    mean = target.mean(dim=-1, keepdim=True)
-    var = target.var(dim=-1, keepdim=True)
-    return (target - mean) / (var + eps) ** 0.5
 
 
 def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,8 @@ raises, so a config cannot smuggle unreviewed fields into a card. A task run wit
 from the JSON (e.g. a 1-epoch smoke probe) keeps the card's name but gets another ``card_id``, and
 the leaderboard never puts the two in one column.
 
-Torch-free: only ``json`` and the records schema and canonical JSON.
+Torch-free (a card is data; reading one needs no model): only ``json`` and the torch-free part of
+``benchmark.api`` (the records schema and canonical JSON).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.canonical import short_digest, to_plain
-from benchmark.records.schema import SELECTION_RULES, ProtocolCard
+from benchmark.api import SELECTION_RULES, ProtocolCard, short_digest, to_plain
 
 CARDS_DIR = Path(__file__).resolve().parent
 IDENTITY_EXCLUDED = ("name", "description", "references")  # §1: not part of the digest

@@ -456,6 +456,38 @@ def gpus_for(requested: int, device: str) -> int:
     return requested
 
 
+def check_settings(
+    cfg: Any, layout: Mapping[str, Any], settings: Mapping[str, Any], num_gpus: int
+) -> None:
+    """Refuse a batch that does not split over the GPUs, and a re-initialised stem left frozen."""
+    if num_gpus > 1 and int(settings["ims_per_batch"]) % num_gpus:
+        raise ValueError(
+            f"coco_detection: {settings['ims_per_batch']} images per batch do not split over {num_gpus} GPUs"
+        )
+    if layout["stem"] == "cifar" and cfg.stem_policy == "reinit" and settings["freeze_at"] != 0:
+        raise ValueError(
+            "a re-initialised stem must be trained: FREEZE_AT must be 0 (docs/protocols/evaluation.md §4.2)"
+        )
+
+
+def finished_metrics(
+    res: Mapping[str, Any], output_dir: Path, *, keep_checkpoint: bool
+) -> dict[str, Any]:
+    """The worker's COCO metrics, every AP finite; a diverged run raises ``Diverged``. The
+    checkpoints are removed unless kept."""
+    if "diverged" in res:
+        raise Diverged(res["diverged"])
+    if not keep_checkpoint:
+        for p in output_dir.glob("model_*.pth"):
+            p.unlink()
+        (output_dir / "last_checkpoint").unlink(missing_ok=True)
+    metrics = res["metrics"]
+    for kind, vals in metrics.items():
+        if not all(np.isfinite(vals[m]) for m in ("AP", "AP50", "AP75")):
+            raise RuntimeError(f"COCOEvaluator returned no {kind} AP (no predictions?): {vals}")
+    return metrics
+
+
 def train_and_evaluate(
     cfg: Any,
     layout: Mapping[str, Any],
@@ -474,14 +506,7 @@ def train_and_evaluate(
     device = "cuda" if ctx.device.type == "cuda" else "cpu"
     num_gpus = gpus_for(int(getattr(cfg, "num_gpus", 1)), device)
     settings = settings_for(num_gpus)
-    if num_gpus > 1 and int(settings["ims_per_batch"]) % num_gpus:
-        raise ValueError(
-            f"coco_detection: {settings['ims_per_batch']} images per batch do not split over {num_gpus} GPUs"
-        )
-    if layout["stem"] == "cifar" and cfg.stem_policy == "reinit" and settings["freeze_at"] != 0:
-        raise ValueError(
-            "a re-initialised stem must be trained: FREEZE_AT must be 0 (docs/protocols/evaluation.md §4.2)"
-        )
+    check_settings(cfg, layout, settings, num_gpus)
     out = Path(ctx.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     train, test, num_classes, data = register_data(cfg, ctx, coco_root)
@@ -515,16 +540,7 @@ def train_and_evaluate(
         res = json.loads(result_file.read_text())
     else:
         res = _train_worker(job)
-    if "diverged" in res:
-        raise Diverged(res["diverged"])
-    if not cfg.keep_checkpoint:
-        for p in Path(d2cfg.OUTPUT_DIR).glob("model_*.pth"):
-            p.unlink()
-        (Path(d2cfg.OUTPUT_DIR) / "last_checkpoint").unlink(missing_ok=True)
-    metrics = res["metrics"]
-    for kind, vals in metrics.items():
-        if not all(np.isfinite(vals[m]) for m in ("AP", "AP50", "AP75")):
-            raise RuntimeError(f"COCOEvaluator returned no {kind} AP (no predictions?): {vals}")
+    metrics = finished_metrics(res, Path(d2cfg.OUTPUT_DIR), keep_checkpoint=cfg.keep_checkpoint)
     framework = {
         "detectron2_version": detectron2.__version__,
         "num_gpus": num_gpus,

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from benchmark.api import Encoder, ProtocolCard, TaskScores
-from tasks.base import TaskContext, TaskNotApplicable
+from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskNotApplicable, TaskScores
 
 INSTALL_HINT = (
     "coco_detection needs Detectron2 and pycocotools: `pip install pycocotools` and then "
@@ -177,12 +176,6 @@ class CocoDetection:  # registered lazily in tasks/coco_detection/__init__.py
     main_metric: ClassVar[str] = "bbox_AP"
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = CocoDetectionConfig
-
-    @staticmethod
-    def required_datasets(cfg: CocoDetectionConfig) -> tuple[str, ...]:
-        """COCO 2017 under the data root, unless a COCO root is given or the embedded shapes are
-        used."""
-        return ("coco2017",) if cfg.dataset == "coco2017" and not cfg.coco_root else ()
 
     def __init__(self, cfg: CocoDetectionConfig) -> None:
         self.cfg = cfg

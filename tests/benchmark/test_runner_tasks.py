@@ -13,7 +13,7 @@ from tests.helpers import smoke_cell
 def test_a_diverging_task_is_recorded_and_the_cell_keeps_its_other_scores(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from tasks import knn
+    from tasks.probes import knn
 
     calls = []
 

@@ -235,9 +235,8 @@ def test_e2e_classifier_scores_the_exported_classifier_once_in_eval_mode(tmp_pat
     import torch
     from torch import nn
 
-    from benchmark.api import DatasetSplit, Encoder
+    from benchmark.api import DatasetSplit, Encoder, TaskContext, TaskNotApplicable
     from benchmark.contracts.data_types import DatasetSplits
-    from tasks.base import TaskContext, TaskNotApplicable
 
     labels = np.array([0, 1, 1, 0, 1], dtype=np.int64)
     images = torch.zeros(5, 3, 2, 2, dtype=torch.uint8)

@@ -45,7 +45,7 @@ def _encoder(name: str = "resnet_micro", **params) -> Encoder:
 
 def test_registration_is_lazy_and_imports_no_detectron2():
     code = (
-        "import sys; import tasks.builtin; from benchmark.contracts.registries import TASKS; "
+        "import sys; import tasks.registration; from benchmark.contracts.registries import TASKS; "
         "assert 'coco_detection' in TASKS.names(); assert 'detectron2' not in sys.modules; "
         "cls = TASKS.get('coco_detection'); assert 'detectron2' not in sys.modules; print(cls.__name__)"
     )
@@ -305,8 +305,7 @@ def test_the_spec_r18_fpn_mask_rcnn_trains_a_few_iterations_on_cpu(tmp_path, nam
     pytest.importorskip("pycocotools", reason="pycocotools is not installed")
     import torch
 
-    from benchmark.api import load_dataset_splits
-    from tasks.base import TaskContext
+    from benchmark.api import TaskContext, load_dataset_splits
 
     cls = TASKS.get("coco_detection")
     task = cls(CocoDetectionConfig(dataset="shapes_coco", max_iter=3, shapes_train=6, shapes_val=4))
@@ -342,8 +341,7 @@ def test_two_gpus_train_through_detectron2_launch_with_syncbn(tmp_path):
     # official Detectron2
     assert torch.cuda.device_count() >= 2, "this test needs 2 CUDA GPUs"
     pytest.importorskip("detectron2", reason="Detectron2 is not installed (see docs/detection.md)")
-    from benchmark.api import load_dataset_splits
-    from tasks.base import TaskContext
+    from benchmark.api import TaskContext, load_dataset_splits
 
     task = TASKS.get("coco_detection")(
         CocoDetectionConfig(dataset="shapes_coco", max_iter=3, num_gpus=2, ims_per_batch=4)

@@ -19,17 +19,19 @@ from benchmark.api import (
     DatasetSplits,
     Encoder,
     Stream,
+    TaskContext,
+    TaskNotApplicable,
     arch_fingerprint,
     build_backbone,
     from_mapping,
     scoped_torch_seed,
 )
 from benchmark.contracts.registries import load_builtins
-from benchmark.core.config import ConfigError
+from benchmark.contracts.task import task_datasets
+from benchmark.core.config import ConfigError, config_dict
 from benchmark.data.datasets import load_dataset_splits
-from tasks.base import TaskContext, TaskNotApplicable
-from tasks.finetune import (
-    Classifier,
+from tasks.finetuning.classifier import Classifier
+from tasks.finetuning.finetune import (
     FinetuneConfig,
     _posterize_compat,
     layer_decay_param_groups,
@@ -317,8 +319,8 @@ def test_label_fraction_uses_class_balanced_subset(tmp_path):
 def test_target_dataset_replaces_the_cell_dataset(tmp_path):
     task = _task(epochs=1, warmup_epochs=0, label_fraction=0.1, target="digits")
     assert (
-        task.required_datasets(task.cfg) == ("digits",)
-        and _task().required_datasets(_task().cfg) == ()
+        task_datasets("finetune", config_dict(task.cfg)) == ("digits",)
+        and task_datasets("finetune", config_dict(_task().cfg)) == ()
     )
     assert (
         task.card().card_id != _task(epochs=1, warmup_epochs=0, label_fraction=0.1).card().card_id
@@ -389,7 +391,7 @@ def test_a_card_never_claims_the_mae_recipe_for_a_config_that_departs_from_it() 
     summary), field by field, while the default config's card is the committed MAE-recipe card, word
     for word."""
     from tasks.cards import load_card
-    from tasks.finetune import Finetune, FinetuneConfig, recipe_departures
+    from tasks.finetuning.finetune import Finetune, FinetuneConfig, recipe_departures
 
     default = Finetune(FinetuneConfig()).card()
     assert load_card("finetune/fedmae").matches(default) and "MAE recipe" in default.summary

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.knn import knn_predict
-from tasks.linear_probe import standardize, train_linear_head
+from tasks.probes.knn import knn_predict
+from tasks.probes.linear_probe import standardize, train_linear_head
 
 
 def brute_knn(bank, labels, queries, num_classes, k, t):
@@ -74,12 +74,11 @@ def test_linear_head_is_deterministic_and_learns() -> None:
 
 @pytest.mark.parametrize("task", ["knn", "linear_probe"])
 def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_path) -> None:
-    from benchmark.api import Encoder, arch_fingerprint
+    from benchmark.api import Encoder, TaskContext, arch_fingerprint
     from benchmark.contracts.registries import TASKS
     from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.toolkit.backbones import ResNetMicro
-    from tasks.base import TaskContext
 
     ds = load_dataset_splits("digits", {})
     net = ResNetMicro(width=4).build()
@@ -128,7 +127,7 @@ def test_knn_queries_never_enter_the_bank() -> None:
     """A transductive kNN (test features added to the bank with their labels) would find each query
     itself: here every bank item is class 0 on one axis and every query class 1 on another, so only
     an inductive kNN scores 0."""
-    from tasks.knn import knn_top1
+    from tasks.probes.knn import knn_top1
 
     bank = torch.tensor([[1.0, 0.0]] * 5)
     queries = torch.tensor([[0.0, 1.0], [0.1, 1.0], [0.0, 0.9]])
@@ -139,12 +138,11 @@ def test_linear_probe_scores_the_test_split_once_after_training(tmp_path) -> Non
     """The probe's head sees the test features exactly once, after its last epoch (a best-epoch
     probe, which the feature-extraction count above cannot tell apart because features are cached,
     would score it every epoch)."""
-    from benchmark.api import Encoder, arch_fingerprint
+    from benchmark.api import Encoder, TaskContext, arch_fingerprint
     from benchmark.contracts.registries import TASKS
     from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.toolkit.backbones import ResNetMicro
-    from tasks.base import TaskContext
 
     ds = load_dataset_splits("digits", {})
     n_test = len(ds.test.labels)

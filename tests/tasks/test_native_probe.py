@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-import tasks.native_probe as npb
-from benchmark.api import DatasetSplit, Encoder, arch_fingerprint
+import tasks.probes.native_probe as npb
+from benchmark.api import DatasetSplit, Encoder, TaskContext, arch_fingerprint
 from benchmark.contracts.data_types import DatasetSplits
 from benchmark.contracts.registries import TASKS, load_builtins
-from benchmark.core.config import from_mapping
+from benchmark.contracts.task import task_datasets
+from benchmark.core.config import config_dict, from_mapping
 from benchmark.toolkit.backbones import ResNetMicro
-from tasks.base import TaskContext
 from tasks.cards import load_card
 
 load_builtins()
@@ -346,7 +346,7 @@ def test_transfer_decssl_probes_a_class_balanced_subset_of_the_target(tmp_path) 
         and s.extra["target"] == "digits"
         and s.extra["test_samples"] == 359
     )
-    assert t.required_datasets(t.cfg) == ("digits",)
+    assert task_datasets(t.name, config_dict(t.cfg)) == ("digits",)
     assert s.values["top1"] == max(s.extra["per_epoch_test"])
     # EasyFL's CIFAR test loader: 10,000 images in batches of 2048, the last one of 1,808 weighs
     # like the others

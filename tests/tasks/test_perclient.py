@@ -13,7 +13,7 @@ from torch import nn
 from benchmark.api import Encoder
 from benchmark.engine.runner import run_cell
 from benchmark.runroot.rundir import RunDir
-from tasks.perclient import client_models, weighted_mean_and_min
+from tasks.probes.perclient import client_models, weighted_mean_and_min
 from tests.helpers import smoke_cell
 
 

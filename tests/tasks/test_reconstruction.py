@@ -9,11 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.api import Encoder
+from benchmark.api import Encoder, TaskContext, TaskNotApplicable
 from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
 from benchmark.contracts.registries import load_builtins
 from benchmark.toolkit.backbones_vit import masking_from_ids, patchify
-from tasks.base import TaskContext, TaskNotApplicable
 from tasks.reconstruction import (
     Reconstruction,
     ReconstructionConfig,

@@ -13,13 +13,13 @@ from benchmark.api import (
     TASKS,
     Encoder,
     Stream,
+    TaskContext,
     arch_fingerprint,
     build_backbone,
     from_mapping,
     scoped_torch_seed,
 )
 from benchmark.data.datasets import load_dataset_splits
-from tasks.base import TaskContext
 from tasks.subsets import class_balanced_subset, subset_digest
 
 

@@ -13,14 +13,14 @@ from benchmark.api import (
     TASKS,
     Encoder,
     Stream,
+    TaskContext,
     arch_fingerprint,
     build_backbone,
     from_mapping,
     scoped_torch_seed,
 )
 from benchmark.data.datasets import DatasetUnavailable, load_dataset_splits
-from tasks.base import TaskContext
-from tasks.transfer import resize_split
+from tasks.probes.transfer import resize_split
 
 
 def _encoder() -> Encoder:

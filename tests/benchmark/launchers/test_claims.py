@@ -308,7 +308,7 @@ def test_pretraining_lock_is_released_once_final_pt_exists_before_the_tasks(
     from benchmark.launchers.execute import execute_cell
     from benchmark.launchers.options import RunOptions
     from benchmark.runroot.rundir import RunDir
-    from tasks import knn
+    from tasks.probes import knn
     from tests.helpers import smoke_cell
 
     cell = smoke_cell(seed=11, tasks=["knn"])

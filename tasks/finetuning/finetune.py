@@ -50,6 +50,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -58,12 +59,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    TASKS,
     DatasetSplit,
-    Diverged,
     Encoder,
     ProtocolCard,
     Stream,
+    TaskContext,
+    TaskNotApplicable,
     TaskScores,
     adamw,
     load_dataset_splits,
@@ -71,10 +72,9 @@ from benchmark.api import (
     seed_word,
     torch_gen,
 )
-from tasks.base import TaskContext, TaskNotApplicable
 from tasks.cards import load_card
+from tasks.finetuning.classifier import Classifier, evaluate, fine_tune
 from tasks.members import modules_of, score_members
-from tasks.semi_supervised import evaluate  # the same top-1 read of the test split, with a resize
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
 # Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
@@ -302,32 +302,52 @@ def make_mixup(cfg: FinetuneConfig, num_classes: int):
     )
 
 
-# ---- model, training, evaluation -----------------------------------------------------------------
-class Classifier(nn.Module):
-    """backbone (pooled features) → Linear(d, C): the decoder replaced by a classification head
-    (FedMAE §5.1).
+# ---- training ------------------------------------------------------------------------------------
+# DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's
+# final norm and applies a freshly initialised ``fc_norm`` after pooling. Here the head (the shared
+# ``Classifier``: backbone (pooled features) → Linear(d, C), the decoder replaced by a classification
+# head, FedMAE §5.1) sits on the exported encoder's own pooled feature (final norm, then the mean of
+# the patch tokens or the cls token, docs/methods/fedmae.md §2.6 step 5 / §6.12), so the fine-tuned
+# network is exactly the evaluated encoder plus a head, for ViTs and ResNets alike.
+def recipe_batches(
+    train: DatasetSplit,
+    cfg: FinetuneConfig,
+    opt: torch.optim.Optimizer,
+    gen: torch.Generator,
+    *,
+    transform,
+    mixup,
+    device: torch.device,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The recipe's batches, epoch by epoch (reshuffled, drop_last as MAE's training loader): each
+    sets the step's learning rate (per-step warm-up then cosine), then draws its augmentation and
+    mixup (soft targets) or its labels."""
+    n = len(train)
+    steps_per_epoch = n // cfg.batch_size
+    labels = torch.as_tensor(train.labels, dtype=torch.long)
+    for epoch in range(cfg.epochs):
+        order = torch.randperm(n, generator=gen)[: steps_per_epoch * cfg.batch_size]
+        for i, idx in enumerate(order.split(cfg.batch_size)):
+            lr = lr_at(
+                epoch + i / steps_per_epoch,
+                lr=cfg.lr,
+                min_lr=cfg.min_lr,
+                warmup_epochs=cfg.warmup_epochs,
+                epochs=cfg.epochs,
+            )
+            for g in opt.param_groups:
+                g["lr"] = lr * g["lr_scale"]
+            x = transform_batch(train.images[idx], transform).to(device)
+            y = labels[idx].to(device)
+            yield mixup(x, y) if mixup is not None else (x, y)
 
-    DEVIATION: MAE's global-pool fine-tuning (``models_vit``, global_pool=True) drops the encoder's
-    final norm and applies a freshly initialised ``fc_norm`` after pooling. Here the head sits on
-    the exported encoder's own pooled feature (final norm, then the mean of the patch tokens or the
-    cls token, docs/methods/fedmae.md §2.6 step 5 / §6.12), so the fine-tuned network is exactly the
-    evaluated encoder plus a head, for ViTs and ResNets alike.
-    """
 
-    def __init__(
-        self, backbone: nn.Module, feat_dim: int, num_classes: int, head_init_std: float
-    ) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.head = nn.Linear(feat_dim, num_classes)
-        nn.init.trunc_normal_(self.head.weight, std=head_init_std)
-        nn.init.zeros_(self.head.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
+def soft_target_ce(logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+    """timm's SoftTargetCrossEntropy (mixup's targets)."""
+    return torch.sum(-soft * F.log_softmax(logits, dim=-1), dim=-1).mean()
 
 
-def fine_tune(
+def finetune_recipe(
     backbone: nn.Module,
     feat_dim: int,
     train: DatasetSplit,
@@ -339,14 +359,13 @@ def fine_tune(
     seed: int,
     device: torch.device,
 ) -> tuple[Classifier, dict[str, Any]]:
-    """Fine-tune a deep copy of ``backbone`` with a new head; returns (model, stats). ``backbone``
-    is not touched."""
+    """Fine-tune a deep copy of ``backbone`` with a new head under the MAE recipe; returns (model,
+    stats). ``backbone`` is not touched."""
     blocks = trunk_blocks(backbone)
-    n = len(train)
-    steps_per_epoch = n // cfg.batch_size  # drop_last (MAE's training loader)
-    if steps_per_epoch < 1:
+    if len(train) // cfg.batch_size < 1:
         raise ValueError(
-            f"fine-tuning needs at least one full batch: {n} labelled images < batch {cfg.batch_size}"
+            f"fine-tuning needs at least one full batch: {len(train)} labelled images < batch "
+            f"{cfg.batch_size}"
         )
     with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
         model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes, cfg.head_init_std)
@@ -364,36 +383,17 @@ def fine_tune(
     transform = train_transform(cfg, size, mean, std)
     mixup = make_mixup(cfg, train.num_classes)
     gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)
-    labels = torch.as_tensor(train.labels, dtype=torch.long)
-    step, last_loss = 0, 0.0
+    batches = recipe_batches(train, cfg, opt, gen, transform=transform, mixup=mixup, device=device)
     with scoped_global_rngs(seed, _STREAM_PATH, 3):
-        for epoch in range(cfg.epochs):
-            order = torch.randperm(n, generator=gen)[: steps_per_epoch * cfg.batch_size]
-            for i, idx in enumerate(order.split(cfg.batch_size)):
-                lr = lr_at(
-                    epoch + i / steps_per_epoch,
-                    lr=cfg.lr,
-                    min_lr=cfg.min_lr,
-                    warmup_epochs=cfg.warmup_epochs,
-                    epochs=cfg.epochs,
-                )
-                for g in opt.param_groups:
-                    g["lr"] = lr * g["lr_scale"]
-                x = transform_batch(train.images[idx], transform).to(device)
-                y = labels[idx].to(device)
-                if mixup is not None:
-                    x, soft = mixup(x, y)
-                    # SoftTargetCE
-                    loss = torch.sum(-soft * F.log_softmax(model(x), dim=-1), dim=-1).mean()
-                else:
-                    loss = F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
-                if not torch.isfinite(loss):
-                    raise Diverged(f"fine-tuning loss became {loss.item()} at step {step + 1}")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                step += 1
-                last_loss = float(loss.detach())
+        step, last_loss = fine_tune(
+            model,
+            batches,
+            opt,
+            loss_fn=soft_target_ce
+            if mixup is not None
+            else partial(F.cross_entropy, label_smoothing=cfg.label_smoothing),
+            what="fine-tuning",
+        )
     return model, {
         "steps": step,
         "final_train_loss": last_loss,
@@ -435,7 +435,6 @@ def recipe_departures(cfg: FinetuneConfig) -> dict[str, Any]:
     return out
 
 
-@TASKS.register("finetune", aliases=("fine_tune", "finetune_fedmae"))
 class Finetune:
     """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card
     ``finetune/fedmae``)."""
@@ -448,11 +447,6 @@ class Finetune:
 
     def __init__(self, cfg: FinetuneConfig) -> None:
         self.cfg = cfg
-
-    @staticmethod
-    def required_datasets(cfg: FinetuneConfig) -> tuple[str, ...]:
-        """Datasets the task reads besides the cell's own (checked by the run's preflight)."""
-        return (cfg.target,) if cfg.target else ()
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -552,7 +546,7 @@ class Finetune:
 
         def one(member: int) -> float:
             module = modules_of(encoder)[member]
-            model, st = fine_tune(
+            model, st = finetune_recipe(
                 module,
                 encoder.feat_dim,
                 labelled,

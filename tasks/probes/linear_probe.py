@@ -13,16 +13,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    TASKS,
     Encoder,
     ProtocolCard,
     Stream,
+    TaskContext,
     TaskScores,
     adam,
     scoped_torch_seed,
     torch_gen,
 )
-from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
 
@@ -94,7 +93,6 @@ class LinearProbeConfig:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
 
 
-@TASKS.register("linear_probe", aliases=("linear",))
 class LinearProbe:
     """The canonical linear probe: cached features, standardised; Adam + cosine; final epoch (no
     test selection)."""

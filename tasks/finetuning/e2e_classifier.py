@@ -11,9 +11,15 @@ from typing import ClassVar
 
 import torch
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, normalize
-from tasks.base import TaskContext, TaskNotApplicable
+from benchmark.api import (
+    Encoder,
+    ProtocolCard,
+    TaskContext,
+    TaskNotApplicable,
+    TaskScores,
+)
 from tasks.cards import load_card
+from tasks.finetuning.classifier import evaluate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +32,6 @@ class E2EClassifierConfig:
             raise ValueError("batch_size must be >= 1")
 
 
-@TASKS.register("e2e_classifier", aliases=("e2e",))
 class E2EClassifier:
     """Scores the method's own classifier; there is no downstream training."""
 
@@ -52,22 +57,17 @@ class E2EClassifier:
             raise TaskNotApplicable(
                 "the encoder exports no end-to-end classifier (only dec_sl does)"
             )
-        split = ctx.dataset.test
         was_training = model.training
-        model.eval().to(ctx.device)
-        labels = torch.as_tensor(split.labels)
-        correct = 0
-        for start in range(0, len(split), self.cfg.batch_size):
-            x = normalize(
-                split.images[start : start + self.cfg.batch_size].to(ctx.device),
-                encoder.mean,
-                encoder.std,
-            )
-            correct += int(
-                (model(x).argmax(1).cpu() == labels[start : start + self.cfg.batch_size]).sum()
-            )
+        top1, scored = evaluate(
+            model.to(ctx.device),
+            ctx.dataset.test,
+            mean=encoder.mean,
+            std=encoder.std,
+            device=ctx.device,
+            batch_size=self.cfg.batch_size,
+        )
         model.train(was_training)
-        values = {"top1": 100.0 * correct / max(len(split), 1)}
+        values = {"top1": top1}
         return TaskScores(
             task=self.name,
             card=self.card(),
@@ -75,5 +75,5 @@ class E2EClassifier:
             higher_is_better=True,
             values=values,
             wall_time_s=time.perf_counter() - t0,
-            extra={"test_samples": len(split)},
+            extra={"test_samples": scored},
         )

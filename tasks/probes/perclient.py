@@ -19,11 +19,17 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores, label_matched_test
-from tasks.base import TaskContext, TaskNotApplicable
+from benchmark.api import (
+    Encoder,
+    ProtocolCard,
+    TaskContext,
+    TaskNotApplicable,
+    TaskScores,
+    label_matched_test,
+)
 from tasks.cards import load_card
 from tasks.features import cached_features
-from tasks.linear_probe import LinearProbeConfig, standardize, train_linear_head
+from tasks.probes.linear_probe import LinearProbeConfig, standardize, train_linear_head
 
 # The per-encoder probe is linear@v1 (docs/protocols/evaluation.md §3.2), configured by the same
 # fields.
@@ -54,7 +60,6 @@ def weighted_mean_and_min(acc: list[float], sizes: list[int]) -> tuple[float, fl
     return float((a * s).sum() / s.sum()), float(a.min())
 
 
-@TASKS.register("perclient", aliases=("personalised", "personalized"))
 class PerClient:
     """One linear@v1 probe per distinct client encoder, tested on each client's label-matched test
     split."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -20,21 +21,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    TASKS,
     AugmentConfig,
     DatasetSplit,
-    Diverged,
     Encoder,
     ProtocolCard,
     Stream,
+    TaskContext,
     TaskScores,
     augment,
-    normalize,
     scoped_torch_seed,
     torch_gen,
 )
-from tasks.base import TaskContext
 from tasks.cards import load_card
+from tasks.finetuning.classifier import Classifier, evaluate, fine_tune
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
 
@@ -64,19 +63,36 @@ class SemiSupervisedConfig:
             raise ValueError("interpolation must be 'bilinear' or 'bicubic'")
 
 
-class Classifier(nn.Module):
-    """backbone (pooled features) → Linear(d, C)."""
+def step_batches(
+    train: DatasetSplit,
+    cfg: SemiSupervisedConfig,
+    gen: torch.Generator,
+    aug: AugmentConfig,
+    *,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    device: torch.device,
+    epochs: list[int],
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``cfg.steps`` augmented batches, reshuffled every epoch, no drop_last; counts the epochs
+    begun in ``epochs[0]``. DEVIATION: a trailing batch of one image is skipped (BatchNorm in train
+    mode cannot normalise a single sample); it happens only when n ≡ 1 (mod batch size)."""
+    labels = torch.as_tensor(train.labels, dtype=torch.long)
+    n, drawn = len(train), 0
+    while drawn < cfg.steps:
+        epochs[0] += 1
+        for idx in torch.randperm(n, generator=gen).split(cfg.batch_size):
+            if drawn >= cfg.steps:
+                break
+            if len(idx) < 2:
+                continue
+            x = augment(train.images[idx].to(device), aug, gen, size=size, mean=mean, std=std)
+            yield x, labels[idx].to(device)
+            drawn += 1
 
-    def __init__(self, backbone: nn.Module, feat_dim: int, num_classes: int) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.head = nn.Linear(feat_dim, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
-
-
-def fine_tune(
+def semisup_recipe(
     backbone: nn.Module,
     feat_dim: int,
     train: DatasetSplit,
@@ -88,8 +104,8 @@ def fine_tune(
     seed: int,
     device: torch.device,
 ) -> tuple[Classifier, dict[str, float]]:
-    """Fine-tune a deep copy of ``backbone`` with a new head for ``cfg.steps`` SGD steps; returns
-    (model, stats)."""
+    """Fine-tune a deep copy of ``backbone`` with a new head for ``cfg.steps`` SGD steps (Nesterov,
+    a per-step cosine to 0, no warm-up); returns (model, stats)."""
     with scoped_torch_seed(seed, Stream.TASK, _STREAM_PATH, 1):
         model = Classifier(copy.deepcopy(backbone), feat_dim, train.num_classes)
     model.to(device).train()  # BN in train mode during training
@@ -100,7 +116,6 @@ def fine_tune(
         nesterov=cfg.nesterov,
         weight_decay=cfg.weight_decay,
     )
-    # per step, no warmup
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=0.0)
     aug = AugmentConfig(
         crop_scale=cfg.crop_scale,
@@ -111,63 +126,25 @@ def fine_tune(
         blur_p=0.0,
     )
     gen = torch_gen(seed, Stream.TASK, _STREAM_PATH, 2)
-    labels = torch.as_tensor(train.labels, dtype=torch.long)
-    n, step, epochs, last_loss = len(train), 0, 0, 0.0
-    if n < 2:
-        raise ValueError(f"semi-supervised fine-tuning needs at least 2 labelled images, got {n}")
-    while step < cfg.steps:
-        epochs += 1
-        # reshuffled every epoch, no drop_last. DEVIATION: a trailing batch of one image is skipped
-        # (BatchNorm in train mode cannot normalise a single sample); it happens only when n ≡ 1
-        # (mod batch size).
-        for idx in torch.randperm(n, generator=gen).split(cfg.batch_size):
-            if step >= cfg.steps:
-                break
-            if len(idx) < 2:
-                continue
-            x = augment(train.images[idx].to(device), aug, gen, size=size, mean=mean, std=std)
-            loss = F.cross_entropy(model(x), labels[idx].to(device))
-            if not torch.isfinite(loss):
-                raise Diverged(
-                    f"semi-supervised fine-tuning loss became {loss.item()} at step {step + 1}"
-                )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            step += 1
-            last_loss = float(loss.detach())
-    return model, {"epochs": float(epochs), "final_train_loss": last_loss}
+    if len(train) < 2:
+        raise ValueError(
+            f"semi-supervised fine-tuning needs at least 2 labelled images, got {len(train)}"
+        )
+    epochs = [0]
+    batches = step_batches(
+        train, cfg, gen, aug, size=size, mean=mean, std=std, device=device, epochs=epochs
+    )
+    _, last_loss = fine_tune(
+        model,
+        batches,
+        opt,
+        loss_fn=F.cross_entropy,
+        what="semi-supervised fine-tuning",
+        after_step=sched.step,
+    )
+    return model, {"epochs": float(epochs[0]), "final_train_loss": last_loss}
 
 
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    split: DatasetSplit,
-    *,
-    mean,
-    std,
-    device: torch.device,
-    size: int | None = None,
-    batch_size: int = 512,
-) -> tuple[float, int]:
-    """(top-1 %, samples scored) over every sample of ``split`` (read once), model in eval mode, no
-    augmentation; with ``size``, a bicubic resize to it only when the images are not already that
-    size."""
-    model.eval()
-    images, labels = split.images, torch.as_tensor(split.labels)
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        x = normalize(images[start : start + batch_size].to(device).float().div_(255.0), mean, std)
-        if size is not None and (x.shape[-1] != size or x.shape[-2] != size):
-            x = F.interpolate(
-                x, size=(size, size), mode="bicubic", align_corners=False, antialias=True
-            )
-        correct += int((model(x).argmax(1).cpu() == labels[start : start + batch_size]).sum())
-    return 100.0 * correct / max(len(labels), 1), len(labels)
-
-
-@TASKS.register("semi_supervised", aliases=("semisup",))
 class SemiSupervised:
     """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card,
     docs/protocols/evaluation.md §3.5)."""
@@ -218,7 +195,7 @@ class SemiSupervised:
 
         def one(member: int) -> float:
             module = modules_of(encoder)[member]
-            model, st = fine_tune(
+            model, st = semisup_recipe(
                 module,
                 encoder.feat_dim,
                 labelled,

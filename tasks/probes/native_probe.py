@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -39,13 +39,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    TASKS,
     AugmentConfig,
     DatasetSplit,
     Diverged,
     Encoder,
     ProtocolCard,
     Stream,
+    TaskContext,
     TaskScores,
     adam,
     adamw,
@@ -55,7 +55,6 @@ from benchmark.api import (
     scoped_torch_seed,
     torch_gen,
 )
-from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, subset_digest
@@ -239,6 +238,202 @@ def evaluate_split(
     raise ValueError(f"unknown metric {s['metric']!r}")
 
 
+@dataclass(frozen=True)
+class ProbeIO:
+    """How a probe reads its data: a batch's inputs from its indices (train, test) and the forward
+    pass that trains on them or scores them."""
+
+    train_in: Callable[[torch.Tensor], torch.Tensor]
+    test_in: Callable[[torch.Tensor], torch.Tensor]
+    train_fwd: Callable[[torch.Tensor], torch.Tensor]
+    test_fwd: Callable[[torch.Tensor], torch.Tensor]
+
+
+def check_engine_card(s: Mapping[str, Any]) -> bool:
+    """Refuse what the engine does not implement; returns whether the test split is read after every
+    epoch."""
+    if s["trainable"] not in ("head", "all"):
+        raise ValueError(f"unknown trainable {s['trainable']!r}")
+    selection = s["selection"]
+    if selection not in ("final", "best_epoch_test"):
+        raise ValueError(
+            f"the probe engine implements selection final and best_epoch_test, not {selection!r}"
+        )
+    every_epoch = bool(s.get("test_every_epoch", False))
+    if (selection == "best_epoch_test") != every_epoch:
+        raise ValueError(
+            "best_epoch_test needs test_every_epoch, and final reads the test split once"
+        )
+    return every_epoch
+
+
+def plain_inputs(
+    split: DatasetSplit, mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda idx: normalize(split.images[idx].to(device), mean, std)
+
+
+def cached_io(
+    model: Probe,
+    train: DatasetSplit,
+    test: DatasetSplit,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    device: torch.device,
+) -> ProbeIO:
+    """EasyFL: features once, eval mode, no augmentation; the head trains on them."""
+    model.backbone.eval()
+    with torch.no_grad():
+        feats = {
+            name: torch.cat(
+                [
+                    model.backbone(plain_inputs(sp, mean, std, device)(idx)).float()
+                    for idx in batch_indices(len(sp), 512, shuffle=False, drop_last=False)
+                ]
+            )
+            for name, sp in (("train", train), ("test", test))
+        }
+    return ProbeIO(
+        train_in=lambda idx: feats["train"][idx.to(feats["train"].device)],
+        test_in=lambda idx: feats["test"][idx.to(feats["test"].device)],
+        train_fwd=model.head,
+        test_fwd=model.head,
+    )
+
+
+def live_io(
+    model: Probe,
+    train: DatasetSplit,
+    test: DatasetSplit,
+    s: Mapping[str, Any],
+    *,
+    aug: AugmentConfig | None,
+    gen_aug: torch.Generator,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    device: torch.device,
+) -> ProbeIO:
+    """Images through the backbone at every step (augmented as the card says); a frozen backbone
+    runs without gradients."""
+
+    def train_in(idx: torch.Tensor) -> torch.Tensor:
+        x = train.images[idx].to(device)
+        return (
+            plain_inputs(train, mean, std, device)(idx)
+            if aug is None
+            else augment(x, aug, gen_aug, size=size, mean=mean, std=std)
+        )
+
+    def train_fwd(x: torch.Tensor) -> torch.Tensor:
+        if s["trainable"] == "head":
+            with torch.no_grad():
+                f = model.backbone(x)
+            return model.head(f)
+        return model(x)
+
+    return ProbeIO(
+        train_in=train_in,
+        test_in=plain_inputs(test, mean, std, device),
+        train_fwd=train_fwd,
+        test_fwd=model,
+    )
+
+
+def train_epoch(
+    model: Probe,
+    io: ProbeIO,
+    batches: Iterable[torch.Tensor],
+    train_y: torch.Tensor,
+    s: Mapping[str, Any],
+    *,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    when: str,
+    epoch: int,
+    device: torch.device,
+) -> float | None:
+    """One epoch of steps; returns the last step's loss (None when no step ran)."""
+    model.train()
+    trainable = s["trainable"]
+    model.backbone.train(
+        _bn_train_during(s, epoch) if trainable == "head" else str(s["bn_mode"]) != "eval"
+    )
+    last_loss = None
+    for idx in batches:
+        if trainable == "all" and len(idx) < 2 and model.backbone.training:
+            # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
+            continue
+        loss = loss_fn(io.train_fwd(io.train_in(idx)), train_y[idx].to(device), str(s["loss"]))
+        if not torch.isfinite(loss):
+            raise Diverged(f"native probe loss became {loss.item()} in epoch {epoch}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if sched is not None and when == "step":
+            sched.step()
+        last_loss = float(loss.detach())
+    if sched is not None and when == "epoch":
+        sched.step()
+    return last_loss
+
+
+def probe_io(
+    model: Probe,
+    train: DatasetSplit,
+    test: DatasetSplit,
+    s: Mapping[str, Any],
+    *,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    gen_aug: torch.Generator,
+    device: torch.device,
+) -> ProbeIO:
+    """Cached features (the card's ``cached``: no augmentation, a frozen backbone, BN in eval mode)
+    or images through the backbone at every step."""
+    aug = augment_config(s.get("train_augmentation"))
+    if bool(s.get("cached", False)):
+        if aug is not None or s["trainable"] != "head" or str(s["bn_mode"]) != "eval":
+            raise ValueError(
+                "cached features need no augmentation, a frozen backbone and BN in eval mode"
+            )
+        return cached_io(model, train, test, mean, std, device)
+    return live_io(
+        model,
+        train,
+        test,
+        s,
+        aug=aug,
+        gen_aug=gen_aug,
+        size=size,
+        mean=mean,
+        std=std,
+        device=device,
+    )
+
+
+def build_probe(
+    backbone: nn.Module,
+    feat_dim: int,
+    train: DatasetSplit,
+    s: Mapping[str, Any],
+    *,
+    seed: int,
+    path: int,
+    device: torch.device,
+) -> tuple[Probe, list[nn.Parameter]]:
+    """A deep copy of ``backbone`` with the card's head, and the parameters that train."""
+    trainable = s["trainable"]
+    model = Probe(
+        copy.deepcopy(backbone), make_head(feat_dim, train.num_classes, s, seed, path)
+    ).to(device)
+    for p in model.backbone.parameters():
+        p.requires_grad_(trainable == "all")
+    params = [p for p in (model.parameters() if trainable == "all" else model.head.parameters())]
+    return model, params
+
+
 def run_probe(
     backbone: nn.Module,
     feat_dim: int,
@@ -256,75 +451,21 @@ def run_probe(
 ) -> ProbeResult:
     """Train a head (or everything) on a deep copy of ``backbone`` as the card ``s`` says; returns
     the result."""
-    trainable = s["trainable"]
-    if trainable not in ("head", "all"):
-        raise ValueError(f"unknown trainable {trainable!r}")
-    selection = s["selection"]
-    if selection not in ("final", "best_epoch_test"):
-        raise ValueError(
-            f"the probe engine implements selection final and best_epoch_test, not {selection!r}"
-        )
-    every_epoch = bool(s.get("test_every_epoch", False))
-    if (selection == "best_epoch_test") != every_epoch:
-        raise ValueError(
-            "best_epoch_test needs test_every_epoch, and final reads the test split once"
-        )
-    model = Probe(
-        copy.deepcopy(backbone), make_head(feat_dim, train.num_classes, s, seed, path)
-    ).to(device)
-    for p in model.backbone.parameters():
-        p.requires_grad_(trainable == "all")
-    params = [p for p in (model.parameters() if trainable == "all" else model.head.parameters())]
-    aug = augment_config(s.get("train_augmentation"))
-    cached = bool(s.get("cached", False))
-    if cached and (aug is not None or trainable != "head" or str(s["bn_mode"]) != "eval"):
-        raise ValueError(
-            "cached features need no augmentation, a frozen backbone and BN in eval mode"
-        )
+    every_epoch = check_engine_card(s)
+    model, params = build_probe(backbone, feat_dim, train, s, seed=seed, path=path, device=device)
     train_y = torch.as_tensor(train.labels, dtype=torch.long)
     test_y = torch.as_tensor(test.labels, dtype=torch.long)
-    size = size or int(train.images.shape[-1])
-
-    def plain(split: DatasetSplit) -> Callable[[torch.Tensor], torch.Tensor]:
-        return lambda idx: normalize(split.images[idx].to(device), mean, std)
-
-    if cached:  # EasyFL: features once, eval mode, no augmentation; the head trains on them
-        model.backbone.eval()
-        with torch.no_grad():
-            feats = {
-                name: torch.cat(
-                    [
-                        model.backbone(plain(sp)(idx)).float()
-                        for idx in batch_indices(len(sp), 512, shuffle=False, drop_last=False)
-                    ]
-                )
-                for name, sp in (("train", train), ("test", test))
-            }
-        train_in = lambda idx: feats["train"][idx.to(feats["train"].device)]
-        test_in = lambda idx: feats["test"][idx.to(feats["test"].device)]
-        train_fwd, test_fwd = model.head, model.head
-    else:
-        gen_aug = torch_gen(seed, Stream.TASK, path, 4)
-
-        def train_in(idx: torch.Tensor) -> torch.Tensor:
-            x = train.images[idx].to(device)
-            return (
-                plain(train)(idx)
-                if aug is None
-                else augment(x, aug, gen_aug, size=size, mean=mean, std=std)
-            )
-
-        test_in = plain(test)
-
-        def train_fwd(x: torch.Tensor) -> torch.Tensor:
-            if trainable == "head":
-                with torch.no_grad():
-                    f = model.backbone(x)
-                return model.head(f)
-            return model(x)
-
-        test_fwd = model
-
+    io = probe_io(
+        model,
+        train,
+        test,
+        s,
+        size=size or int(train.images.shape[-1]),
+        mean=mean,
+        std=std,
+        gen_aug=torch_gen(seed, Stream.TASK, path, 4),
+        device=device,
+    )
     gen_order = torch_gen(seed, Stream.TASK, path, 2)
     bs, epochs = int(s["batch_size"]), int(s["epochs"])
     shuffle, drop_last = bool(s["shuffle"]), bool(s["drop_last"])
@@ -339,41 +480,33 @@ def run_probe(
     def test_once() -> float:
         nonlocal evaluations, scored
         model.eval()
-        value, scored = evaluate_split(test_fwd, test_in, test_y, s, device)
+        value, scored = evaluate_split(io.test_fwd, io.test_in, test_y, s, device)
         evaluations += 1
         return value
 
     for epoch in range(1, epochs + 1):
-        model.train()
-        model.backbone.train(
-            _bn_train_during(s, epoch) if trainable == "head" else str(s["bn_mode"]) != "eval"
+        batches = batch_indices(len(train), bs, shuffle=shuffle, drop_last=drop_last, gen=gen_order)
+        loss = train_epoch(
+            model,
+            io,
+            batches,
+            train_y,
+            s,
+            opt=opt,
+            sched=sched,
+            when=when,
+            epoch=epoch,
+            device=device,
         )
-        for idx in batch_indices(
-            len(train), bs, shuffle=shuffle, drop_last=drop_last, gen=gen_order
-        ):
-            if trainable == "all" and len(idx) < 2 and model.backbone.training:
-                # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
-                continue
-            loss = loss_fn(train_fwd(train_in(idx)), train_y[idx].to(device), str(s["loss"]))
-            if not torch.isfinite(loss):
-                raise Diverged(f"native probe loss became {loss.item()} in epoch {epoch}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if sched is not None and when == "step":
-                sched.step()
-            last_loss = float(loss.detach())
-        if sched is not None and when == "epoch":
-            sched.step()
+        last_loss = last_loss if loss is None else loss
         if every_epoch:
             per_epoch.append(test_once())
         if on_epoch_end is not None:
             on_epoch_end(epoch, model)
     if not every_epoch:
         per_epoch.append(test_once())  # `final`: the test split is read once, here
-    value = max(per_epoch) if selection == "best_epoch_test" else per_epoch[-1]
     return ProbeResult(
-        value=value,
+        value=max(per_epoch) if s["selection"] == "best_epoch_test" else per_epoch[-1],
         per_epoch_test=tuple(per_epoch),
         test_evaluations=evaluations,
         test_scored=scored,
@@ -491,7 +624,6 @@ class LinearNativeConfig:
         _check(self)
 
 
-@TASKS.register("linear_native")
 class LinearNative(_NativeTask):
     """A paper's own linear evaluation (linear/orchestra, linear/decssl, linear/easyfl,
     linear/moco-lincls)."""
@@ -516,7 +648,6 @@ class SemisupNativeConfig:
             raise ValueError("label_fraction must be in (0, 1]")
 
 
-@TASKS.register("semisup_native")
 class SemisupNative(_NativeTask):
     """Orchestra's semi-supervised fine-tuning (semisup/orchestra, docs/protocols/evaluation.md
     §3.5)."""
@@ -561,7 +692,6 @@ class TransferNativeConfig:
             raise ValueError("label_fraction must be in (0, 1] and target_resolution >= 1")
 
 
-@TASKS.register("transfer_native")
 class TransferNative(_NativeTask):
     """Dec-SSL's transfer probe as far as known (transfer/decssl: linear/decssl on the target;
     protocol assumed)."""
@@ -569,10 +699,6 @@ class TransferNative(_NativeTask):
     name: ClassVar[str] = "transfer_native"
     family: ClassVar[str] = "transfer"
     Config: ClassVar[type] = TransferNativeConfig
-
-    @staticmethod
-    def required_datasets(cfg: TransferNativeConfig) -> tuple[str, ...]:
-        return (cfg.target,)
 
     def card_overrides(self) -> dict[str, Any]:
         c = self.cfg
@@ -585,7 +711,7 @@ class TransferNative(_NativeTask):
         }
 
     def splits(self, ctx: TaskContext) -> tuple[DatasetSplit, DatasetSplit, dict[str, Any]]:
-        from tasks.transfer import _data_root, resize_split
+        from tasks.probes.transfer import _data_root, resize_split
 
         c = self.cfg
         target = load_dataset_splits(c.target, {}, _data_root(ctx))

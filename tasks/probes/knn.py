@@ -10,9 +10,8 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from benchmark.api import TASKS, Encoder, ProtocolCard, TaskScores
+from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskScores
 from benchmark.api import portable_math as pmath
-from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.members import encoder_features, score_members
 
@@ -66,7 +65,6 @@ class KNNConfig:
             raise ValueError("k must be >= 1 and temperature > 0")
 
 
-@TASKS.register("knn")
 class KNN:
     """Weighted kNN on frozen features (Wu et al. 2018; as in Dec-SSL, Orchestra and EasyFL
     code)."""

@@ -20,18 +20,17 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.api import (
-    TASKS,
     DatasetSplit,
     Encoder,
     ProtocolCard,
+    TaskContext,
     TaskScores,
     load_dataset_splits,
 )
-from tasks.base import TaskContext
 from tasks.cards import load_card
 from tasks.features import cached_features
-from tasks.linear_probe import accuracy, standardize, train_linear_head
 from tasks.members import modules_of, score_members
+from tasks.probes.linear_probe import accuracy, standardize, train_linear_head
 from tasks.subsets import class_balanced_subset, subset_digest
 
 
@@ -79,7 +78,6 @@ def _data_root(ctx: TaskContext) -> Path | None:
     return None if str(ctx.data_root) in ("", ".") else Path(ctx.data_root)
 
 
-@TASKS.register("transfer", aliases=("transfer_linear",))
 class Transfer:
     """Linear probe of the pre-trained encoder on another dataset (Dec-SSL Tables 2-bottom and 4
     settings)."""
@@ -89,11 +87,6 @@ class Transfer:
     main_metric: ClassVar[str] = "top1"
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = TransferConfig
-
-    @staticmethod
-    def required_datasets(cfg: TransferConfig) -> tuple[str, ...]:
-        """Datasets the task reads besides the cell's own (checked by the run's preflight)."""
-        return (cfg.target,)
 
     def __init__(self, cfg: TransferConfig) -> None:
         self.cfg = cfg
