@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.canonical import file_sha256
 from benchmark.core.errors import UsageError
 from benchmark.records.acceptance import (
     ScoreCheck,
@@ -67,7 +68,7 @@ from benchmark.submission.bundle import (
     opened_bundle,
     read_manifest,
 )
-from benchmark.submission.reevaluation import file_sha256, reevaluate
+from benchmark.submission.reevaluation import reevaluate
 
 # re-evaluation itself lives in benchmark.submission.reevaluation (submit uses it too; this module
 # uses submit's checks)
@@ -545,7 +546,6 @@ __all__ = [
     "AcceptReport",
     "RecordAcceptance",
     "accept",
-    "file_sha256",
     "opened_bundle",
     "plugin_problems",
     "protocol_problems",

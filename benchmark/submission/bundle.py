@@ -305,7 +305,7 @@ def inside(root: Path, rel: Any) -> Path | None:
 def bundle_problems(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     """Problems of a received bundle: a manifest path that leaves it, missing or extra files, sha256
     mismatches. Every path is confined before any file is opened."""
-    from benchmark.submission.reevaluation import file_sha256
+    from benchmark.core.canonical import file_sha256
 
     files: Mapping[str, str] = manifest["files"]
     problems = []
@@ -424,8 +424,8 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
     """Write the records, their sidecars, the encoder checkpoints their tasks need and
     ``manifest.json`` (sha256 of every file, provenance and checkpoint of every record, whether the
     submitter re-evaluated, the total size)."""
+    from benchmark.core.canonical import file_sha256
     from benchmark.records.env import collect_env
-    from benchmark.submission.reevaluation import file_sha256
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
     if out.exists():
