@@ -64,7 +64,7 @@ from methods._shared.distill import (
     topk_payload,
     topk_sparsify,
 )
-from methods._shared.momentum import momentum_update_
+from methods._shared.ema import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 
 # §2.9 CIFAR training views: RRC(scale (0.2, 1)), ColorJitter(0.8, 0.8, 0.8, 0.2) p 0.8, grayscale

@@ -56,7 +56,7 @@ from methods._shared.clustering import (
     fifo_push,
     global_clustering,
 )
-from methods._shared.momentum import momentum_update_
+from methods._shared.ema import momentum_update_
 from methods._shared.nets import BackboneHead, WorkingNets
 
 # §2.10 A (view 1, to the target; base of the rotation view): RRC(scale (0.5, 1), bicubic), flip
