@@ -184,8 +184,9 @@ def _add_tools(sub: Any) -> None:
     new.add_argument(
         "--plugin",
         action="store_true",
-        help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
-        "benchmark.api; tests and a digits smoke grid) instead of files in the repository",
+        help="an installable package fssl-NAME/ (underscores in NAME become hyphens there: fed_foo -> "
+        "fssl-fed-foo/, import package fssl_fed_foo; entry point fssl_bench.methods; the method imports "
+        "only benchmark.api; tests and a digits smoke grid) instead of files in the repository",
     )
 
     chk = sub.add_parser(
@@ -277,6 +278,15 @@ def _add_submission(sub: Any) -> None:
         "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter",
     )
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
+    sbm.add_argument(
+        "--plugin-source",
+        action="append",
+        default=[],
+        metavar="WHEEL|'NAME @ git+URL@COMMIT'",
+        help="where the maintainers get a plugin the records ran: a wheel file (copied into the "
+        "bundle; its sources must be the ones the records ran) or a VCS URL pinned to a commit; "
+        "without it they need the exact version on PyPI (docs/submitting.md)",
+    )
     acc = sub.add_parser(
         "accept",
         help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "

@@ -12,7 +12,8 @@ Writes, under ``--out`` (default: the repository root):
   fedavg_simclr and no_pretrain.
 
 With ``--plugin`` it writes an installable package ``fssl-NAME/`` instead (under ``--out``, default
-the current folder): ``src/fssl_NAME/method.py`` (the same method, registered by its
+the current folder; underscores in NAME become hyphens in the folder and distribution name,
+``fed_foo`` → ``fssl-fed-foo/``, and stay in the import package ``fssl_fed_foo``): ``src/fssl_NAME/method.py`` (the same method, registered by its
 ``fssl_bench.methods`` entry point and importing nothing of the project but ``benchmark.api``),
 ``tests/test_NAME.py`` (entry point, loss, grid and the conformance check at 1 round) and
 ``grids/NAME_smoke.yaml`` (digits, CPU).
@@ -382,7 +383,7 @@ PLUGIN_README = """# fssl-{dist}
 `src/fssl_{name}/method.py` imports nothing of fssl-bench but `benchmark.api` (docs/adding-a-method.md lists
 what it offers).
 
-    pip install -e .                              # registers `{name}` through the fssl_bench.methods entry point
+    pip install -e '.[test]'                      # registers `{name}` (fssl_bench.methods entry point); [test]: pytest
     python -m benchmark list methods              # {name} is listed
     python -m pytest tests -q                     # its tests, the conformance check included (CPU, about a minute)
     python -m benchmark check-method {name}       # the full conformance check (kNN above random init too)
@@ -508,7 +509,8 @@ def next_steps(name: str, plugin: bool = False) -> str:
             [
                 f"next steps for {name} (an installable package in fssl-{dist}/):",
                 f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py (import only benchmark.api)",
-                f"  2. pip install -e fssl-{dist}   (registers it; python -m benchmark list methods shows it)",
+                f"  2. pip install -e 'fssl-{dist}[test]'   (registers it, python -m benchmark list methods shows it;"
+                " [test] adds pytest)",
                 f"  3. python -m pytest fssl-{dist}/tests -q   (its tests, the conformance check included)",
                 f"  4. python -m benchmark check-method {name}",
                 f"  5. python -m benchmark run --grid fssl-{dist}/grids/{name}_smoke.yaml --root runs --no-wandb",
