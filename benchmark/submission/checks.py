@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.contracts.cell import pretrain_key_for
 from benchmark.core.canonical import to_plain
@@ -23,6 +23,9 @@ from benchmark.records.schema import (
 )
 from benchmark.records.tracks import Track
 from benchmark.runroot.rundir import RunDir
+
+if TYPE_CHECKING:
+    from benchmark.submission.plugin_sources import PluginSource
 
 VERIFIED_RUNNER = "fssl-bench"
 
@@ -69,6 +72,8 @@ class SubmitReport:
     bundle_bytes: int = 0  # the bundle on disk (a .tar.gz: compressed)
     unpacked_bytes: int = 0  # its files, checkpoints included, manifest excluded
     checkpoint_bytes: int = 0
+    # where the maintainers get the records' plugins (a wheel to copy into the bundle, or a URL)
+    plugin_sources: list[tuple[PluginSource, Path | None]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -108,6 +113,8 @@ class SubmitReport:
                 f"{self.unpacked_bytes:,} bytes, of which final pre-training states (the "
                 f"server state the encoder is rebuilt from) {self.checkpoint_bytes:,} bytes"
             )
+            for source, _ in self.plugin_sources:
+                tail += f"\nplugin source for the maintainers: {source.describe()}"
             if not self.reevaluate:
                 tail += (
                     "\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "

@@ -294,8 +294,8 @@ def test_accept_refuses_an_installed_method_whose_sources_differ(
         scratch,
         capsys,
         accept_argv(scratch, one_record_bundle(scratch / "b", claimed)),
-        "the installed plugin's source digest",
-        "install fssl-x 1.0",
+        "is built in here, but the record ran it from the plugin fssl-x 1.0",
+        "source digest cdcdcdcdcdcd…",
     )
 
 
