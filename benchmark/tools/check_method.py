@@ -31,7 +31,10 @@ random init of
 =====================================================================================
 
 All checks share two simulations (one straight, one interrupted after round 1 and resumed), so the
-whole check costs about two short pre-trainings plus two kNN evaluations. The report names every
+whole check costs about two short pre-trainings plus two kNN evaluations. A simulation runs when the
+first check that reads it runs, inside that check's timer, so each line's time is the work done for
+that check (``interface`` builds the smoke cell's data and partition, ``finite_losses`` runs the
+straight simulation, ``determinism`` the interrupted one, ``resume`` its resumption). The report names every
 failed check with its reason; ``check-method`` exits 1 when any check fails.
 
 The smoke-cell builder lives here (not in tests/) because this check needs it outside the test
@@ -162,10 +165,11 @@ class ConformanceReport:
                 f"  {mark}  {r.name:24s} {r.detail}"
                 + (f"  ({r.seconds:.1f}s)" if r.seconds else "")
             )
+        total = f" ({sum(r.seconds for r in self.results):.1f}s in all)"
         if self.ok:
-            lines.append(f"{self.method}: all checks passed")
+            lines.append(f"{self.method}: all checks passed{total}")
         else:
-            lines.append(f"{self.method}: FAILED {', '.join(self.failed)}")
+            lines.append(f"{self.method}: FAILED {', '.join(self.failed)}{total}")
         return "\n".join(lines)
 
 
@@ -443,13 +447,36 @@ HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_agg
 
 @dataclass
 class _Runs:
-    """The two simulations every check reads: ``a`` straight through, ``r1`` stopped after round 1
-    (its state then is compared with a's round-1 checkpoint: determinism) and ``r`` resumed from it
-    by a fresh instance (resume)."""
+    """The two simulations every check reads, run when a check first needs them (so each check's
+    time is the work done for it): ``a`` straight through, ``r1`` stopped after round 1 (its state
+    then is compared with a's round-1 checkpoint: determinism) and ``r`` resumed from it by a fresh
+    instance (resume)."""
 
+    setup: Any
+    root: Path
+    measurements: dict[str, float]
     runs: dict[str, _Run] = field(default_factory=dict)
     crash: dict[str, str] = field(default_factory=dict)
     a_round1: tuple[str, dict[int, str]] | None = None
+
+    def get(self, key: str) -> _Run | None:
+        """Run ``key`` ("a", "r1" or "r") unless it ran; None when it (or what it resumes) raised."""
+        if key in self.runs or key in self.crash:
+            return self.runs.get(key)
+        if key == "r" and self.get("r1") is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            # r1 and r share one work folder: r resumes from r1's checkpoint
+            self.runs[key] = _simulate(
+                self.setup, self.root / key[0], stop_after=1 if key == "r1" else None
+            )
+            if key == "a":
+                self.a_round1 = _checkpoint_digests(self.root / "a", 1)
+        except Exception as exc:  # noqa: BLE001 - reported by the checks that read it
+            self.crash[key] = f"{type(exc).__name__}: {exc}"
+        self.measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
+        return self.runs.get(key)
 
     def err(self, *keys: str) -> str | None:
         return next((self.crash[k] for k in keys if k in self.crash), None)
@@ -475,13 +502,14 @@ def check_method(
     setup = _check_interface(cls, canonical, results, rounds, clients, participation, method_params)
     if setup is None:
         return ConformanceReport(canonical, tuple(results))
-    runs = _run_simulations(setup, work_dir, measurements)
-    _check_finite_losses(runs, results)
-    _check_declared_payloads(cls, runs, results)
-    _check_determinism(runs, results)
-    _check_resume(runs, results)
-    _check_upload_fold(runs, results)
-    _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        runs = _Runs(setup, Path(tmp), measurements)
+        _check_finite_losses(runs, results)
+        _check_declared_payloads(cls, runs, results)
+        _check_determinism(runs, results)
+        _check_resume(runs, results)
+        _check_upload_fold(runs, results)
+        _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
 
 
@@ -519,27 +547,9 @@ def _check_interface(
     return setup
 
 
-def _run_simulations(setup: Any, work_dir: Path | None, measurements: dict[str, float]) -> _Runs:
-    out = _Runs()
-    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
-        root = Path(tmp)
-        for key, kwargs in (("a", {}), ("r1", {"stop_after": 1}), ("r", {})):
-            t0 = time.perf_counter()
-            try:
-                out.runs[key] = _simulate(setup, root / key[0], **kwargs)
-                if key == "a":
-                    out.a_round1 = _checkpoint_digests(root / "a", 1)
-            except Exception as exc:  # noqa: BLE001 - reported by the checks below
-                out.crash[key] = f"{type(exc).__name__}: {exc}"
-                if key == "r1":
-                    break
-            measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
-    return out
-
-
 def _check_finite_losses(runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
     with _timed(results, "finite_losses") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail(f"the run raised {runs.err('a')}")
         bad = [(r, k, m, v) for r, k, m, v in a.traffic.losses if not math.isfinite(v)]
@@ -553,8 +563,8 @@ def _check_finite_losses(runs: _Runs, results: list[CheckResult]) -> None:
 
 
 def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
     with _timed(results, "declared_payloads") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail("no completed run to inspect")
         problems = list(a.traffic.problems)
@@ -583,8 +593,8 @@ def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) 
 
 
 def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
-    a, r1 = runs.runs.get("a"), runs.runs.get("r1")
     with _timed(results, "determinism") as note:
+        a, r1 = runs.get("a"), runs.get("r1")
         if a is None or r1 is None or runs.a_round1 is None:
             raise _Fail(f"a run raised {runs.err('a', 'r1')}")
         first = {k: v for k, v in a.traffic.digests.items() if k[0] == 1}
@@ -605,8 +615,8 @@ def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
 
 
 def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
-    a, res = runs.runs.get("a"), runs.runs.get("r")
     with _timed(results, "resume") as note:
+        a, res = runs.get("a"), runs.get("r")
         if a is None or res is None:
             raise _Fail(f"the interrupted run raised {runs.err('r', 'r1', 'a')}")
         diff = _diff({k: v for k, v in a.traffic.digests.items() if k[0] > 1}, res.traffic.digests)
@@ -629,7 +639,7 @@ def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
 
 
 def _check_upload_fold(runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
+    a = runs.get("a")
     if a is not None and not a.traffic.folds:
         results.append(
             CheckResult(
@@ -676,8 +686,8 @@ def _check_knn(
             )
         )
         return
-    a = runs.runs.get("a")
     with _timed(results, "knn_above_no_pretrain") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail("no completed run to evaluate")
         mine = _knn(setup, a.method, a.server, a.clients)
