@@ -57,6 +57,11 @@ def short_digest(obj: Any, n: int = 16) -> str:
     return digest(obj)[:n]
 
 
+def bytes_sha256(data: bytes) -> str:
+    """sha256 hex of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def file_sha256(path: str | Path) -> str:
     """sha256 hex of a file's bytes, read in 1 MiB blocks (checkpoints and artifacts can be large)."""
     h = hashlib.sha256()
@@ -66,4 +71,12 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-__all__ = ["canonical_json", "digest", "file_sha256", "pretty_json", "short_digest", "to_plain"]
+__all__ = [
+    "bytes_sha256",
+    "canonical_json",
+    "digest",
+    "file_sha256",
+    "pretty_json",
+    "short_digest",
+    "to_plain",
+]

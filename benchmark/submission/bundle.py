@@ -25,11 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
-from benchmark.submission.checks import RecordCheck, SubmitError, SubmitReport, _sha256
+from benchmark.submission.checks import RecordCheck, SubmitError, SubmitReport
 
 MANIFEST = "manifest.json"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -448,7 +449,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                 data = src.read_bytes()
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-                files[rel], sizes[rel] = _sha256(data), len(data)
+                files[rel], sizes[rel] = bytes_sha256(data), len(data)
             checkpoint = None
             ckpt = _bundle_checkpoint(c)
             if ckpt is not None:

@@ -3,7 +3,6 @@ RecordCheck each."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.contracts.cell import pretrain_key_for
-from benchmark.core.canonical import to_plain
+from benchmark.core.canonical import bytes_sha256, to_plain
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import (
     SCHEMA_VERSION,
@@ -121,10 +120,6 @@ class SubmitReport:
                     "word until the maintainers' accept step re-runs them"
                 )
         return "\n".join([head, *lines, tail])
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _scores_plain(s: TaskScores) -> dict[str, Any]:
@@ -386,7 +381,7 @@ def check_seeds(records: Iterable[ResultRecord], track: Track) -> list[tuple[str
     labels: dict[str, str] = {}
     for r in records:
         body = {k: v for k, v in dict(r.cell).items() if k != "seed"}
-        key = _sha256(canonical_json(body).encode())[:16]
+        key = bytes_sha256(canonical_json(body).encode())[:16]
         groups[key].add(int(r.seed))
         labels[key] = f"{r.method} | {r.partition_label}"
     return [
