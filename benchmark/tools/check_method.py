@@ -507,7 +507,7 @@ def check_method(
         _check_finite_losses(runs, results)
         _check_declared_payloads(cls, runs, results)
         _check_determinism(runs, results)
-        _check_resume(runs, results)
+        _check_resume(runs, results, rounds)
         _check_upload_fold(runs, results)
         _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
@@ -614,7 +614,12 @@ def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
         )
 
 
-def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
+def _check_resume(runs: _Runs, results: list[CheckResult], rounds: int) -> None:
+    if rounds < 2:  # stopping after round 1 of 1 is the end: nothing would be resumed
+        results.append(
+            CheckResult("resume", "skip", "needs 2 rounds or more (stopped after round 1 of 1)")
+        )
+        return
     with _timed(results, "resume") as note:
         a, res = runs.get("a"), runs.get("r")
         if a is None or res is None:

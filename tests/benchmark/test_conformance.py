@@ -186,6 +186,20 @@ def test_a_conforming_method_passes(register) -> None:
         "determinism",
         "resume",
     }
+    # each line's time is its own work: the simulation a check reads first runs in its timer
+    times, measured = {r.name: r.seconds for r in report.results}, report.measurements
+    assert times["finite_losses"] >= measured["simulate_a_s"] > 0
+    assert times["determinism"] >= measured["simulate_r1_s"] > 0
+    assert times["resume"] >= measured["simulate_r_s"] > 0
+    assert f"({sum(times.values()):.1f}s in all)" in report.format()
+
+
+def test_one_round_skips_resume_instead_of_passing_it_vacuously(register) -> None:
+    """Stopping after round 1 of 1 resumes nothing: --rounds 1 says so and saves that simulation."""
+    report = check_method(register(GoodToy), rounds=1, knn=False, method_params=FAST)
+    assert report.ok, report.format()
+    assert report.result("resume").status == "skip" and "2 rounds" in report.result("resume").detail
+    assert "simulate_r_s" not in report.measurements
 
 
 def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:
