@@ -253,9 +253,11 @@ def _add_verify(sub: Any) -> None:
 def _add_submission(sub: Any) -> None:
     """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the
     leaderboard."""
-    from benchmark.submission.bundle import DEFAULT_LIMITS as limits
-    from benchmark.submission.bundle import MB
+    _add_submit(sub)
+    _add_accept(sub)
 
+
+def _add_submit(sub: Any) -> None:
     sbm = sub.add_parser(
         "submit", help="validate records for a leaderboard track and write a submission bundle"
     )
@@ -287,6 +289,12 @@ def _add_submission(sub: Any) -> None:
         "bundle; its sources must be the ones the records ran) or a VCS URL pinned to a commit; "
         "without it they need the exact version on PyPI (docs/submitting.md)",
     )
+
+
+def _add_accept(sub: Any) -> None:
+    from benchmark.submission.bundle import DEFAULT_LIMITS as limits
+    from benchmark.submission.bundle import MB
+
     acc = sub.add_parser(
         "accept",
         help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "
