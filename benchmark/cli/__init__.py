@@ -190,7 +190,8 @@ def _add_tools(sub: Any) -> None:
     )
 
     chk = sub.add_parser(
-        "check-method", help="conformance checks of a registered method on digits (CPU, minutes)"
+        "check-method",
+        help="conformance checks of a registered method on digits (CPU, one thread, ~20 s)",
     )
     chk.add_argument("name", help="a registered method name")
     chk.add_argument(

@@ -2,7 +2,7 @@
 numbers count.
 
 Runs the method on the embedded ``digits`` data with the micro backbone of its ``smoke_settings``
-(CPU, minutes):
+(CPU, one thread as ``run`` uses; about 20 s on 2 cores):
 
 ==========================
 ===================================================================================== check
@@ -493,7 +493,42 @@ def check_method(
     work_dir: Path | None = None,
 ) -> ConformanceReport:
     """Run every conformance check on method ``name`` and return the report (never raises for a
-    broken method)."""
+    broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
+    one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
+    with _cell_threads():
+        return _check_method(
+            name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
+        )
+
+
+@contextmanager
+def _cell_threads() -> Iterator[None]:
+    """torch's intra-op threads pinned to a cell's count for the block, restored after. On a busy
+    machine torch's default (one per core) spends most of a tiny model's step waiting for its
+    threads: check-method took 136 s on 2 loaded cores, 4 s with one thread."""
+    import torch
+
+    from benchmark.launchers.options import RunOptions
+
+    threads, before = RunOptions(device="cpu").cell_threads(), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_method(
+    name: str,
+    rounds: int,
+    clients: int,
+    participation: float,
+    method_params: dict | None,
+    *,
+    knn: bool,
+    work_dir: Path | None,
+) -> ConformanceReport:
     load_builtins()
     results: list[CheckResult] = []
     measurements: dict[str, float] = {}
