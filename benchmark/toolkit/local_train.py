@@ -199,7 +199,11 @@ def run_local_epochs(
         stats.samples += len(idx)
     if probe is not None:
         probe.finish(
-            t0, stats.steps, stats.samples, ctx, (step_loss, optimizer, after_step, batch, batch_size)
+            t0,
+            stats.steps,
+            stats.samples,
+            ctx,
+            (step_loss, optimizer, after_step, batch, batch_size),
         )
     if pending:
         # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss
