@@ -150,3 +150,41 @@ def test_accept_says_an_installed_copy_of_the_same_version_has_other_sources(
     assert "the installed copy of fssl-x 0.1.0 has other sources than the record ran" in line
     assert "efefefefefef… here, cdcdcdcdcdcd… in the record; same version" in line
     assert f"pip install --force-reinstall --no-deps 'fssl-x @ {url}'" in line
+
+
+def test_a_bundle_carries_the_wheel_and_accept_takes_its_manifest(
+    run_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """submit copies the wheel into plugins/ (listed in files with its sha256), the manifest names
+    it in plugin_sources, and accept reads that manifest (the record's method is built in, so it
+    installs nothing). A wheel no record ran is refused before anything is written."""
+    import json
+
+    from benchmark.submission import plugin_sources
+    from benchmark.submission.checks import SubmitError
+    from benchmark.submission.submit import submit
+    from tests.hostile import TRACK
+
+    wheel = make_wheel(tmp_path, SOURCES)
+    with pytest.raises(SubmitError, match="no record ran fssl_x"):
+        submit([run_root], track=TRACK, out=tmp_path / "b0", manifests=None, reevaluate=False,
+               plugin_sources=[str(wheel)])  # fmt: skip
+    assert not (tmp_path / "b0").exists()
+    source = PluginSource("fssl-x", "0.1.0", wheel=f"plugins/{wheel.name}")
+    monkeypatch.setattr(plugin_sources, "resolve_sources", lambda plugins, given: [(source, wheel)])
+    report = submit([run_root], track=TRACK, out=tmp_path / "b", manifests=None, reevaluate=False)
+    assert report.ok, report.format()
+    assert (
+        "plugin source for the maintainers: fssl-x 0.1.0 from the bundle's wheel" in report.format()
+    )
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (entry,) = manifest["plugin_sources"]
+    assert (
+        entry["wheel"] == f"plugins/{wheel.name}"
+        and manifest["files"][entry["wheel"]] == entry["sha256"]
+    )
+    assert (tmp_path / "b" / entry["wheel"]).read_bytes() == wheel.read_bytes()
+    from benchmark.submission.bundle import bundle_problems, read_manifest
+
+    assert bundle_problems(tmp_path / "b", read_manifest(tmp_path / "b")) == []
+    assert read_sources(manifest)["fssl-x"] == dataclasses.replace(source, sha256=entry["sha256"])
