@@ -22,8 +22,9 @@ shape.
 
 from __future__ import annotations
 
+import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -52,15 +53,164 @@ from benchmark.api import (
     augment,
     from_mapping,
     load_tensors,
+    normalize_patches,
     run_local_epochs,
     scoped_torch_seed,
     select,
     tensors_of,
     weighted_average,
 )
-from methods._shared.cascade import cascade_tensors, pool_entries, pool_insert, pool_to_extra
-from methods._shared.mae import keep_count, mae_loss, random_patch_permutation
 from methods._shared.nets import WorkingNets
+
+# --------------------------------------------------------------------------------------------------
+# Masked auto-encoding maths (MAE, He et al. 2022; FedMAE docs/methods/fedmae.md §2.1): masks,
+# targets, the masked-patch loss.
+# (folded in from methods/_shared/mae.py: this method is its only user)
+# --------------------------------------------------------------------------------------------------
+
+
+def keep_count(num_patches: int, mask_ratio: float) -> int:
+    """L_keep = ⌊L (1 − ρ)⌋ (MAE ``random_masking``)."""
+    return int(num_patches * (1 - mask_ratio))
+
+
+def random_patch_permutation(
+    batch: int, num_patches: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """ids_shuffle = argsort(u), u ~ U(0, 1)^{B×L}, drawn on the CPU from ``generator``
+    (device-independent)."""
+    noise = torch.rand(batch, num_patches, generator=generator)
+    return torch.argsort(noise, dim=1).to(device)
+
+
+def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """𝓛 = Σ_ij M_ij · (1/P)‖x̂_ij − t_ij‖² / Σ_ij M_ij: mean squared error over removed patches
+    only."""
+    per_patch = ((pred.float() - target.float()) ** 2).mean(dim=-1)
+    return (per_patch * mask).sum() / mask.sum()
+
+
+def mae_loss(
+    pred: torch.Tensor,
+    target_patches: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    norm_pix_loss: bool = False,
+) -> torch.Tensor:
+    """FedMAE's client loss (docs/methods/fedmae.md §2.1 step 5; MAE ``forward_loss``)."""
+    target = normalize_patches(target_patches) if norm_pix_loss else target_patches
+    return masked_patch_mse(pred, target, mask)
+
+
+# --------------------------------------------------------------------------------------------------
+# FedMAE's server side as pure functions (docs/methods/fedmae.md §2.2 block pool, §2.6 cascade).
+#
+# The block pool lives in ``ServerState.extra`` as ``pool.<slot>.<tensor name>`` plus 0-d integer
+# tensors ``pool.<slot>.round`` and ``pool.<slot>.client``; slot 0 is first in pool order (round
+# descending, client id ascending), one entry per client (its latest upload), at most ``pool_size``
+# entries.
+# (folded in from methods/_shared/cascade.py: this method is its only user)
+# --------------------------------------------------------------------------------------------------
+
+
+TensorDict = Mapping[str, torch.Tensor]
+_SLOT = re.compile(r"^pool\.(\d+)\.(.+)$")
+# from s_1 under first_last (block 1 was trained on them)
+ENCODER_SHARED = ("patch_embed.", "cls_token")
+DECODER = ("decoder_embed.", "mask_token", "decoder_blocks.", "decoder_norm.", "decoder_pred.")
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    round: int
+    client: int
+    tensors: TensorDict  # the one-block MAE's 36 tensors, named "mae.*"
+
+
+def pool_entries(extra: TensorDict) -> list[PoolEntry]:
+    """Decode the pool from ``ServerState.extra`` in slot order."""
+    slots: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in extra.items():
+        m = _SLOT.match(key)
+        if m:
+            slots.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    out = []
+    for slot in sorted(slots):
+        d = slots[slot]
+        out.append(PoolEntry(int(d.pop("round")), int(d.pop("client")), d))
+    return out
+
+
+def pool_to_extra(entries: Sequence[PoolEntry]) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for slot, e in enumerate(entries):
+        out.update({f"pool.{slot}.{k}": v for k, v in e.tensors.items()})
+        out[f"pool.{slot}.round"] = torch.tensor(e.round, dtype=torch.int64)
+        out[f"pool.{slot}.client"] = torch.tensor(e.client, dtype=torch.int64)
+    return out
+
+
+def pool_insert(
+    entries: Sequence[PoolEntry], uploads: Mapping[int, TensorDict], round_: int, pool_size: int
+) -> list[PoolEntry]:
+    """Replace each uploading client's entry by its new upload, order by (round desc, client asc),
+    keep pool_size."""
+    kept = [e for e in entries if e.client not in uploads]
+    new = [PoolEntry(round_, int(k), dict(t)) for k, t in uploads.items()]
+    merged = sorted([*kept, *new], key=lambda e: (-e.round, e.client))
+    return merged[:pool_size]
+
+
+def _mean(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Unweighted mean, accumulated in float64 (bit-exact for one input)."""
+    if len(tensors) == 1:
+        return tensors[0].clone()
+    acc = torch.zeros_like(tensors[0], dtype=torch.float64)
+    for t in tensors:
+        acc += t.to(torch.float64)
+    return (acc / len(tensors)).to(tensors[0].dtype)
+
+
+def cascade_tensors(
+    sources: Sequence[TensorDict],
+    fresh: TensorDict,
+    depth: int,
+    *,
+    shared: str = "first_last",
+    prefix: str = "mae.",
+) -> dict[str, torch.Tensor]:
+    """Tensors of the N-block cascaded MAE (docs/methods/fedmae.md §2.6 steps 2–4).
+
+    ``sources`` are s_1..s_{N_p} (one-block MAEs, ``prefix``-named); ``fresh`` is a seeded N-block
+    initialisation with the same names. Block i ← s_i's ``blocks.0`` (bitwise) for i < N_p, fresh
+    block i otherwise. Shared tensors: ``first_last`` → patch embedding and cls token from s_1,
+    final norm and decoder from s_{N_p}; ``mean`` → unweighted means over the sources. Without
+    sources every tensor comes from ``fresh``.
+    """
+    if shared not in ("first_last", "mean"):
+        raise ValueError(f"shared must be 'first_last' or 'mean', got {shared!r}")
+    if len(sources) > depth:
+        raise ValueError("more sources than blocks")
+    out: dict[str, torch.Tensor] = {}
+    blk = f"{prefix}blocks."
+    for key, value in fresh.items():
+        if key.startswith(blk):
+            index, rest = key[len(blk) :].split(".", 1)
+            i = int(index)
+            out[key] = sources[i][f"{blk}0.{rest}"].clone() if i < len(sources) else value.clone()
+            continue
+        if not sources:
+            out[key] = value.clone()
+            continue
+        name = key[len(prefix) :]
+        if shared == "mean":
+            out[key] = _mean([s[key] for s in sources])
+        elif name.startswith(ENCODER_SHARED):
+            out[key] = sources[0][key].clone()
+        else:  # final norm and decoder from the last pre-trained source
+            out[key] = sources[-1][key].clone()
+    return out
+
 
 PREFIX = "mae."
 # the deepest cascade a cell may ask for (Table 7 goes to 10 blocks): a bound on what the server

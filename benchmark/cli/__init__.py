@@ -184,12 +184,14 @@ def _add_tools(sub: Any) -> None:
     new.add_argument(
         "--plugin",
         action="store_true",
-        help="an installable package fssl-NAME/ (entry point fssl_bench.methods; the method imports only "
-        "benchmark.api; tests and a digits smoke grid) instead of files in the repository",
+        help="an installable package fssl-NAME/ (underscores in NAME become hyphens there: fed_foo -> "
+        "fssl-fed-foo/, import package fssl_fed_foo; entry point fssl_bench.methods; the method imports "
+        "only benchmark.api; tests and a digits smoke grid) instead of files in the repository",
     )
 
     chk = sub.add_parser(
-        "check-method", help="conformance checks of a registered method on digits (CPU, minutes)"
+        "check-method",
+        help="conformance checks of a registered method on digits (CPU, one thread, ~20 s)",
     )
     chk.add_argument("name", help="a registered method name")
     chk.add_argument(
@@ -252,9 +254,11 @@ def _add_verify(sub: Any) -> None:
 def _add_submission(sub: Any) -> None:
     """``submit`` (contributors) and ``accept`` (maintainers): a bundle's way onto the
     leaderboard."""
-    from benchmark.submission.bundle import DEFAULT_LIMITS as limits
-    from benchmark.submission.bundle import MB
+    _add_submit(sub)
+    _add_accept(sub)
 
+
+def _add_submit(sub: Any) -> None:
     sbm = sub.add_parser(
         "submit", help="validate records for a leaderboard track and write a submission bundle"
     )
@@ -277,6 +281,21 @@ def _add_submission(sub: Any) -> None:
         "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter",
     )
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
+    sbm.add_argument(
+        "--plugin-source",
+        action="append",
+        default=[],
+        metavar="WHEEL|'NAME @ git+URL@COMMIT'",
+        help="where the maintainers get a plugin the records ran: a wheel file (copied into the "
+        "bundle; its sources must be the ones the records ran) or a VCS URL pinned to a commit; "
+        "without it they need the exact version on PyPI (docs/submitting.md)",
+    )
+
+
+def _add_accept(sub: Any) -> None:
+    from benchmark.submission.bundle import DEFAULT_LIMITS as limits
+    from benchmark.submission.bundle import MB
+
     acc = sub.add_parser(
         "accept",
         help="maintainers: re-evaluate a submission bundle from its checkpoints and, when "

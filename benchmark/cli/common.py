@@ -4,9 +4,12 @@ options."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 # bad input (UsageError and the config / registry / partition errors): one line, nothing written
 EXIT_BAD_INPUT = 2
@@ -41,7 +44,7 @@ def device_name(device: str) -> str:
     return machine_model(device)
 
 
-def grid_cost(cells: list[Any], device: str, explicit: str | None) -> str:
+def grid_cost(cells: list[Cell], device: str, explicit: str | None) -> str:
     """The cost line of ``run --dry-run`` and ``plan``: from the calibration of the device the run
     would use (benchmark/grids/calibration.py says where it looks), else plan's fixed estimate."""
     from benchmark.grids.calibration import cost_line, usable_calibration

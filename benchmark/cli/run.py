@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.cli.common import (
     _launcher_config,
@@ -14,6 +14,9 @@ from benchmark.cli.common import (
     grid_cost,
     parse_seeds,
 )
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 
 def _dry_run(args: argparse.Namespace) -> int:
@@ -70,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         bar = tqdm(total=len(plan.todo), desc="cells", unit="cell", disable=not plan.todo)
 
-    def progress(cell: Any, outcome: Any) -> None:
+    def progress(cell: Cell, outcome: Any) -> None:
         bar.update(1)
         if outcome.status in ("failed", "diverged"):
             tqdm.write(f"  {outcome.status} {outcome.cell_id}: {outcome.error}")

@@ -26,6 +26,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             against=args.against,
             reevaluate=args.reevaluate,
             data_root=args.data_root,
+            plugin_sources=args.plugin_source,
         )
     except SubmitError as exc:
         raise UsageError(str(exc)) from None

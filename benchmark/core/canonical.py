@@ -1,5 +1,5 @@
 """Canonical JSON and content digests: the one definition (torch-free; cells, cards, partitions and
-records use it).
+records use it), and the sha256 of a file (partition feature artifacts, bundled checkpoints).
 
 ``canonical_json`` is compact, key-sorted, ASCII-agnostic and refuses NaN, so equal content gives
 equal bytes and a digest names content (docs/design.md §4.8). ``pretty_json`` is the same content
@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -56,4 +57,26 @@ def short_digest(obj: Any, n: int = 16) -> str:
     return digest(obj)[:n]
 
 
-__all__ = ["canonical_json", "digest", "pretty_json", "short_digest", "to_plain"]
+def bytes_sha256(data: bytes) -> str:
+    """sha256 hex of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 hex of a file's bytes, read in 1 MiB blocks (checkpoints and artifacts can be large)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+__all__ = [
+    "bytes_sha256",
+    "canonical_json",
+    "digest",
+    "file_sha256",
+    "pretty_json",
+    "short_digest",
+    "to_plain",
+]

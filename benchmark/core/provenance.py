@@ -10,6 +10,7 @@ import importlib
 import inspect
 import json
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,16 @@ def source_files(module: Any) -> list[tuple[str, Path]]:
 def source_digest(files: list[tuple[str, Path]]) -> str:
     """sha256 over each file's relative path and the sha256 of its bytes (the installed location is
     not part of it)."""
+    return digest_of_sources((rel, path.read_bytes()) for rel, path in files)
+
+
+def digest_of_sources(items: Iterable[tuple[str, bytes]]) -> str:
+    """The source digest of (relative path, bytes) pairs, wherever they are read from: an installed
+    package (``source_digest``) or the members of a wheel (``benchmark.submission.plugin_sources``)."""
     h = hashlib.sha256()
-    for rel, path in sorted(files):
+    for rel, data in sorted(items):
         h.update(rel.encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(hashlib.sha256(data).digest())
     return h.hexdigest()
 
 
@@ -93,4 +100,10 @@ def cell_provenance(method_cls: Any, task_classes: dict[str, Any]) -> dict[str, 
     return out
 
 
-__all__ = ["cell_provenance", "component_provenance", "source_digest", "source_files"]
+__all__ = [
+    "cell_provenance",
+    "component_provenance",
+    "digest_of_sources",
+    "source_digest",
+    "source_files",
+]

@@ -25,8 +25,9 @@ class RegistryError(ValueError):
 
 
 class PluginError(RegistryError):
-    """An installed plugin's entry point fails to import: named with its error; only what uses it
-    fails."""
+    """An installed plugin cannot be used: its entry point fails to import, or what it names is
+    refused (not a subclass of the registry's base, e.g. a plugin written for plugin API 1). Named
+    with its reason; only what uses it fails."""
 
 
 class UnknownName(RegistryError, KeyError):
@@ -186,7 +187,10 @@ class Registry(Generic[T]):
                     f"plugin {self.kind} {key!r} ({target}) cannot be loaded: "
                     f"{type(exc).__name__}: {exc}"
                 ) from None
-            self._check_base(key, loaded)
+            try:
+                self._check_base(key, loaded)
+            except RegistryError as exc:  # refused like a failed import: only its users fail
+                raise PluginError(str(exc)) from None
             self._items[key] = obj = loaded
         return obj  # type: ignore[return-value]
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
 from benchmark.contracts.data_types import Partition
 
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
-def cell_partition(cell: Any, labels: np.ndarray) -> Partition:
+
+def cell_partition(cell: Cell, labels: np.ndarray) -> Partition:
     """The client split of ``labels`` a cell asks for (its public split carved first, when it has
     one): the engine's partition (``benchmark.engine.stages.build_partition``) and the one the cost
     projection carves from a train split's size (``benchmark.grids.calibration``)."""

@@ -34,10 +34,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core.canonical import digest
 from benchmark.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 REPORT_KIND = "fssl-bench calibration"
 REPORT_VERSION = 1
@@ -59,7 +62,7 @@ ASSUMPTIONS = (
 )
 
 
-def image_size(cell: Any) -> int:
+def image_size(cell: Cell) -> int:
     """The side of the cell's training images: the dataset's ``size`` parameter, else its native
     size."""
     from benchmark.grids.plan import IMAGE_SIZES
@@ -67,7 +70,7 @@ def image_size(cell: Any) -> int:
     return int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 16)))
 
 
-def train_spec(cell: Any) -> dict[str, Any]:
+def train_spec(cell: Cell) -> dict[str, Any]:
     """What decides the speed of a cell's pre-training (not its data's content, not the seed)."""
     return {
         "method": {"name": cell.method.name, "params": dict(cell.method.params)},
@@ -77,11 +80,11 @@ def train_spec(cell: Any) -> dict[str, Any]:
     }
 
 
-def train_key(cell: Any) -> str:
+def train_key(cell: Cell) -> str:
     return digest(train_spec(cell))[:16]
 
 
-def family_of(cell: Any) -> str:
+def family_of(cell: Cell) -> str:
     """The fallback key: same method, backbone, image size and precision, any settings."""
     return f"{cell.method.name} {cell.backbone.name}@{image_size(cell)} {cell.precision}"
 
@@ -121,7 +124,7 @@ class Calibration:
     measurements: Mapping[str, Measurement] = field(default_factory=dict)
     path: str | None = None
 
-    def lookup(self, cell: Any) -> tuple[Measurement | None, str]:
+    def lookup(self, cell: Cell) -> tuple[Measurement | None, str]:
         """(measurement, basis) for ``cell``'s pre-training: its own key, else its family's."""
         own = self.measurements.get(train_key(cell))
         if own is not None and own.ok:
@@ -196,7 +199,7 @@ def locate_calibration(device_name: str, explicit: str | None = None) -> tuple[P
 # the projection
 
 
-def train_images(cell: Any) -> int:
+def train_images(cell: Cell) -> int:
     """Images in the train split the clients partition (the validation carve taken out)."""
     from benchmark.contracts.registries import DATASETS
     from benchmark.core.config import from_mapping
@@ -234,7 +237,7 @@ def _client_sizes(
     return tuple(int(s) for s in cell_partition(fake, labels).sizes())
 
 
-def client_sizes(cell: Any) -> tuple[int, ...]:
+def client_sizes(cell: Cell) -> tuple[int, ...]:
     """The cell's client sizes, carved from its train split's size with balanced labels."""
     plain = cell.to_dict()
     return _client_sizes(
@@ -247,7 +250,7 @@ def client_sizes(cell: Any) -> tuple[int, ...]:
     )
 
 
-def client_work(cell: Any) -> tuple[float, float, float]:
+def client_work(cell: Cell) -> tuple[float, float, float]:
     """(client images, client updates, mean images per update) of the whole pre-training; zeros for
     a method that trains nothing."""
     from benchmark.contracts.registries import METHODS
@@ -273,7 +276,7 @@ class CellCost:
     estimate_hours: float  # plan's fixed estimate, for comparison
 
 
-def cell_cost(cell: Any, calibration: Calibration | None) -> CellCost:
+def cell_cost(cell: Cell, calibration: Calibration | None) -> CellCost:
     from benchmark.grids.plan import estimate_hours
 
     images, updates, _ = client_work(cell)
@@ -308,7 +311,7 @@ def summarise(costs: Sequence[CellCost]) -> Summary:
     )
 
 
-def track_cells(track: Any, cells: Iterable[Any]) -> list[Any]:
+def track_cells(track: Any, cells: Iterable[Cell]) -> list[Any]:
     """The cells whose records ``track`` would admit: its dataset, backbone and federation, scored
     on the test split, with the track's task."""
     from benchmark.records.tracks import eval_split_of
@@ -367,7 +370,7 @@ def usable_calibration(
     return cal, f"calibration {path} ({how}; {cal.device}, {cal.created_at})"
 
 
-def cost_line(cells: Sequence[Any], calibration: Calibration | None, why: str) -> str:
+def cost_line(cells: Sequence[Cell], calibration: Calibration | None, why: str) -> str:
     """The one line ``run --dry-run`` and ``plan`` print about what ``cells`` cost."""
     s = summarise([cell_cost(c, calibration) for c in cells])
     plan = f"plan's fixed estimate {s.estimate_hours:.2f} GPU-hours (40% of an A100's dense peak)"

@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 UTILISATION = 0.4
 PEAK_FLOPS = {"fp32": 156e12, "bf16": 312e12, "fp16": 312e12}  # A100 dense (fp32 as TF32)
@@ -72,7 +75,7 @@ def forward_flops(backbone: str, params_json: str, size: int) -> float:
     return counter.get_total_flops() / 2
 
 
-def cell_cost(cell: Any) -> dict[str, float]:
+def cell_cost(cell: Cell) -> dict[str, float]:
     import json
 
     from benchmark.contracts.registries import METHODS
@@ -97,7 +100,7 @@ def cell_cost(cell: Any) -> dict[str, float]:
     }
 
 
-def estimate_hours(cell: Any, throughput: float | None = None) -> float:
+def estimate_hours(cell: Cell, throughput: float | None = None) -> float:
     """The fixed estimate of a cell's pre-training GPU-hours: its images at ``throughput`` images/s,
     else its training FLOPs at 40 % of an A100's dense peak in the cell's precision."""
     c = cell_cost(cell)
@@ -106,7 +109,7 @@ def estimate_hours(cell: Any, throughput: float | None = None) -> float:
     return c["train_flops"] / (UTILISATION * PEAK_FLOPS[cell.precision]) / 3600
 
 
-def plan_grid(grid: Any, cells: Sequence[Any], throughput: float | None = None) -> str:
+def plan_grid(grid: Any, cells: Sequence[Cell], throughput: float | None = None) -> str:
     lines = [f"grid {grid.name!r}: {len(cells)} cells"]
     total_steps = total_hours = 0.0
     rows = []

@@ -7,10 +7,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from benchmark.launchers.options import RunOptions
 from benchmark.runroot.rundir import RunDir
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 Status = Literal["done", "skipped", "failed", "diverged", "claimed", "interrupted"]
 
@@ -23,7 +26,7 @@ class CellOutcome:
     record_path: str | None = None
 
 
-def _finished(cell: Any, rd: RunDir) -> CellOutcome | None:
+def _finished(cell: Cell, rd: RunDir) -> CellOutcome | None:
     """The outcome of a cell another attempt already finished (done) or failed, else None."""
     if rd.done:
         return CellOutcome(cell.cell_id, "skipped", record_path=str(rd.record_path))
@@ -35,7 +38,7 @@ def _finished(cell: Any, rd: RunDir) -> CellOutcome | None:
 
 
 def execute_cell(
-    cell: Any,
+    cell: Cell,
     root: Path,
     options: RunOptions | None = None,
     *,
@@ -57,7 +60,7 @@ def execute_cell(
     options = options or RunOptions()
     # before torch is imported (a fresh worker): enter the cell's kernel mode; once it is, refuse
     # a cell whose mode is not the process's
-    portable.activate(getattr(cell, "kernels", portable.NATIVE), options.device)
+    portable.activate(cell.kernels, options.device)
     rd = RunDir.of(cell, root)
     if rd.done:
         return CellOutcome(cell.cell_id, "skipped", record_path=str(rd.record_path))
@@ -80,7 +83,7 @@ def execute_cell(
 
 
 def _run_claimed(
-    cell: Any,
+    cell: Cell,
     rd: RunDir,
     options: RunOptions,
     grid: str | None,
@@ -141,7 +144,7 @@ def _run_claimed(
 
 
 def settle_claimed(
-    cells: Sequence[Any], root: Path, run: Callable[[Any], CellOutcome], *, poll_s: float = 2.0
+    cells: Sequence[Cell], root: Path, run: Callable[[Cell], CellOutcome], *, poll_s: float = 2.0
 ) -> Iterator[CellOutcome]:
     """Wait for cells another runner holds: yield each one's outcome once it is done or failed
     there, or run it here (``run``) once its claim is released or stale. Never runs a cell that a
@@ -162,9 +165,9 @@ def settle_claimed(
 
 def run_then_settle(
     first: Iterable[CellOutcome],
-    cells: Sequence[Any],
+    cells: Sequence[Cell],
     root: Path,
-    run: Callable[[Any], CellOutcome],
+    run: Callable[[Cell], CellOutcome],
     *,
     poll_s: float = 2.0,
     wait: bool = True,
@@ -182,7 +185,7 @@ def run_then_settle(
     yield from settle_claimed(claimed, root, run, poll_s=poll_s)
 
 
-def write_failure(cell: Any, root: Path, reason: str) -> None:
+def write_failure(cell: Cell, root: Path, reason: str) -> None:
     """A launcher's record of a cell its worker could not finish (killed, lost): the reason, unless
     it is done."""
     rd = RunDir.of(cell, root)

@@ -23,9 +23,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from benchmark.contracts.registries import LAUNCHERS
 from benchmark.core import portable
 from benchmark.launchers.execute import (
     CellOutcome,
@@ -35,7 +34,10 @@ from benchmark.launchers.execute import (
 )
 from benchmark.launchers.options import RunOptions
 
-Progress = Callable[[Any, "CellOutcome"], None]
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
+
+Progress = Callable[["Cell", "CellOutcome"], None]
 
 
 def default_workers() -> int:
@@ -46,12 +48,12 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def by_kernels(cells: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+def by_kernels(cells: Sequence[Cell]) -> list[tuple[str, list[Cell]]]:
     """The cells grouped by kernel mode (``benchmark.core.portable``), in their order: a process
     runs one mode."""
-    groups: dict[str, list[Any]] = {}
+    groups: dict[str, list[Cell]] = {}
     for cell in cells:
-        groups.setdefault(getattr(cell, "kernels", portable.NATIVE), []).append(cell)
+        groups.setdefault(cell.kernels, []).append(cell)
     return list(groups.items())
 
 
@@ -61,12 +63,11 @@ def runs_here(kernels: str) -> bool:
     return "torch" not in sys.modules or portable.process_kernels() == kernels
 
 
-def _run_in_worker(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
+def _run_in_worker(cell: Cell, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
     """The body of a worker task (module-level, so it pickles by reference)."""
     return execute_cell(cell, Path(root), options, grid=grid)
 
 
-@LAUNCHERS.register("local")
 @dataclass(frozen=True, kw_only=True)
 class LocalLauncher:
     """Cells in worker processes on this machine (``workers``: 0 = one per core), or in this process
@@ -98,8 +99,8 @@ class LocalLauncher:
                 progress(by_id[outcome.cell_id], outcome)
             return outcome
 
-        def run_here(cell: Any) -> CellOutcome:
-            kernels = getattr(cell, "kernels", portable.NATIVE)
+        def run_here(cell: Cell) -> CellOutcome:
+            kernels = cell.kernels
             if runs_here(kernels):
                 return execute_cell(cell, root, self.options, grid=grid)
             # a fresh process in the cell's mode
@@ -120,7 +121,7 @@ class LocalLauncher:
 
     def _in_pool(
         self,
-        cells: Sequence[Any],
+        cells: Sequence[Cell],
         root: Path,
         grid: str | None,
         workers: int,

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 
 def _grid_dataset_values(grid: Any) -> list[Any]:
@@ -63,7 +66,7 @@ def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
     return [missing[k] for k in sorted(missing)]
 
 
-def _task_datasets_missing(cell: Any, root: Path, missing: dict[str, str]) -> None:
+def _task_datasets_missing(cell: Cell, root: Path, missing: dict[str, str]) -> None:
     from benchmark.contracts.registries import DATASETS
     from benchmark.contracts.task import task_datasets
     from benchmark.core.config import from_mapping
@@ -75,7 +78,7 @@ def _task_datasets_missing(cell: Any, root: Path, missing: dict[str, str]) -> No
                 missing[name] = extra.how_to_get(root)
 
 
-def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
+def preflight(cells: Sequence[Cell], data_root: str | Path | None) -> list[str]:
     """Check data availability and partition constraints before anything is written.
 
     Returns the list of missing datasets (each with how to get it); raises ``UsageError`` for
@@ -120,7 +123,7 @@ def preflight(cells: Sequence[Any], data_root: str | Path | None) -> list[str]:
     return [missing[k] for k in sorted(missing)]
 
 
-def check_method_data(cell: Any, part: Any) -> None:
+def check_method_data(cell: Cell, part: Any) -> None:
     """``stages.check_method_data`` at the door: its ValueError as a UsageError naming the cell."""
     from benchmark.engine.stages import check_method_data as check
 
@@ -132,7 +135,7 @@ def check_method_data(cell: Any, part: Any) -> None:
         ) from None
 
 
-def check_precision(cells: Sequence[Any], device: str | None) -> None:
+def check_precision(cells: Sequence[Cell], device: str | None) -> None:
     """A bf16 cell on a CUDA device without bf16 support stops at the door (it would run emulated or
     fail)."""
     wanted = sorted({c.precision for c in cells})

@@ -15,10 +15,10 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core.paths import REPO
-from benchmark.core.portable import NATIVE, environment
+from benchmark.core.portable import environment
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -28,17 +28,20 @@ from benchmark.launchers.execute import (
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
-def _run_remote(cell: Any, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
+
+def _run_remote(cell: Cell, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
     """The body of the Ray task (module-level, so it pickles by reference)."""
     return execute_cell(cell, Path(root), options, grid=grid, owner=None)
 
 
-def kernel_env(cell: Any) -> dict[str, Any]:
+def kernel_env(cell: Cell) -> dict[str, Any]:
     """The task's runtime_env: the variables of the cell's kernel mode (benchmark.core.portable),
     so that its worker process starts in that mode (Ray merges them with the job's env_vars and
     keeps one worker pool per env)."""
-    env = environment(getattr(cell, "kernels", NATIVE))
+    env = environment(cell.kernels)
     return {"env_vars": {k: v for k, v in env.items() if v is not None}}
 
 
@@ -107,7 +110,7 @@ class RayLauncher:
                 progress(by_id[outcome.cell_id], outcome)
             return outcome
 
-        def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
+        def run_all(batch: Sequence[Cell]) -> Iterator[CellOutcome]:
             refs = {
                 task.options(runtime_env=kernel_env(c)).remote(c, str(root), self.options, grid): c
                 for c in batch
@@ -124,7 +127,7 @@ class RayLauncher:
                         write_failure(cell, root, reason)
                         yield CellOutcome(cell.cell_id, "failed", error=reason)
 
-        def run_one(cell: Any) -> CellOutcome:
+        def run_one(cell: Cell) -> CellOutcome:
             return next(run_all([cell]))
 
         try:

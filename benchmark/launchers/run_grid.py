@@ -18,13 +18,16 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core.errors import MissingData, UsageError
 from benchmark.launchers.execute import CellOutcome
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 from benchmark.runroot.rundir import RunDir
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ class Plan:
     """The cells of a grid split into those to run now and those left alone."""
 
     grid: Any
-    cells: list[Any]
-    todo: list[Any] = field(default_factory=list)
+    cells: list[Cell]
+    todo: list[Cell] = field(default_factory=list)
     skipped: int = 0
     failed_before: int = 0  # skipped because an earlier attempt failed (no retry_failed)
 

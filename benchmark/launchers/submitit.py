@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import submitit
 
@@ -34,6 +34,9 @@ from benchmark.launchers.execute import (
 )
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 
 def job_owner() -> str | None:
@@ -54,7 +57,7 @@ class CellJob(submitit.helpers.Checkpointable):
         # how many times this job was requeued (for logs; numbers never depend on it)
         self.attempt = 0
 
-    def __call__(self, cell: Any) -> CellOutcome:
+    def __call__(self, cell: Cell) -> CellOutcome:
         print(f"cell {cell.cell_id} attempt {self.attempt} ({cell.label()})", flush=True)
         return execute_cell(
             cell,
@@ -69,7 +72,7 @@ class CellJob(submitit.helpers.Checkpointable):
         """Called after each pre-training round (the round checkpoint is on disk by then)."""
         print(f"round {round_} done", flush=True)
 
-    def checkpoint(self, cell: Any) -> submitit.helpers.DelayedSubmission:
+    def checkpoint(self, cell: Cell) -> submitit.helpers.DelayedSubmission:
         # The round checkpoints already on disk are the job's state; resubmit the same call, which
         # resumes.
         self.attempt += 1
@@ -138,7 +141,7 @@ class SubmititLauncher:
                 progress(by_id[outcome.cell_id], outcome)
             return outcome
 
-        def result(cell: Any, j: Any) -> CellOutcome:
+        def result(cell: Cell, j: Any) -> CellOutcome:
             try:
                 return j.result()
             except Exception as exc:  # noqa: BLE001 - timed out too often, cancelled, node failure
@@ -149,7 +152,7 @@ class SubmititLauncher:
                 write_failure(cell, root, reason)
                 return CellOutcome(cell.cell_id, "failed", error=reason)
 
-        def run_all(batch: Sequence[Any]) -> Iterator[CellOutcome]:
+        def run_all(batch: Sequence[Cell]) -> Iterator[CellOutcome]:
             if ex.cluster == "slurm":  # SLURM enforces the parallelism limit on the array itself
                 window = len(batch)
             # DEVIATION: the local/debug executors ignore array parallelism; we keep a window
@@ -172,7 +175,7 @@ class SubmititLauncher:
                     running.remove((c, j))
                     yield result(c, j)
 
-        def run_one(cell: Any) -> CellOutcome:
+        def run_one(cell: Cell) -> CellOutcome:
             return next(run_all([cell]))
 
         for outcome in run_then_settle(run_all(cells), cells, root, run_one, poll_s=self.poll_s):

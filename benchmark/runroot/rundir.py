@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmark.core.canonical import pretty_json
 from benchmark.records.files import (
@@ -47,6 +47,9 @@ from benchmark.records.files import (
     write_record,
 )
 from benchmark.records.schema import ResultRecord, from_json
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 CELL_FILE = "cell.json"
 PARTITION_FILE = "partition.json"
@@ -137,7 +140,7 @@ class RunDir:
     pretrain_key: str
 
     @classmethod
-    def of(cls, cell: Any, root: Path | str) -> RunDir:
+    def of(cls, cell: Cell, root: Path | str) -> RunDir:
         return cls(Path(root), cell.method.name, cell.cell_id, cell.pretrain_key)
 
     @classmethod
@@ -255,7 +258,7 @@ class RunDir:
         """Atomically, never over an existing record (``RecordExists``)."""
         write_record(self.record_path, record)
 
-    def write_cell(self, cell: Any) -> None:
+    def write_cell(self, cell: Cell) -> None:
         """The resolved cell, once, before any work (a resumed attempt finds it in place)."""
         if not self.cell_file.exists():
             atomic_write_text(

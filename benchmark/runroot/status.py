@@ -12,18 +12,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmark.runroot.rundir import CELL_STATES, RunDir
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 STATES = CELL_STATES
 
 
-def grid_status(cells: Sequence[Any], root: Path) -> str:
+def grid_status(cells: Sequence[Cell], root: Path) -> str:
     return grid_status_counts(cells, root)[0]
 
 
-def grid_status_counts(cells: Sequence[Any], root: Path) -> tuple[str, Counter[str]]:
+def grid_status_counts(cells: Sequence[Cell], root: Path) -> tuple[str, Counter[str]]:
     """The status table and the count of cells in each state (``status`` exits 1 when any failed or
     diverged)."""
     counts: Counter[str] = Counter()

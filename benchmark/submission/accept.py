@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.canonical import file_sha256
 from benchmark.core.errors import UsageError
 from benchmark.records.acceptance import (
     ScoreCheck,
@@ -67,7 +68,8 @@ from benchmark.submission.bundle import (
     opened_bundle,
     read_manifest,
 )
-from benchmark.submission.reevaluation import file_sha256, reevaluate
+from benchmark.submission.plugin_sources import PluginSource, read_sources
+from benchmark.submission.reevaluation import reevaluate
 
 # re-evaluation itself lives in benchmark.submission.reevaluation (submit uses it too; this module
 # uses submit's checks)
@@ -156,7 +158,10 @@ def accept(
         if problems:
             raise BundleError(_one_line(f"{bundle}: ", problems))
         spec = _track_of(manifest, track)
-        records = [_admit(root, i, entry, spec) for i, entry in enumerate(manifest["records"])]
+        sources = PluginSources(Path(bundle), read_sources(manifest))
+        records = [
+            _admit(root, i, entry, spec, sources) for i, entry in enumerate(manifest["records"])
+        ]
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
@@ -195,7 +200,7 @@ def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
 
 
 def _admit(
-    root: Path, i: int, entry: Mapping[str, Any], spec: Any
+    root: Path, i: int, entry: Mapping[str, Any], spec: Any, sources: PluginSources
 ) -> tuple[Mapping[str, Any], ResultRecord]:
     """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
     (BundleError)."""
@@ -225,7 +230,8 @@ def _admit(
         )
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
-    plugins = plugin_problems(record)  # first: the checks below look the method up in the registry
+    # first: the checks below look the method up in the registry
+    plugins = plugin_problems(record, sources)
     if plugins:
         raise BundleError(_one_line(f"{where}: ", plugins))
     check = RecordCheck(path, record)
@@ -337,14 +343,38 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def plugin_problems(record: ResultRecord) -> list[str]:
+@dataclass(frozen=True)
+class PluginSources:
+    """The bundle and the plugin sources its manifest names (``plugin_sources``), for the lines that
+    say what to install."""
+
+    bundle: Path
+    by_distribution: Mapping[str, PluginSource] = field(default_factory=dict)
+
+    def how(self, prov: Mapping[str, Any], *, force: bool = False) -> str:
+        """How to install the plugin a record ran: the bundle's source for it, else the version
+        from PyPI (which exists only if its author published it)."""
+        from benchmark.submission.plugin_sources import normalize, recorded_source
+
+        dist, version = prov.get("distribution"), prov.get("version")
+        source = self.by_distribution.get(normalize(str(dist))) or recorded_source(prov)
+        if source is not None:
+            return f"{source.install(self.bundle, force=force)} (the source the bundle names)"
+        pip = "pip install --force-reinstall --no-deps" if force else "pip install"
+        return (
+            f"{pip} '{dist}=={version}' (from PyPI: only if its author published that "
+            "version; the bundle names no wheel or VCS URL for it, so ask the submitter for one: "
+            "submit --plugin-source)"
+        )
+
+
+def plugin_problems(record: ResultRecord, sources: PluginSources | None = None) -> list[str]:
     """The record's method (and plugin tasks) must be installed here, from the plugin source the
-    record names."""
+    record names; each refusal says what to install, from where."""
     from benchmark.contracts.registries import METHODS, TASKS, load_builtins
-    from benchmark.core.provenance import component_provenance
-    from benchmark.core.registry import RegistryError
 
     load_builtins()
+    sources = sources or PluginSources(Path("BUNDLE"))
     out = []
     claimed = dict(record.env.plugins)
     names = [("method", METHODS, record.method)]
@@ -354,41 +384,56 @@ def plugin_problems(record: ResultRecord) -> list[str]:
         if isinstance(t, Mapping)
     ]
     for kind, registry, name in names:
-        prov = claimed.get(f"{kind}:{name}")
-        if name not in registry:
-            out.append(
-                f"{kind} {name!r} is not installed here: "
-                + (
-                    "install the plugin the record ran, pip install "
-                    f"'{prov['distribution']}=={prov['version']}', then accept again"
-                    if prov and prov.get("distribution")
-                    else "the record names no plugin distribution that provides it"
-                )
-            )
-            continue
-        try:
-            installed = component_provenance(registry.get(name))
-        except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
-            out.append(str(exc))
-            continue
-        if prov is None:
-            if installed is not None:  # not built in: the record must say which code it ran
-                out.append(
-                    f"{kind} {name!r} is not built in (here it comes from "
-                    f"{installed.get('distribution') or installed['module']}) and the record "
-                    f"carries no provenance for it (env.plugins['{kind}:{name}']): a plugin's "
-                    "record must name the distribution and source digest it ran"
-                )
-            continue
-        mine = installed or {}
-        if mine.get("source_digest") != prov.get("source_digest"):
-            out.append(
-                f"{kind} {name!r}: the installed plugin's source digest "
-                f"{str(mine.get('source_digest'))[:12]}… is not the record's "
-                f"{str(prov['source_digest'])[:12]}… (install {prov.get('distribution')} "
-                f"{prov.get('version')}, the code the record ran)"
-            )
+        problem = _plugin_problem(kind, registry, name, claimed.get(f"{kind}:{name}"), sources)
+        if problem:
+            out.append(problem)
     return out
+
+
+def _plugin_problem(
+    kind: str, registry: Any, name: str, prov: Mapping[str, Any] | None, sources: PluginSources
+) -> str | None:
+    from benchmark.core.provenance import component_provenance
+    from benchmark.core.registry import RegistryError
+
+    if name not in registry:
+        if prov and prov.get("distribution"):
+            return (
+                f"{kind} {name!r} is not installed here: install the plugin the record ran, "
+                f"{prov['distribution']} {prov.get('version')}: {sources.how(prov)}; then accept again"
+            )
+        return f"{kind} {name!r} is not installed here: the record names no plugin distribution that provides it"
+    try:
+        installed = component_provenance(registry.get(name))
+    except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
+        return str(exc)
+    if prov is None:
+        if installed is None:
+            return None
+        # not built in: the record must say which code it ran
+        return (
+            f"{kind} {name!r} is not built in (here it comes from "
+            f"{installed.get('distribution') or installed['module']}) and the record "
+            f"carries no provenance for it (env.plugins['{kind}:{name}']): a plugin's "
+            "record must name the distribution and source digest it ran"
+        )
+    theirs = f"{str(prov.get('source_digest'))[:12]}…"
+    if installed is None:
+        return (
+            f"{kind} {name!r} is built in here, but the record ran it from the plugin "
+            f"{prov.get('distribution')} {prov.get('version')} (source digest {theirs}): not the "
+            "code the record ran"
+        )
+    if installed.get("source_digest") == prov.get("source_digest"):
+        return None
+    same = installed.get("version") == prov.get("version")
+    return (
+        f"{kind} {name!r}: the installed copy of {installed.get('distribution')} "
+        f"{installed.get('version')} has other sources than the record ran (source digest "
+        f"{str(installed.get('source_digest'))[:12]}… here, {theirs} in the record"
+        f"{'; same version, so an edited or rebuilt copy' if same else ''}): replace it with "
+        f"{prov.get('distribution')} {prov.get('version')}: {sources.how(prov, force=same)}"
+    )
 
 
 def _checkpoint(
@@ -545,7 +590,6 @@ __all__ = [
     "AcceptReport",
     "RecordAcceptance",
     "accept",
-    "file_sha256",
     "opened_bundle",
     "plugin_problems",
     "protocol_problems",

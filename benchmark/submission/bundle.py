@@ -25,11 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
-from benchmark.submission.checks import RecordCheck, SubmitError, SubmitReport, _sha256
+from benchmark.submission.checks import RecordCheck, SubmitError, SubmitReport
 
 MANIFEST = "manifest.json"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -258,6 +259,12 @@ def read_manifest(root: Path, limits: BundleLimits = DEFAULT_LIMITS) -> dict[str
         _check_entry(i, entry)
     if raw.get("track") is not None and not isinstance(raw.get("track"), str):
         raise BundleError(f"{MANIFEST}: 'track' must be a track id")
+    from benchmark.submission.plugin_sources import PluginSourceError, read_sources
+
+    try:
+        read_sources(raw)
+    except PluginSourceError as exc:
+        raise BundleError(f"{MANIFEST}: {exc}") from None
     return raw
 
 
@@ -305,7 +312,7 @@ def inside(root: Path, rel: Any) -> Path | None:
 def bundle_problems(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     """Problems of a received bundle: a manifest path that leaves it, missing or extra files, sha256
     mismatches. Every path is confined before any file is opened."""
-    from benchmark.submission.reevaluation import file_sha256
+    from benchmark.core.canonical import file_sha256
 
     files: Mapping[str, str] = manifest["files"]
     problems = []
@@ -424,8 +431,8 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
     """Write the records, their sidecars, the encoder checkpoints their tasks need and
     ``manifest.json`` (sha256 of every file, provenance and checkpoint of every record, whether the
     submitter re-evaluated, the total size)."""
+    from benchmark.core.canonical import file_sha256
     from benchmark.records.env import collect_env
-    from benchmark.submission.reevaluation import file_sha256
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
     if out.exists():
@@ -442,7 +449,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                 data = src.read_bytes()
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-                files[rel], sizes[rel] = _sha256(data), len(data)
+                files[rel], sizes[rel] = bytes_sha256(data), len(data)
             checkpoint = None
             ckpt = _bundle_checkpoint(c)
             if ckpt is not None:
@@ -453,6 +460,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                     files[rel], sizes[rel] = file_sha256(stage / rel), (stage / rel).stat().st_size
                 checkpoint = {"path": rel, "bytes": sizes[rel], "sha256": files[rel]}
             entries.append(_manifest_entry(c, bundled[0][1], files, checkpoint))
+        sources = _bundle_plugin_sources(report, stage, files, sizes)
         env = collect_env()
         ckpt_paths = {e["checkpoint"]["path"] for e in entries if e["checkpoint"]}
         manifest = {
@@ -474,12 +482,33 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
             "records": entries,
             "files": dict(sorted(files.items())),
         }
+        if sources:
+            manifest["plugin_sources"] = sources
         (stage / "manifest.json").write_text(
             json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
         report.bundle_bytes = _write_out(stage, out, tarball)
         report.checkpoint_bytes = manifest["size"]["checkpoint_bytes"]
         report.unpacked_bytes = manifest["size"]["files_bytes"]
+    return out
+
+
+def _bundle_plugin_sources(
+    report: SubmitReport, stage: Path, files: dict[str, str], sizes: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The manifest's ``plugin_sources``; each wheel copied to ``plugins/`` and listed in
+    ``files``."""
+    from benchmark.core.canonical import file_sha256
+
+    out = []
+    for source, wheel in report.plugin_sources:
+        entry = source.to_json()
+        if wheel is not None and source.wheel is not None:
+            (stage / source.wheel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(wheel, stage / source.wheel)
+            files[source.wheel] = entry["sha256"] = file_sha256(stage / source.wheel)
+            sizes[source.wheel] = (stage / source.wheel).stat().st_size
+        out.append(entry)
     return out
 
 

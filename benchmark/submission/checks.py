@@ -3,16 +3,15 @@ RecordCheck each."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.contracts.cell import pretrain_key_for
-from benchmark.core.canonical import to_plain
+from benchmark.core.canonical import bytes_sha256, to_plain
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import (
     SCHEMA_VERSION,
@@ -23,6 +22,9 @@ from benchmark.records.schema import (
 )
 from benchmark.records.tracks import Track
 from benchmark.runroot.rundir import RunDir
+
+if TYPE_CHECKING:
+    from benchmark.submission.plugin_sources import PluginSource
 
 VERIFIED_RUNNER = "fssl-bench"
 
@@ -69,6 +71,8 @@ class SubmitReport:
     bundle_bytes: int = 0  # the bundle on disk (a .tar.gz: compressed)
     unpacked_bytes: int = 0  # its files, checkpoints included, manifest excluded
     checkpoint_bytes: int = 0
+    # where the maintainers get the records' plugins (a wheel to copy into the bundle, or a URL)
+    plugin_sources: list[tuple[PluginSource, Path | None]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -108,16 +112,14 @@ class SubmitReport:
                 f"{self.unpacked_bytes:,} bytes, of which final pre-training states (the "
                 f"server state the encoder is rebuilt from) {self.checkpoint_bytes:,} bytes"
             )
+            for source, _ in self.plugin_sources:
+                tail += f"\nplugin source for the maintainers: {source.describe()}"
             if not self.reevaluate:
                 tail += (
                     "\nnot re-evaluated (--no-reevaluate): the manifest says so; the scores rest on the runner's "
                     "word until the maintainers' accept step re-runs them"
                 )
         return "\n".join([head, *lines, tail])
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _scores_plain(s: TaskScores) -> dict[str, Any]:
@@ -379,7 +381,7 @@ def check_seeds(records: Iterable[ResultRecord], track: Track) -> list[tuple[str
     labels: dict[str, str] = {}
     for r in records:
         body = {k: v for k, v in dict(r.cell).items() if k != "seed"}
-        key = _sha256(canonical_json(body).encode())[:16]
+        key = bytes_sha256(canonical_json(body).encode())[:16]
         groups[key].add(int(r.seed))
         labels[key] = f"{r.method} | {r.partition_label}"
     return [

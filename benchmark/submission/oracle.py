@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.canonical import bytes_sha256
 from benchmark.records.schema import ResultRecord
-from benchmark.submission.checks import RecordCheck, _sha256
+from benchmark.submission.checks import RecordCheck
 
 
 class PartitionOracle:
@@ -31,7 +32,7 @@ class PartitionOracle:
 
         body = {k: cell.get(k) for k in ("dataset", "partition", "partition_seed", "public")}
         body["num_clients"] = (cell.get("fl") or {}).get("num_clients")
-        return _sha256(canonical_json(body).encode())[:16]
+        return bytes_sha256(canonical_json(body).encode())[:16]
 
     def recompute(self, cell: Mapping[str, Any]) -> tuple[str | None, str]:
         key = self.key(cell)

@@ -4,21 +4,12 @@ maintainers' ``accept``; it imports neither."""
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmark.records.acceptance import ScoreCheck, compare_scores
 from benchmark.records.schema import ResultRecord
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def reevaluate(

@@ -131,10 +131,13 @@ def submit(
     manifests: Path | None = DEFAULT_MANIFESTS,
     reevaluate: bool = True,
     data_root: str | None = None,
+    plugin_sources: Sequence[str] = (),
 ) -> SubmitReport:
     """Validate ``paths`` (record files or folders of them) for ``track``; write the bundle to
     ``out`` if all pass. ``reevaluate`` (the default) re-runs every record's tasks from its final
-    checkpoint; False skips it and the bundle's manifest says so."""
+    checkpoint; False skips it and the bundle's manifest says so. ``plugin_sources`` (wheel files,
+    or ``NAME @ git+URL@COMMIT``) say where the maintainers get the records' plugins
+    (``benchmark.submission.plugin_sources``)."""
     files = expand_paths(paths)
     spec = find_track(track, tracks_file) if track else None
     oracle = PartitionOracle(
@@ -162,9 +165,20 @@ def submit(
         report.group_problems.extend(
             check_seeds([c.record for c in checks if c.record is not None], spec)
         )
+    if report.ok:
+        report.plugin_sources = _plugin_sources(checks, plugin_sources)
     if report.ok and out is not None:
         report.bundle = write_bundle(report, Path(out))
     return report
+
+
+def _plugin_sources(checks: Sequence[RecordCheck], given: Sequence[str]) -> list:
+    from benchmark.submission.plugin_sources import PluginSourceError, resolve_sources
+
+    try:
+        return resolve_sources([c.record.env.plugins for c in checks if c.record], given)
+    except PluginSourceError as exc:
+        raise SubmitError(str(exc)) from None
 
 
 __all__ = ["Track", "find_track", "submit"]

@@ -33,9 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.tools.calibrate_env import FAILED, OK, Check
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 BUDGET_S = {"full": 450.0, "tiny": 160.0}  # the whole command; measurements stop starting before
 RESERVE_S = 20.0  # left for the projection and the report when the measurements stop
@@ -68,11 +71,11 @@ def _detection_ready() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("detectron2", "pycocotools"))
 
 
-def _has_detection(cell: Any) -> bool:
+def _has_detection(cell: Cell) -> bool:
     return any(t.name == "coco_detection" for t in cell.tasks)
 
 
-def _record_problems(cell: Any, root: Path, device: str) -> list[str]:
+def _record_problems(cell: Cell, root: Path, device: str) -> list[str]:
     """Why a smoke cell's record is not a valid sealed record of a run on ``device`` with every
     task scored ([] when it is)."""
     from benchmark.records.store import verify_record
@@ -126,7 +129,7 @@ def smoke_passes(
     launcher = build_launcher("local", RunOptions(device=device, wandb=False), {"workers": workers})
     done = [0]
 
-    def progress(cell: Any, outcome: Any) -> None:
+    def progress(cell: Cell, outcome: Any) -> None:
         done[0] += 1
         clock.say(
             f"smoke {done[0]}/{len(cells)} {cell.method.name} {cell.precision}: {outcome.status}"

@@ -32,9 +32,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.grids.calibration import Measurement, client_work, family_of, image_size, train_key
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 CLIENTS = 2  # calibration clients: the first update warms up, the last is measured
 TINY_SIZE = 16  # px, the tiny mode's image size where the dataset has a size parameter
@@ -67,7 +70,7 @@ TINY_DATA_CAP = 4096
 class Target:
     key: str
     family: str
-    cell: Any  # the grid cell it stands for
+    cell: Cell  # the grid cell it stands for
     grid: str
     weight_hours: float  # plan's estimate of every cell with this key
 
@@ -107,7 +110,7 @@ def _raw(spec: Any) -> dict[str, Any]:
     return {"name": spec.name, **dict(spec.params)}
 
 
-def _tiny_backbone(cell: Any, size: int) -> dict[str, Any]:
+def _tiny_backbone(cell: Cell, size: int) -> dict[str, Any]:
     from benchmark.contracts.registries import BACKBONES
 
     family = getattr(BACKBONES.get(cell.backbone.name), "family", "resnet")

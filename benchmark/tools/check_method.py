@@ -2,7 +2,7 @@
 numbers count.
 
 Runs the method on the embedded ``digits`` data with the micro backbone of its ``smoke_settings``
-(CPU, minutes):
+(CPU, one thread as ``run`` uses; about 20 s on 2 cores):
 
 ==========================
 ===================================================================================== check
@@ -31,7 +31,10 @@ random init of
 =====================================================================================
 
 All checks share two simulations (one straight, one interrupted after round 1 and resumed), so the
-whole check costs about two short pre-trainings plus two kNN evaluations. The report names every
+whole check costs about two short pre-trainings plus two kNN evaluations. A simulation runs when the
+first check that reads it runs, inside that check's timer, so each line's time is the work done for
+that check (``interface`` builds the smoke cell's data and partition, ``finite_losses`` runs the
+straight simulation, ``determinism`` the interrupted one, ``resume`` its resumption). The report names every
 failed check with its reason; ``check-method`` exits 1 when any check fails.
 
 The smoke-cell builder lives here (not in tests/) because this check needs it outside the test
@@ -162,10 +165,11 @@ class ConformanceReport:
                 f"  {mark}  {r.name:24s} {r.detail}"
                 + (f"  ({r.seconds:.1f}s)" if r.seconds else "")
             )
+        total = f" ({sum(r.seconds for r in self.results):.1f}s in all)"
         if self.ok:
-            lines.append(f"{self.method}: all checks passed")
+            lines.append(f"{self.method}: all checks passed{total}")
         else:
-            lines.append(f"{self.method}: FAILED {', '.join(self.failed)}")
+            lines.append(f"{self.method}: FAILED {', '.join(self.failed)}{total}")
         return "\n".join(lines)
 
 
@@ -443,13 +447,36 @@ HOOKS = ("init_server", "init_client", "broadcast", "client_update", "server_agg
 
 @dataclass
 class _Runs:
-    """The two simulations every check reads: ``a`` straight through, ``r1`` stopped after round 1
-    (its state then is compared with a's round-1 checkpoint: determinism) and ``r`` resumed from it
-    by a fresh instance (resume)."""
+    """The two simulations every check reads, run when a check first needs them (so each check's
+    time is the work done for it): ``a`` straight through, ``r1`` stopped after round 1 (its state
+    then is compared with a's round-1 checkpoint: determinism) and ``r`` resumed from it by a fresh
+    instance (resume)."""
 
+    setup: Any
+    root: Path
+    measurements: dict[str, float]
     runs: dict[str, _Run] = field(default_factory=dict)
     crash: dict[str, str] = field(default_factory=dict)
     a_round1: tuple[str, dict[int, str]] | None = None
+
+    def get(self, key: str) -> _Run | None:
+        """Run ``key`` ("a", "r1" or "r") unless it ran; None when it (or what it resumes) raised."""
+        if key in self.runs or key in self.crash:
+            return self.runs.get(key)
+        if key == "r" and self.get("r1") is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            # r1 and r share one work folder: r resumes from r1's checkpoint
+            self.runs[key] = _simulate(
+                self.setup, self.root / key[0], stop_after=1 if key == "r1" else None
+            )
+            if key == "a":
+                self.a_round1 = _checkpoint_digests(self.root / "a", 1)
+        except Exception as exc:  # noqa: BLE001 - reported by the checks that read it
+            self.crash[key] = f"{type(exc).__name__}: {exc}"
+        self.measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
+        return self.runs.get(key)
 
     def err(self, *keys: str) -> str | None:
         return next((self.crash[k] for k in keys if k in self.crash), None)
@@ -466,7 +493,42 @@ def check_method(
     work_dir: Path | None = None,
 ) -> ConformanceReport:
     """Run every conformance check on method ``name`` and return the report (never raises for a
-    broken method)."""
+    broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
+    one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
+    with _cell_threads():
+        return _check_method(
+            name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
+        )
+
+
+@contextmanager
+def _cell_threads() -> Iterator[None]:
+    """torch's intra-op threads pinned to a cell's count for the block, restored after. On a busy
+    machine torch's default (one per core) spends most of a tiny model's step waiting for its
+    threads: check-method took 136 s on 2 loaded cores, 4 s with one thread."""
+    import torch
+
+    from benchmark.launchers.options import RunOptions
+
+    threads, before = RunOptions(device="cpu").cell_threads(), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_method(
+    name: str,
+    rounds: int,
+    clients: int,
+    participation: float,
+    method_params: dict | None,
+    *,
+    knn: bool,
+    work_dir: Path | None,
+) -> ConformanceReport:
     load_builtins()
     results: list[CheckResult] = []
     measurements: dict[str, float] = {}
@@ -475,13 +537,14 @@ def check_method(
     setup = _check_interface(cls, canonical, results, rounds, clients, participation, method_params)
     if setup is None:
         return ConformanceReport(canonical, tuple(results))
-    runs = _run_simulations(setup, work_dir, measurements)
-    _check_finite_losses(runs, results)
-    _check_declared_payloads(cls, runs, results)
-    _check_determinism(runs, results)
-    _check_resume(runs, results)
-    _check_upload_fold(runs, results)
-    _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        runs = _Runs(setup, Path(tmp), measurements)
+        _check_finite_losses(runs, results)
+        _check_declared_payloads(cls, runs, results)
+        _check_determinism(runs, results)
+        _check_resume(runs, results, rounds)
+        _check_upload_fold(runs, results)
+        _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
 
 
@@ -519,27 +582,9 @@ def _check_interface(
     return setup
 
 
-def _run_simulations(setup: Any, work_dir: Path | None, measurements: dict[str, float]) -> _Runs:
-    out = _Runs()
-    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
-        root = Path(tmp)
-        for key, kwargs in (("a", {}), ("r1", {"stop_after": 1}), ("r", {})):
-            t0 = time.perf_counter()
-            try:
-                out.runs[key] = _simulate(setup, root / key[0], **kwargs)
-                if key == "a":
-                    out.a_round1 = _checkpoint_digests(root / "a", 1)
-            except Exception as exc:  # noqa: BLE001 - reported by the checks below
-                out.crash[key] = f"{type(exc).__name__}: {exc}"
-                if key == "r1":
-                    break
-            measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
-    return out
-
-
 def _check_finite_losses(runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
     with _timed(results, "finite_losses") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail(f"the run raised {runs.err('a')}")
         bad = [(r, k, m, v) for r, k, m, v in a.traffic.losses if not math.isfinite(v)]
@@ -553,8 +598,8 @@ def _check_finite_losses(runs: _Runs, results: list[CheckResult]) -> None:
 
 
 def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
     with _timed(results, "declared_payloads") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail("no completed run to inspect")
         problems = list(a.traffic.problems)
@@ -583,8 +628,8 @@ def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) 
 
 
 def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
-    a, r1 = runs.runs.get("a"), runs.runs.get("r1")
     with _timed(results, "determinism") as note:
+        a, r1 = runs.get("a"), runs.get("r1")
         if a is None or r1 is None or runs.a_round1 is None:
             raise _Fail(f"a run raised {runs.err('a', 'r1')}")
         first = {k: v for k, v in a.traffic.digests.items() if k[0] == 1}
@@ -604,9 +649,14 @@ def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
         )
 
 
-def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
-    a, res = runs.runs.get("a"), runs.runs.get("r")
+def _check_resume(runs: _Runs, results: list[CheckResult], rounds: int) -> None:
+    if rounds < 2:  # stopping after round 1 of 1 is the end: nothing would be resumed
+        results.append(
+            CheckResult("resume", "skip", "needs 2 rounds or more (stopped after round 1 of 1)")
+        )
+        return
     with _timed(results, "resume") as note:
+        a, res = runs.get("a"), runs.get("r")
         if a is None or res is None:
             raise _Fail(f"the interrupted run raised {runs.err('r', 'r1', 'a')}")
         diff = _diff({k: v for k, v in a.traffic.digests.items() if k[0] > 1}, res.traffic.digests)
@@ -629,7 +679,7 @@ def _check_resume(runs: _Runs, results: list[CheckResult]) -> None:
 
 
 def _check_upload_fold(runs: _Runs, results: list[CheckResult]) -> None:
-    a = runs.runs.get("a")
+    a = runs.get("a")
     if a is not None and not a.traffic.folds:
         results.append(
             CheckResult(
@@ -676,8 +726,8 @@ def _check_knn(
             )
         )
         return
-    a = runs.runs.get("a")
     with _timed(results, "knn_above_no_pretrain") as note:
+        a = runs.get("a")
         if a is None:
             raise _Fail("no completed run to evaluate")
         mine = _knn(setup, a.method, a.server, a.clients)

@@ -13,12 +13,15 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmark.core.portable_math import calls_vml
 from benchmark.tools.kernel_ops import Unwritable, call_of, is_exact, op_name, shape_key
+
+if TYPE_CHECKING:
+    from benchmark.contracts.cell import Cell
 
 
 class Census(TorchDispatchMode):
@@ -56,7 +59,7 @@ class Census(TorchDispatchMode):
             self.skipped[name] = self.skipped.get(name, 0) + 1
 
 
-def census_cells(cells: Sequence[Any], progress: Callable[[str], None] | None = None) -> Census:
+def census_cells(cells: Sequence[Cell], progress: Callable[[str], None] | None = None) -> Census:
     """Run ``cells`` here on the CPU under one census, and return it."""
     from benchmark.launchers.execute import execute_cell
     from benchmark.launchers.options import RunOptions

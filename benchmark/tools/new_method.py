@@ -12,9 +12,10 @@ Writes, under ``--out`` (default: the repository root):
   fedavg_simclr and no_pretrain.
 
 With ``--plugin`` it writes an installable package ``fssl-NAME/`` instead (under ``--out``, default
-the current folder): ``src/fssl_NAME/method.py`` (the same method, registered by its
+the current folder; underscores in NAME become hyphens in the folder and distribution name,
+``fed_foo`` → ``fssl-fed-foo/``, and stay in the import package ``fssl_fed_foo``): ``src/fssl_NAME/method.py`` (the same method, registered by its
 ``fssl_bench.methods`` entry point and importing nothing of the project but ``benchmark.api``),
-``tests/test_NAME.py`` (entry point, loss, grid and the conformance check at 1 round) and
+``tests/test_NAME.py`` (entry point, loss, grid and the full conformance check) and
 ``grids/NAME_smoke.yaml`` (digits, CPU).
 
 A name that is already registered (built in, or an installed plugin) is refused. Nothing is
@@ -382,9 +383,9 @@ PLUGIN_README = """# fssl-{dist}
 `src/fssl_{name}/method.py` imports nothing of fssl-bench but `benchmark.api` (docs/adding-a-method.md lists
 what it offers).
 
-    pip install -e .                              # registers `{name}` through the fssl_bench.methods entry point
+    pip install -e '.[test]'                      # registers `{name}` (fssl_bench.methods entry point); [test]: pytest
     python -m benchmark list methods              # {name} is listed
-    python -m pytest tests -q                     # its tests, the conformance check included (CPU, about a minute)
+    python -m pytest tests -q                     # its tests, the full conformance check included (~40 s on 2 CPU cores)
     python -m benchmark check-method {name}       # the full conformance check (kNN above random init too)
     python -m benchmark run --grid grids/{name}_smoke.yaml --root runs --no-wandb   # digits, CPU, minutes
 
@@ -393,9 +394,9 @@ Records of its cells carry this distribution's name, version and a digest of its
 
 PLUGIN_TEST_TEMPLATE = '''"""Tests of the {name} plugin (scaffolded by ``python -m benchmark new-method {name} --plugin``).
 
-Run after ``pip install -e .``: the method is found through its entry point, exactly as fssl-bench finds it.
-The conformance check is ``python -m benchmark check-method {name}`` at its tiniest (1 round, no kNN; CPU, about
-a minute); add a test per equation of the paper (TODO({name})).
+Run after ``pip install -e '.[test]'``: the method is found through its entry point, exactly as fssl-bench finds
+it. The conformance check is ``python -m benchmark check-method {name}`` in full (2 rounds, resume, kNN above
+random init; about 25 s on 2 CPU cores); add a test per equation of the paper (TODO({name})).
 """
 
 from __future__ import annotations
@@ -423,7 +424,7 @@ def test_smoke_grid_runs_the_method() -> None:
 
 
 def test_conformance() -> None:
-    report = check_method("{name}", rounds=1, knn=False)
+    report = check_method("{name}")
     assert report.ok, report.format()
 '''
 
@@ -508,7 +509,8 @@ def next_steps(name: str, plugin: bool = False) -> str:
             [
                 f"next steps for {name} (an installable package in fssl-{dist}/):",
                 f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py (import only benchmark.api)",
-                f"  2. pip install -e fssl-{dist}   (registers it; python -m benchmark list methods shows it)",
+                f"  2. pip install -e 'fssl-{dist}[test]'   (registers it, python -m benchmark list methods shows it;"
+                " [test] adds pytest)",
                 f"  3. python -m pytest fssl-{dist}/tests -q   (its tests, the conformance check included)",
                 f"  4. python -m benchmark check-method {name}",
                 f"  5. python -m benchmark run --grid fssl-{dist}/grids/{name}_smoke.yaml --root runs --no-wandb",

@@ -1,5 +1,7 @@
-"""EMA and model-divergence maths shared by FedU, FedEMA (and the BYOL target network): small, pure,
-tested alone.
+"""EMA and model-divergence maths, the one home of the exponential moving average: FedU and FedEMA's
+model merge (``ema_update``), the momentum target networks of BYOL, Orchestra (Alg. 1) and FLESD
+(Eq. 10) (``ema_step_`` on one tensor, ``ema_params_`` on paired parameter lists,
+``momentum_update_`` on two modules), FedEMA's divergence-aware decay. Small and tested alone.
 
 Notation of docs/methods/fedema.md §1: μ is the EMA decay (weight kept on the local model), λ_k the
 per-client scaler, τ the autoscaler target. D(A, B) is the divergence of docs/methods/fedu.md §2.4:
@@ -46,6 +48,13 @@ def ema_update(
 
 
 @torch.no_grad()
+def ema_step_(target: torch.Tensor, online: torch.Tensor, momentum: float) -> None:
+    """In place, one tensor: ξ ← m·ξ + (1 − m)·θ, in the tensor's own dtype (``momentum = 1``
+    leaves ``target`` unchanged, ``0`` copies ``online``)."""
+    target.mul_(momentum).add_(online.detach(), alpha=1.0 - momentum)
+
+
+@torch.no_grad()
 def ema_params_(
     target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], momentum: float
 ) -> None:
@@ -54,7 +63,15 @@ def ema_params_(
     if len(target) != len(online):
         raise ValueError("target and online parameter lists differ in length")
     for t, o in zip(target, online):
-        t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
+        ema_step_(t, o, momentum)
+
+
+def momentum_update_(target: nn.Module, online: nn.Module, momentum: float) -> None:
+    """In place, a momentum target network θ_T ← m·θ_T + (1 − m)·θ_O over the modules' parameters
+    only (Orchestra Alg. 1; FLESD Eq. 10). Buffers (BN running statistics) are deliberately not
+    averaged: they evolve through the target's own forward passes (docs/methods/orchestra.md §2.6
+    step 8, docs/methods/flesd.md §2.8 step 2)."""
+    ema_params_(list(target.parameters()), list(online.parameters()), momentum)
 
 
 def divergence_weight(d: float, scaler: float, mu_max: float = 1.0) -> float:

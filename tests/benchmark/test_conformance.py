@@ -13,6 +13,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -186,6 +187,47 @@ def test_a_conforming_method_passes(register) -> None:
         "determinism",
         "resume",
     }
+    # each line's time is its own work: the simulation a check reads first runs in its timer
+    times, measured = {r.name: r.seconds for r in report.results}, report.measurements
+    assert times["finite_losses"] >= measured["simulate_a_s"] > 0
+    assert times["determinism"] >= measured["simulate_r1_s"] > 0
+    assert times["resume"] >= measured["simulate_r_s"] > 0
+    assert f"({sum(times.values()):.1f}s in all)" in report.format()
+
+
+class ThreadsToy(toy.ToyPlugin):
+    """Notes the intra-op thread count its clients train with."""
+
+    name = "_threads_toy"
+    seen: ClassVar[set[int]] = set()
+
+    def client_update(self, down, state, data, ctx):
+        ThreadsToy.seen.add(torch.get_num_threads())
+        return super().client_update(down, state, data, ctx)
+
+
+def test_the_check_runs_on_a_cell_s_thread_count_and_restores_torch_s(
+    register, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy 2-core machine torch's default threads made a tiny step 20x slower (136 s for the
+    scaffold's conformance test): the check runs as ``run`` runs a cell, on one thread."""
+    monkeypatch.delenv("FSSL_CELL_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        report = check_method(register(ThreadsToy), rounds=1, knn=False, method_params=FAST)
+        assert report.ok, report.format()
+        assert ThreadsToy.seen == {1} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_one_round_skips_resume_instead_of_passing_it_vacuously(register) -> None:
+    """Stopping after round 1 of 1 resumes nothing: --rounds 1 says so and saves that simulation."""
+    report = check_method(register(GoodToy), rounds=1, knn=False, method_params=FAST)
+    assert report.ok, report.format()
+    assert report.result("resume").status == "skip" and "2 rounds" in report.result("resume").detail
+    assert "simulate_r_s" not in report.measurements
 
 
 def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:

@@ -38,3 +38,14 @@ def test_the_measure_counts_decorators_out_and_body_in(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text("@d\ndef f():\n" + "    x = 1\n" * LIMIT + "\ndef g():\n    pass\n")
     assert long_functions(src) == [("f", LIMIT + 1)]
+
+
+def test_no_method_function_is_longer_than_80_lines() -> None:
+    """methods/ too: a method's algorithm is read against its paper, one function at a time."""
+    found = {
+        str(p.relative_to(ROOT)): hits
+        for p in sorted((ROOT / "methods").rglob("*.py"))
+        for hits in [long_functions(p)]
+        if hits
+    }
+    assert not found, f"functions over {LIMIT} lines: {found}"

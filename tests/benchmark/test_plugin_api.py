@@ -86,3 +86,90 @@ def test_versions_agree_and_the_cli_prints_them() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"fssl-bench {benchmark.__version__} (plugin API {API_VERSION})"
+
+
+API1_PLUGIN = '''
+class FedSimSiam:
+    """Written for plugin API 1: a plain class with the four hooks."""
+
+    name = "fedsimsiam"
+    version = "1"
+
+    def __init__(self, cfg, backbone): ...
+    def broadcast(self, server, ctx): ...
+    def client_update(self, down, state, data, ctx): ...
+    def server_aggregate(self, server, uploads, ctx, public=None): ...
+    def encoder(self, server): ...
+'''
+
+# one interpreter, three commands: what a user with the old plugin installed runs
+API1_COMMANDS = """
+import sys
+from benchmark.cli import main
+for argv in sys.argv[1:]:
+    print(f"== {argv} -> {main(argv.split())}", flush=True)
+"""
+
+
+def fake_distribution(site: Path, dist: str, module: str, source: str, entry: str) -> None:
+    """What ``pip install --target site`` leaves: the package and its ``.dist-info`` with the
+    entry point (importlib.metadata finds it on sys.path), without pip."""
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text(source, encoding="utf-8")
+    info = site / f"{dist.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[fssl_bench.methods]\n{entry}\n", encoding="utf-8")
+    (info / "top_level.txt").write_text(f"{module}\n", encoding="utf-8")
+
+
+def test_an_installed_api1_plugin_fails_only_where_it_is_used(tmp_path: Path) -> None:
+    """Issue 40: one installed plugin-API-1 plugin made ``list methods`` and a dry run of a grid
+    that never names it exit 2; it is one warning in ``list`` and fails only the grid naming it."""
+    import os
+
+    site = tmp_path / "site"
+    fake_distribution(
+        site,
+        "fssl-fedsimsiam",
+        "fssl_fedsimsiam",
+        API1_PLUGIN,
+        "fedsimsiam = fssl_fedsimsiam:FedSimSiam",
+    )
+    grid = tmp_path / "old.yaml"
+    grid.write_text(
+        (REPO / "benchmark" / "grids" / "smoke.yaml")
+        .read_text(encoding="utf-8")
+        .split("axes:")[0]
+        .replace("name: smoke", "name: old")
+        + "axes:\n  method: [fedsimsiam]\n",
+        encoding="utf-8",
+    )
+    root = tmp_path / "runs"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            API1_COMMANDS,
+            "list methods",
+            f"run --grid smoke --dry-run --no-wandb --root {root}",
+            f"run --grid {grid} --dry-run --no-wandb --root {root}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])},
+    )
+    assert out.returncode == 0, out.stderr
+    codes = re.findall(r"^== (.*) -> (\d+)$", out.stdout, re.MULTILINE)
+    assert [int(c) for _, c in codes] == [0, 0, 2], out.stdout + out.stderr
+    listing = out.stdout.split("== list methods")[0]
+    assert "fedavg_simclr" in listing and "fedsimsiam" not in listing
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
+    api1 = [line for line in warnings if "plugin API 1" in line]
+    assert len(api1) == 1 and "fedsimsiam" in api1[0], out.stderr
+    assert re.search(r"^error: .*'fedsimsiam'.*plugin API 1", out.stderr, re.MULTILINE), out.stderr

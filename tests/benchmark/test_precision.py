@@ -116,9 +116,9 @@ def test_similarities_sinkhorn_cluster_logits_and_distillation_stay_fp32_under_a
     a matmul of fp32 inputs is cast down, which the explicit ``.float()`` in the losses alone did
     not prevent)."""
     from benchmark.api import ntxent_2b
-    from methods._shared.clustering import cluster_assignment_loss, sinkhorn_knopp
-    from methods._shared.distill import similarity_distill_loss, similarity_matrix
     from methods._shared.losses import crossview_1dir
+    from methods.flesd import similarity_distill_loss, similarity_matrix
+    from methods.orchestra import cluster_assignment_loss, sinkhorn_knopp
 
     g = torch.Generator().manual_seed(0)
     z1, z2 = torch.randn(16, 32, generator=g), torch.randn(16, 32, generator=g)

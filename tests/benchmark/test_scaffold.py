@@ -122,7 +122,7 @@ def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point
     from benchmark.cli import main
 
     assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
-    assert "pip install -e fssl-fedplug" in capsys.readouterr().out
+    assert "pip install -e 'fssl-fedplug[test]'" in capsys.readouterr().out
     text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
     assert "METHODS.register" not in text  # registered by the entry point, never twice
     cls = _load_plugin(tmp_path, "fedplug", monkeypatch)

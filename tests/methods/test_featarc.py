@@ -13,8 +13,7 @@ from benchmark.api import ComponentSpec, Payload, select
 from benchmark.core.config import ConfigError
 from benchmark.engine.runner import run_cell
 from benchmark.runroot.rundir import RunDir
-from methods._shared.feature_align import largest_cluster
-from methods.featarc import FeatARC, FeatARCConfig, preset
+from methods.featarc import FeatARC, FeatARCConfig, largest_cluster, preset
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import make_kit
 
@@ -343,7 +342,7 @@ def test_smoke_logs_assignments_and_reported_cluster(featarc_vs_fedavg) -> None:
 def test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_pulls_together() -> None:
     """§9.5: L_align = −1 when the local outputs equal the targets; +1 when they are opposite (a
     flipped sign would make the regulariser push local features away from the cluster model's)."""
-    from methods._shared.feature_align import alignment_loss
+    from methods.featarc import alignment_loss
 
     t = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
     assert alignment_loss(t, t.clone(), t) == pytest.approx(-1.0, abs=1e-6)
@@ -356,7 +355,7 @@ def test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_pulls_to
 
 def test_pick_cluster_breaks_exact_ties_to_the_smallest_index() -> None:
     """§2.1 step 4 / §9.4: I = argmin_j A_j, exact ties to the smallest j."""
-    from methods._shared.feature_align import pick_cluster
+    from methods.featarc import pick_cluster
 
     assert pick_cluster(torch.tensor([0.2, -0.5, -0.5], dtype=torch.float64)) == 1
     assert pick_cluster(torch.tensor([-0.7, -0.7], dtype=torch.float64)) == 0

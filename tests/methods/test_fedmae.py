@@ -10,14 +10,15 @@ from benchmark.api import ClientData, ClientState, Payload, UnlabeledView
 from benchmark.contracts.registries import load_builtins
 from benchmark.contracts.specs import ComponentSpec
 from benchmark.engine.rounds import SimSettings, client_context, payload_nbytes, server_context
-from methods._shared.cascade import (
+from methods.fedmae import (
+    FedMAE,
+    FedMAEConfig,
     PoolEntry,
     cascade_tensors,
     pool_entries,
     pool_insert,
     pool_to_extra,
 )
-from methods.fedmae import FedMAE, FedMAEConfig
 from tests.helpers import digits_inputs
 
 load_builtins()

@@ -26,9 +26,15 @@ from benchmark.contracts.specs import ComponentSpec
 from benchmark.engine.rounds import payload_nbytes
 from benchmark.engine.runner import run_cell
 from benchmark.grids.expand import resolve_cell
-from methods._shared.distill import ensemble_similarities, similarity_matrix
 from methods._shared.losses import crossview_1dir
-from methods.flesd import FLESD, AnchorQueue, FLESDConfig, esd_batch
+from methods.flesd import (
+    FLESD,
+    AnchorQueue,
+    FLESDConfig,
+    ensemble_similarities,
+    esd_batch,
+    similarity_matrix,
+)
 from tests.helpers import digits_inputs, smoke_cell
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})

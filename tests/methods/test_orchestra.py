@@ -25,7 +25,7 @@ from benchmark.api import (
 from benchmark.contracts.specs import ComponentSpec
 from benchmark.engine.rounds import payload_nbytes
 from benchmark.engine.runner import run_cell
-from methods._shared.momentum import momentum_update_
+from methods._shared.ema import momentum_update_
 from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
 from tests.helpers import digits_inputs, run_straight_and_resumed, smoke_cell
 

@@ -18,7 +18,7 @@ from methods._shared.ema import (
     ema_params_,
     ema_update,
 )
-from methods._shared.feature_align import (
+from methods.featarc import (
     alignment_loss,
     alignment_scores,
     cluster_average,

@@ -37,3 +37,21 @@ def test_no_method_module_imports_another_method_module() -> None:
         assert not (imported & own) - {module}, (
             f"{module} imports {sorted((imported & own) - {module})}"
         )
+
+
+def test_every_shared_module_has_at_least_two_method_files_using_it() -> None:
+    """README: each method is in one file of methods/; methods/_shared holds only what two or more
+    method files use (directly or through another shared module). Maths one method alone uses
+    lives in its file (issue 40 folded five such modules back)."""
+    from pathlib import Path
+
+    from benchmark.tools.method_table import module_digests
+
+    shared_dir = Path(__file__).resolve().parents[2] / "methods" / "_shared"
+    shared = {f"methods._shared.{p.stem}" for p in shared_dir.glob("*.py") if p.stem != "__init__"}
+    users: dict[str, set[str]] = {m: set() for m in shared}
+    for module in {cls.__module__ for _, cls, _ in in_tree_methods()}:
+        for used in set(module_digests(module)) & shared:
+            users[used].add(module)
+    lonely = {m: sorted(u) for m, u in users.items() if len(u) < 2}
+    assert not lonely, f"shared modules with fewer than two method files using them: {lonely}"

@@ -21,7 +21,6 @@ and ``decssl_style`` read (and hash) one artifact each.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 from benchmark.contracts.data_types import Partition
 from benchmark.contracts.registries import PARTITIONERS
+from benchmark.core.canonical import file_sha256
 from benchmark.data.partition import PartitionError, check_labels, substream
 from benchmark.data.partitioners._common import (
     class_indices,
@@ -277,14 +277,6 @@ class DecSSLSkew:
 # --------------------------------------------------------------------------------------------------
 # decssl_feature_cluster: PCA (whitened) + k-means, all in NumPy
 # --------------------------------------------------------------------------------------------------
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_features(path: str | Path, sha256: str, key: str) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from methods._shared.distill import (
+from methods.flesd import (
     densify_topk,
     distill_targets,
     ensemble_similarities,

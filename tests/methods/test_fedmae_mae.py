@@ -8,7 +8,7 @@ import torch
 from benchmark.contracts.registries import BACKBONES, load_builtins
 from benchmark.core.config import from_mapping
 from benchmark.toolkit.backbones_vit import masking_from_ids, normalize_patches
-from methods._shared.mae import (
+from methods.fedmae import (
     keep_count,
     mae_loss,
     masked_patch_mse,

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from methods._shared.clustering import (
+from methods.orchestra import (
     cluster_assignment_loss,
     equal_size_kmeans,
     fifo_push,
