@@ -75,6 +75,7 @@ from methods._shared.nets import BackboneHead, WorkingNets
 # --------------------------------------------------------------------------------------------------
 
 
+@fp32_math
 def similarity_matrix(reps: torch.Tensor) -> torch.Tensor:
     """N × N cosine similarities of N representations (rows normalised first). Symmetric, diagonal
     1."""
@@ -155,7 +156,7 @@ def ensemble_similarities(sims: Sequence[torch.Tensor], tau_teacher: float) -> t
         # its diagonal, 1; they differ on the row of a zero embedding (normalised to 0, so the row
         # is all 0): the official code gives it exp(0) = 1 everywhere, which outweighs every other
         # client's row in the mean, we exp(-1/τ_T), a cosine of 0 as Eq. 5 reads it
-        # (docs/official-code.md; tests/methods/_shared/test_distill.py pins it)
+        # (docs/official-code.md; tests/methods/test_flesd_distill.py pins it)
         acc = acc + pmath.exp((m - 1.0) / tau_teacher)
     return acc / len(sims)
 

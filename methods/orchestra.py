@@ -71,6 +71,8 @@ from methods._shared.nets import BackboneHead, WorkingNets
 # --------------------------------------------------------------------------------------------------
 
 
+@fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
+@torch.no_grad()
 def sinkhorn_knopp(
     scores: torch.Tensor, *, lam: float = 25.0, max_iters: int = 100, tol: float = 1e-2
 ) -> torch.Tensor:

@@ -327,6 +327,8 @@ def test_records_from_before_env_kernels_keep_their_digest_and_new_ones_seal_it(
     body = json_.loads(json_.dumps(to_plain(old)))
     body.pop("digest")
     del body["env"]["kernels"]
+    if not body["compute"].get("client_samples"):  # nor did compute.client_samples (issue 39)
+        body["compute"].pop("client_samples", None)
     assert record_digest(old) == digest(
         body
     )  # the digest it was sealed with before the field existed
