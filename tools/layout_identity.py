@@ -55,6 +55,8 @@ class Expected:
     tables: str = ""
     undo: tuple[tuple[str, str], ...] = ()
     gone: str = ""
+    # tables of documentation text rendered from a file the change edited (no number): left out on both
+    drop: str = ""
 
 
 # Issue 40's site fixes (the only intended table changes); each is undone on its own pages only.
@@ -75,6 +77,21 @@ EXPECTED: tuple[Expected, ...] = (
         tables=r'^<table class="kv readme">',
         undo=((r"<br>", "&lt;br&gt;"),),
         gone=r'<tr class="reported">',
+    ),
+    Expected(
+        pages=r"^methods/(fedmae|flesd|orchestra)\.html$",
+        reason=(
+            "the method's file-and-line links to its DEVIATION comments moved when its single-user "
+            "methods/_shared module was folded into its file (FLESD's page now also lists the three "
+            "that sat in the shared module), and the page lists only its own paper's numbers"
+        ),
+        drop=r'^<table class="kv readme">',
+        gone=r'<tr class="reported">',
+    ),
+    Expected(
+        pages=r"^submit\.html$",
+        reason="submit.html renders docs/adding-a-method.md, whose prose issue 40 edited",
+        drop=r"^<table",
     ),
 )
 
@@ -120,13 +137,19 @@ def explain(page: str, base: list[str], head: list[str]) -> str | None:
     for exp in EXPECTED:
         if not re.search(exp.pages, page):
             continue
+        kept_base, kept_head = base, head
+        if exp.drop:
+            kept_base = [t for t in base if not re.search(exp.drop, t)]
+            kept_head = [t for t in head if not re.search(exp.drop, t)]
         undone = []
-        for table in head:
+        for table in kept_head:
             if re.search(exp.tables, table):
                 for pattern, repl in exp.undo:
                     table = re.sub(pattern, repl, table)
             undone.append(table)
-        kept = [t for t in base if not (exp.gone and re.search(exp.gone, t) and t not in head)]
+        kept = [
+            t for t in kept_base if not (exp.gone and re.search(exp.gone, t) and t not in kept_head)
+        ]
         if undone == kept:
             return exp.reason
     return None
