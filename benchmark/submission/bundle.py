@@ -27,6 +27,7 @@ from typing import Any
 
 from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
+from benchmark.core.text import printable
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
@@ -165,8 +166,7 @@ def extract(bundle: Path, dest: Path, limits: BundleLimits = DEFAULT_LIMITS) -> 
         with tarfile.open(bundle, "r:*") as tar:
             members = _checked_members(bundle, tar, dest, limits)
             written = 0
-            for member in members:
-                target = dest / member.name
+            for member, target in members:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file
@@ -194,10 +194,33 @@ def extract(bundle: Path, dest: Path, limits: BundleLimits = DEFAULT_LIMITS) -> 
         ) from None
 
 
+def member_target(bundle: Path, dest: Path, name: str) -> Path:
+    """Where the member ``name`` goes under ``dest``, refused (BundleError) unless it is a plain
+    relative path that stays inside ``dest``: no leading ``/``, no ``..``, no backslash, NUL or
+    control character, and nothing that resolves outside ``dest``. The archive's name is checked,
+    never rewritten: ``tarfile.data_filter`` strips a leading ``/`` and returns a copy, and writing
+    ``dest / member.name`` with the original name wrote to the absolute path (issue 44)."""
+    shown = f"'{printable(name)}'"
+    if not name or name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        raise BundleError(f"{bundle}: member {shown} refused: an absolute name")
+    if "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BundleError(f"{bundle}: member {shown} refused: a backslash or control character")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise BundleError(f"{bundle}: member {shown} refused: '..' or an empty name")
+    target = dest.joinpath(*parts)
+    root = dest.resolve()
+    if not target.resolve().is_relative_to(root) or target.resolve() == root:
+        raise BundleError(f"{bundle}: member {shown} refused: it resolves outside the bundle")
+    return target
+
+
 def _checked_members(
     bundle: Path, tar: tarfile.TarFile, dest: Path, limits: BundleLimits
-) -> list[Any]:
-    """The archive's members, read header by header and refused at the first one over a limit."""
+) -> list[tuple[Any, Path]]:
+    """The archive's regular members with the path each is written to, read header by header and
+    refused at the first one over a limit or with a name that is not a plain relative path: every
+    member is checked before the first byte is written."""
     members, names = [], set()
     total = 0
     while (member := tar.next()) is not None:
@@ -209,17 +232,13 @@ def _checked_members(
                 "devices and sparse files are refused)"
             )
         _check_depth(bundle, member.name, len(Path(member.name).parts) - 1, limits)
-        try:
-            # absolute names, '..', names that resolve outside dest
-            tarfile.data_filter(member, str(dest))
-        except tarfile.FilterError as exc:
-            raise BundleError(f"{bundle}: member {member.name!r} refused: {exc}") from None
-        if member.name in names:
-            raise BundleError(f"{bundle}: member {member.name!r} appears twice")
-        names.add(member.name)
+        target = member_target(bundle, dest, member.name)  # absolute names, '..', outside dest
+        if target in names:
+            raise BundleError(f"{bundle}: member '{printable(member.name)}' appears twice")
+        names.add(target)
         total += member.size
         _check_sizes(bundle, member.name, member.size, total, len(members) + 1, limits)
-        members.append(member)
+        members.append((member, target))
     return members
 
 
