@@ -47,3 +47,103 @@ def test_a_member_with_an_absolute_name_is_refused_and_written_nowhere(
     refused(scratch, capsys, accept_argv(scratch, bundle), "absolute")
     assert not target.exists()
     assert not target.parent.exists()
+
+
+# ---- 2-4. headers bounded before tarfile reads them; folders counted ------------------------------
+def _raw_header(name: str, kind: bytes, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    return info.tobuf(tarfile.USTAR_FORMAT)
+
+
+def _header_bomb(path: Path, kind: bytes, size: int) -> Path:
+    """A .tar.gz whose first header announces ``size`` bytes of PAX records or long name (zeros,
+    a few kB compressed), then one small member: built in memory, level 1."""
+    import gzip
+
+    body = _raw_header("././@bomb", kind, size) + bytes(-(-size // 512) * 512)
+    body += _raw_header("manifest.json", tarfile.REGTYPE, 2) + b"{}".ljust(512, b"\0")
+    path.write_bytes(gzip.compress(body + bytes(1024), compresslevel=1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        (tarfile.XHDTYPE, "a PAX header of 8,388,608 bytes"),
+        (tarfile.GNUTYPE_LONGNAME, "a GNU long-name header of 8,388,608 bytes"),
+    ],
+)
+def test_an_extended_header_bomb_is_refused_before_it_is_read(
+    scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch, kind: bytes, words: str
+) -> None:
+    bomb = _header_bomb(scratch / "bomb.tar.gz", kind, 8 << 20)
+    assert bomb.stat().st_size < 64 << 10
+    opened = []
+    monkeypatch.setattr(tarfile, "open", lambda *a, **k: opened.append(a) or 1 / 0)
+    refused(scratch, capsys, accept_argv(scratch, bomb), words, "refused unread")
+    assert not opened, "tarfile read the archive before its headers were bounded"
+
+
+def test_a_pax_record_that_resizes_a_member_is_refused(scratch: Path, capsys) -> None:
+    import gzip
+
+    records = b"16 size=9999999\n"
+    body = _raw_header("././@PaxHeader", tarfile.XHDTYPE, len(records)) + records.ljust(512, b"\0")
+    body += _raw_header("manifest.json", tarfile.REGTYPE, 2) + b"{}".ljust(512, b"\0")
+    bundle = scratch / "size.tar.gz"
+    bundle.write_bytes(gzip.compress(body + bytes(1024)))
+    refused(scratch, capsys, accept_argv(scratch, bundle), "a PAX record sets 'size'")
+
+
+def test_folders_count_against_the_member_limit_in_a_tarball(scratch: Path, capsys) -> None:
+    with tarfile.open(scratch / "dirs.tar.gz", "w:gz") as tar:
+        for i in range(20):
+            info = tarfile.TarInfo(f"d{i}")
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, scratch / "dirs.tar.gz", "--max-members", "10"),
+        "more than 10 files and folders",
+    )
+
+
+def test_folders_count_against_the_member_limit_in_a_folder_bundle(scratch: Path, capsys) -> None:
+    folder = scratch / "b"
+    for i in range(20):
+        (folder / f"d{i}").mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, folder, "--max-members", "10"),
+        "more than 10 files and folders",
+    )
+
+
+def test_a_gnu_tar_bundle_with_long_names_still_reads(honest_folder: Path, tmp_path: Path) -> None:
+    """The scan walks what tarfile and GNU tar write: PAX and GNU long names, folders, ./ prefixes."""
+    import shutil
+
+    from benchmark.submission.bundle import BundleLimits, extract
+    from benchmark.submission.tarscan import scan_tar
+
+    files = sorted(p for p in honest_folder.rglob("*") if p.is_file())
+    for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        out = tmp_path / f"b{fmt}.tar.gz"
+        with tarfile.open(out, "w:gz", format=fmt) as tar:
+            tar.add(honest_folder, arcname=".")  # folders and ./ prefixes, as `tar -C b .` writes
+            long = "x" * 150 + "/" + "y" * 120
+            info = tarfile.TarInfo(long)
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"z"))
+        assert scan_tar(out, BundleLimits()) > len(files)
+        dest = tmp_path / f"out{fmt}"
+        dest.mkdir()
+        extract(out, dest)
+        assert (dest / long).read_bytes() == b"z"
+        for f in files:
+            assert (dest / f.relative_to(honest_folder)).read_bytes() == f.read_bytes()
+        shutil.rmtree(dest)
