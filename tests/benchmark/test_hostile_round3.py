@@ -147,3 +147,40 @@ def test_a_gnu_tar_bundle_with_long_names_still_reads(honest_folder: Path, tmp_p
         for f in files:
             assert (dest / f.relative_to(honest_folder)).read_bytes() == f.read_bytes()
         shutil.rmtree(dest)
+
+
+# ---- 13-14. grid files bounded before they are parsed ----------------------------------------------
+def _grid_argv(command: str, grid: Path, scratch: Path) -> list[str]:
+    if command == "plan":
+        return ["plan", "--grid", str(grid)]
+    if command == "run":
+        return ["run", "--grid", str(grid), "--root", str(scratch / "runs"), "--device", "cpu"]
+    return ["verify", "--grid", str(grid), "--device", "cpu"]
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "verify"])
+def test_a_grid_nested_50000_deep_is_refused_in_one_line(
+    scratch: Path, capsys, command: str
+) -> None:
+    grid = scratch / "deep.yaml"
+    grid.write_text("name: deep\nbase: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    refused(scratch, capsys, _grid_argv(command, grid, scratch), "nested more than 64 levels")
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "verify"])
+def test_a_grid_that_links_to_a_device_is_refused_unread(
+    scratch: Path, capsys, command: str
+) -> None:
+    grid = scratch / "zero.yaml"
+    grid.symlink_to("/dev/zero")
+    refused(scratch, capsys, _grid_argv(command, grid, scratch), "is not a regular file")
+
+
+def test_a_grid_over_its_size_cap_is_refused_unread(scratch: Path, capsys) -> None:
+    from benchmark.grids.expand import MAX_GRID_BYTES
+
+    grid = scratch / "big.yaml"
+    with grid.open("w") as f:  # a sparse file: its size, not its bytes, is what is checked
+        f.write("name: big\ndescription: x\n")
+        f.truncate(MAX_GRID_BYTES + 1)
+    refused(scratch, capsys, ["plan", "--grid", str(grid)], "more than the 1,048,576")
