@@ -558,7 +558,7 @@ def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> l
     (``write_new_files``: a signal or an error while writing removes what was already in
     place)."""
     from benchmark.records.env import collect_env
-    from benchmark.records.files import write_new_files
+    from benchmark.records.files import RecordExists, write_new_files
     from benchmark.records.schema import to_json
 
     env = collect_env()
@@ -582,7 +582,13 @@ def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> l
                 bundle_sha256=manifest_sha,
             )
             files.append((t.acceptance, acceptance_text(acc)))
-    return write_new_files(files)
+    try:
+        return write_new_files(files)
+    except RecordExists as exc:  # another accept wrote the same file since the targets were checked
+        raise UsageError(
+            f"{exc} (another accept into {report.results} won the race; accept again to see "
+            "whether it is the same record)"
+        ) from None
 
 
 __all__ = [

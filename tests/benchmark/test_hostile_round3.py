@@ -184,3 +184,51 @@ def test_a_grid_over_its_size_cap_is_refused_unread(scratch: Path, capsys) -> No
         f.write("name: big\ndescription: x\n")
         f.truncate(MAX_GRID_BYTES + 1)
     refused(scratch, capsys, ["plan", "--grid", str(grid)], "more than the 1,048,576")
+
+
+# ---- 12. racing accepts; temporaries a killed accept left ----------------------------------------
+def test_the_loser_of_two_racing_accepts_gets_one_line(
+    honest_folder: Path, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other accept writes the same record between this one's checks and its writes."""
+    from benchmark.cli import main
+    from benchmark.records import files
+
+    real = files.write_new_files
+
+    def racing(todo):  # the winner's record lands first
+        path, _ = todo[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("the winner's\n")
+        return real(todo)
+
+    monkeypatch.setattr(files, "write_new_files", racing)
+    capsys.readouterr()
+    code = main(accept_argv(scratch, honest_folder))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "won the race" in err
+    results = scratch / "deep" / "er" / "results"
+    assert [p.read_text() for p in results.rglob("*") if p.is_file()] == ["the winner's\n"]
+
+
+def test_a_stale_temporary_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from benchmark.records.files import STALE_TEMPORARY_S, write_new_files
+
+    target = tmp_path / "r" / "abc.json"
+    target.parent.mkdir()
+    stale = target.parent / ".abc.json.k1ll3d.tmp"
+    live = target.parent / ".abc.json.wr1t1ng.tmp"
+    other = target.parent / ".other.json.k1ll3d.tmp"
+    for p in (stale, live, other):
+        p.write_text("half")
+    old = time.time() - STALE_TEMPORARY_S - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    assert write_new_files([(target, "{}")]) == [target]
+    assert not stale.exists()
+    assert live.exists() and other.exists()  # a live writer's, and another file's
