@@ -322,6 +322,12 @@ def check_common_fields(cfg: Any) -> None:
             raise ConfigError(f"{name} must be >= 1, got {value}")
 
 
+def component_version(registry: Any, cls: Any) -> str:
+    """The version the installed component ``cls`` of ``registry`` puts into a cell (public: accept
+    refuses a record whose cell names another, issue 44)."""
+    return _version(registry, cls)
+
+
 def _version(registry: Any, cls: Any) -> str:
     """The version a component contributes to the cell identity; a method's includes the versions of
     the methods whose code it reuses (``benchmark.contracts.method.identity_version``)."""

@@ -232,3 +232,79 @@ def test_a_stale_temporary_is_removed_by_the_next_write(tmp_path: Path) -> None:
     assert write_new_files([(target, "{}")]) == [target]
     assert not stale.exists()
     assert live.exists() and other.exists()  # a live writer's, and another file's
+
+
+# ---- 7-8. one checkpoint posing as several trainings; versions that do not exist -------------------
+def _with_records(honest_folder: Path, where: Path, records: list) -> Path:
+    """A copy of the genuine bundle whose first record is replaced by ``records[0]`` and which lists
+    the others too, each with the genuine checkpoint; every sha256 recomputed."""
+    import json
+    import shutil
+
+    from benchmark.records.schema import to_json
+    from tests.hostile import _sha
+
+    shutil.copytree(honest_folder, where)
+    manifest = json.loads((where / "manifest.json").read_text())
+    first = manifest["records"][0]
+    entries = []
+    for i, record in enumerate(records):
+        rel = first["path"] if i == 0 else first["path"].replace("record.json", f"r{i}.json")
+        (where / rel).write_text(to_json(record))
+        manifest["files"][rel] = _sha((where / rel).read_bytes())
+        entries.append(
+            {**first, "path": rel, "cell_id": record.cell_id, "sha256": manifest["files"][rel]}
+        )
+    manifest["records"] = entries
+    (where / "manifest.json").write_text(json.dumps(manifest))
+    return where
+
+
+def _seed(value: int):
+    def edit(cell: dict) -> None:
+        cell["seed"] = value
+
+    return edit
+
+
+def test_one_checkpoint_posing_as_another_seed_is_refused(
+    honest_folder: Path, honest, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmark.test_hostile_records import forbid_rerunning
+    from tests.hostile import reseal
+
+    forbid_rerunning(monkeypatch)
+    relabelled = reseal(honest, seed=1, edit_cell=_seed(1))
+    bundle = _with_records(honest_folder, scratch / "b", [honest, relabelled])
+    refused(scratch, capsys, accept_argv(scratch, bundle), "share one checkpoint", "cannot be two")
+
+
+def test_a_row_never_counts_one_checkpoint_twice(honest) -> None:
+    import dataclasses
+
+    from leaderboard.loading import one_checkpoint_once
+    from tests.hostile import reseal
+
+    relabelled = reseal(honest, seed=1, edit_cell=_seed(1))
+    other_run = dataclasses.replace(
+        reseal(honest, seed=2, edit_cell=_seed(2)), final_state_digest="f" * 64
+    )
+    kept = one_checkpoint_once(
+        [(Path("a"), relabelled), (Path("b"), honest), (Path("c"), other_run)]
+    )
+    assert [p.name for p, _ in kept] == ["b", "c"]
+
+
+def test_a_task_version_that_does_not_exist_is_refused(
+    honest_folder: Path, honest, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmark.test_hostile_records import forbid_rerunning
+    from tests.hostile import reseal
+
+    forbid_rerunning(monkeypatch)
+
+    def edit(cell: dict) -> None:
+        cell["tasks"][0]["version"] = "2"
+
+    bundle = _with_records(honest_folder, scratch / "b", [reseal(honest, edit_cell=edit)])
+    refused(scratch, capsys, accept_argv(scratch, bundle), "cell.tasks[0] 'knn' version '2' is not")
