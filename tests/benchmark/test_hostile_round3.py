@@ -308,3 +308,109 @@ def test_a_task_version_that_does_not_exist_is_refused(
 
     bundle = _with_records(honest_folder, scratch / "b", [reseal(honest, edit_cell=edit)])
     refused(scratch, capsys, accept_argv(scratch, bundle), "cell.tasks[0] 'knn' version '2' is not")
+
+
+# ---- 9-11. plugins: where a class was loaded from; an import that exits or never ends -------------
+PLUGINS = {
+    "fssl_liar/__init__.py": "",
+    "fssl_liar/method.py": (
+        "from methods.fedavg_simclr import FedAvgSimCLR\n\n\n"
+        "class Liar(FedAvgSimCLR):\n"
+        "    def train_round(self, *a, **k):\n"
+        "        return super().train_round(*a, **k)\n\n\n"
+        "Liar.__module__ = 'methods.fedavg_simclr'\n"
+        "Liar.__qualname__ = 'FedAvgSimCLR'\n"
+    ),
+    "fssl_exits/__init__.py": "raise SystemExit(0)\n",
+    "fssl_loops/__init__.py": "while True:\n    pass\n",
+}
+
+
+class _Dist:
+    def __init__(self, name: str) -> None:
+        self.name, self.version = name, "6.6"
+
+
+class _EntryPoint:
+    def __init__(self, name: str, value: str, dist: str) -> None:
+        self.name, self.value, self.dist = name, value, _Dist(dist)
+
+
+@pytest.fixture
+def hostile_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three installed distributions (entry points read afresh for this test only): one whose class
+    says it is built in, one that exits at import, one that never finishes importing."""
+    import sys
+
+    import benchmark.core.registry as registry_mod
+    from benchmark.contracts.registries import METHODS, load_builtins
+
+    load_builtins()
+    for rel, text in PLUGINS.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [
+        _EntryPoint("liar", "fssl_liar.method:Liar", "fssl-liar"),
+        _EntryPoint("exits", "fssl_exits:M", "fssl-exits"),
+        _EntryPoint("loops", "fssl_loops:M", "fssl-loops"),
+    ]
+    monkeypatch.setattr(registry_mod.metadata, "entry_points", lambda group: list(eps))
+    for attr in ("_items", "_targets", "_origin", "_clashes"):
+        monkeypatch.setattr(METHODS, attr, dict(getattr(METHODS, attr)))
+    monkeypatch.setattr(METHODS, "_plugins_loaded", False)
+    monkeypatch.setenv("FSSL_PLUGIN_IMPORT_TIMEOUT", "0.5")
+    yield
+    for name in [m for m in sys.modules if m.startswith(("fssl_liar", "fssl_exits", "fssl_loops"))]:
+        del sys.modules[name]
+
+
+def test_a_plugin_that_says_it_is_built_in_is_not(hostile_plugins: None, honest) -> None:
+    from benchmark.contracts.registries import METHODS
+    from benchmark.core.provenance import component_provenance
+    from benchmark.submission.accept import plugin_problems
+    from tests.hostile import renamed
+
+    prov = component_provenance(METHODS.get("liar"))
+    assert prov is not None and prov["module"] == "fssl_liar.method"
+    (problem,) = plugin_problems(renamed(honest, "liar"))
+    assert "'liar' is not built in" in problem and "carries no provenance" in problem
+
+
+def _run_argv(scratch: Path, method: str) -> list[str]:
+    grid = scratch / "grid.yaml"
+    grid.write_text(
+        "name: p\nbase: {dataset: digits, backbone: {name: resnet_micro, width: 4}, partition: iid,\n"
+        "       fl: {num_clients: 2, rounds: 1}, tasks: [knn]}\n"
+        f"axes: {{method: [{method}], seed: [0]}}\n"
+    )
+    return ["run", "--grid", str(grid), "--root", str(scratch / "runs"), "--device", "cpu"]
+
+
+@pytest.mark.parametrize(
+    ("method", "needles"),
+    [
+        ("exits", ["fssl-exits 6.6", "SystemExit"]),
+        ("loops", ["fssl-loops 6.6", "did not finish within 0.5 s"]),
+    ],
+)
+def test_a_plugin_that_exits_or_loops_at_import_is_one_line_where_it_is_needed(
+    hostile_plugins: None, scratch: Path, capsys, method: str, needles: list[str]
+) -> None:
+    refused(scratch, capsys, _run_argv(scratch, method), f"plugin method {method!r}", *needles)
+
+
+def test_listing_warns_of_a_plugin_that_exits_or_loops_and_goes_on(
+    hostile_plugins: None, capsys
+) -> None:
+    from benchmark.cli import main
+
+    capsys.readouterr()
+    assert main(["list", "methods"]) == 0
+    out, err = capsys.readouterr()
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert "fedema" in names and "liar" in names and "exits" not in names
+    assert [w.split("(")[1].split(")")[0] for w in err.strip().splitlines()] == [
+        "fssl-exits 6.6 ",
+        "fssl-loops 6.6 ",
+    ]
