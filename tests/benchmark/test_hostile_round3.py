@@ -414,3 +414,68 @@ def test_listing_warns_of_a_plugin_that_exits_or_loops_and_goes_on(
         "fssl-exits 6.6 ",
         "fssl-loops 6.6 ",
     ]
+
+
+# ---- 5. a zero or missing budget is flagged like a different one ------------------------------------
+def test_a_zero_budget_is_flagged_like_a_different_one() -> None:
+    import math
+
+    import pandas as pd
+
+    from leaderboard.tables import pool_differences
+
+    def row(method: str, steps: float, samples: float) -> dict:
+        return {
+            "status": "ok",
+            "method": method,
+            "partition_digest": "p",
+            "uses_public_data": False,
+            "fl_rounds": 5,
+            "fl_local_epochs": 1,
+            "client_steps": steps,
+            "client_samples": samples,
+        }
+
+    rows = pd.DataFrame(
+        [
+            row("a", 100, 6400),
+            row("b", 110, 7000),
+            row("zero", 0, 0),
+            row("missing", math.nan, 6400),
+            row("no_pretrain", 0, 0),  # random init trains nothing: no budget to flag
+        ]
+    )
+    why = pool_differences(rows)
+    assert set(why) == {2, 3}
+    assert "no client optimizer steps recorded" in why[2] and "no client samples" in why[2]
+    assert "no client optimizer steps recorded" in why[3] and "samples" not in why[3]
+
+
+# ---- 16. names from outside are escaped when printed ------------------------------------------------
+def test_a_member_name_with_escapes_stays_on_one_uncoloured_line(scratch: Path, capsys) -> None:
+    name = "records/a\nFAKE ok\x1b[31mred\x1b[0m.json"
+    bundle = scratch / "esc.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    line = refused(scratch, capsys, accept_argv(scratch, bundle), "\\nFAKE ok\\x1b[31mred")
+    assert "\x1b" not in line
+
+
+def test_a_wandb_run_id_with_escapes_stays_on_one_uncoloured_line(
+    scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmark.submission.wandb_collect as wc
+    from tests.hostile import _Api, _Run
+
+    monkeypatch.setattr(wc, "_api", lambda: _Api([_Run("ab\nc\x1b[2Jd", "{}")]))
+    argv = ["collect", "--from", "wandb:me/proj", "--results", str(scratch / "results")]
+    line = refused(scratch, capsys, argv, "ab\\nc\\x1b[2Jd")
+    assert "\x1b" not in line
+
+
+def test_printable_escapes_what_a_terminal_would_act_on() -> None:
+    from benchmark.core.text import printable
+
+    assert printable("a\tb\r\nc\x1b[31m\u202ed\x00é") == "a\\tb\\r\\nc\\x1b[31m\\u202ed\\x00é"
