@@ -261,13 +261,36 @@ def records_frame(
     refs = set(reference_points)
     accepted = set(reevaluated)
     acceptances = reevaluated if isinstance(reevaluated, Mapping) else {}
-    for path, r in records:
+    for path, r in one_checkpoint_once(records):
         base = _record_base(path, r, reference=r.method in refs, reevaluated=r.cell_id in accepted)
         if r.scores:
             rows.extend(_score_rows(base, r, acceptances.get(r.cell_id)))
         else:
             rows.extend(_diverged_rows(base, r.cell))
     return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
+
+
+def one_checkpoint_once(
+    records: Sequence[tuple[Path, ResultRecord]],
+) -> list[tuple[Path, ResultRecord]]:
+    """``records`` without the ones that count a training run twice in one row (issue 44): records
+    of one configuration and partition whose final states hash alike (``final_state_digest``) are
+    one checkpoint, however many seeds they claim; only those of the lowest seed are kept (the
+    cells of that seed, one per task, all stay). A checkpoint shared across partitions (a method
+    that ignores the partition) is two rows and stays in both."""
+    lowest: dict[tuple[str, str, str], int] = {}
+    for _, r in records:
+        if r.final_state_digest and isinstance(r.seed, int):
+            key = (config_key(dict(r.cell)), str(r.partition_label), r.final_state_digest)
+            lowest[key] = min(lowest.get(key, r.seed), r.seed)
+    return [
+        (path, r)
+        for path, r in records
+        if not r.final_state_digest
+        or not isinstance(r.seed, int)
+        or lowest[(config_key(dict(r.cell)), str(r.partition_label), r.final_state_digest)]
+        == r.seed
+    ]
 
 
 def _record_base(

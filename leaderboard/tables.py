@@ -402,6 +402,12 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
         if list(b) != budget:
             why.append(f"other budget: {_budget_words(*b)} (the others: {_budget_words(*budget)})")
         for key, words in (("client_steps", "optimizer steps"), ("client_samples", "samples")):
+            if _unrecorded(r, key, typical[key]):  # a zero or missing budget is no way around it
+                why.append(
+                    f"no client {words} recorded (0 or missing; the pool's median is "
+                    f"{typical[key]:,.0f})"
+                )
+                continue
             ratio = _ratio(r[key], typical[key])
             if ratio is not None and not 1 / BUDGET_RATIO < ratio < BUDGET_RATIO:
                 why.append(
@@ -411,6 +417,20 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
         if why:
             out[idx] = "; ".join(why)
     return out
+
+
+def _unrecorded(row: Mapping[str, Any], key: str, typical: float) -> bool:
+    """A row that states no budget (0, negative or missing) in a pool that trains, unless it is a
+    baseline that trains nothing (random init): flagged like a different budget (issue 44)."""
+    from leaderboard.formatting import BASELINE_NAMES
+
+    value = row[key]
+    return (
+        finite(typical)
+        and typical > 0
+        and row["method"] not in BASELINE_NAMES
+        and not (finite(value) and value > 0)
+    )
 
 
 def _typical(values: pd.Series) -> float:

@@ -32,6 +32,7 @@ from benchmark.cli.submit import cmd_submit
 from benchmark.cli.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
 from benchmark.core.errors import UsageError
+from benchmark.core.text import printable
 
 CALIBRATION_HELP = (
     "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
@@ -474,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)  # names from outside, escaped
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C, or a termination signal a command turned into one
         signum = getattr(exc, "signum", signal.SIGINT)

@@ -41,5 +41,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(report.format())
+    from benchmark.core.text import printable  # names from outside, escaped line by line
+
+    print("\n".join(printable(line) for line in report.format().splitlines()))
     return 0 if report.ok else 1

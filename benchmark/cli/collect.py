@@ -21,9 +21,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if not source.exists():
             raise UsageError(f"{source} does not exist")
         copied, skipped = collect(source, Path(args.results))
+    from benchmark.core.text import printable  # names from outside, escaped
+
     for path in copied:
-        print(f"collected {path}")
+        print(f"collected {printable(path)}")
     for s in skipped:
-        print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
-    print(f"{len(copied)} records collected into {args.results}, {len(skipped)} skipped")
+        print(f"skipped {printable(s.path)}: {printable(s.reason)}", file=sys.stderr)
+    print(f"{len(copied)} records collected into {printable(args.results)}, {len(skipped)} skipped")
     return 0

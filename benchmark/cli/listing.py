@@ -40,14 +40,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     for alias, target in reg.aliases().items():
         aliases.setdefault(target, []).append(alias)
     from benchmark.core.registry import DuplicateName, PluginError
-    from benchmark.core.text import summary
+    from benchmark.core.text import printable, summary
 
     for name in reg.names():
         try:
             obj = reg.get(name)
         # a broken plugin, or a name two distributions register: one warning, the listing goes on
         except (PluginError, DuplicateName) as exc:
-            print(f"warning: {exc}", file=sys.stderr)
+            print(f"warning: {printable(exc)}", file=sys.stderr)
             continue
         doc = summary(obj.__doc__)
         extra = f" (aliases: {', '.join(sorted(aliases[name]))})" if name in aliases else ""

@@ -53,11 +53,55 @@ def digest_of_sources(items: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
+def defining_module(obj: Any) -> Any:
+    """The module ``obj``'s code was loaded from, decided by where it was loaded, not by its
+    ``__module__`` (which a class sets as it likes: ``__module__ = "methods.fedavg_simclr"`` passed a
+    plugin off as built-in code, issue 44): the module a plugin's entry point imported it from
+    (``benchmark.core.registry.loaded_from``); else the module ``__module__`` names, if that module
+    really holds ``obj`` under its qualified name; else the module of the file its own functions
+    were compiled from; else None (nowhere known)."""
+    from benchmark.core.registry import loaded_from
+
+    entry = loaded_from(obj)
+    if entry is not None and entry in sys.modules:
+        return sys.modules[entry]
+    named = inspect.getmodule(obj)
+    if named is None or not isinstance(obj, type):
+        return named
+    held: Any = named
+    for part in getattr(obj, "__qualname__", "").split("."):
+        held = getattr(held, part, None)
+    if held is obj:
+        return named
+    files = {
+        Path(inspect.unwrap(f).__code__.co_filename).resolve()
+        for f in (getattr(v, "__func__", v) for v in vars(obj).values())
+        if inspect.isfunction(f) and hasattr(inspect.unwrap(f), "__code__")
+    }
+    for mod in list(sys.modules.values()):
+        file = getattr(mod, "__file__", None)
+        if file and Path(file).resolve() in files:
+            return mod
+    return None
+
+
+NOWHERE = "(not where its __module__ says; loaded from nowhere known)"
+
+
 def component_provenance(obj: Any) -> dict[str, Any] | None:
     """None for an in-tree component; else where its code came from and a digest of it: the same for
     an editable and a regular install of the same sources. A ``file://`` URL (the author's disk) is
     not kept; a VCS URL and commit are."""
-    module = inspect.getmodule(obj)
+    module = defining_module(obj)
+    if module is None and inspect.getmodule(obj) is not None:  # a __module__ that lies
+        claimed = getattr(obj, "__module__", "?")
+        return {
+            "module": f"{claimed} {NOWHERE}",
+            "distribution": None,
+            "version": None,
+            "source_digest": "unknown",
+            "files": 0,
+        }
     if module is None or module.__name__.split(".")[0] in IN_TREE:
         return None
     top = module.__name__.split(".")[0]

@@ -52,6 +52,67 @@ def entry_point_origin(ep: Any) -> str:
     return f"{who} ({ep.value})"
 
 
+# How long importing one plugin component may take (seconds; ``$FSSL_PLUGIN_IMPORT_TIMEOUT``): a
+# plugin that loops at import hung accept (issue 44). Enforced with a real-time interval timer in the
+# main thread (the CLI's); a plugin imported elsewhere (a Ray or SLURM worker) has no limit.
+PLUGIN_IMPORT_TIMEOUT_S = 60.0
+
+
+# id(component) -> the module an installed plugin's entry point imported it from (provenance reads it:
+# a class that sets __module__ = "methods.x" does not become built-in code, issue 44)
+_LOADED_FROM: dict[int, str] = {}
+
+
+def loaded_from(obj: Any) -> str | None:
+    """The module an entry point of an installed distribution imported ``obj`` from, or None."""
+    return _LOADED_FROM.get(id(obj))
+
+
+class PluginTimeout(Exception):
+    """A plugin's import ran past :data:`PLUGIN_IMPORT_TIMEOUT_S`."""
+
+
+def import_timeout() -> float:
+    import os
+
+    try:
+        value = float(os.environ.get("FSSL_PLUGIN_IMPORT_TIMEOUT", PLUGIN_IMPORT_TIMEOUT_S))
+    except ValueError:
+        return PLUGIN_IMPORT_TIMEOUT_S
+    return value if value > 0 else PLUGIN_IMPORT_TIMEOUT_S
+
+
+def import_target(target: str) -> Any:
+    """The object ``"pkg.mod:Attr"`` names, imported within :func:`import_timeout` seconds when
+    called from the main thread (``signal.setitimer``: the import is interrupted between two of its
+    Python instructions, or in a blocking call; a previous timer and handler are put back)."""
+    import signal
+    import threading
+
+    module, _, attr = target.partition(":")
+
+    def load() -> Any:
+        loaded: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            loaded = getattr(loaded, part)
+        return loaded
+
+    if threading.current_thread() is not threading.main_thread():
+        return load()
+    limit = import_timeout()
+
+    def expired(signum: int, frame: Any) -> None:
+        raise PluginTimeout(f"its import did not finish within {limit:g} s (it was stopped)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    before = signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return load()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *before)
+        signal.signal(signal.SIGALRM, previous)
+
+
 class Registry(Generic[T]):
     """Name → component. ``get`` resolves aliases and lazy targets; ``names`` lists canonical
     names."""
@@ -177,21 +238,25 @@ class Registry(Generic[T]):
         obj = self._items[key]
         if obj is None:
             target = self._targets[key]
-            module, _, attr = target.partition(":")
+            who = self._origin.get(key, BUILT_IN)
+            where = target if who == BUILT_IN else who
             try:
-                loaded: Any = importlib.import_module(module)
-                for part in attr.split("."):
-                    loaded = getattr(loaded, part)
-            except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported the same way
+                loaded: Any = import_target(target)
+            # any failure of a plugin's import is reported the same way, SystemExit included (a
+            # plugin that exits at import made accept exit 0 having done nothing); Ctrl-C is not
+            # the plugin's and goes on
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
                 raise PluginError(
-                    f"plugin {self.kind} {key!r} ({target}) cannot be loaded: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"plugin {self.kind} {key!r} ({where}) cannot be loaded: "
+                    f"{type(exc).__name__}: {str(exc)[:300]}"
                 ) from None
             try:
                 self._check_base(key, loaded)
             except RegistryError as exc:  # refused like a failed import: only its users fail
                 raise PluginError(str(exc)) from None
             self._items[key] = obj = loaded
+            if who != BUILT_IN:  # where it was loaded from, whatever __module__ it sets
+                _LOADED_FROM[id(loaded)] = target.partition(":")[0]
         return obj  # type: ignore[return-value]
 
     def _check_base(self, name: str, obj: Any) -> None:

@@ -110,8 +110,10 @@ def load_grid(name_or_path: str | Path) -> GridSpec:
             )
     if not path.exists():
         raise ConfigError(f"grid file {path} does not exist")
+    text = read_grid_text(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        check_grid_depth(text, f"grid {path}")
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
@@ -119,6 +121,56 @@ def load_grid(name_or_path: str | Path) -> GridSpec:
         raise ConfigError(f"grid {where}: not valid YAML: {problem}") from None
     check_expanded_size(raw, f"grid {path}")
     return parse_grid(raw, str(path))
+
+
+# What a grid file may be before it is parsed (issue 44): the project's largest grid is under 9 kB
+# and 5 levels deep; a file of 100 kB nested 50,000 deep crashed the parser with RecursionError, a
+# link to /dev/zero ran out of memory, a 60 MB description loaded.
+MAX_GRID_BYTES = 1 << 20
+MAX_GRID_DEPTH = 64
+
+
+def read_grid_text(path: Path) -> str:
+    """The grid file's text, refused (ConfigError: one line, exit 2) unless it is a regular file (a
+    link to one is followed; a device, a FIFO or a folder is not read) of at most
+    :data:`MAX_GRID_BYTES`, in UTF-8; read with that cap whatever its size said."""
+    import stat
+
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"grid file {path} is not a regular file (refused, not read)")
+        if info.st_size > MAX_GRID_BYTES:
+            raise ConfigError(
+                f"grid file {path} holds {info.st_size:,} bytes, more than the "
+                f"{MAX_GRID_BYTES:,} a grid may hold"
+            )
+        with path.open("rb") as f:
+            data = f.read(MAX_GRID_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"grid file {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_GRID_BYTES:
+        raise ConfigError(f"grid file {path} is more than {MAX_GRID_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"grid file {path} is not UTF-8 text: {exc.reason}") from None
+
+
+def check_grid_depth(text: str, where: str) -> None:
+    """ConfigError when the YAML ``text`` nests more than :data:`MAX_GRID_DEPTH` mappings and lists,
+    found from its events (PyYAML's parser keeps a stack, it does not recurse) before it is composed
+    (the composer recurses once per level)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_GRID_DEPTH:
+                raise ConfigError(
+                    f"{where}: nested more than {MAX_GRID_DEPTH} levels deep (a grid is under 10)"
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
 
 
 # What a grid file may expand to. YAML aliases (``*name``) share one object where they are read, and
@@ -268,6 +320,12 @@ def check_common_fields(cfg: Any) -> None:
             raise ConfigError(f"{name} must be >= 1, got {value}")
         if name.endswith(("epochs", "rounds")) and not name.startswith("warmup") and value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
+
+
+def component_version(registry: Any, cls: Any) -> str:
+    """The version the installed component ``cls`` of ``registry`` puts into a cell (public: accept
+    refuses a record whose cell names another, issue 44)."""
+    return _version(registry, cls)
 
 
 def _version(registry: Any, cls: Any) -> str:

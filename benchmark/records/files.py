@@ -66,6 +66,7 @@ def write_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
     try:
         for path, text in files:
             made += _make_folders(Path(path).parent)
+            remove_stale_temporaries(Path(path))
             fd, tmp = tempfile.mkstemp(
                 prefix=f".{Path(path).name}.", suffix=".tmp", dir=Path(path).parent
             )
@@ -90,15 +91,46 @@ def write_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
     return placed
 
 
+# A temporary file of write_new_files lives for the milliseconds a write takes; one older than this
+# was left by a process killed between its writes (SIGKILL cannot be caught) and is removed by the
+# next write into its folder (issue 44). Readers never see one: they read *.json.
+STALE_TEMPORARY_S = 3600
+
+
+def remove_stale_temporaries(path: Path, now: float | None = None) -> list[Path]:
+    """Remove the temporary files a killed writer left for ``path`` (``.<name>.*.tmp`` in its
+    folder, older than :data:`STALE_TEMPORARY_S`); the ones removed. A live writer's temporary file
+    is younger and left alone."""
+    import time
+
+    now = time.time() if now is None else now
+    removed = []
+    for tmp in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        try:
+            info = tmp.lstat()
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_TEMPORARY_S:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue  # gone meanwhile
+    return removed
+
+
 def _make_folders(folder: Path) -> list[Path]:
-    """Create ``folder`` and its missing parents one by one; the ones created, outermost first."""
+    """Create ``folder`` and its missing parents one by one; the ones this call created, outermost
+    first (a folder another process creates meanwhile is not this call's to remove)."""
     missing = []
     while not folder.exists():
         missing.append(folder)
         folder = folder.parent
+    made = []
     for path in reversed(missing):
-        path.mkdir()
-    return list(reversed(missing))
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        made.append(path)
+    return made
 
 
 def _undo(temps: list[tuple[Path, Path]], made: list[Path]) -> None:

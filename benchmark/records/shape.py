@@ -50,6 +50,39 @@ def check_shape(obj: Any, where: str = "record") -> None:
             )
     if hasattr(obj, "plugins"):
         _check_plugins(obj.plugins, f"{where}.plugins")
+    if hasattr(obj, "bytes_up") or hasattr(obj, "client_steps"):
+        check_counts(obj, where)
+
+
+# What a count of a record (traffic in bytes, optimizer steps, samples, epochs, peak memory) may be:
+# a non-negative integer the site's floats hold exactly (2**53 bytes is 9 PB). comm.bytes_up =
+# 10**400 was collected and then made the site skip it with OverflowError; -5 client steps escaped
+# the budget flag (issue 44).
+MAX_COUNT = 2**53
+
+
+def check_counts(stats: Any, where: str) -> None:
+    """RecordError naming the first count of ``stats`` (a record's ``comm`` or ``compute``) that is
+    negative or over :data:`MAX_COUNT`, a time that is negative, or per-round traffic that does not
+    add up to its total."""
+    for f in dataclasses.fields(stats):
+        value = getattr(stats, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                continue
+            if not 0 <= item <= MAX_COUNT:
+                raise RecordError(
+                    f"{where}.{f.name} is {_short(item)}: a count or a time must be between 0 and "
+                    f"{MAX_COUNT:,}"
+                )
+    for total, rounds in (("bytes_up", "per_round_up"), ("bytes_down", "per_round_down")):
+        per_round = getattr(stats, rounds, ())
+        if per_round and sum(per_round) != getattr(stats, total):
+            raise RecordError(
+                f"{where}.{total} is {getattr(stats, total):,} but its {rounds} add up to "
+                f"{sum(per_round):,}"
+            )
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -216,4 +249,12 @@ def _name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("collections.abc.", "")
 
 
-__all__ = ["MAX_DEPTH", "MAX_TEXT", "check_cell", "check_shape", "check_sizes"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "MAX_TEXT",
+    "check_cell",
+    "check_counts",
+    "check_shape",
+    "check_sizes",
+]

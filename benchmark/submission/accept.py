@@ -165,6 +165,9 @@ def accept(
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
+        shared = shared_checkpoints(records)
+        if shared:
+            raise BundleError(_one_line(f"{bundle}: ", shared))
         targets = [_targets(bundle, results, record) for _, record in records]
         from benchmark.submission.oracle import PartitionOracle
 
@@ -177,6 +180,38 @@ def accept(
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha)
     return report
+
+
+def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list[str]:
+    """One checkpoint posing as several trainings (issue 44): records whose checkpoint file (its
+    sha256) or final state (``final_state_digest``) is the same while their cells differ in more
+    than their tasks and partition (another seed, learning rate, number of rounds...). Re-evaluation
+    proves a checkpoint gives the scores, not that it was trained as its cell says; the same
+    checkpoint under two trainings is a claim that cannot be true. A method that ignores the
+    partition (central training, random init) shares one checkpoint across partitions, allowed."""
+    from benchmark.contracts.cell import pretrain_key_for
+
+    seen: dict[tuple[str, str], tuple[str, str]] = {}
+    out = []
+    for entry, record in records:
+        # the pre-training key (tasks and export-only parameters left out), partition left out
+        cell = {**dict(record.cell), "partition": {"name": "", "version": "", "params": {}}}
+        training = pretrain_key_for({**cell, "partition_seed": 0})
+        ckpt = entry.get("checkpoint") if isinstance(entry.get("checkpoint"), Mapping) else {}
+        for what, digest in (
+            ("checkpoint", str(ckpt.get("sha256") or "")),
+            ("final state", record.final_state_digest),
+        ):
+            if not digest:
+                continue
+            first = seen.setdefault((what, digest), (training, record.cell_id))
+            if first[0] != training:
+                out.append(
+                    f"records {first[1]} and {record.cell_id} share one {what} "
+                    f"({digest[:12]}…) but claim different trainings (seed, method, backbone or "
+                    "federation): one training run cannot be two"
+                )
+    return out
 
 
 def _one_line(prefix: str, problems: list[str]) -> str:
@@ -208,7 +243,12 @@ def _admit(
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
     from benchmark.submission.bounds import config_problems
-    from benchmark.submission.checks import RecordCheck, check_identity, check_track
+    from benchmark.submission.checks import (
+        RecordCheck,
+        check_identity,
+        check_track,
+        version_problems,
+    )
 
     where = f"records[{i}] {entry['path']}"
     path = inside(root, entry["path"])
@@ -238,6 +278,7 @@ def _admit(
     check_identity(record, check)
     check_track(record, spec, check)
     problems += [f"{name}: {why}" for name, why in check.problems]
+    problems += version_problems(record)
     problems += protocol_problems(record)
     problems += config_problems(record)  # bounds of what the cell asks for, before it is built
     if problems:
@@ -558,7 +599,7 @@ def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> l
     (``write_new_files``: a signal or an error while writing removes what was already in
     place)."""
     from benchmark.records.env import collect_env
-    from benchmark.records.files import write_new_files
+    from benchmark.records.files import RecordExists, write_new_files
     from benchmark.records.schema import to_json
 
     env = collect_env()
@@ -582,7 +623,13 @@ def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> l
                 bundle_sha256=manifest_sha,
             )
             files.append((t.acceptance, acceptance_text(acc)))
-    return write_new_files(files)
+    try:
+        return write_new_files(files)
+    except RecordExists as exc:  # another accept wrote the same file since the targets were checked
+        raise UsageError(
+            f"{exc} (another accept into {report.results} won the race; accept again to see "
+            "whether it is the same record)"
+        ) from None
 
 
 __all__ = [

@@ -3,10 +3,13 @@ confined to the bundle before any file is opened. ``accept`` and ``submit``'s ``
 read bundles through here.
 
 Limits (``BundleLimits``, raised with ``accept --max-total-mb / --max-file-mb / --max-members``):
-checked from the tar headers before anything is extracted, and again on every byte written while
-extracting. Only regular files are taken from a tarball (``submit`` writes nothing else); links,
-devices and folders named by the archive are refused. A refusal is a :class:`BundleError` (a
-``UsageError``: one line, exit 2) and the scratch folder is removed. Torch-free.
+checked from the raw tar headers before ``tarfile`` reads one (``benchmark.submission.tarscan``:
+PAX and GNU long-name headers bounded, files and folders counted), again from ``tarfile``'s
+members before anything is extracted, and on every byte written while extracting. Only regular
+files are written from a tarball (``submit`` writes nothing else), each to the path its checked
+name gives (``member_target``: never an absolute name, ``..`` or a path outside the scratch
+folder); links and devices are refused, folders only counted. A refusal is a :class:`BundleError`
+(a ``UsageError``: one line, exit 2) and the scratch folder is removed. Torch-free.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
+from benchmark.core.text import printable
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
@@ -119,6 +123,8 @@ def _check_folder(root: Path, limits: BundleLimits) -> None:
                 path = Path(entry.path)
                 if entry.is_dir(follow_symlinks=False):
                     _check_depth(root, str(path.relative_to(root)), depth + 1, limits)
+                    count += 1  # folders count against --max-members too (issue 44)
+                    _check_sizes(root, str(path.relative_to(root)), 0, total, count, limits)
                     stack.append((path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
@@ -144,7 +150,9 @@ def _check_sizes(
     bundle: Path, name: str, size: int, total: int, count: int, limits: BundleLimits
 ) -> None:
     if count > limits.max_members:
-        raise BundleError(f"{bundle}: more than {limits.max_members} files (raise --max-members)")
+        raise BundleError(
+            f"{bundle}: more than {limits.max_members} files and folders (raise --max-members)"
+        )
     if size > limits.max_file_bytes:
         raise BundleError(
             f"{bundle}: {name} holds {size:,} bytes, more than the "
@@ -161,12 +169,17 @@ def extract(bundle: Path, dest: Path, limits: BundleLimits = DEFAULT_LIMITS) -> 
     """Extract the regular files of the tarball ``bundle`` into ``dest``: every header is checked
     against ``limits`` (and against climbing out of ``dest``) before the first byte is written;
     writing stops at the header's size, and at the limits, whatever the archive holds."""
+    import lzma
+    import zlib
+
+    from benchmark.submission.tarscan import TarScanError, scan_tar
+
     try:
+        scan_tar(bundle, limits)  # every header bounded before tarfile reads one
         with tarfile.open(bundle, "r:*") as tar:
             members = _checked_members(bundle, tar, dest, limits)
             written = 0
-            for member in members:
-                target = dest / member.name
+            for member, target in members:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file
@@ -187,21 +200,52 @@ def extract(bundle: Path, dest: Path, limits: BundleLimits = DEFAULT_LIMITS) -> 
                                 "(raise --max-total-mb)"
                             )
                         out.write(block)
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except TarScanError as exc:
+        raise BundleError(f"{bundle}: {exc}") from None
+    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
         raise BundleError(
             f"{bundle} is not a submission bundle (a folder or a .tar.gz): "
             f"{type(exc).__name__}: {exc}"
         ) from None
 
 
+def member_target(bundle: Path, dest: Path, name: str) -> Path:
+    """Where the member ``name`` goes under ``dest``, refused (BundleError) unless it is a plain
+    relative path that stays inside ``dest``: no leading ``/``, no ``..``, no backslash, NUL or
+    control character, and nothing that resolves outside ``dest``. The archive's name is checked,
+    never rewritten: ``tarfile.data_filter`` strips a leading ``/`` and returns a copy, and writing
+    ``dest / member.name`` with the original name wrote to the absolute path (issue 44)."""
+    shown = f"'{printable(name)}'"
+    if not name or name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        raise BundleError(f"{bundle}: member {shown} refused: an absolute name")
+    if "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BundleError(f"{bundle}: member {shown} refused: a backslash or control character")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise BundleError(f"{bundle}: member {shown} refused: '..' or an empty name")
+    target = dest.joinpath(*parts)
+    root = dest.resolve()
+    if not target.resolve().is_relative_to(root) or target.resolve() == root:
+        raise BundleError(f"{bundle}: member {shown} refused: it resolves outside the bundle")
+    return target
+
+
 def _checked_members(
     bundle: Path, tar: tarfile.TarFile, dest: Path, limits: BundleLimits
-) -> list[Any]:
-    """The archive's members, read header by header and refused at the first one over a limit."""
+) -> list[tuple[Any, Path]]:
+    """The archive's regular members with the path each is written to, read header by header and
+    refused at the first one over a limit or with a name that is not a plain relative path: every
+    member is checked before the first byte is written."""
     members, names = [], set()
     total = 0
+    folders = 0
     while (member := tar.next()) is not None:
-        if member.isdir():
+        if member.isdir():  # counted against the limit; not written (a file's folders are made)
+            folders += 1
+            _check_sizes(bundle, member.name, 0, total, len(members) + folders, limits)
+            _check_depth(bundle, member.name, len(Path(member.name).parts), limits)
+            if member.name not in ("", "."):
+                member_target(bundle, dest, member.name)
             continue
         if not member.isreg() or member.issparse():
             raise BundleError(
@@ -209,17 +253,13 @@ def _checked_members(
                 "devices and sparse files are refused)"
             )
         _check_depth(bundle, member.name, len(Path(member.name).parts) - 1, limits)
-        try:
-            # absolute names, '..', names that resolve outside dest
-            tarfile.data_filter(member, str(dest))
-        except tarfile.FilterError as exc:
-            raise BundleError(f"{bundle}: member {member.name!r} refused: {exc}") from None
-        if member.name in names:
-            raise BundleError(f"{bundle}: member {member.name!r} appears twice")
-        names.add(member.name)
+        target = member_target(bundle, dest, member.name)  # absolute names, '..', outside dest
+        if target in names:
+            raise BundleError(f"{bundle}: member '{printable(member.name)}' appears twice")
+        names.add(target)
         total += member.size
-        _check_sizes(bundle, member.name, member.size, total, len(members) + 1, limits)
-        members.append(member)
+        _check_sizes(bundle, member.name, member.size, total, len(members) + folders + 1, limits)
+        members.append((member, target))
     return members
 
 

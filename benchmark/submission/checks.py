@@ -182,6 +182,49 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
             check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
 
 
+def version_problems(record: ResultRecord) -> list[str]:
+    """Each component of the record's cell (dataset, backbone, method, partition, public split,
+    tasks) whose version is not the installed component's: a version that does not exist here names
+    code nobody can re-run, and a made-up task version made one checkpoint count as another seed
+    (issue 44). [] when every version is the installed one."""
+    from benchmark.contracts.registries import (
+        BACKBONES,
+        DATASETS,
+        METHODS,
+        PARTITIONERS,
+        PUBLIC_SPLITS,
+        TASKS,
+        load_builtins,
+    )
+    from benchmark.grids.expand import component_version
+
+    load_builtins()
+    cell = dict(record.cell)
+    named = [
+        ("dataset", DATASETS, cell.get("dataset")),
+        ("backbone", BACKBONES, cell.get("backbone")),
+        ("method", METHODS, cell.get("method")),
+        ("partition", PARTITIONERS, cell.get("partition")),
+        ("public", PUBLIC_SPLITS, cell.get("public")),
+    ]
+    named += [(f"tasks[{i}]", TASKS, t) for i, t in enumerate(cell.get("tasks") or [])]
+    out = []
+    for where, registry, spec in named:
+        if not isinstance(spec, Mapping) or spec.get("name") not in registry:
+            continue  # absent (public: null), or not installed: said by the plugin check
+        try:
+            have = component_version(registry, registry.get(spec["name"]))
+        except Exception as exc:  # noqa: BLE001 - a component that cannot load is refused
+            out.append(f"cell.{where} {spec['name']!r} cannot be loaded here: {exc}")
+            continue
+        if spec.get("version") != have:
+            out.append(
+                f"cell.{where} {spec['name']!r} version {spec.get('version')!r} is not the "
+                f"installed version {have!r} (an unknown version names code that cannot be re-run)"
+            )
+    return out
+
+
 def check_integrity(
     path: Path,
     record: ResultRecord,

@@ -209,6 +209,22 @@ WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
         False,
         "record.partition_label holds",
     ),
+    # issue 44: counts range-checked where a record is read
+    "negative client steps": (
+        lambda d: d["compute"].__setitem__("client_steps", -5),
+        False,
+        "record.compute.client_steps is -5",
+    ),
+    "traffic of 10**400 bytes": (
+        lambda d: d["comm"].__setitem__("bytes_up", 10**400),
+        False,
+        "record.comm.bytes_up is 1000",
+    ),
+    "per-round traffic that does not add up": (
+        lambda d: d["comm"].update(per_round_up=[1, 2], bytes_up=4),
+        False,
+        "record.comm.bytes_up is 4 but its per_round_up add up to 3",
+    ),
     "nested too deep": (
         lambda c: c["method"]["params"].__setitem__("projector", json.loads("[" * 40 + "]" * 40)),
         True,
