@@ -193,6 +193,9 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
     }
 
 
+NOT_REMEASURED = " (reported, not re-measured)"
+
+
 def _write_entries(site: Site) -> None:
     by_id = {r.cell_id: (p, r) for p, r in site.model.records}
     for tt in site.model.tracks:
@@ -210,7 +213,9 @@ def _write_entries(site: Site) -> None:
                         "cell_id": c,
                         "status": rec.status,
                         "value": f"{score.main:.2f}" if score else "—",
-                        "bytes": fmt_bytes(bytes_per_client(rec)),
+                        # an accepted record's scores were re-run, its traffic was not (issue 44)
+                        "bytes": fmt_bytes(bytes_per_client(rec))
+                        + (NOT_REMEASURED if c in site.model.acceptances else ""),
                         "wall": fmt_wall(rec.compute.wall_time_s),
                         "machine": rec.env.machine or f"{rec.env.device} (model not recorded)",
                         "commit": rec.env.git_sha,

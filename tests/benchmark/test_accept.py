@@ -285,6 +285,11 @@ def test_the_site_shows_re_evaluated_and_reported_rows_with_a_legend(
     (cell_id,) = [p.name.split(".")[0] for p in find_acceptances([results])]
     cell_page = (site / "cells" / f"{cell_id}.html").read_text()
     assert "Re-evaluation" in cell_page and "re-evaluated</span>" in cell_page
+    assert "reported, not re-measured" in cell_page  # traffic and budgets: the runner's (issue 44)
+    entry = next((site / "entries").glob("*.html"), None)
+    entries = [p.read_text() for p in (site / "entries").glob("*.html")]
+    assert entry is not None and any("(reported, not re-measured)</td>" in e for e in entries)
+    assert not all("not re-measured" in e for e in entries)  # the runner's own rows: measured
     data = json.loads((site / "data.json").read_text())
     rows = {
         r["method"]: r["reevaluated"] for t in data["tracks"] if t["id"] == TRACK for r in t["rows"]
