@@ -171,11 +171,7 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
         dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None,
         **track_filters(site.model.tracks, site.track_files, tt, rows),
     )
-    best = [
-        {"text": f"{r['partition_short']}: {row_label(r)}", "entry_file": r["entry_file"]}
-        for r in rows
-        if r["best"]
-    ]
+    best = [_best_item(r, rows) for r in rows if r["best"]]
     return {
         "title": t.title,
         "file": site.track_files[t.id],
@@ -190,6 +186,30 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
         "n_complete": sum(r["status"] == "complete" for r in rows),
         "n_incomplete": sum(r["status"] != "complete" for r in rows),
         "best": best,
+    }
+
+
+def _best_item(r: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The index's "best (per partition)" entry of a pool's best row: flagged when it is not like
+    for like, and then with the pool's best-ranked like-for-like row beside it."""
+    like = None
+    if r["differs"]:
+        pool = [
+            x
+            for x in rows
+            if x["partition_label"] == r["partition_label"]
+            and x["rank"] is not None
+            and not x["reference"]
+            and not x["differs"]
+        ]
+        first = min(pool, key=lambda x: (x["rank"], x["method"]), default=None)
+        if first is not None:
+            like = {"text": row_label(first), "entry_file": first["entry_file"]}
+    return {
+        "text": f"{r['partition_short']}: {row_label(r)}",
+        "entry_file": r["entry_file"],
+        "differs": r["differs"],
+        "like": like,
     }
 
 
