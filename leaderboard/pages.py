@@ -28,6 +28,7 @@ from leaderboard.exports import ExportContext, write_data
 from leaderboard.formatting import (
     baseline_name,
     blob_base,
+    cell_commands,
     cell_file,
     commit_url,
     dataset_file,
@@ -61,6 +62,14 @@ from leaderboard.views import (
 )
 
 HERE = Path(__file__).resolve().parent
+
+
+def shipped_grids() -> list[str]:
+    """The grid names this checkout ships (benchmark/grids/*.yaml): a cell page prints its re-run
+    commands only for these."""
+    import benchmark.grids
+
+    return sorted(p.stem for p in Path(benchmark.grids.__file__).parent.glob("*.yaml"))
 
 
 def environment() -> jinja2.Environment:
@@ -254,6 +263,7 @@ def _write_entries(site: Site) -> None:
 def _write_cells(site: Site) -> None:
     tracks_of = site.model.cell_tracks()
     repo_url = site.common["build"]["repo_url"]
+    shipped = shipped_grids()
     for path, r in site.model.records:
         stem = slug(r.cell_id)
         shutil.copyfile(path, site.out / "cells" / f"{stem}.json")
@@ -289,6 +299,7 @@ def _write_cells(site: Site) -> None:
             config_file=f"{stem}.cell.json",
             cell_json=cell_json,
             tracks=on,
+            commands=cell_commands(r.grid, r.cell_id, r.seed, shipped),
             commit_url=commit_url(r.env.git_sha, repo_url),
             machine=r.env.machine or f"{r.env.device} (model not recorded)",
             env_json=json.dumps(to_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False),
