@@ -73,8 +73,16 @@ def ref_view(ref: ReferenceValue) -> dict[str, Any]:
 
 
 def ref_dataset(v: ReferenceValue) -> str:
-    """The dataset a paper's number is on (its settings' ``dataset``), "—" when not stated."""
-    return str(v.settings.get("dataset") or "—")
+    """The dataset a paper's number is on: its settings' ``dataset``, else the dataset it is
+    evaluated on (``eval_dataset``, the transfer and fine-tuning tables: FedMAE, Dec-SSL, FLESD) with
+    the one it was pre-trained on beside it when that differs; "—" when none is stated."""
+    settings = v.settings
+    if settings.get("dataset"):
+        return str(settings["dataset"])
+    evaluated, pretrained = settings.get("eval_dataset"), settings.get("pretrain_dataset")
+    if evaluated and pretrained and evaluated != pretrained:
+        return f"{evaluated} (pre-trained on {pretrained})"
+    return str(evaluated or pretrained or "—")
 
 
 def mean_ci_text(r: Mapping[str, Any]) -> tuple[str, str]:
