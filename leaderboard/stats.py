@@ -159,9 +159,7 @@ def noise_groups_tested(
             if seeds is None:
                 same, test = welch_indistinguishable(samples[leader], samples[i]), WELCH
             else:
-                same, test = indistinguishable(
-                    samples[leader], seeds[leader], samples[i], seeds[i]
-                )
+                same, test = indistinguishable(samples[leader], seeds[leader], samples[i], seeds[i])
         if leader is None or not same:
             group, leader, test = group + 1, i, ""
         out[i] = (group, test)

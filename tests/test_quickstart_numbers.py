@@ -106,4 +106,6 @@ def test_the_pages_quote_what_the_input_itself_scores() -> None:
     readme = _flat((REPO / "README.md").read_text())
     assert f"({knn} kNN against at most" in readme
     for task in ("knn", "linear_probe"):
-        assert facts["below_pixels"][task] == facts["configs"], f"a configuration beats pixels ({task})"
+        assert facts["below_pixels"][task] == facts["configs"], (
+            f"a configuration beats pixels ({task})"
+        )
