@@ -24,6 +24,7 @@ from benchmark.core.canonical import to_plain
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import SiteModel
+from leaderboard.compare import compare_data, default_pair, pair_rows
 from leaderboard.exports import ExportContext, write_data
 from leaderboard.formatting import (
     baseline_name,
@@ -395,6 +396,7 @@ def _write_misc(
         answers=site.answers,
     )
     site.page("legend.html", "legend.html")
+    _write_compare(site)
     _write_submit(site)
     site.page(
         "changes.html",
@@ -458,4 +460,20 @@ def _write_submit(site: Site) -> None:
         steps=submit_checklist(text),
         source=SUBMIT_DOC,
         source_url=f"{blob}/{SUBMIT_DOC}" if blob else None,
+    )
+
+
+def _write_compare(site: Site) -> None:
+    """compare.html: every pair's differences, inline (no request for data: it works from
+    file://), the default pair drawn without JavaScript."""
+    data = compare_data(site.model.tracks)
+    pair = default_pair(data) or (0, 1)
+    site.page(
+        "compare.html",
+        "compare.html",
+        data=data,
+        data_json=json.dumps(data, sort_keys=True, separators=(",", ":")),
+        a=pair[0],
+        b=pair[1],
+        rows=pair_rows(data, *pair) if len(data["configs"]) > 1 else [],
     )

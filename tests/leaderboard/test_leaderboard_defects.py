@@ -44,9 +44,10 @@ def test_every_table_of_the_submit_page_scrolls_in_its_own_box(site: Path) -> No
     tables = [m.start() for m in re.finditer(r"<table\b", article)]
     assert tables, "docs/adding-a-method.md has tables (§7, §9)"
     for start in tables:
-        assert article[:start].rstrip().endswith('<div class="scroll">'), article[
-            start - 80 : start
-        ]
+        before = article[:start].rstrip()
+        assert re.search(
+            r'<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$', before
+        ), article[start - 120 : start]
 
 
 def test_the_submit_page_opens_with_a_checklist_that_ends_in_accept(site: Path) -> None:
