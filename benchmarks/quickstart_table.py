@@ -10,7 +10,8 @@ ViTs and FedMAE's paired margin over the random ViT. Nothing is typed by hand.
 ``--facts`` prints, instead, the numbers the prose of docs/quickstart.md quotes: every per-seed kNN
 margin over ``no_pretrain`` that is not positive, the random init's kNN per seed, the mean part of
 the margin that BatchNorm calibration alone gives, which intervals exclude zero, FedMAE's fine-tune
-margin per seed, and the records' machines and kernel modes.
+margin per seed, the input itself's (``pixels``) kNN and linear top-1 and how many configurations
+score below it, and the records' machines and kernel modes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ sys.path.insert(0, str(REPO))
 
 PARTS = ("iid", "dir 0.1")
 # the reference points and the supervised baseline; FedMAE is read against the random ViT
-NOT_SSL = ("dec_sl", "no_pretrain", "no_pretrain_bn", "fedmae")
+NOT_SSL = ("dec_sl", "no_pretrain", "no_pretrain_bn", "fedmae", "pixels")
+# the input itself (methods/pixels.py): its row has no margin (no random init of its "backbone")
+PIXELS = "pixels"
 
 
 def _part(partition_name: str) -> str:
@@ -127,6 +130,7 @@ def fact_values(root: Path) -> dict:
     calibration = {p: knn[("no_pretrain_bn", "resnet_micro", p)]["per_seed"] for p in PARTS}
     ft = _margins(frame, "finetune", "no_pretrain")
     return {
+        **_pixel_facts(frame),
         "records": n,
         "ssl": ssl,
         "pairs": pairs,
@@ -145,6 +149,26 @@ def fact_values(root: Path) -> dict:
             {(r.env.machine, (r.env.kernels or {}).get("mode")) for r in frame["record"]}
         ),
     }
+
+
+def _pixel_facts(frame) -> dict:
+    """The input itself: its mean kNN and linear top-1 per partition, and every other configuration
+    (method, backbone) whose mean is below it on that task in both partitions. Empty before its
+    records exist."""
+    means = frame.groupby(["method", "backbone", "task", "part"])["value"].mean()
+    mine = {k[2:]: float(v) for k, v in means.items() if k[0] == PIXELS}
+    if not mine:
+        return {"pixels": {}, "below_pixels": {}}
+    configs = sorted({(m, b) for m, b, _, _ in means.index if m != PIXELS})
+    below = {
+        task: [
+            c
+            for c in configs
+            if all(means.get((*c, task, p), float("inf")) < mine[(task, p)] for p in PARTS)
+        ]
+        for task in ("knn", "linear_probe")
+    }
+    return {"pixels": mine, "below_pixels": below, "configs": configs}
 
 
 def facts(root: Path) -> str:
@@ -171,6 +195,15 @@ def facts(root: Path) -> str:
             f"fedmae fine-tune - random ViT {p} per seed: "
             + ", ".join(f"seed {int(s)} {v:+.1f}" for s, v in sorted(per.items()))
         )
+    if f["pixels"]:
+        px = f["pixels"]
+        for task in ("knn", "linear_probe"):
+            lines.append(
+                f"pixels {task}: "
+                + ", ".join(f"{p} {px[(task, p)]:.1f}" for p in PARTS)
+                + f"; {len(f['below_pixels'][task])} of {len(f['configs'])} configurations below "
+                "it in both partitions"
+            )
     lines.append("machines and kernel modes: " + ", ".join(f"{m} {k}" for m, k in f["envs"]))
     return "\n".join(lines)
 

@@ -246,3 +246,39 @@ def slug(text: str) -> str:
     if clean and clean == str(text):
         return clean
     return f"{clean or 'x'}-{hashlib.sha256(str(text).encode()).hexdigest()[:8]}"
+
+
+# a grid name a record may carry that a command line can name as it is (the shipped grids': a
+# registry-style name, never a path or anything a shell would read)
+_GRID_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CELL_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def cell_commands(
+    grid: Any, cell_id: Any, seed: Any, shipped: Sequence[str] | None = None
+) -> dict[str, str] | None:
+    """The commands that re-make one record (``run``) and check it against the shipped one
+    (``verify``), for a record of a named grid; None when the record's grid, cell id or seed is not
+    one a command line can name safely (a submitted grid file, an edited record), or, given
+    ``shipped`` (the grids the repository ships), when its grid is not one of them.
+
+    >>> cell_commands("quickstart", "37df683edcf1b329", 1)["verify"]
+    'python -m benchmark verify --grid quickstart --only cell=37df683edcf1b329 --seeds 1'
+    """
+    if not (
+        isinstance(grid, str)
+        and _GRID_NAME.fullmatch(grid)
+        and isinstance(cell_id, str)
+        and _CELL_ID.fullmatch(cell_id)
+        and isinstance(seed, int)
+        and not isinstance(seed, bool)
+        and 0 <= seed < 2**31
+    ):
+        return None
+    if shipped is not None and grid not in shipped:
+        return None
+    only = f"--grid {grid} --only cell={cell_id}"
+    return {
+        "run": f"python -m benchmark run {only} --seeds {seed} --no-wandb --root runs",
+        "verify": f"python -m benchmark verify {only} --seeds {seed}",
+    }

@@ -55,6 +55,13 @@ class Headline:
     delta: stats.Difference | None  # leader − runner-up
     baselines: tuple[str, ...]
     lines: tuple[MethodLine, ...] = field(default_factory=tuple)  # every ranked method, by rank
+    # the best-ranked row whose data and budget are its pool's ("not like for like" rows skipped),
+    # when the leader is flagged; None when the leader is like for like or nobody is
+    like_for_like: Mapping[str, Any] | None = None
+    # the pool's complete reference points (never ranked), best mean first: what the input itself,
+    # random init, ... score beside the ranking
+    references: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    higher_is_better: bool = True
 
 
 def _margin(table: pd.DataFrame | None, row: Mapping[str, Any], baseline: str) -> MarginCell | None:
@@ -92,6 +99,18 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
             delta = stats.Difference(
                 -delta.delta, -delta.ci_high, -delta.ci_low, delta.paired, delta.n
             )
+    like = None
+    if leader is not None and leader.get("differs"):
+        like = next((r for r in rows if not r.get("differs")), None)
+    refs = table[
+        (table["partition_label"] == partition_label)
+        & table["reference"].fillna(False).astype(bool)
+        & (table["status"] == "complete")
+    ]
+    sign = -1.0 if tt.higher_is_better else 1.0
+    references = tuple(
+        sorted(refs.to_dict("records"), key=lambda r: (sign * r["mean"], str(r["method"])))
+    )
     margins_by: Mapping[str, pd.DataFrame] = getattr(tt, "margins_by", {}) or {}
     lines = tuple(
         MethodLine(r, tuple(_margin(margins_by.get(b), r, b) for b in baselines)) for r in rows
@@ -109,6 +128,9 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
         delta=delta,
         baselines=tuple(baselines),
         lines=lines,
+        like_for_like=like,
+        references=references,
+        higher_is_better=bool(tt.higher_is_better),
     )
 
 

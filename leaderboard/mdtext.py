@@ -96,7 +96,14 @@ def heading_anchor(text: str) -> str:
 
 
 def _scroll_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
-    return '<div class="scroll">\n' + renderer.renderToken(tokens, idx, options, env)
+    # a box that scrolls is focusable and named, so a keyboard can scroll it (axe-core's
+    # scrollable-region-focusable)
+    env["tables"] = env.get("tables", 0) + 1
+    label = f"table {env['tables']} (scrolls sideways)"
+    return (
+        f'<div class="scroll" tabindex="0" role="region" aria-label="{label}">\n'
+        + renderer.renderToken(tokens, idx, options, env)
+    )
 
 
 def _scroll_close(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
@@ -107,3 +114,20 @@ _MD_DOC = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographe
 _MD_DOC.enable("table")
 _MD_DOC.add_render_rule("table_open", _scroll_open)
 _MD_DOC.add_render_rule("table_close", _scroll_close)
+_CODE_RULES = {k: _MD_DOC.renderer.rules[k] for k in ("fence", "code_block")}
+
+
+def _code_box(kind: str) -> Any:
+    """A code block, focusable and named like a table's box: a long line scrolls it sideways."""
+
+    def render(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+        env["code"] = env.get("code", 0) + 1
+        label = f"code block {env['code']} (scrolls sideways)"
+        html = _CODE_RULES[kind](tokens, idx, options, env)
+        return html.replace("<pre>", f'<pre tabindex="0" role="region" aria-label="{label}">', 1)
+
+    return render
+
+
+for _kind in _CODE_RULES:
+    _MD_DOC.add_render_rule(_kind, _code_box(_kind))

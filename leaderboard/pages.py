@@ -24,10 +24,12 @@ from benchmark.core.canonical import to_plain
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import SiteModel
+from leaderboard.compare import compare_data, default_pair, pair_rows
 from leaderboard.exports import ExportContext, write_data
 from leaderboard.formatting import (
     baseline_name,
     blob_base,
+    cell_commands,
     cell_file,
     commit_url,
     dataset_file,
@@ -61,6 +63,14 @@ from leaderboard.views import (
 )
 
 HERE = Path(__file__).resolve().parent
+
+
+def shipped_grids() -> list[str]:
+    """The grid names this checkout ships (benchmark/grids/*.yaml): a cell page prints its re-run
+    commands only for these."""
+    import benchmark.grids
+
+    return sorted(p.stem for p in Path(benchmark.grids.__file__).parent.glob("*.yaml"))
 
 
 def environment() -> jinja2.Environment:
@@ -171,11 +181,7 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
         dataset_link=dataset_file(t.dataset) if t.dataset in site.summarized else None,
         **track_filters(site.model.tracks, site.track_files, tt, rows),
     )
-    best = [
-        {"text": f"{r['partition_short']}: {row_label(r)}", "entry_file": r["entry_file"]}
-        for r in rows
-        if r["best"]
-    ]
+    best = [_best_item(r, rows) for r in rows if r["best"]]
     return {
         "title": t.title,
         "file": site.track_files[t.id],
@@ -194,6 +200,30 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
 
 
 NOT_REMEASURED = " (reported, not re-measured)"
+
+
+def _best_item(r: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The index's "best (per partition)" entry of a pool's best row: flagged when it is not like
+    for like, and then with the pool's best-ranked like-for-like row beside it."""
+    like = None
+    if r["differs"]:
+        pool = [
+            x
+            for x in rows
+            if x["partition_label"] == r["partition_label"]
+            and x["rank"] is not None
+            and not x["reference"]
+            and not x["differs"]
+        ]
+        first = min(pool, key=lambda x: (x["rank"], x["method"]), default=None)
+        if first is not None:
+            like = {"text": row_label(first), "entry_file": first["entry_file"]}
+    return {
+        "text": f"{r['partition_short']}: {row_label(r)}",
+        "entry_file": r["entry_file"],
+        "differs": r["differs"],
+        "like": like,
+    }
 
 
 def _write_entries(site: Site) -> None:
@@ -239,6 +269,7 @@ def _write_entries(site: Site) -> None:
 def _write_cells(site: Site) -> None:
     tracks_of = site.model.cell_tracks()
     repo_url = site.common["build"]["repo_url"]
+    shipped = shipped_grids()
     for path, r in site.model.records:
         stem = slug(r.cell_id)
         shutil.copyfile(path, site.out / "cells" / f"{stem}.json")
@@ -274,6 +305,7 @@ def _write_cells(site: Site) -> None:
             config_file=f"{stem}.cell.json",
             cell_json=cell_json,
             tracks=on,
+            commands=cell_commands(r.grid, r.cell_id, r.seed, shipped),
             commit_url=commit_url(r.env.git_sha, repo_url),
             machine=r.env.machine or f"{r.env.device} (model not recorded)",
             env_json=json.dumps(to_plain(r.env), indent=2, sort_keys=True, ensure_ascii=False),
@@ -369,6 +401,7 @@ def _write_misc(
         answers=site.answers,
     )
     site.page("legend.html", "legend.html")
+    _write_compare(site)
     _write_submit(site)
     site.page(
         "changes.html",
@@ -432,4 +465,20 @@ def _write_submit(site: Site) -> None:
         steps=submit_checklist(text),
         source=SUBMIT_DOC,
         source_url=f"{blob}/{SUBMIT_DOC}" if blob else None,
+    )
+
+
+def _write_compare(site: Site) -> None:
+    """compare.html: every pair's differences, inline (no request for data: it works from
+    file://), the default pair drawn without JavaScript."""
+    data = compare_data(site.model.tracks)
+    pair = default_pair(data) or (0, 1)
+    site.page(
+        "compare.html",
+        "compare.html",
+        data=data,
+        data_json=json.dumps(data, sort_keys=True, separators=(",", ":")),
+        a=pair[0],
+        b=pair[1],
+        rows=pair_rows(data, *pair) if len(data["configs"]) > 1 else [],
     )

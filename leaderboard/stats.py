@@ -4,7 +4,9 @@ functions, no I/O.
 A leaderboard cell aggregates the seeds of one (method, partition) setting. Its number is the mean
 over seeds with the sample standard deviation (ddof = 1) and a two-sided Student-t confidence
 interval. Ranks are competition ranks by mean among *complete* cells only; "within noise" groups
-chain cells whose difference to the group's leader is not significant under Welch's t-test.
+chain cells whose difference to the group's leader is not significant at 95 %: paired over seeds
+when the two cells share their seeds (the test every other verdict of the site uses for such a
+pair, :func:`difference`), Welch's t-test only when their seeds differ.
 """
 
 from __future__ import annotations
@@ -84,26 +86,84 @@ def competition_ranks(means: Sequence[float], higher_is_better: bool = True) -> 
     return [1 + sum(1 for other in keys if other < k) for k in keys]
 
 
-def noise_groups(samples: Sequence[Sequence[float]], higher_is_better: bool = True) -> list[int]:
-    """Group ids (1 = best) over cells, given each cell's per-seed values.
+PAIRED = "paired"
+WELCH = "Welch"
+
+
+def noise_test(a_seeds: Sequence[int], b_seeds: Sequence[int], n_a: int, n_b: int) -> str:
+    """The test two cells are compared with: :data:`PAIRED` when both have the same distinct seeds
+    (one value per seed), :data:`WELCH` otherwise (the condition :func:`difference` pairs on)."""
+    same = sorted(a_seeds) == sorted(b_seeds) and len(set(a_seeds)) == len(a_seeds)
+    return PAIRED if same and len(a_seeds) == n_a == n_b else WELCH
+
+
+def indistinguishable(
+    a: Sequence[float],
+    a_seeds: Sequence[int],
+    b: Sequence[float],
+    b_seeds: Sequence[int],
+    alpha: float = 1 - CONFIDENCE,
+) -> tuple[bool, str]:
+    """(the data cannot tell ``a`` from ``b`` at level ``alpha``, the test used). Paired cells: the
+    Student-t interval of the per-seed differences holds 0; otherwise Welch's test. One value on a
+    side (one seed pair) says nothing about noise: distinguishable, as under Welch.
+
+    >>> indistinguishable([80, 81, 82], [0, 1, 2], [79, 80, 81.5], [0, 1, 2])
+    (False, 'paired')
+    >>> indistinguishable([80, 81, 82], [0, 1, 2], [79, 80, 81.5], [3, 4, 5])
+    (True, 'Welch')
+    """
+    test = noise_test(a_seeds, b_seeds, len(a), len(b))
+    if test == WELCH:
+        return welch_indistinguishable(a, b, alpha), test
+    if len(a) < 2:
+        return False, test
+    d = difference(a, a_seeds, b, b_seeds, 1 - alpha)
+    return d.within_noise, test
+
+
+def noise_groups(
+    samples: Sequence[Sequence[float]],
+    higher_is_better: bool = True,
+    seeds: Sequence[Sequence[int]] | None = None,
+) -> list[int]:
+    """Group ids (1 = best) over cells, given each cell's per-seed values (and, optionally, the seed
+    of each value).
 
     Cells are visited from best to worst mean; a group's leader is its first cell, and a later cell
-    joins the current group while Welch's test cannot tell it apart from the leader; otherwise it
-    starts the next group.
+    joins the current group while :func:`indistinguishable` cannot tell it apart from the leader
+    (paired over seeds when the two share their seeds, Welch's test otherwise; without ``seeds``,
+    Welch's test throughout); otherwise it starts the next group.
 
     >>> noise_groups([[80, 81, 79], [79.5, 80.5, 80], [60, 61, 59]])
     [1, 1, 2]
     """
+    return [g for g, _ in noise_groups_tested(samples, higher_is_better, seeds)]
+
+
+def noise_groups_tested(
+    samples: Sequence[Sequence[float]],
+    higher_is_better: bool = True,
+    seeds: Sequence[Sequence[int]] | None = None,
+) -> list[tuple[int, str]]:
+    """:func:`noise_groups` with, per cell, the test that compared it with its group's leader ("" for
+    a leader)."""
     sign = -1.0 if higher_is_better else 1.0
     means = [summarize(s).mean for s in samples]
     order = sorted(range(len(samples)), key=lambda i: (sign * means[i], i))
-    groups = [0] * len(samples)
+    out: list[tuple[int, str]] = [(0, "")] * len(samples)
     group, leader = 0, None
     for i in order:
-        if leader is None or not welch_indistinguishable(samples[leader], samples[i]):
-            group, leader = group + 1, i
-        groups[i] = group
-    return groups
+        test = ""
+        if leader is not None:
+            if seeds is None:
+                same, test = welch_indistinguishable(samples[leader], samples[i]), WELCH
+            else:
+                same, test = indistinguishable(samples[leader], seeds[leader], samples[i], seeds[i])
+        if leader is None or not same:
+            group, leader, test = group + 1, i, ""
+        out[i] = (group, test)
+    return out
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ TABLE_COLUMNS = [
     "partial_mean",
     "rank",
     "noise_group",
+    "noise_test",
     "best",
     "differs",
     "reference",
@@ -215,6 +216,7 @@ def _aggregate_one(
         "partial_mean": math.fsum(values) / len(values) if values and not complete else math.nan,
         "rank": None,
         "noise_group": None,
+        "noise_test": "",
         "best": False,
         "differs": "",
         "reference": bool(first["reference"]),
@@ -330,6 +332,7 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
     table = table.copy()
     for col in ("rank", "noise_group"):
         table[col] = pd.Series([None] * len(table), dtype=object)
+    table["noise_test"] = ""
     table["best"] = False
     table["differs"] = ""
     for _, g in table.groupby("partition_label", dropna=False):
@@ -340,10 +343,15 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
         if done.empty:
             continue
         ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
-        groups = stats.noise_groups(done["values"].tolist(), higher_is_better)
-        for idx, rank, group in zip(done.index, ranks, groups):
+        # paired over seeds where a cell and its group's leader share them, Welch's otherwise: the
+        # test the index's "beyond noise" verdict on the same pair uses (stats.difference)
+        groups = stats.noise_groups_tested(
+            done["values"].tolist(), higher_is_better, done["seeds"].tolist()
+        )
+        for idx, rank, (group, test) in zip(done.index, ranks, groups):
             table.at[idx, "rank"] = int(rank)
             table.at[idx, "noise_group"] = int(group)
+            table.at[idx, "noise_test"] = test
         if len(done) > 1 and ranks.count(1) == 1:
             table.at[done.index[ranks.index(1)], "best"] = True
     order_alpha = table["alpha"].map(

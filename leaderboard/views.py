@@ -73,8 +73,16 @@ def ref_view(ref: ReferenceValue) -> dict[str, Any]:
 
 
 def ref_dataset(v: ReferenceValue) -> str:
-    """The dataset a paper's number is on (its settings' ``dataset``), "—" when not stated."""
-    return str(v.settings.get("dataset") or "—")
+    """The dataset a paper's number is on: its settings' ``dataset``, else the dataset it is
+    evaluated on (``eval_dataset``, the transfer and fine-tuning tables: FedMAE, Dec-SSL, FLESD) with
+    the one it was pre-trained on beside it when that differs; "—" when none is stated."""
+    settings = v.settings
+    if settings.get("dataset"):
+        return str(settings["dataset"])
+    evaluated, pretrained = settings.get("eval_dataset"), settings.get("pretrain_dataset")
+    if evaluated and pretrained and evaluated != pretrained:
+        return f"{evaluated} (pre-trained on {pretrained})"
+    return str(evaluated or pretrained or "—")
 
 
 def mean_ci_text(r: Mapping[str, Any]) -> tuple[str, str]:
@@ -260,6 +268,25 @@ def _margin_cell(m: MarginCell | None) -> dict[str, Any]:
     }
 
 
+def _brief(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A row named in an answer's sentences: label, links and mean."""
+    return {
+        "label": row_label(r),
+        "method": r["method"],
+        "method_file": method_file(r["method"]),
+        "entry_file": entry_file(r["entry_id"]),
+        "mean": f"{r['mean']:.2f}",
+    }
+
+
+def _beats_every(ref: Mapping[str, Any], h: Headline) -> bool:
+    """A reference point whose mean is better than every ranked method's of its pool."""
+    means = [x.row["mean"] for x in h.lines]
+    if not h.higher_is_better:
+        return all(ref["mean"] < m for m in means)
+    return all(ref["mean"] > m for m in means)
+
+
 def headline_view(h: Headline) -> dict[str, Any]:
     """One pool's answer, formatted: leader, Δ to the runner-up (or "tie"), and each ranked method's
     margins."""
@@ -281,7 +308,15 @@ def headline_view(h: Headline) -> dict[str, Any]:
             "method_file": method_file(h.leader["method"]),
             "entry_file": entry_file(h.leader["entry_id"]),
             "mean": f"{h.leader['mean']:.2f}",
+            "differs": h.leader.get("differs") or "",
         }
+    view["like_for_like"] = _brief(h.like_for_like) if h.like_for_like is not None else None
+    view["references"] = [_brief(r) for r in h.references]
+    view["above_all"] = [
+        r["label"]
+        for r, raw in zip(view["references"], h.references)
+        if h.lines and _beats_every(raw, h)
+    ]
     if h.runner_up is not None and h.delta is not None:
         d = h.delta
         view["runner"] = {
@@ -530,6 +565,8 @@ def track_rows_for(tt: TrackTable, method: str) -> list[dict[str, Any]]:
                     "entry_file": r["entry_file"],
                     "sort": r["mean_sort"],
                     "rank": r["rank"] if r["rank"] is not None else "—",
+                    # a rank is shown with the flag that qualifies it (tables.pool_differences)
+                    "differs": (r["differs"] or "") if r["rank"] is not None else "",
                 }
             )
     return out

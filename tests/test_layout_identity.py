@@ -79,3 +79,45 @@ def test_records_are_compared_without_machine_and_timing_fields(li) -> None:
         "compute": {"client_steps": 5},
         "scores": [{"values": {"top1": 50.0}}],
     }
+
+
+def test_issue_48_a_new_page_and_a_recomputed_csv_column_are_expected_and_nothing_else(
+    li, tmp_path: Path
+) -> None:
+    head_csv = b'"track","mean","noise_group"\n"t","70.0","1"\n'
+    a = _site(tmp_path / "a", {}, {"csv/tracks.csv": head_csv, "csv/margins.csv": head_csv})
+    b = _site(
+        tmp_path / "b",
+        {"compare.html": "<table>1</table>", "other.html": "<table>1</table>"},
+        {
+            "csv/tracks.csv": b'"track","mean","noise_group"\n"t","70.0","2"\n',
+            "csv/margins.csv": b'"track","mean","noise_group"\n"t","70.0","2"\n',
+        },
+    )
+    failures, expected = li.compare_sites(a, b)
+    assert sorted(e.split(":")[0] for e in expected) == ["compare.html", "csv/tracks.csv"]
+    # a page nobody announced, and the group column of a CSV the change does not name, still fail
+    assert failures == ["page only in head: other.html", "CSV differs: csv/margins.csv"]
+    c = _site(
+        tmp_path / "c", {}, {"csv/tracks.csv": b'"track","mean","noise_group"\n"t","71.0","2"\n'}
+    )
+    failures, _ = li.compare_sites(a, c)
+    assert failures == ["CSV only in base: csv/margins.csv", "CSV differs: csv/tracks.csv"]
+
+
+def test_issue_48_a_recomputed_group_is_masked_but_a_moved_rank_is_not(li, tmp_path: Path) -> None:
+    row = (
+        '<table class="sortable sticky" id="track-table"><tr>'
+        '<td class="num" data-sort="3"><a href="../cells/c.html" title="seed 2">s2</a></td>\n'
+        '<td class="num" data-sort="{rank}"><a class="quiet" href="e.html">{rank}</a></td>\n'
+        '<td class="num" data-sort="{group}"><a class="quiet" href="e.html">{group}</a>{test}</td>'
+        "\n</tr></table>"
+    )
+    base = row.format(rank=2, group=1, test="")
+    paired = row.format(rank=2, group=2, test='<br><span class="std">paired</span>')
+    moved = row.format(rank=3, group=2, test="")
+    a = _site(tmp_path / "a", {"tracks/t.html": base}, {})
+    failures, expected = li.compare_sites(a, _site(tmp_path / "b", {"tracks/t.html": paired}, {}))
+    assert not failures and len(expected) == 1
+    failures, _ = li.compare_sites(a, _site(tmp_path / "c", {"tracks/t.html": moved}, {}))
+    assert len(failures) == 1

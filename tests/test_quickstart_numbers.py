@@ -64,7 +64,7 @@ def test_readme_table_is_the_shipped_records() -> None:
     readme = [
         r
         for r in _rows([x for x in readme_lines if x.startswith("|")])
-        if len(r) == 7 and r[1] in {"resnet_micro", "vit_micro"}
+        if len(r) == 7 and r[1] in {"resnet_micro", "vit_micro", "pixels"}
     ]
     assert readme == expected
 
@@ -91,3 +91,21 @@ def test_the_prose_quotes_the_shipped_records() -> None:
     assert f"is {a}, {b} and {c} on seeds 0-2" in page
     iid, dirichlet = (f"{facts['calibration'][p]:+.1f}" for p in ("iid", "dir 0.1"))
     assert f"({iid} IID, {dirichlet} at α = 0.1)" in page
+
+
+def test_the_pages_quote_what_the_input_itself_scores() -> None:
+    """The input itself (``pixels``) is the first row of both tables, and the prose that says what
+    the default cannot show quotes its numbers and holds only while every configuration is below
+    it."""
+    facts = _table_module().fact_values(REPO / "results")
+    px = facts["pixels"]
+    assert px, "the quickstart's records have no pixels cells: re-make them (docs/quickstart.md)"
+    knn, linear = (f"{px[(task, 'iid')]:.1f}" for task in ("knn", "linear_probe"))
+    page = _flat((REPO / "docs" / "quickstart.md").read_text())
+    assert f"**{knn} kNN and {linear} linear, above every learned representation" in _flat(page)
+    readme = _flat((REPO / "README.md").read_text())
+    assert f"({knn} kNN against at most" in readme
+    for task in ("knn", "linear_probe"):
+        assert facts["below_pixels"][task] == facts["configs"], (
+            f"a configuration beats pixels ({task})"
+        )

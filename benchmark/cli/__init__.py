@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     col.add_argument(
         "--results", default="results", help="where validated records are copied (default results/)"
     )
+    col.add_argument(
+        "--release",
+        action="store_true",
+        help="the release check: also refuse records made from a tree with uncommitted changes "
+        "(env.git_dirty) or without a commit (the repository's shipped records are collected so)",
+    )
 
     pre = sub.add_parser(
         "prefetch", help="download a hub dataset once into the data root (needs network)"

@@ -15,12 +15,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.source.startswith("wandb:"):
         from benchmark.submission.wandb_collect import collect_wandb
 
-        copied, skipped = collect_wandb(args.source[len("wandb:") :], Path(args.results))
+        copied, skipped = collect_wandb(
+            args.source[len("wandb:") :], Path(args.results), release=args.release
+        )
     else:
         source = Path(args.source)
         if not source.exists():
             raise UsageError(f"{source} does not exist")
-        copied, skipped = collect(source, Path(args.results))
+        copied, skipped = collect(source, Path(args.results), release=args.release)
     from benchmark.core.text import printable  # names from outside, escaped
 
     for path in copied:

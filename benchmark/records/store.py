@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,22 +99,45 @@ def verify_record(record: ResultRecord) -> list[str]:
     return problems
 
 
-def collect(source: Path, results: Path) -> tuple[list[Path], list[Skipped]]:
+def release_problems(record: ResultRecord) -> list[str]:
+    """Why ``record`` may not be released (shipped in the repository's results/): it must name the
+    commit whose code made it, and that tree must have been clean. A record made from a tree with
+    uncommitted changes (``env.git_dirty``) may reproduce, but no commit holds the code that made
+    it."""
+    problems = []
+    sha = record.env.git_sha or ""
+    if not re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        problems.append(
+            f"no commit recorded (env.git_sha {sha!r}): nothing says which code made it"
+        )
+    if record.env.git_dirty:
+        problems.append(
+            f"made from a tree with uncommitted changes (env.git_dirty) at "
+            f"{(record.env.git_sha or 'unknown')[:12]}: no commit holds the code that made it; "
+            "re-make it from a clean checkout"
+        )
+    return problems
+
+
+def collect(
+    source: Path, results: Path, *, release: bool = False
+) -> tuple[list[Path], list[Skipped]]:
     """Validate records under ``source`` and copy them to
     results/records/v1/<method>/<cell_id>.json. Records inside W&B offline run folders
-    (``wandb/offline-run-*/files/record.json``) are found like any other."""
+    (``wandb/offline-run-*/files/record.json``) are found like any other. ``release``: also refuse
+    what :func:`release_problems` refuses (the shipped records are collected so)."""
     records, skipped = load_records([source])
     refuse_unsafe(skipped)
-    copied, refused = copy_validated(records, results)
+    copied, refused = copy_validated(records, results, release=release)
     return copied, skipped + refused
 
 
 def copy_validated(
-    records: list[tuple[Path, ResultRecord]], results: Path
+    records: list[tuple[Path, ResultRecord]], results: Path, *, release: bool = False
 ) -> tuple[list[Path], list[Skipped]]:
-    """The copy step every collector shares (local folders, W&B): verify (digest, cell id), then
-    write once; the same record found twice (its run folder and its W&B files) is copied once;
-    rerunning copies nothing twice."""
+    """The copy step every collector shares (local folders, W&B): verify (digest, cell id; with
+    ``release``, also :func:`release_problems`), then write once; the same record found twice (its
+    run folder and its W&B files) is copied once; rerunning copies nothing twice."""
     copied: list[Path] = []
     skipped: list[Skipped] = []
     targets = []
@@ -124,7 +148,7 @@ def copy_validated(
             skipped.append(Skipped(path, str(exc), unsafe=True))
     refuse_unsafe(skipped)
     for (path, record), target in zip(records, targets):
-        problems = verify_record(record)
+        problems = verify_record(record) + (release_problems(record) if release else [])
         if problems:
             skipped.append(Skipped(path, "; ".join(problems)))
             continue
@@ -155,6 +179,7 @@ __all__ = [
     "load_records",
     "read_record",
     "refuse_unsafe",
+    "release_problems",
     "results_path",
     "verify_record",
     "write_record",

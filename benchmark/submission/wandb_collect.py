@@ -86,7 +86,9 @@ def _record_of(run: Any, tmp: Path) -> ResultRecord | str | RecordError:
         return exc
 
 
-def collect_wandb(spec: str, results: Path, *, api: Any = None) -> tuple[list[Path], list[Skipped]]:
+def collect_wandb(
+    spec: str, results: Path, *, api: Any = None, release: bool = False
+) -> tuple[list[Path], list[Skipped]]:
     entity, project, group = parse_source(spec)
     api = api if api is not None else _api()
     found: list[tuple[Path, ResultRecord]] = []
@@ -100,7 +102,7 @@ def collect_wandb(spec: str, results: Path, *, api: Any = None) -> tuple[list[Pa
             else:
                 found.append((where, got))
         refuse_unsafe(skipped)  # before anything is written: one line, exit 2
-        copied, refused = copy_validated(found, Path(results))
+        copied, refused = copy_validated(found, Path(results), release=release)
     return copied, skipped + refused
 
 

@@ -134,6 +134,29 @@ class ResNetMicro(ResNetSpec):
         return ResNet(BasicBlock, (1, 1, 1, 1), width=self.width, stem="cifar")
 
 
+class Pixels(nn.Module):
+    """The input itself as the feature vector: a normalised (N, C, H, W) batch → (N, C·H·W). No
+    parameter, no buffer; its feature size is the input's (C·H·W), known only with the input, so the
+    ``pixels`` reference point that evaluates it states it from the cell's input spec."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(x, 1)
+
+
+@BACKBONES.register("pixels")
+@dataclass(frozen=True, kw_only=True)
+class PixelsSpec:
+    """The identity "backbone" of the ``pixels`` reference point (methods/pixels.py): the flattened
+    normalised image. Nothing to train, and no feature size of its own (``build_backbone`` gives 0):
+    a method that sizes a head from the backbone cannot use it."""
+
+    version: ClassVar[str] = "1"
+    family: ClassVar[str] = "input"
+
+    def build(self) -> Pixels:
+        return Pixels()
+
+
 def build_backbone(name: str, params: dict | None = None) -> tuple[nn.Module, int]:
     """(module, feature dimension) for a registered backbone."""
     from benchmark.core.config import from_mapping

@@ -43,6 +43,8 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
       });
     };
     th.addEventListener("click", function (ev) { if (ev.target.closest("a")) { return; } sort(); });
-    th.addEventListener("keydown", function (ev) { if (ev.key === "Enter") { sort(); } });
+    th.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); sort(); }
+    });
   });
 });

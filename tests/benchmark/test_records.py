@@ -204,3 +204,37 @@ def test_cpu_model_is_read_from_proc_cpuinfo(tmp_path, monkeypatch) -> None:
     # not Linux: the platform's own answer
     monkeypatch.setattr(env_mod, "CPUINFO", tmp_path / "absent")
     assert env_mod._cpu_model() == platform.processor()
+
+
+def _seeded(seed: int, env: EnvInfo) -> ResultRecord:
+    cell = {**CELL, "seed": seed}
+    return record(cell=cell, cell_id=cell_id_of(cell), seed=seed, env=env)
+
+
+def test_the_release_check_refuses_records_of_a_dirty_tree(tmp_path: Path) -> None:
+    """``collect --release``: a record made from a tree with uncommitted changes, or without a
+    commit, is not released; a clean one is. Without ``--release`` (a private results folder) all
+    three are collected."""
+    from benchmark.cli import main
+
+    runs = tmp_path / "runs"
+    sha = "a" * 40
+    made = {
+        "clean": _seeded(0, EnvInfo(git_sha=sha)),
+        "dirty": _seeded(1, EnvInfo(git_sha=sha, git_dirty=True)),
+        "nosha": _seeded(2, EnvInfo()),
+    }
+    for name, r in made.items():
+        write_record(runs / name / "record.json", r)
+    copied, skipped = collect(runs, tmp_path / "released", release=True)
+    released = load_records([tmp_path / "released"])[0]
+    assert len(copied) == 1 and [r.seed for _, r in released] == [0]
+    reasons = [s.reason for s in skipped]
+    assert len(reasons) == 2
+    assert any("uncommitted changes" in r for r in reasons)
+    assert any("no commit recorded" in r for r in reasons)
+    cli = ["collect", "--from", str(runs), "--results", str(tmp_path / "cli"), "--release"]
+    assert main(cli) == 0
+    assert [r.seed for _, r in load_records([tmp_path / "cli"])[0]] == [0]
+    everything, _ = collect(runs, tmp_path / "private")
+    assert len(everything) == 3

@@ -44,9 +44,10 @@ def test_every_table_of_the_submit_page_scrolls_in_its_own_box(site: Path) -> No
     tables = [m.start() for m in re.finditer(r"<table\b", article)]
     assert tables, "docs/adding-a-method.md has tables (§7, §9)"
     for start in tables:
-        assert article[:start].rstrip().endswith('<div class="scroll">'), article[
-            start - 80 : start
-        ]
+        before = article[:start].rstrip()
+        assert re.search(
+            r'<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$', before
+        ), article[start - 120 : start]
 
 
 def test_the_submit_page_opens_with_a_checklist_that_ends_in_accept(site: Path) -> None:
@@ -292,3 +293,17 @@ def test_a_plugin_methods_track_rows_say_its_settings_were_not_tuned_here(
     others = [r for r in rows if 'data-f-method="orchestra"' in r]
     assert fake and all("settings not tuned here" in r for r in fake)
     assert others and not any("settings not tuned here" in r for r in others)
+
+
+def test_every_own_paper_number_names_its_dataset(tmp_path: Path) -> None:
+    """FedMAE's tables state the evaluation and pre-training datasets, not ``dataset``: its page
+    shows them (never "—"), the pre-training dataset beside the evaluated one."""
+    write_records(tmp_path / "results", [make_record("fedmae", seed=s) for s in range(3)])
+    build_site([tmp_path / "results"], tmp_path / "site")
+    text = page(tmp_path / "site", "methods/fedmae.html")
+    own = text.split("Numbers from its own paper", 1)[1].split("<h2", 1)[0]
+    rows = re.findall(r'<tr class="reported">(.*?)</tr>', own, flags=re.DOTALL)
+    assert rows
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, flags=re.DOTALL) for r in rows]
+    assert not [c for c in cells if "—" in c], "a number without its dataset"
+    assert any("cifar10 (pre-trained on mini_imagenet)" in c for c in cells)

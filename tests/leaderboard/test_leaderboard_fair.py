@@ -237,3 +237,24 @@ def test_step_and_sample_budgets_are_shown_wherever_methods_are_ranked_together(
     assert row and "optimizer steps" in row.group(0)
     csv = (site / "csv" / "tracks.csv").read_text()
     assert "client_samples" in csv.splitlines()[0] and "3.5x the client optimizer steps" in csv
+
+
+def test_a_rank_or_a_best_carries_the_flag_and_the_index_names_the_best_like_for_like(
+    budget_site: Path,
+) -> None:
+    """FedEMA leads the pool on 3.2x the samples, Orchestra follows on 3.5x the steps: wherever a
+    rank or a "best" is shown it carries the flag, and the index names FedU, the best method on
+    the pool's budget, outright."""
+    site = budget_site / "site"
+    index = (site / "index.html").read_text()
+    best = re.search(r'<td class="best-list">(.*?)</td>', index, flags=re.DOTALL).group(1)
+    assert "fedema" in best and "not like for like" in _text_of(best)
+    assert re.search(r"best like for like:\s*fedu", _text_of(best))
+    verdict = _text_of(index.split('class="verdict"', 1)[1].split("</table>", 1)[0])
+    assert "fedema" in verdict.split("Best like for like", 1)[0]
+    assert "not like for like" in verdict.split("Best like for like", 1)[0]
+    assert re.search(r"Best like for like:\s*fedu\s+7[0-9.]+", verdict)
+    for method, flagged in (("fedema", True), ("orchestra", True), ("fedu", False)):
+        page = (site / "methods" / f"{method}.html").read_text()
+        results = page.split('id="method-results"', 1)[1].split("</table>", 1)[0]
+        assert ("not like for like" in results) is flagged, method

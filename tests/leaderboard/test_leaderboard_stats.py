@@ -40,3 +40,26 @@ def test_noise_groups_chain_from_the_leader() -> None:
     samples = [[71.5, 72.5, 70.5], [75.0, 75.5, 76.0], [71.0, 70.0, 72.0], [40.0, 41.0, 42.0]]
     assert stats.noise_groups(samples) == [2, 1, 2, 3]
     assert stats.noise_groups([[1.0, 1.1, 0.9], [5.0, 5.1, 4.9]], higher_is_better=False) == [1, 2]
+
+
+def test_noise_groups_pair_cells_that_share_their_seeds() -> None:
+    # a steady +1.5 gap on every seed under a large seed-to-seed spread: the per-seed differences
+    # tell the two apart (paired), the two means' spreads do not (Welch)
+    leader, runner = [80.0, 90.0, 70.0], [78.5, 88.4, 68.6]
+    assert stats.welch_indistinguishable(leader, runner)
+    same = [[0, 1, 2], [0, 1, 2]]
+    assert stats.noise_groups([leader, runner], seeds=same) == [1, 2]
+    assert stats.noise_groups_tested([leader, runner], seeds=same) == [(1, ""), (2, "")]
+    # other seeds: nothing to pair, Welch's test, named
+    other = [[0, 1, 2], [3, 4, 5]]
+    assert stats.noise_groups_tested([leader, runner], seeds=other) == [(1, ""), (1, "Welch")]
+    near = [80.0, 90.0, 70.0], [79.0, 91.0, 69.5]
+    assert stats.noise_groups_tested(list(near), seeds=same) == [(1, ""), (1, "paired")]
+
+
+def test_the_track_groups_agree_with_the_headline_difference() -> None:
+    """The group (track page) and the Δ verdict (index) of the same pair come from one test."""
+    leader, runner, seeds = [80.0, 90.0, 70.0], [78.5, 88.4, 68.6], [0, 1, 2]
+    d = stats.difference(leader, seeds, runner, seeds)
+    groups = stats.noise_groups([leader, runner], seeds=[seeds, seeds])
+    assert d.paired and (groups[1] == 1) == d.within_noise

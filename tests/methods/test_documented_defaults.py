@@ -365,6 +365,10 @@ DOCUMENTED: dict[str, tuple[str, list[Row]]] = {
         "baselines.md",
         [Row("`no_pretrain`", "value", "the backbone's own init scheme, seeded", {})],
     ),
+    "pixels": (
+        "baselines.md",
+        [Row("`pixels`", "value", "none: the normalised image, flattened", {})],
+    ),
 }
 # the pages that say "FedAvg-SimCLR's config" (or "same as fedavg_simclr.md") are held to its rows
 INHERITS = {
