@@ -24,6 +24,8 @@ checkpoint (client
                             states read back from disk): final server and client states equal the straight run's
 ``upload_fold``             a method's optional ``upload_fold`` finishes to ``server_aggregate``
                             of the same uploads, bit for bit (skipped for methods without one)
+``live_settings``           every config field moves the first round of a tiny cell or is declared
+                            inert with a reason (``benchmark.tools.live_settings``)
 ``knn_above_no_pretrain``   kNN top-1 of the exported encoder exceeds ``no_pretrain`` (the seeded
 random init of
                             the same backbone) on the same data
@@ -544,6 +546,9 @@ def _check_method(
         _check_determinism(runs, results)
         _check_resume(runs, results, rounds)
         _check_upload_fold(runs, results)
+        from benchmark.tools.live_settings import conformance_result  # issue 46
+
+        results.append(conformance_result(canonical, method_params))
         _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
 
