@@ -85,8 +85,6 @@ class CentralSSL(FedAvgServer, SimCLRFamily):
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         **SIMCLR_INERT,
         "weighting": "one pooled client: the average of one upload is that upload",
-        "bn": "one pooled client: the broadcast BN tensors are its own",
-        "bn_filter": "one pooled client: the broadcast BN tensors are its own",
     }
     cfg: CentralSSLConfig
 

@@ -222,6 +222,18 @@ class FeatARC(MethodBase):
             live_with={"num_clusters": 1},
         ),
         "optimizer_state": "a fresh optimizer every round (featarc.md §4): the config rejects keep",
+        "bn": Inert(
+            "§7.8 bn local: a client's own BN tensors replace its cluster's at its next "
+            "participation; with one client per cluster (round 1's k mod C) they are the same",
+            live_with={"num_clusters": 1},
+            from_round=2,
+        ),
+        "bn_filter": Inert(
+            "which tensors bn local keeps, read only under bn local at a client's next "
+            "participation (one cluster, so that they differ from the cluster's)",
+            live_with={"bn": "local", "num_clusters": 1},
+            from_round=2,
+        ),
         "proj_out": Inert(
             "the §7.2 dimension guard: the projector's width must equal the backbone's unless both "
             "ends of the alignment are projector outputs",

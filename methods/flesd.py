@@ -365,10 +365,6 @@ class FLESD(MethodBase):
             "§6 item 10: every_epoch and first_epoch skip the same batches in the first epoch",
             live_with={"distill_epochs": 2},
         ),
-        "infer_batch_size": (
-            "how many D_pub images one eval-mode forward pass takes: a memory knob, each image's "
-            "embedding is its own"
-        ),
         "nan_policy": (
             "acts only on a non-finite local loss (raise, or skip the step); "
             "tests/benchmark/test_local_train.py holds both"

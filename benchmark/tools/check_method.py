@@ -493,14 +493,22 @@ def check_method(
     method_params: dict | None = None,
     knn: bool = True,
     work_dir: Path | None = None,
+    live: bool = False,
 ) -> ConformanceReport:
     """Run every conformance check on method ``name`` and return the report (never raises for a
     broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
     one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
     with _cell_threads():
-        return _check_method(
+        report = _check_method(
             name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
         )
+    if not live:  # issue 46: the CLI runs it unless --no-live (a few short rounds per field)
+        return report
+    from benchmark.tools.live_settings import conformance_result
+
+    with _cell_threads():
+        result = conformance_result(report.method, method_params)
+    return dataclasses.replace(report, results=(*report.results, result))
 
 
 @contextmanager
@@ -546,9 +554,6 @@ def _check_method(
         _check_determinism(runs, results)
         _check_resume(runs, results, rounds)
         _check_upload_fold(runs, results)
-        from benchmark.tools.live_settings import conformance_result  # issue 46
-
-        results.append(conformance_result(canonical, method_params))
         _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     return ConformanceReport(canonical, tuple(results), measurements)
 

@@ -98,19 +98,9 @@ SIMCLR_INERT: dict[str, str | Inert] = {
         "SGD momentum: read only under optimizer sgd (the default is Adam)",
         live_with={"optimizer": "sgd"},
     ),
-    "bn": Inert(
-        "§7.1 bn local: the client keeps its own BN tensors, which first differ from the "
-        "broadcast ones at its next participation",
-        from_round=2,
-    ),
     "bn_filter": Inert(
-        "§7.1: which tensors bn local keeps, read only under bn local, from the next participation",
+        "§7.1: which tensors bn local keeps on the client, read only under bn local",
         live_with={"bn": "local"},
-        from_round=2,
-    ),
-    "optimizer_state": Inert(
-        "§4 keep: the optimizer state is restored at the client's next participation",
-        from_round=2,
     ),
     "nan_policy": NAN_POLICY_INERT,
     "augment.blur_sigma": BLUR_INERT,

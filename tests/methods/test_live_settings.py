@@ -48,26 +48,58 @@ def test_every_inert_declaration_names_a_config_field(method: str) -> None:
 
 
 def test_a_setting_the_method_does_not_read_fails_the_check(monkeypatch) -> None:
-    """The check itself: FeatARC with λ ignored (the step reads a constant 1.0, as survivor 2 of
-    issue 46 read 0.5) reports ``reg_scale`` dead; a declaration of it as inert without a reason
-    to hold is reported stale when the field does move the round."""
+    """The check itself: FeatARC whose λ is never read (the config holds 1.0 whatever is asked, as
+    survivor 2 of issue 46 read a constant) reports ``reg_scale`` dead; declaring a field inert
+    that does move the round (τ) is reported stale."""
     from benchmark.contracts.method import Inert
     from methods import featarc
-
-    fresh = LiveCheck("featarc")
-    assert fresh.field("reg_scale").status == "live"
 
     real = featarc.FeatARCConfig.__post_init__
 
     def ignore_lambda(self) -> None:
         real(self)
-        if self.reg_scale != 0:
-            object.__setattr__(self, "reg_scale", 1.0)
+        object.__setattr__(self, "reg_scale", 1.0)
 
     monkeypatch.setattr(featarc.FeatARCConfig, "__post_init__", ignore_lambda)
-    assert LiveCheck("featarc").field("reg_scale").status == "dead"
-    monkeypatch.undo()
+    monkeypatch.setattr(featarc.FeatARC, "inert_settings", {"tau": Inert("claimed")})
+    check = LiveCheck("featarc")
+    assert check.field("reg_scale").status == "dead"
+    assert check.field("tau").status == "stale"
 
-    monkeypatch.setattr(featarc.FeatARC, "inert_settings", {"tau": Inert("claimed", live_with={})})
-    stale = LiveCheck("featarc").field("tau")
-    assert stale.status == "stale", stale
+
+def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None:
+    """``check-method`` runs the same check on a plugin: the toy plugin (tests/plugins) passes with
+    its blur settings declared inert, and fails naming them without the declaration."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from benchmark.contracts.method import Inert
+    from benchmark.tools.check_method import check_method
+
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "plugins/fssl_toy_plugin/src/fssl_toy_plugin/method.py"
+    )
+    spec = importlib.util.spec_from_file_location("_toy_plugin_live", path)
+    toy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, toy)
+    spec.loader.exec_module(toy)
+
+    blur = Inert("no blur by default", live_with={"augment": {"blur_p": 0.5}})
+
+    class LiveToy(toy.ToyPlugin):
+        name = "_live_toy"
+        inert_settings = {"augment.blur_sigma": blur, "augment.blur_kernel": blur}
+
+    class UndeclaredToy(toy.ToyPlugin):
+        name = "_undeclared_toy"
+
+    for cls in (LiveToy, UndeclaredToy):
+        monkeypatch.setitem(METHODS._items, cls.name, cls)
+    fast = {"max_steps": 2}
+    good = check_method("_live_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert good.result("live_settings").status == "pass", good.format()
+    bad = check_method("_undeclared_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert bad.failed == ["live_settings"], bad.format()
+    assert "augment.blur_sigma dead" in bad.result("live_settings").detail
