@@ -3,25 +3,26 @@ config, nested configs (``augment.*``) included, a changed value must change the
 round on a tiny cell, unless the method declares the field inert there with a reason
 (``MethodBase.inert_settings``; ``export_params`` are inert by declaration too).
 
-The cell is the method's smoke cell (digits 16×16, micro backbone, ``smoke_settings``) cut down to two
-clients of :data:`CLIENT_SIZES` images and one local epoch: a step or two per client. "The first
-round" is what a method trains in it: the two clients' uploads (tensors and weight), the states they
-keep (local_ssl uploads nothing) and the server's aggregate of the uploads; a round in which no client takes an optimizer step (Orchestra's initialisation
-round) is followed by the next, so the first round that trains is covered too.
+The cell is the method's smoke cell (digits 16×16, micro backbone, ``smoke_settings``, batch 16)
+cut down to two clients of :data:`CLIENT_SIZES` images and one local epoch: two steps and one. "The
+first round" is what a method trains in it: the two clients' uploads (tensors and weight), the states
+they keep (local_ssl uploads nothing) and the server's aggregate of the uploads; a round in which no
+client takes an optimizer step (Orchestra's initialisation round) is followed by the next, so the
+first round that trains is covered too.
 
-How a field is changed (:func:`changes`): a bool is negated, a ``Literal`` takes every other choice,
-a number is changed until a change moves the round (doubled, halved, moved by one or 0.1, set to 0
-or 0.5 or ten times itself), a
-tuple of numbers has its first element changed so, an optional field left at ``None`` takes a small
-value, a nested dataclass is changed field by field. A change the config or the method rejects is
-skipped; a field none of whose changes is valid fails unless declared.
+How a field is changed (:func:`changes`): a bool is negated and a ``Literal`` takes every other
+choice (each must move the round); a number is changed until a change moves it (doubled, halved,
+moved by one or 0.1, set to 0, 0.5, 1, 2, 8, 16 or ten times itself); a tuple of numbers has its
+first element changed so; an optional field left at ``None`` takes a small value; a nested dataclass
+is changed field by field. A change the config or the method rejects is skipped; a field none of
+whose changes is valid fails unless declared.
 
-A declaration is checked too: an :class:`~benchmark.contracts.method.Inert` with ``live_with`` must
-move the round under those settings; any declaration must really be inert (a declared field that
-moves the round is a stale declaration, and fails).
+A declaration is checked too: an :class:`~benchmark.contracts.method.Inert` with ``live_with`` or
+``from_round`` must move the round under those settings (or by that round); any declaration must
+really be inert here (a declared field that moves the round is a stale declaration, and fails).
 
-``python -m benchmark check-method NAME`` runs :func:`check_live_settings`; the per-method test is
-``tests/methods/test_live_settings.py``.
+``python -m benchmark check-method NAME`` runs it (:func:`conformance_result`; ``--no-live`` skips
+it); the per-field test is ``tests/methods/test_live_settings.py``.
 """
 
 from __future__ import annotations
@@ -39,9 +40,8 @@ from typing import Any, Literal
 # client is the first)
 CLIENT_SIZES = (40, 16)
 BATCH_SIZE = 16
-PUBLIC_SIZE = (
-    64  # images of a public split (FLESD's D_pub): two distillation steps at the smoke sizes
-)
+# images of a public split (FLESD's D_pub): two distillation steps at the smoke sizes
+PUBLIC_SIZE = 64
 ROUNDS = 2  # a round that trains nobody (Orchestra's initialisation) is followed by round 2
 
 
