@@ -19,6 +19,7 @@ from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
 from benchmark.contracts.method import (
     API_VERSION,
     Federation,
+    Inert,
     InputSpec,
     Method,
     MethodBase,
@@ -70,6 +71,7 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "FLConfig",
     "FedAvgFold",
     "Federation",
+    "Inert",
     "InputSpec",
     "Method",
     "MethodBase",
@@ -122,6 +124,7 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "load_tensors",
     "reset_num_batches",
     "run_local_epochs",
+    "local_drop_last",
     "select",
     "tensors_of",
     "weighted_average",
@@ -193,7 +196,12 @@ def _torch_names() -> dict[str, Any]:
     from benchmark.toolkit.backbones_vit import normalize_patches, patchify
     from benchmark.toolkit.device import DeviceConfig, prepare_module
     from benchmark.toolkit.heads import mlp_head, ntxent_2b
-    from benchmark.toolkit.local_train import IndexView, LocalStats, run_local_epochs
+    from benchmark.toolkit.local_train import (
+        IndexView,
+        LocalStats,
+        local_drop_last,
+        run_local_epochs,
+    )
     from benchmark.toolkit.tensors import (
         BN_TYPES,
         bn_tensor_names,

@@ -195,6 +195,7 @@ RECORD_COLUMNS = [
     "gpu_hours",
     "client_steps",
     "client_samples",
+    "clients_without_step",
     "machine",
     "git_sha",
     "uses_public_data",
@@ -334,6 +335,10 @@ def _record_base(
         "client_steps": r.compute.client_steps,
         # 0: not counted (a record written before client_samples existed): unknown, not none
         "client_samples": r.compute.client_samples or math.nan,
+        # None: not counted (a record written before clients_without_step existed)
+        "clients_without_step": math.nan
+        if r.compute.clients_without_step is None
+        else r.compute.clients_without_step,
         "machine": machine_of(r),
         "git_sha": r.env.git_sha,
         "uses_public_data": bool(r.uses_public_data),

@@ -90,6 +90,7 @@ TABLE_COLUMNS = [
     "fl_local_epochs",
     "client_steps",
     "client_samples",
+    "clients_without_step",
     "machines",
     "git_shas",
     "uses_public_data",
@@ -228,6 +229,7 @@ def _aggregate_one(
         "fl_local_epochs": first["fl_local_epochs"],
         "client_steps": float(g["client_steps"].mean()),
         "client_samples": float(g["client_samples"].mean()),
+        "clients_without_step": float(g["clients_without_step"].mean()),
         "machines": sorted(set(g["machine"])),
         "git_shas": sorted(set(g["git_sha"])),
         "uses_public_data": bool(g["uses_public_data"].any()),
@@ -281,6 +283,7 @@ _NOTHING = {
     "gpu_hours": math.nan,
     "client_steps": math.nan,
     "client_samples": math.nan,
+    "clients_without_step": math.nan,
     "uses_public_data": False,
     "verified": True,
     "reevaluated": False,
@@ -398,6 +401,8 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
     budgets = list(zip(rows["fl_rounds"], rows["fl_local_epochs"]))
     budget = _mode([list(b) for b in budgets])
     typical = {key: _typical(rows[key]) for key in ("client_steps", "client_samples")}
+    no_steps = rows.get("clients_without_step", pd.Series(math.nan, index=rows.index))
+    no_step = _mode([v for v in no_steps.tolist() if finite(v)])
     out: dict[Any, str] = {}
     for idx, r, b in zip(rows.index, rows.to_dict("records"), budgets):
         why = []
@@ -422,6 +427,14 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
                     f"{ratio:.1f}x the client {words} of the pool ({r[key]:,.0f}; median "
                     f"{typical[key]:,.0f})"
                 )
+        none = r.get("clients_without_step")
+        if finite(none) and none != no_step:
+            # the small-client policy (docs/protocols/small-clients.md) treats every method alike,
+            # so a difference here is a client some method could not train (one image)
+            why.append(
+                f"{none:,.4g} client participations took no optimizer step (most of the pool: "
+                f"{no_step:,.4g})"
+            )
         if why:
             out[idx] = "; ".join(why)
     return out

@@ -35,6 +35,7 @@ from benchmark.api import (
     Encoder,
     Federation,
     IndexView,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -55,6 +56,9 @@ from methods._shared.aggregate import FedAvgServer
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
+    BLUR_INERT,
+    NAN_POLICY_INERT,
+    SIMCLR_INERT,
     SimCLRConfig,
     SimCLRFamily,
     encoder_of,
@@ -77,6 +81,11 @@ class CentralSSL(FedAvgServer, SimCLRFamily):
     version: ClassVar[str] = "2"
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
+    # benchmark.tools.live_settings: one pooled client, whose average is its own upload
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        **SIMCLR_INERT,
+        "weighting": "one pooled client: the average of one upload is that upload",
+    }
     cfg: CentralSSLConfig
 
     # The engine pools the partition into one client that takes part in every round; its hooks are
@@ -105,6 +114,13 @@ class LocalSSL(SimCLRFamily):
     encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
+    # benchmark.tools.live_settings: each client trains alone and keeps its whole model
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        **SIMCLR_INERT,
+        "weighting": "nothing is averaged: each client keeps its own model",
+        "bn": "each client keeps its whole model, BN tensors included, whatever bn says",
+        "bn_filter": "each client keeps its whole model, BN tensors included, whatever bn says",
+    }
     cfg: LocalSSLConfig
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
@@ -165,6 +181,16 @@ class DecSL(FedAvgServer, MethodBase):
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
+    # benchmark.tools.live_settings
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        "momentum": Inert(
+            "SGD momentum: read only under optimizer sgd (the default is Adam)",
+            live_with={"optimizer": "sgd"},
+        ),
+        "nan_policy": NAN_POLICY_INERT,
+        "augment.blur_sigma": BLUR_INERT,
+        "augment.blur_kernel": BLUR_INERT,
+    }
     fedavg_merge: ClassVar[bool] = False  # supervised FedAvg: the average is the whole model
 
     def __init__(self, cfg: DecSLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:

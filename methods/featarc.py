@@ -30,6 +30,7 @@ from benchmark.api import (
     ComponentSpec,
     Encoder,
     IndexView,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -50,7 +51,13 @@ from benchmark.api import (
 from methods._shared.losses import CONTRASTIVE_LOSSES
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
-from methods._shared.simclr import SimCLRConfig, encoder_of, local_bn_names, simclr_net
+from methods._shared.simclr import (
+    SIMCLR_INERT,
+    SimCLRConfig,
+    encoder_of,
+    local_bn_names,
+    simclr_net,
+)
 
 # --------------------------------------------------------------------------------------------------
 # FeatARC maths (Dec-SSL, Wang et al. ICLR 2023, §5 and Algorithms 1–2; docs/methods/featarc.md
@@ -206,6 +213,33 @@ class FeatARC(MethodBase):
     # read only by encoder(): cells that differ only in it share one pre-training
     # (benchmark.contracts.cell.pretrain_key_for)
     export_params: ClassVar[tuple[str, ...]] = ("report_model",)
+    # benchmark.tools.live_settings: the SimCLR fields' declarations, and FeatARC's own
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        **SIMCLR_INERT,
+        "weighting": Inert(
+            "round 1 puts client k in cluster k mod C (§2.1), so each cluster averages one upload "
+            "and the weights cancel; with one cluster both clients share it",
+            live_with={"num_clusters": 1},
+        ),
+        "optimizer_state": "a fresh optimizer every round (featarc.md §4): the config rejects keep",
+        "bn": Inert(
+            "§7.8 bn local: a client's own BN tensors replace its cluster's at its next "
+            "participation; with one client per cluster (round 1's k mod C) they are the same",
+            live_with={"num_clusters": 1},
+            from_round=2,
+        ),
+        "bn_filter": Inert(
+            "which tensors bn local keeps, read only under bn local at a client's next "
+            "participation (one cluster, so that they differ from the cluster's)",
+            live_with={"bn": "local", "num_clusters": 1},
+            from_round=2,
+        ),
+        "proj_out": Inert(
+            "the §7.2 dimension guard: the projector's width must equal the backbone's unless both "
+            "ends of the alignment are projector outputs",
+            live_with={"align_target": "projector"},
+        ),
+    }
     cfg: FeatARCConfig
 
     def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
@@ -403,7 +437,11 @@ class FeatARC(MethodBase):
     ) -> ServerState:
         cfg = self.cfg
         C = cfg.num_clusters
-        # client-id order, whatever order the mapping has (docs/methods/featarc.md §7.5)
+        # DEVIATION: uploads, weights and assignments are aligned in client-id order, whatever order
+        # the mapping has (docs/methods/featarc.md §7.5); the official code keeps the uploads in
+        # sampling order but looks their weights up by client id, so under partial participation
+        # its cluster models are not the weighted averages the paper describes
+        # (docs/official-code.md)
         ids = sorted(ups)
         extra = self.grow_extra(server.extra, (max(ids) + 1) if ids else 0)
         if not ids:

@@ -11,6 +11,7 @@ non-shortcut convs and λ_k = τ / d fixed at the client's first merge (§2.4).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -19,12 +20,14 @@ import torch
 from benchmark.api import (
     METHODS,
     ClientState,
+    Inert,
     Payload,
     RoundContext,
     select,
 )
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
+    BYOL_INERT,
     ONLINE,
     PREDICTOR,
     TARGET,
@@ -84,8 +87,30 @@ class FedEMA(FederatedBYOL):
     §2.5, §2.6)."""
 
     name: ClassVar[str] = "fedema"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: a client smaller than B trains (issue 46)
     Config: ClassVar[type] = FedEMAConfig
+    # benchmark.tools.live_settings: the merge of §2.4 runs at a client's next participation
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        **BYOL_INERT,
+        "dapu_threshold": Inert(
+            "FedU's DAPU, read only under predictor_update dapu, at a client's next participation",
+            live_with={"predictor_update": "dapu"},
+            from_round=2,
+        ),
+        **{
+            name: Inert(f"§2.4 merge ({name}): at a client's next participation", from_round=2)
+            for name in ("autoscaler", "autoscaler_tau", "mu_max", "predictor_update")
+        },
+        "scaler": Inert(
+            "the constant λ, read only without the autoscaler, at a client's next participation",
+            live_with={"autoscaler": False},
+            from_round=2,
+        ),
+        "stale_policy": (
+            "§6.7: acts only on a client that missed a round (the live cell's clients take part "
+            "every round); tests/methods/test_fedema.py::test_stale_policy holds both"
+        ),
+    }
     cfg: FedEMAConfig
 
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:

@@ -40,6 +40,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -295,7 +296,7 @@ class FedMAE(MethodBase):
     averaging)."""
 
     name: ClassVar[str] = "fedmae"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: a client smaller than B trains (issue 46)
     # every step through ctx.precision (benchmark.core.precision)
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = FedMAEConfig
@@ -320,6 +321,38 @@ class FedMAE(MethodBase):
         "cascade_shared",
         "cascade_init",
     )
+    # benchmark.tools.live_settings (the cascade_* fields are export_params, inert by declaration)
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        "weighting": Inert(
+            "§6.9: the n_k weights of aggregate mean; aggregate none averages nothing",
+            live_with={"aggregate": "mean"},
+        ),
+        "pool_size": Inert(
+            "§2.2: the pool keeps the latest upload of at most pool_size clients; any pool of two "
+            "or more holds both clients of the live cell (a pool of one, with a cascade of one "
+            "pre-trained block, does not)",
+            live_with={"pool_size": 1, "cascade_pretrained": 1},
+        ),
+        "server_pretrain_images": "§5.5 server training is not implemented: only 0 is accepted",
+        "nan_policy": (
+            "acts only on a non-finite loss (raise, or skip the step); "
+            "tests/benchmark/test_local_train.py holds both"
+        ),
+        **{
+            f"augment.{name}": Inert(
+                "MAE's views have no colour jitter (§2.4): read only when jitter_p > 0",
+                live_with={"augment": {"jitter_p": 0.8}},
+            )
+            for name in ("jitter",)
+        },
+        **{
+            f"augment.{name}": Inert(
+                "MAE's views have no blur (§2.4): read only when blur_p > 0",
+                live_with={"augment": {"blur_p": 0.5}},
+            )
+            for name in ("blur_sigma", "blur_kernel")
+        },
+    }
 
     def __init__(self, cfg: FedMAEConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)

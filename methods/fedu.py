@@ -46,7 +46,7 @@ class FedU(FederatedBYOL):
     (docs/methods/fedu.md §2)."""
 
     name: ClassVar[str] = "fedu"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: a client smaller than B trains (issue 46)
     Config: ClassVar[type] = FedUConfig
     cfg: FedUConfig
 

@@ -33,6 +33,7 @@ from benchmark.api import (
     ComponentSpec,
     Diverged,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -356,6 +357,24 @@ class FLESD(MethodBase):
             "distill_batch_size": 16,
             "queue_size": 32,
             "distill_epochs": 1,
+        },
+    }
+    # benchmark.tools.live_settings
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        "skip_fill": Inert(
+            "§6 item 10: every_epoch and first_epoch skip the same batches in the first epoch",
+            live_with={"distill_epochs": 2},
+        ),
+        "nan_policy": (
+            "acts only on a non-finite local loss (raise, or skip the step); "
+            "tests/benchmark/test_local_train.py holds both"
+        ),
+        **{
+            f"augment.{name}": Inert(
+                "FLESD's CIFAR views have no blur (§2.9): read only when blur_p > 0",
+                live_with={"augment": {"blur_p": 0.5}},
+            )
+            for name in ("blur_sigma", "blur_kernel")
         },
     }
 

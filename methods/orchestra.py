@@ -33,6 +33,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -45,6 +46,7 @@ from benchmark.api import (
     build_backbone,
     fp32_math,
     load_tensors,
+    local_drop_last,
     mlp_head,
     normalize,
     run_local_epochs,
@@ -348,7 +350,7 @@ class Orchestra(MethodBase):
     stateless clients."""
 
     name: ClassVar[str] = "orchestra"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: a client smaller than B trains (issue 46)
     # every step through ctx.precision (benchmark.core.precision)
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = OrchestraConfig
@@ -368,6 +370,15 @@ class Orchestra(MethodBase):
     )
     smoke_settings: ClassVar[dict] = {
         "method": {"global_steps": 50, "num_global_clusters": 8, "batch_size": 64}
+    }
+    # engine round 1 is the initialisation round (§2.5): no client trains in it by design
+    setup_rounds: ClassVar[int] = 1
+    # benchmark.tools.live_settings
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {
+        "nan_policy": (
+            "acts only on a non-finite loss (raise, or skip the step); "
+            "tests/benchmark/test_local_train.py holds both"
+        ),
     }
 
     def __init__(self, cfg: OrchestraConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:
@@ -449,7 +460,10 @@ class Orchestra(MethodBase):
         view = data.train.to(ctx.device)
         cap = cfg.memory_capacity
         memory = torch.zeros(0, net.rot_head.in_features, device=ctx.device)
-        batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=True)
+        # the small-client policy of the local loop (docs/protocols/small-clients.md): a client
+        # smaller than B fills its memory from one batch of all its images
+        drop_last = local_drop_last(len(view), cfg.batch_size, True)
+        batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=drop_last)
         with torch.no_grad(), ctx.precision.autocast(ctx.device):
             for idx in batches[: math.ceil(cap / cfg.batch_size)]:
                 batch = view.images[idx.to(view.images.device)]
@@ -525,8 +539,10 @@ class Orchestra(MethodBase):
         out = tensors_of(net)
         up = {**out, **self._local_centroids(box["memory"], ctx)}
         if stats.steps == 0:
-            # §6 item 19: a client with fewer than B samples uploads its unchanged model with weight
-            # 0
+            # DEVIATION: §6 item 19 resolves a client with fewer than B samples (0 steps under
+            # drop_last) to an unchanged upload of weight 0; under the project's one small-client
+            # policy (docs/protocols/small-clients.md) such a client trains one batch of all its
+            # images, so only a client of one image takes no step and uploads weight 0
             weight = 0
         elif cfg.weighting == "num_batches":
             weight = stats.batches

@@ -205,6 +205,11 @@ def _add_tools(sub: Any) -> None:
         "--rounds", type=int, default=2, help="rounds of the smoke cells (>= 1, default 2)"
     )
     chk.add_argument("--no-knn", action="store_true", help="skip the kNN-above-no_pretrain check")
+    chk.add_argument(
+        "--no-live",
+        action="store_true",
+        help="skip the live-settings check (every config field moves the first round)",
+    )
 
 
 def _add_verify(sub: Any) -> None:

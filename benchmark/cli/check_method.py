@@ -12,6 +12,6 @@ def cmd_check_method(args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
-    report = check_method(args.name, rounds=args.rounds, knn=not args.no_knn)
+    report = check_method(args.name, rounds=args.rounds, knn=not args.no_knn, live=not args.no_live)
     print(report.format())
     return 0 if report.ok else 1

@@ -40,7 +40,7 @@ registered methods whose *code* this one runs; their versions are part of this
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -93,6 +93,8 @@ class Method(Protocol):
     reuses: ClassVar[tuple[str, ...]]
     precisions: ClassVar[tuple[str, ...]]
     pretrains: ClassVar[bool]
+    inert_settings: ClassVar[Mapping[str, Any]]
+    setup_rounds: ClassVar[int]
 
     def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None: ...
     def init_server(self, ctx: RoundContext) -> ServerState: ...
@@ -123,10 +125,25 @@ class UploadFold(Protocol):
     def finish(self) -> ServerState: ...
 
 
+@dataclass(frozen=True)
+class Inert:
+    """Why a config field does not move a method's first round on the live-settings cell
+    (:mod:`benchmark.tools.live_settings`: one tiny round, its uploads and the server's aggregate of
+    them), declared in the method's ``inert_settings``. ``live_with``: other config values under
+    which the field does move it (the check verifies that); ``from_round``: the round from which it
+    acts (2: a client's kept state, read at its next participation; checked by playing that round
+    too). Without either the check verifies only the claim itself, that changing the field moves
+    nothing there."""
+
+    reason: str
+    live_with: Mapping[str, Any] = field(default_factory=dict)
+    from_round: int = 1
+
+
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.2"
+API_VERSION = "2.3"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 
@@ -170,6 +187,13 @@ class MethodBase:
     # False for reference points that train nothing (random init): `plan` counts no pre-training for
     # their cells
     pretrains: ClassVar[bool] = True
+    # config fields (dotted paths into nested configs: "augment.blur_sigma") that do not move the
+    # first round of the live-settings cell, each with why (a reason, or an :class:`Inert` naming the
+    # settings under which it does): every other field must move it (benchmark.tools.live_settings)
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = {}
+    # leading rounds in which no client trains by design (Orchestra's initialisation round: 1):
+    # their participations are not counted as clients that took no step (compute.clients_without_step)
+    setup_rounds: ClassVar[int] = 0
 
     @classmethod
     def check_data(cls, cfg: Any, *, client_sizes: Sequence[int], public_size: int | None) -> None:

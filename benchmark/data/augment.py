@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,7 @@ class AugmentConfig:
 
     crop_scale: tuple[float, float] = (0.08, 1.0)
     crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    interpolation: str = "bilinear"  # "bicubic" for Orchestra
+    interpolation: Literal["bilinear", "bicubic", "nearest"] = "bilinear"  # "bicubic": Orchestra
     flip_p: float = 0.5
     # brightness, contrast, saturation, hue
     jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)

@@ -56,6 +56,14 @@ class Pretrained:
         for a history written before it was counted)."""
         return int(sum(h.get("client_samples", 0) for h in self.history))
 
+    @property
+    def clients_without_step(self) -> int | None:
+        """Participations that took no optimizer step in a round the method trains in, summed over
+        rounds; None for a history written before it was counted."""
+        if any("clients_without_step" not in h for h in self.history):
+            return None
+        return int(sum(h["clients_without_step"] for h in self.history))
+
     def client_states(self) -> dict[int, ClientState]:
         return {int(k): ClientState(tensors=dict(v)) for k, v in self.client_tensors.items()}
 

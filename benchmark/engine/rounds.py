@@ -322,6 +322,12 @@ def _simulate(
             client_s=client_s,
             clients=len(selected),
         )
+        # participations that took no step in a round the method trains in (docs/protocols/
+        # small-clients.md): none in a setup round (Orchestra's initialisation) or a reference point
+        trains = getattr(method, "pretrains", True) and r > getattr(method, "setup_rounds", 0)
+        metrics["clients_without_step"] = float(
+            sum(p.metrics.get("steps", 0) == 0 for p in ups.values()) if trains else 0
+        )
         history.append(metrics)
         if r % ckpt.every == 0 or r == settings.num_rounds:
             ckpt.save(r, checkpoint_state(r, server, comm, history, client_steps, store))

@@ -409,6 +409,7 @@ def assemble_record(
             client_steps=pre.client_steps,
             client_epochs=pre.client_epochs_run * cell.fl.local_epochs,
             client_samples=pre.client_samples,
+            clients_without_step=pre.clients_without_step,
         ),
         # every tensor the evaluation reads (model, extra, kept client states), so that a
         # checkpoint is bound to what trained it (benchmark.engine.pretrained)

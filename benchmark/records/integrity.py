@@ -31,6 +31,8 @@ def record_digest(record: Any) -> str:
     compute = body.get("compute")
     if isinstance(compute, dict) and not compute.get("client_samples"):
         compute.pop("client_samples", None)  # so do records written before client_samples
+    if isinstance(compute, dict) and compute.get("clients_without_step") is None:
+        compute.pop("clients_without_step", None)  # and before clients_without_step
     return digest(body)
 
 

@@ -102,6 +102,10 @@ class ComputeStats:
     # training examples the clients' optimizer steps drew, summed over clients and rounds (the
     # sample budget beside the step budget; 0 in records written before it was counted)
     client_samples: int = 0
+    # participations (client × round) that took no optimizer step although the method trains that
+    # round (the small-client policy leaves only clients of one image; Orchestra's initialisation
+    # round is not a training round): None in records written before it was counted
+    clients_without_step: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -119,6 +119,15 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def local_drop_last(num_examples: int, batch_size: int, drop_last: bool | None) -> bool:
+    """The small-client policy every method's local loop obeys (docs/protocols/small-clients.md):
+    a partial last batch is dropped only when the client also has a full one. A client with fewer
+    images than a batch (but at least two) trains one batch of all of them each epoch, whatever the
+    method's loader does with the partial batch of a larger client (``drop_last``: True drops it,
+    False keeps it, None is the Dec-SSL rule, which is this policy)."""
+    return drop_last is not False and num_examples > batch_size
+
+
 def _batches(
     view: UnlabeledView,
     batch_size: int,
@@ -129,6 +138,7 @@ def _batches(
 ) -> Iterator[torch.Tensor]:
     """The update's index batches, epoch after epoch; at most ``cap`` of them when capped."""
     n = 0
+    drop_last = local_drop_last(len(view), batch_size, drop_last)
     for _ in range(epochs):
         for idx in view.batch_indices(batch_size, ctx.generator, drop_last=drop_last):
             if cap is not None and n >= cap:

@@ -24,6 +24,8 @@ checkpoint (client
                             states read back from disk): final server and client states equal the straight run's
 ``upload_fold``             a method's optional ``upload_fold`` finishes to ``server_aggregate``
                             of the same uploads, bit for bit (skipped for methods without one)
+``live_settings``           every config field moves the first round of a tiny cell or is declared
+                            inert with a reason (``benchmark.tools.live_settings``)
 ``knn_above_no_pretrain``   kNN top-1 of the exported encoder exceeds ``no_pretrain`` (the seeded
 random init of
                             the same backbone) on the same data
@@ -491,14 +493,22 @@ def check_method(
     method_params: dict | None = None,
     knn: bool = True,
     work_dir: Path | None = None,
+    live: bool = False,
 ) -> ConformanceReport:
     """Run every conformance check on method ``name`` and return the report (never raises for a
     broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
     one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
     with _cell_threads():
-        return _check_method(
+        report = _check_method(
             name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
         )
+    if not live:  # issue 46: the CLI runs it unless --no-live (a few short rounds per field)
+        return report
+    from benchmark.tools.live_settings import conformance_result
+
+    with _cell_threads():
+        result = conformance_result(report.method, method_params)
+    return dataclasses.replace(report, results=(*report.results, result))
 
 
 @contextmanager

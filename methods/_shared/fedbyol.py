@@ -27,6 +27,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -61,6 +62,26 @@ SHARED_PREFIXES = (ONLINE, PREDICTOR)
 # EasyFL transform.py SimCLRTransform: ColorJitter(0.8, 0.8, 0.8, 0.2) p=0.8, grayscale p=0.2, no
 # blur.
 EASYFL_AUGMENT = AugmentConfig(jitter=(0.8, 0.8, 0.8, 0.2))
+
+BLUR_INERT = Inert(
+    "the blur's σ range and kernel: read only when blur_p > 0 (EasyFL's transform has no blur)",
+    live_with={"augment": {"blur_p": 0.5}},
+)
+# BYOLConfig's fields that do not move the first round of the live-settings cell
+# (benchmark.tools.live_settings), each with why and where they do
+BYOL_INERT: dict[str, str | Inert] = {
+    "dapu_threshold": Inert(
+        "DAPU (fedu.md §2.4 step 2) compares the divergence with it at a client's next "
+        "participation",
+        from_round=2,
+    ),
+    "nan_policy": (
+        "acts only on a non-finite loss (raise, or skip the step); "
+        "tests/benchmark/test_local_train.py holds both"
+    ),
+    "augment.blur_sigma": BLUR_INERT,
+    "augment.blur_kernel": BLUR_INERT,
+}
 
 # smoke-sized heads: the spec's 4096/2048 heads would dominate a micro backbone's cost in CPU tests
 BYOL_SMOKE = {"method": {"proj_hidden": 32, "proj_out": 16, "pred_hidden": 32}}
@@ -246,6 +267,7 @@ class FederatedBYOL(FedAvgServer, MethodBase):
         "predictor.*",
     )
     smoke_settings: ClassVar[dict] = BYOL_SMOKE
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = BYOL_INERT
     cfg: BYOLConfig
 
     def __init__(self, cfg: BYOLConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:

@@ -21,6 +21,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -80,6 +81,31 @@ class SimCLRConfig:
     def __post_init__(self) -> None:
         if self.tau <= 0 or self.lr <= 0 or self.batch_size < 2:
             raise ValueError("tau and lr must be > 0 and batch_size >= 2")
+
+
+NAN_POLICY_INERT = (
+    "acts only on a non-finite loss (raise, or skip the step); "
+    "tests/benchmark/test_local_train.py holds both"
+)
+BLUR_INERT = Inert(
+    "the blur's σ range and kernel: read only when blur_p > 0 (no blur in this default)",
+    live_with={"augment": {"blur_p": 0.5}},
+)
+# SimCLRConfig's fields that do not move the first round of the live-settings cell
+# (benchmark.tools.live_settings), each with why and where they do
+SIMCLR_INERT: dict[str, str | Inert] = {
+    "momentum": Inert(
+        "SGD momentum: read only under optimizer sgd (the default is Adam)",
+        live_with={"optimizer": "sgd"},
+    ),
+    "bn_filter": Inert(
+        "§7.1: which tensors bn local keeps on the client, read only under bn local",
+        live_with={"bn": "local"},
+    ),
+    "nan_policy": NAN_POLICY_INERT,
+    "augment.blur_sigma": BLUR_INERT,
+    "augment.blur_kernel": BLUR_INERT,
+}
 
 
 def simclr_projector(cfg: SimCLRConfig, feat_dim: int) -> nn.Sequential:
@@ -209,6 +235,7 @@ class SimCLRFamily(MethodBase):
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
+    inert_settings: ClassVar[Mapping[str, str | Inert]] = SIMCLR_INERT
     cfg: SimCLRConfig
 
     def __init__(self, cfg: SimCLRConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:

@@ -134,6 +134,7 @@ def make_record(
     machine: str = "",
     client_steps: int = 0,
     client_samples: int = 0,
+    clients_without_step: int | None = None,
     **cell_kw: Any,
 ) -> ResultRecord:
     cell = make_cell(method, alpha=alpha, seed=seed, dataset=dataset, **cell_kw)
@@ -181,6 +182,7 @@ def make_record(
             peak_mem_bytes=1 << 30,
             client_steps=client_steps,
             client_samples=client_samples,
+            clients_without_step=clients_without_step,
         ),
         final_state_digest=_digest(cell_id_of(cell)),
         env=EnvInfo(git_sha="abc123", python="3.11", runner=runner, machine=machine),

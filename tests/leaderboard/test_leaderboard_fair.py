@@ -258,3 +258,32 @@ def test_a_rank_or_a_best_carries_the_flag_and_the_index_names_the_best_like_for
         page = (site / "methods" / f"{method}.html").read_text()
         results = page.split('id="method-results"', 1)[1].split("</table>", 1)[0]
         assert ("not like for like" in results) is flagged, method
+
+
+def test_a_different_count_of_clients_without_a_step_is_named_in_the_budget_note(
+    tmp_path: Path,
+) -> None:
+    """docs/protocols/small-clients.md: every method trains every client it samples, so a row whose
+    records count participations that took no step where the pool's others count none (e.g. a
+    plugin that skips small clients) is named in its pool's note; records that did not count it
+    (None) are not."""
+    counts = {"fedavg_simclr": 0, "fedu": 0, "fedema": 20, "orchestra": None}
+    records = [
+        make_record(
+            method,
+            seed=seed,
+            value=70.0 + i + seed,
+            client_steps=200,
+            client_samples=12_800,
+            clients_without_step=count,
+        )
+        for i, (method, count) in enumerate(counts.items())
+        for seed in range(3)
+    ]
+    write_records(tmp_path / "results", records)
+    tt = next(t for t in build_model([tmp_path / "results"]).tracks if t.track.id == "cifar10-knn")
+    flags = tt.table.set_index("method")["differs"].to_dict()
+    assert (
+        flags["fedema"] == "20 client participations took no optimizer step (most of the pool: 0)"
+    )
+    assert flags["fedavg_simclr"] == flags["fedu"] == flags["orchestra"] == ""

@@ -191,6 +191,33 @@ def test_aggregation_members_empty_and_order() -> None:
     assert out.extra["assign"].tolist() == [0, 1, 0] and out.extra["n"].tolist() == [1, 0, 3]
 
 
+def test_aggregation_aligns_uploads_weights_and_assignments_by_client_id() -> None:
+    """The kept difference of docs/official-code.md (FeatARC, per-cluster averaging): uploads in
+    sampling order {2, 0, 1} go to different clusters with different weights; each cluster model is
+    the n_k-weighted average of its own members' uploads. The official order (uploads in mapping
+    order, assignments or weights looked up in id order) gives cluster 1 client 2's upload, or
+    cluster 0 another average."""
+    kit = make_kit("featarc", clients=3)
+    m = kit.method
+    server = kit.server()
+    names = list(m.cluster_tensors(server.model, 0))
+
+    def up(value: float, j: int, n: int) -> Payload:
+        t = {k: torch.full_like(server.model["cluster0." + k], value) for k in names}
+        return Payload({**t, "assign": torch.eye(2)[j]}, num_examples=n)
+
+    # sampling order 2, 0, 1: client 2 (3.0, cluster 0, n 3), client 0 (1.0, cluster 1, n 1),
+    # client 1 (5.0, cluster 0, n 2)
+    ups = {2: up(3.0, 0, 3), 0: up(1.0, 1, 1), 1: up(5.0, 0, 2)}
+    out = m.server_aggregate(server, ups, kit.sctx(1), None)
+    want = {0: (3.0 * 3 + 5.0 * 2) / 5, 1: 1.0}
+    for j, value in want.items():
+        for k in names:
+            got = out.model[f"cluster{j}." + k]
+            assert torch.allclose(got, torch.full_like(got, value)), (j, k)
+    assert out.extra["assign"].tolist() == [1, 0, 0] and out.extra["n"].tolist() == [1, 2, 3]
+
+
 def test_cluster_mass_counts_examples_under_num_batches() -> None:
     """featarc.md §3: m_j = Σ n_k in examples. Under ``weighting: num_batches`` the weight is a
     batch count, so the client also sends n_k ("size"); the server's sizes and masses use it."""
@@ -377,3 +404,62 @@ def test_partial_participation_covers_every_registered_client_in_the_per_client_
     assert extra["assign"].tolist() == [0, 1, 0, 1] and extra["n"].tolist() == [0, 0, 0, 0]
     rec = run_cell(cell, tmp_path)
     assert rec.status == "ok" and [s.task for s in rec.scores] == ["perclient"]
+
+
+def test_step_loss_is_contrastive_plus_lambda_times_alignment(monkeypatch) -> None:
+    """Algorithm 2: the local loss is L_SimCLR + λ · L_align, the alignment term added (its sign)
+    with weight λ = ``reg_scale`` (its scale). With the contrastive loss fixed to 1 and L_align to
+    2, every step's loss is 1 + λ · 2; a subtracted term or a λ that is not read gives another."""
+    from methods import featarc
+
+    def const(value: float):
+        def loss(*tensors: torch.Tensor) -> torch.Tensor:
+            return tensors[0].sum() * 0 + value  # in the graph, so the step can backward
+
+        return loss
+
+    monkeypatch.setitem(featarc.CONTRASTIVE_LOSSES, "ntxent_2b", const(1.0))
+    monkeypatch.setattr(featarc, "alignment_loss", const(2.0))
+    for lam in (0.25, 3.0):
+        kit = make_kit("featarc", clients=2, method_params={"reg_scale": lam})
+        m = kit.method
+        up, _ = m.client_update(
+            m.broadcast(kit.server(), kit.sctx(1)),
+            m.init_client(0, kit.server()),
+            kit.clients[0],
+            kit.ctx(1, 0),
+        )
+        assert up.metrics["steps"] > 0
+        assert up.metrics["loss"] == pytest.approx(1.0 + lam * 2.0), lam
+
+
+def test_alignment_targets_carry_no_gradient(monkeypatch) -> None:
+    """L_align's targets T are constants (Algorithm 2, code ``reg_loss``): ``alignment_loss``
+    detaches them, so a target that requires grad gets none; and the targets the client passes
+    come from a no-grad forward of the cluster model, so there the detach changes nothing (the
+    mutation dropping it is equivalent inside FeatARC, and caught here by the unit half)."""
+    from methods import featarc
+
+    p1 = torch.randn(6, 4, requires_grad=True)
+    p2 = torch.randn(6, 4, requires_grad=True)
+    t = torch.randn(6, 4, requires_grad=True)
+    featarc.alignment_loss(p1, p2, t).backward()
+    assert t.grad is None and p1.grad is not None and p2.grad is not None
+
+    seen: list[tuple[bool, object]] = []
+    real = featarc.alignment_loss
+
+    def spy(a1: torch.Tensor, a2: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        seen.append((targets.requires_grad, targets.grad_fn))
+        return real(a1, a2, targets)
+
+    monkeypatch.setattr(featarc, "alignment_loss", spy)
+    kit = make_kit("featarc", clients=2)
+    m = kit.method
+    m.client_update(
+        m.broadcast(kit.server(), kit.sctx(1)),
+        m.init_client(0, kit.server()),
+        kit.clients[0],
+        kit.ctx(1, 0),
+    )
+    assert seen and all(rg is False and fn is None for rg, fn in seen)

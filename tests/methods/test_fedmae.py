@@ -322,3 +322,66 @@ def test_cells_of_two_partitions_never_share_a_final_state_digest(tmp_path) -> N
     assert state_digest(a.server.model) == state_digest(b.server.model)  # θ₀ on both
     assert state_digest(a.server.extra) != state_digest(b.server.extra)  # what was trained
     assert a.state_digest() != b.state_digest()
+
+
+def test_lr_is_blr_times_batch_over_256(monkeypatch) -> None:
+    """§3 (closest code): the AdamW lr is the base lr scaled linearly by the batch, blr · B / 256,
+    constant; B = 16 with blr 1e-3 gives 6.25e-5, not blr."""
+    from methods import fedmae
+
+    seen: list[float] = []
+    real = fedmae.adamw
+
+    def spy(params, *, lr, betas):
+        seen.append(lr)
+        return real(params, lr=lr, betas=betas)
+
+    monkeypatch.setattr(fedmae, "adamw", spy)
+    m = method(blr=1e-3)
+    update(m, m.init_server(server_context(SETTINGS, 0, None)), ClientState(), 0, 1)
+    assert seen == [pytest.approx(1e-3 * 16 / 256)]
+    assert FedMAEConfig(blr=1e-3, batch_size=64).lr == pytest.approx(1e-3 * 64 / 256)
+
+
+@pytest.mark.parametrize("ratio", [0.75, 0.25])
+def test_the_mask_ratio_sets_the_masked_share_of_each_training_step(ratio: float) -> None:
+    """ρ = ``mask_ratio`` (Fig. 1, §3.3): every training step masks L − ⌊L (1 − ρ)⌋ of the L = 16
+    patches of each image (12 at 0.75, 4 at 0.25): the share the config asks for, not a fixed one."""
+    m = method(mask_ratio=ratio)
+    net = m.nets.get(torch.device("cpu"))
+    shares: list[float] = []
+    real = net.forward_masked
+
+    def spy(x, ids, len_keep):
+        pred, mask = real(x, ids, len_keep)
+        shares.append(float(mask.float().mean()))
+        return pred, mask
+
+    net.forward_masked = spy
+    try:
+        update(m, m.init_server(server_context(SETTINGS, 0, None)), ClientState(), 0, 1)
+    finally:
+        del net.forward_masked
+    assert shares and all(s == pytest.approx(ratio) for s in shares)
+
+
+def test_mae_views_crop_scale_is_02_to_1_and_reach_the_client_step(monkeypatch) -> None:
+    """§2.4: MAE's pre-training views are RandomResizedCrop(scale (0.2, 1), bicubic) and a flip,
+    nothing else (MAE ``main_pretrain.py``); the client's augmentation is the config's."""
+    from methods import fedmae
+
+    cfg = FedMAEConfig()
+    assert cfg.augment.crop_scale == (0.2, 1.0)
+    assert cfg.augment.interpolation == "bicubic" and cfg.augment.flip_p == 0.5
+    assert (cfg.augment.jitter_p, cfg.augment.gray_p, cfg.augment.blur_p) == (0.0, 0.0, 0.0)
+    seen = []
+    real = fedmae.augment
+
+    def spy(batch, aug, gen, **kw):
+        seen.append(aug.crop_scale)
+        return real(batch, aug, gen, **kw)
+
+    monkeypatch.setattr(fedmae, "augment", spy)
+    m = method()
+    update(m, m.init_server(server_context(SETTINGS, 0, None)), ClientState(), 0, 1)
+    assert seen and set(seen) == {(0.2, 1.0)}

@@ -312,3 +312,79 @@ def test_the_public_split_size_and_class_histogram_are_logged(tmp_path: Path) ->
         hist = stats["public_class_counts"]
         assert sum(hist) == stats["public"] == len(part.public_indices) > 0
         assert hist == want
+
+
+def test_server_ensemble_sharpens_at_tau_teacher(monkeypatch) -> None:
+    """Eq. 5-6: the server's distillation targets come from Ē = (1/K) Σ_k exp((M_k − 1) / τ_T), at
+    the configured τ_T (0.07 here), with M_k the cosine similarities of client k's uploaded
+    embeddings (written out here, not through the method's helpers)."""
+    captured = {}
+
+    def fake_distill(self, model, ebar, public, ctx):
+        captured["ebar"] = ebar.clone()
+        return dict(model), {}
+
+    monkeypatch.setattr(FLESD, "distill", fake_distill)
+    m = small(tau_teacher=0.07)
+    public = images(12, 7)
+    g = torch.Generator().manual_seed(3)
+    embs = [torch.randn(12, 128, generator=g) for _ in range(2)]
+    ups = {k: Payload({"embeddings": e}, num_examples=10) for k, e in enumerate(embs)}
+    m.server_aggregate(m.init_server(ctx(0)), ups, ctx(1), public)
+    sims = [F.normalize(e, dim=1) @ F.normalize(e, dim=1).t() for e in embs]
+    want = sum(torch.exp((s - 1) / 0.07) for s in sims) / 2
+    assert torch.allclose(captured["ebar"], want, rtol=1e-5, atol=1e-7)
+
+
+def test_local_step_uses_local_tau(monkeypatch) -> None:
+    """§2.6 (paper §2: τ = 0.4 on CIFAR): the local contrastive loss runs at ``local_tau``; every
+    step of a client with local_tau 0.37 calls it with 0.37."""
+    from methods._shared import losses
+
+    seen: list[float] = []
+    real = losses.CONTRASTIVE_LOSSES["crossview_1dir"]
+
+    def spy(z1, z2, tau):
+        seen.append(tau)
+        return real(z1, z2, tau)
+
+    monkeypatch.setitem(losses.CONTRASTIVE_LOSSES, "crossview_1dir", spy)
+    m = small(local_tau=0.37)
+    data = ClientData(0, 32, images(32, 1))
+    m.client_update(
+        m.broadcast(m.init_server(ctx(0)), ctx(1)), ClientState(), data, ctx(1, 0, images(8, 2))
+    )
+    assert seen and set(seen) == {0.37}
+
+
+def test_a_last_local_batch_of_one_image_is_dropped() -> None:
+    """docs/official-code.md (FLESD, a last local batch of one image): 33 images at B = 32 give one
+    step of 32; the official loader (drop_last False, any size) takes a second step on the one
+    image left."""
+    m = small(local_batch_size=32)
+    data = ClientData(0, 33, images(33, 1))
+    up, _ = m.client_update(
+        m.broadcast(m.init_server(ctx(0)), ctx(1)), ClientState(), data, ctx(1, 0, images(8, 2))
+    )
+    assert up.metrics["steps"] == 1 and up.metrics["samples"] == 32
+
+
+def test_infer_feeds_the_stored_images_without_a_resize() -> None:
+    """docs/official-code.md (FLESD, ImageNet-100 public-set inference): the head sees every D_pub
+    image at its stored size, normalised with the training statistics, in order: no resize to 256
+    and centre crop of 224 (the engine stores the split at 224 already)."""
+    m = small()
+    public = images(10, 4)
+    seen: list[torch.Tensor] = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(x.clone())
+            return x.flatten(1)[:, :4]
+
+    out = m.infer(Probe(), public, torch.device("cpu"))
+    x = torch.cat(seen)
+    assert x.shape == (10, 3, 16, 16) and out.shape == (10, 4)
+    mean = torch.tensor(MEAN).view(1, -1, 1, 1)
+    std = torch.tensor(STD).view(1, -1, 1, 1)
+    assert torch.allclose(x, (public.images.float() / 255 - mean) / std, atol=1e-6)

@@ -324,3 +324,26 @@ def test_memory_after_real_steps_is_the_last_target_projections_in_push_order() 
     )
     assert torch.equal(memories[0], torch.cat(targets)[-m.cfg.memory_capacity :])
     assert torch.allclose(memories[0].norm(dim=1), torch.ones(32), atol=1e-5)
+
+
+def test_online_view_is_solarised_with_probability_solarize_p() -> None:
+    """§2.10: A' (the online model's view) ends with PIL solarize at threshold 128, p = 0.2 [C];
+    at p = 1 every view-2 image has its bright pixels inverted, at p = 0 none, and the default is
+    the code's 0.2."""
+    assert OrchestraConfig().solarize_p == 0.2
+    data = client_data(32)
+    view = data.train
+
+    def x2(p: float) -> torch.Tensor:
+        m = method(solarize_p=p)
+        return m._views(view.images, view, ctx(2, 0))[1]
+
+    on, off = x2(1.0), x2(0.0)
+    mean = torch.tensor(view.mean).view(1, -1, 1, 1)
+    std = torch.tensor(view.std).view(1, -1, 1, 1)
+    raw_on, raw_off = on * std + mean, off * std + mean  # back to [0, 1]
+    # same draws before the solarisation: where the unsolarised pixel is bright, p = 1 inverts it
+    bright = raw_off >= 128 / 255
+    assert bright.any()
+    assert torch.allclose(raw_on[bright], 1 - raw_off[bright], atol=1e-5)
+    assert torch.allclose(raw_on[~bright], raw_off[~bright], atol=1e-5)

@@ -1,0 +1,105 @@
+"""Every setting a method declares moves what it trains (issue 46): for every registered method and
+every field of its config (nested ``augment.*`` fields included), a changed value changes the
+method's first round on a tiny cell (two clients of digits 16×16, a step or two each, micro
+backbone), unless the method declares the field inert there (``inert_settings``, with the reason
+and, where it can, the settings under which it is live, which are checked too).
+
+Parametrised over the registry, so a new method and a new field are covered without an edit here;
+``check-method`` runs the same check on a plugin (``benchmark.tools.live_settings``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.tools.live_settings import LiveCheck, format_outcomes, setting_paths
+
+load_builtins()
+
+
+def _fields() -> list[tuple[str, str]]:
+    out = []
+    for name in METHODS.names():
+        cls = METHODS.get(name)
+        out += [(name, path) for path, _, _ in setting_paths(cls.Config())]
+    return out
+
+
+@functools.cache
+def check(method: str) -> LiveCheck:
+    return LiveCheck(method)
+
+
+@pytest.mark.parametrize(("method", "path"), _fields())
+def test_a_declared_setting_moves_the_first_round_or_is_declared_inert(
+    method: str, path: str
+) -> None:
+    outcome = check(method).field(path)
+    assert outcome.ok, format_outcomes([outcome])
+
+
+@pytest.mark.parametrize("method", METHODS.names())
+def test_every_inert_declaration_names_a_config_field(method: str) -> None:
+    stale = check(method).undeclared_names()
+    assert not stale, format_outcomes(stale)
+
+
+def test_a_setting_the_method_does_not_read_fails_the_check(monkeypatch) -> None:
+    """The check itself: FeatARC whose λ is never read (the config holds 1.0 whatever is asked, as
+    survivor 2 of issue 46 read a constant) reports ``reg_scale`` dead; declaring a field inert
+    that does move the round (τ) is reported stale."""
+    from benchmark.contracts.method import Inert
+    from methods import featarc
+
+    real = featarc.FeatARCConfig.__post_init__
+
+    def ignore_lambda(self) -> None:
+        real(self)
+        object.__setattr__(self, "reg_scale", 1.0)
+
+    monkeypatch.setattr(featarc.FeatARCConfig, "__post_init__", ignore_lambda)
+    monkeypatch.setattr(featarc.FeatARC, "inert_settings", {"tau": Inert("claimed")})
+    check = LiveCheck("featarc")
+    assert check.field("reg_scale").status == "dead"
+    assert check.field("tau").status == "stale"
+
+
+def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None:
+    """``check-method`` runs the same check on a plugin: the toy plugin (tests/plugins) passes with
+    its blur settings declared inert, and fails naming them without the declaration."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from benchmark.contracts.method import Inert
+    from benchmark.tools.check_method import check_method
+
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "plugins/fssl_toy_plugin/src/fssl_toy_plugin/method.py"
+    )
+    spec = importlib.util.spec_from_file_location("_toy_plugin_live", path)
+    toy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, toy)
+    spec.loader.exec_module(toy)
+
+    blur = Inert("no blur by default", live_with={"augment": {"blur_p": 0.5}})
+
+    class LiveToy(toy.ToyPlugin):
+        name = "_live_toy"
+        inert_settings = {"augment.blur_sigma": blur, "augment.blur_kernel": blur}
+
+    class UndeclaredToy(toy.ToyPlugin):
+        name = "_undeclared_toy"
+
+    for cls in (LiveToy, UndeclaredToy):
+        monkeypatch.setitem(METHODS._items, cls.name, cls)
+    fast = {"max_steps": 2}
+    good = check_method("_live_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert good.result("live_settings").status == "pass", good.format()
+    bad = check_method("_undeclared_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert bad.failed == ["live_settings"], bad.format()
+    assert "augment.blur_sigma dead" in bad.result("live_settings").detail
