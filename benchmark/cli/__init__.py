@@ -173,7 +173,10 @@ def _add_tools(sub: Any) -> None:
     )
     new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument(
-        "--out", default=None, help="write under this folder instead of the repository"
+        "--out",
+        default=None,
+        help="write under this folder instead of the repository (--plugin: the package is written "
+        "into this folder itself; default ./fssl-NAME/)",
     )
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
     new.add_argument(
