@@ -206,6 +206,12 @@ class FeatARC(MethodBase):
     # read only by encoder(): cells that differ only in it share one pre-training
     # (benchmark.contracts.cell.pretrain_key_for)
     export_params: ClassVar[tuple[str, ...]] = ("report_model",)
+    # check-method's state checks: the chosen cluster is kept with the local model, but no hook reads
+    # it back (each round chooses again, Algorithm 1 line 14) and it is the same while the choice is
+    evolving_client_state: ClassVar[tuple[str, ...]] = (LOCAL + "*",)
+    state_read_exempt: ClassVar[Mapping[str, str]] = {
+        "cluster": "a record of the cluster chosen last; no hook reads it (each round chooses again)"
+    }
     cfg: FeatARCConfig
 
     def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:

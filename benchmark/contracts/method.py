@@ -93,6 +93,8 @@ class Method(Protocol):
     reuses: ClassVar[tuple[str, ...]]
     precisions: ClassVar[tuple[str, ...]]
     pretrains: ClassVar[bool]
+    evolving_client_state: ClassVar[tuple[str, ...]]
+    state_read_exempt: ClassVar[Mapping[str, str]]
 
     def __init__(self, cfg: Any, backbone: ComponentSpec, inputs: InputSpec) -> None: ...
     def init_server(self, ctx: RoundContext) -> ServerState: ...
@@ -126,7 +128,7 @@ class UploadFold(Protocol):
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.2"
+API_VERSION = "2.3"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 
@@ -170,6 +172,16 @@ class MethodBase:
     # False for reference points that train nothing (random init): `plan` counts no pre-training for
     # their cells
     pretrains: ClassVar[bool] = True
+    # fnmatch patterns of the ClientState tensors that change each time the client trains (a queue, a
+    # momentum network, local BN statistics, optimizer moments): check-method requires them to differ
+    # between a client's rounds 1 and 2. The default, every tensor, fits state that is trained or
+    # written every round; a method keeping a tensor constant by design (a per-client mask fixed at
+    # init) narrows it
+    evolving_client_state: ClassVar[tuple[str, ...]] = ("*",)
+    # fnmatch pattern of ClientState tensors -> why check-method's state_read check may not see
+    # them read on its smoke cell (read only under another config or a condition the cell does not
+    # reach; read by encoder() alone). Not perturbed; the report lists them with the reason
+    state_read_exempt: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def check_data(cls, cfg: Any, *, client_sizes: Sequence[int], public_size: int | None) -> None:
