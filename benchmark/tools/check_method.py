@@ -62,7 +62,7 @@ from typing import Any
 
 from benchmark.contracts.method import FEDERATIONS
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.tools.smoke import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
+from benchmark.tools.smoke import SMOKE_OVERRIDES, cell_threads, smoke_cell, smoke_method_settings
 
 REFERENCE_METHOD = "no_pretrain"  # what the kNN check compares against (the seeded random init)
 
@@ -441,28 +441,10 @@ def check_method(
     """Run every conformance check on method ``name`` and return the report (never raises for a
     broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
     one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
-    with _cell_threads():
+    with cell_threads():
         return _check_method(
             name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
         )
-
-
-@contextmanager
-def _cell_threads() -> Iterator[None]:
-    """torch's intra-op threads pinned to a cell's count for the block, restored after. On a busy
-    machine torch's default (one per core) spends most of a tiny model's step waiting for its
-    threads: check-method took 136 s on 2 loaded cores, 4 s with one thread."""
-    import torch
-
-    from benchmark.launchers.options import RunOptions
-
-    threads, before = RunOptions(device="cpu").cell_threads(), torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _check_method(

@@ -6,6 +6,8 @@ It lives here (not in tests/) because ``check-method`` needs it outside the test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from benchmark.contracts.cell import Cell
@@ -67,4 +69,22 @@ def smoke_cell(
     return resolve_cell(values, common)
 
 
-__all__ = ["SMOKE_OVERRIDES", "smoke_cell", "smoke_method_settings"]
+@contextmanager
+def cell_threads() -> Iterator[None]:
+    """torch's intra-op threads pinned to a cell's count for the block, restored after. On a busy
+    machine torch's default (one per core) spends most of a tiny model's step waiting for its
+    threads: check-method took 136 s on 2 loaded cores, 4 s with one thread."""
+    import torch
+
+    from benchmark.launchers.options import RunOptions
+
+    threads, before = RunOptions(device="cpu").cell_threads(), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+__all__ = ["SMOKE_OVERRIDES", "cell_threads", "smoke_cell", "smoke_method_settings"]

@@ -20,9 +20,10 @@ def test_new_task_writes_a_package_whose_tests_pass(
     pkg = tmp_path / "nmi"
     assert main(["new-task", "centroid_probe", "--plugin", "--out", str(pkg)]) == 0
     assert f"pip install -e '{pkg}[test]'" in capsys.readouterr().out
-    assert 'centroid_probe = "fssl_centroid_probe.task:CentroidProbe"' in (
-        pkg / "pyproject.toml"
-    ).read_text()
+    assert (
+        'centroid_probe = "fssl_centroid_probe.task:CentroidProbe"'
+        in (pkg / "pyproject.toml").read_text()
+    )
     assert '[project.entry-points."fssl_bench.tasks"]' in (pkg / "pyproject.toml").read_text()
     # what pip install + the entry point do, without pip
     monkeypatch.syspath_prepend(str(pkg / "src"))

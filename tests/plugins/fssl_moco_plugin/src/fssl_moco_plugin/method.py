@@ -96,7 +96,9 @@ class FedMoCo(MethodBase):
     Config: ClassVar[type] = FedMoCoConfig
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "projector.*")
-    smoke_settings: ClassVar[dict] = {"method": {"proj_dim": 16, "queue_size": 48, "batch_size": 32}}
+    smoke_settings: ClassVar[dict] = {
+        "method": {"proj_dim": 16, "queue_size": 48, "batch_size": 32}
+    }
     # the pointer may come back to the slot it started a round from (K divides the keys written), so
     # it is read, but not required to change
     evolving_client_state: ClassVar[tuple[str, ...]] = ("key.*", "queue")
@@ -114,7 +116,9 @@ class FedMoCo(MethodBase):
 
     def fresh_queue(self, client_id: int) -> torch.Tensor:
         gen = torch_gen(0, Stream.INIT, 7, client_id)
-        return F.normalize(torch.randn(self.cfg.queue_size, self.cfg.proj_dim, generator=gen), dim=1)
+        return F.normalize(
+            torch.randn(self.cfg.queue_size, self.cfg.proj_dim, generator=gen), dim=1
+        )
 
     def init_client(self, client_id: int, server: ServerState) -> ClientState:
         key = {f"key.{k}": v.clone() for k, v in server.model.items()}
