@@ -475,7 +475,9 @@ def _check_method(
         _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
     from benchmark.tools.state_checks import check_client_state
 
-    results.extend(check_client_state(canonical, cls, method_params=method_params))
+    results.extend(
+        CheckResult(*o) for o in check_client_state(canonical, cls, method_params=method_params)
+    )
     return ConformanceReport(canonical, tuple(results), measurements)
 
 

@@ -31,7 +31,7 @@ import fnmatch
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # (round, the state the client would start that round from) -> the state it starts from instead
 StateEdit = Callable[[int, Any], Any]
@@ -201,9 +201,9 @@ def perturb(tensors: Mapping[str, Any], names: Sequence[str], seed: int = 0) -> 
 
 
 def _digest(tensors: Mapping[str, Any]) -> str:
-    from benchmark.tools.check_method import _digest as digest
+    from benchmark.engine.client_store import state_digest
 
-    return digest({k: v for k, v in tensors.items() if hasattr(v, "detach")})
+    return state_digest({k: v for k, v in tensors.items() if hasattr(v, "detach")})
 
 
 def _changed_pieces(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
@@ -217,34 +217,54 @@ def _changed_pieces(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
     }
 
 
-def check_client_state(name: str, cls: Any, *, method_params: Mapping[str, Any] | None) -> list:
-    """The ``state_read`` and ``state_evolves`` results of method ``name`` (class ``cls``), as
-    ``check_method``'s CheckResults; one client driven for two rounds, whatever ``--rounds``
-    says."""
-    from benchmark.tools.check_method import CheckResult, _Fail, _timed
+class StateCheckFailed(Exception):
+    """A state check failed with a named reason."""
 
-    results: list[Any] = []
+
+class Outcome(NamedTuple):
+    """One check's result; ``check_method`` makes its ``CheckResult`` of it."""
+
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    detail: str
+    seconds: float
+
+
+def check_client_state(
+    name: str, cls: Any, *, method_params: Mapping[str, Any] | None
+) -> list[Outcome]:
+    """The ``state_read`` and ``state_evolves`` outcomes of method ``name`` (class ``cls``): one
+    client driven for two rounds, whatever ``--rounds`` says. Never raises for a broken method."""
+    names = ("state_read", "state_evolves")
     t0 = time.perf_counter()
     try:
         setup = smoke_setup(name, rounds=2, method_params=method_params)
         # one client update first: a method without client state is done here
         if not drive_client(name, rounds=1, setup=setup).states[1].tensors:
             why = "the method keeps no client state (ClientState.tensors is empty after round 1)"
-            return [CheckResult(n, "skip", why) for n in ("state_read", "state_evolves")]
+            return [Outcome(n, "skip", why, 0.0) for n in names]
         trace = drive_client(name, rounds=2, setup=setup)
     except Exception as exc:  # noqa: BLE001 - a method that cannot be driven fails both checks
         why = f"driving client 0 for 2 rounds raised {type(exc).__name__}: {exc}"
-        took = time.perf_counter() - t0
-        return [CheckResult(n, "fail", why, took) for n in ("state_read", "state_evolves")]
-    drive_s = time.perf_counter() - t0
+        return [Outcome(n, "fail", why, time.perf_counter() - t0) for n in names]
     state1 = dict(trace.states[1].tensors)
     groups = pieces(list(state1))
-    with _timed(results, "state_read") as note:
-        _check_read(trace, state1, groups, dict(getattr(cls, "state_read_exempt", {})), _Fail, note)
-    results[-1] = dataclasses.replace(results[-1], seconds=results[-1].seconds + drive_s)
-    with _timed(results, "state_evolves") as note:
-        _check_evolves(cls, trace, groups, _Fail, note)
-    return results
+    exempt = dict(getattr(cls, "state_read_exempt", {}))
+    read = _outcome("state_read", lambda: _check_read(trace, state1, groups, exempt), t0)
+    evolves = _outcome("state_evolves", lambda: _check_evolves(cls, trace, groups), None)
+    return [read, evolves]
+
+
+def _outcome(name: str, check: Callable[[], str], t0: float | None) -> Outcome:
+    """Run one check: its note on success, its reason on ``StateCheckFailed``, any other exception
+    as a failure naming it."""
+    start = time.perf_counter() if t0 is None else t0
+    try:
+        return Outcome(name, "pass", check(), time.perf_counter() - start)
+    except StateCheckFailed as exc:
+        return Outcome(name, "fail", str(exc), time.perf_counter() - start)
+    except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
+        return Outcome(name, "fail", f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
 
 
 def _check_read(
@@ -252,9 +272,7 @@ def _check_read(
     state1: Mapping[str, Any],
     groups: Mapping[str, list[str]],
     exempt: Mapping[str, str],
-    fail: type[Exception],
-    note: Callable[[str], None],
-) -> None:
+) -> str:
     excused = {
         piece: next(
             why for pat, why in exempt.items() if all(fnmatch.fnmatch(n, pat) for n in names)
@@ -264,7 +282,7 @@ def _check_read(
     }
     ref_up, ref_state = trace.rerun(2, trace.states[1])
     if _digest(ref_up.tensors) != _digest(trace.uploads[1].tensors):
-        raise fail(
+        raise StateCheckFailed(
             "round 2 re-run from the same state gives a different upload (state kept in the method "
             "object, or nondeterminism): the state checks cannot tell what is read"
         )
@@ -282,13 +300,13 @@ def _check_read(
         if _digest(up.tensors) == _digest(ref_up.tensors) and not others:
             unread.append(piece)
     if unread:
-        raise fail(
+        raise StateCheckFailed(
             f"client state {unread} is saved but not read: perturbing it before round 2 changes "
             "neither the client's upload nor the rest of its state (re-initialised, reset or "
             "reloaded from the broadcast each round?)"
         )
     checked = sorted(set(groups) - set(excused))
-    note(
+    return (
         f"{len(checked)} piece(s) of client state {checked}: perturbing each before round 2 "
         "changes the client's upload or its other state"
         + (f" (perturbing {raised} makes round 2 raise: read)" if raised else "")
@@ -300,9 +318,7 @@ def _check_evolves(
     cls: Any,
     trace: ClientTrace,
     groups: Mapping[str, list[str]],
-    fail: type[Exception],
-    note: Callable[[str], None],
-) -> None:
+) -> str:
     patterns = tuple(getattr(cls, "evolving_client_state", ("*",)))
     evolving = [
         p
@@ -312,16 +328,23 @@ def _check_evolves(
     changed = _changed_pieces(dict(trace.states[1].tensors), dict(trace.states[2].tensors))
     frozen = [p for p in evolving if p not in changed]
     if frozen:
-        raise fail(
+        raise StateCheckFailed(
             f"client state {frozen} is the same after the client's rounds 1 and 2 although "
             f"evolving_client_state = {list(patterns)} says it changes (not written back? if it is "
             "constant by design, leave it out of evolving_client_state)"
         )
     constant = sorted(set(groups) - set(evolving))
-    note(
-        f"{len(evolving)} evolving piece(s) changed between rounds 1 and 2"
-        + (f"; {constant} not declared evolving" if constant else "")
+    return f"{len(evolving)} evolving piece(s) changed between rounds 1 and 2" + (
+        f"; {constant} not declared evolving" if constant else ""
     )
 
 
-__all__ = ["ClientTrace", "check_client_state", "drive_client", "perturb", "pieces", "smoke_setup"]
+__all__ = [
+    "ClientTrace",
+    "Outcome",
+    "check_client_state",
+    "drive_client",
+    "perturb",
+    "pieces",
+    "smoke_setup",
+]
