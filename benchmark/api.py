@@ -155,6 +155,13 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     # MAE's patch layout and norm_pix target, shared by FedMAE and the reconstruction task (API 2.2)
     "normalize_patches",
     "patchify",
+    # frozen features of a cell's data under an encoder, cached across a cell's tasks; and one
+    # client driven for two rounds, for a method's own state tests (API 2.3)
+    "cached_features",
+    "encoder_features",
+    "extract_features",
+    "ClientTrace",
+    "drive_client",
 ]
 
 
@@ -195,6 +202,7 @@ def _torch_names() -> dict[str, Any]:
     from benchmark.toolkit.backbones import build_backbone
     from benchmark.toolkit.backbones_vit import normalize_patches, patchify
     from benchmark.toolkit.device import DeviceConfig, prepare_module
+    from benchmark.toolkit.features import cached_features, encoder_features, extract_features
     from benchmark.toolkit.heads import mlp_head, ntxent_2b
     from benchmark.toolkit.local_train import (
         IndexView,
@@ -222,6 +230,10 @@ def __getattr__(name: str) -> object:
         from benchmark.tools.check_method import check_method
 
         return check_method
+    if name in ("drive_client", "ClientTrace"):
+        from benchmark.tools import state_checks
+
+        return getattr(state_checks, name)
     names = {} if name.startswith("__") else _torch_names()
     if name not in names:
         raise AttributeError(f"module 'benchmark.api' has no attribute {name!r}")

@@ -240,6 +240,12 @@ class FeatARC(MethodBase):
             live_with={"align_target": "projector"},
         ),
     }
+    # check-method's state checks: the chosen cluster is kept with the local model, but no hook reads
+    # it back (each round chooses again, Algorithm 1 line 14) and it is the same while the choice is
+    evolving_client_state: ClassVar[tuple[str, ...]] = (LOCAL + "*",)
+    state_read_exempt: ClassVar[Mapping[str, str]] = {
+        "cluster": "a record of the cluster chosen last; no hook reads it (each round chooses again)"
+    }
     cfg: FeatARCConfig
 
     def __init__(self, cfg: FeatARCConfig, backbone: ComponentSpec, inputs: InputSpec) -> None:

@@ -12,6 +12,7 @@ this file holds what is FedU's own, the DAPU merge (:meth:`FedU.merge`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -48,6 +49,11 @@ class FedU(FederatedBYOL):
     name: ClassVar[str] = "fedu"
     version: ClassVar[str] = "2"  # 2: a client smaller than B trains (issue 46)
     Config: ClassVar[type] = FedUConfig
+    # check-method's state_read: the kept online encoder reaches the upload only through DAPU's test
+    state_read_exempt: ClassVar[Mapping[str, str]] = {
+        "online.*": "read by DAPU's divergence test D(θ_g, θ_k) ≥ μ_dapu only; the upload changes "
+        "only when perturbing it flips that test, which the smoke cell's client does not"
+    }
     cfg: FedUConfig
 
     def merge(self, down: Payload, state: ClientState, ctx: RoundContext) -> MergeResult:

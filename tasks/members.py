@@ -4,43 +4,15 @@ feature cache."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
 
 from benchmark.api import Encoder
-from tasks.features import cached_features
 
 
 def modules_of(encoder: Encoder) -> list[torch.nn.Module]:
     return list(encoder.members) if encoder.members else [encoder.module]
-
-
-def encoder_features(encoder: Encoder, member: int, ctx: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train, test) features of one member, extracted once per (encoder, member, split) for all
-    tasks."""
-    module = modules_of(encoder)[member]
-    key = (encoder.fingerprint, id(module))
-    tr = cached_features(
-        ctx.feature_cache,
-        (*key, "train"),
-        module,
-        ctx.dataset.train,
-        encoder.mean,
-        encoder.std,
-        ctx.device,
-    )
-    te = cached_features(
-        ctx.feature_cache,
-        (*key, "test"),
-        module,
-        ctx.dataset.test,
-        encoder.mean,
-        encoder.std,
-        ctx.device,
-    )
-    return tr, te
 
 
 def score_members(

@@ -23,6 +23,7 @@ from benchmark.cli.common import EXIT_BAD_INPUT
 from benchmark.cli.doctor import cmd_doctor
 from benchmark.cli.listing import cmd_list
 from benchmark.cli.new_method import cmd_new_method
+from benchmark.cli.new_task import cmd_new_task
 from benchmark.cli.plan import cmd_plan
 from benchmark.cli.prefetch import cmd_prefetch
 from benchmark.cli.run import cmd_run
@@ -38,6 +39,12 @@ CALIBRATION_HELP = (
     "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
     "$FSSL_CALIBRATION, else the report of the device the run would use in $FSSL_CALIBRATION_DIR or "
     "~/.cache/fssl-bench/calibration; none: plan's fixed estimate)"
+)
+
+
+ADD_METHOD_HELP = (
+    "add this registered method (a plugin's) to the grid's method axis, with the grid's other "
+    "settings: the cells the grid's track ranks (repeatable)"
 )
 
 
@@ -81,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the device whose calibration costs the grid (auto | cpu | cuda | cuda:N)",
     )
     plan.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
+    plan.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
 
     show = sub.add_parser("show", help="show a cell's configuration and record")
     show.add_argument("cell_id", help="a cell id (or a unique prefix of one)")
@@ -90,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--grid", required=True, help="grid name or path")
     status.add_argument("--root", default="runs", help="run root (default: runs/)")
     status.add_argument("--only", default=None, help="filter, e.g. method=fedema")
+    status.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
     status.add_argument(
         "--seeds",
         default=None,
@@ -133,6 +142,7 @@ def _add_run(sub: Any) -> None:
         "run", help="run the cells of a grid (skips finished cells, resumes interrupted ones)"
     )
     run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    run.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
     run.add_argument("--root", default="runs", help="run root (default: runs/)")
     run.add_argument(
         "--only",
@@ -180,7 +190,10 @@ def _add_tools(sub: Any) -> None:
     )
     new.add_argument("name", help="the method's registry name (lower-case snake_case)")
     new.add_argument(
-        "--out", default=None, help="write under this folder instead of the repository"
+        "--out",
+        default=None,
+        help="write under this folder instead of the repository (--plugin: the package is written "
+        "into this folder itself; default ./fssl-NAME/)",
     )
     new.add_argument("--force", action="store_true", help="replace existing scaffold files")
     new.add_argument(
@@ -195,6 +208,16 @@ def _add_tools(sub: Any) -> None:
         "fssl-fed-foo/, import package fssl_fed_foo; entry point fssl_bench.methods; the method imports "
         "only benchmark.api; tests and a digits smoke grid) instead of files in the repository",
     )
+
+    task = sub.add_parser(
+        "new-task",
+        help="scaffold a downstream task as an installable package (--plugin; docs/adding-a-task.md)",
+    )
+    task.add_argument("name", help="the task's registry name (lower-case snake_case)")
+    task.add_argument("--plugin", action="store_true", help="an installable package (required)")
+    task.add_argument("--out", default=None, help="the package folder (default ./fssl-NAME/)")
+    task.add_argument("--force", action="store_true", help="replace existing scaffold files")
+    task.add_argument("--class-name", default=None, help="the task's class name")
 
     chk = sub.add_parser(
         "check-method",
@@ -293,6 +316,12 @@ def _add_submit(sub: Any) -> None:
         "record's word vouches for them, and the manifest says NOT re-evaluated by the submitter",
     )
     sbm.add_argument("--data-root", default=None, help="where datasets live, for re-evaluation")
+    sbm.add_argument(
+        "--strict",
+        action="store_true",
+        help="reject (no bundle) when a record is not on the track, instead of leaving it out "
+        "(by default such records are listed as left out and the others bundled)",
+    )
     sbm.add_argument(
         "--plugin-source",
         action="append",
@@ -459,6 +488,7 @@ COMMANDS = {
     "collect": cmd_collect,
     "prefetch": cmd_prefetch,
     "new-method": cmd_new_method,
+    "new-task": cmd_new_task,
     "check-method": cmd_check_method,
     "submit": cmd_submit,
     "accept": cmd_accept,

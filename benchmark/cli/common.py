@@ -15,10 +15,20 @@ if TYPE_CHECKING:
 EXIT_BAD_INPUT = 2
 
 
-def _load_cells(grid_arg: str, only: str | None, seeds: str | None = None) -> tuple[Any, list[Any]]:
+def _load_cells(
+    grid_arg: Any, only: str | None, seeds: str | None = None, add_method: Any = ()
+) -> tuple[Any, list[Any]]:
     from benchmark.launchers.run_grid import load_cells
 
-    return load_cells(grid_arg, only=only, seeds=parse_seeds(seeds) if seeds is not None else None)
+    spec = grid_spec(grid_arg, add_method)
+    return load_cells(spec, only=only, seeds=parse_seeds(seeds) if seeds is not None else None)
+
+
+def grid_spec(grid_arg: Any, add_method: Any = ()) -> Any:
+    """The grid ``--grid`` names, with the methods of ``--add-method`` added to its method axis."""
+    from benchmark.grids.expand import load_grid, with_methods
+
+    return with_methods(load_grid(grid_arg), list(add_method or ()))
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -23,5 +23,5 @@ def cmd_new_method(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     for path in written:
         print(f"wrote {path}")
-    print(next_steps(args.name, plugin=args.plugin))
+    print(next_steps(args.name, plugin=args.plugin, where=args.out))
     return 0

@@ -27,6 +27,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             reevaluate=args.reevaluate,
             data_root=args.data_root,
             plugin_sources=args.plugin_source,
+            strict=args.strict,
         )
     except SubmitError as exc:
         raise UsageError(str(exc)) from None

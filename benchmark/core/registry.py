@@ -4,8 +4,10 @@ Components register next to their definition with a decorator; heavy optional co
 lazily as ``"pkg.mod:Attr"`` targets; out-of-tree packages register through an entry-point group.
 Unknown names raise :class:`UnknownName` with a did-you-mean hint and the list of known names;
 duplicates raise :class:`DuplicateName` (timm only warns; a silent override would change numbers):
-two built-ins at import, and a name that two installed distributions register, or a plugin and a
-built-in, wherever the name is used, naming both (neither wins).
+two built-ins at import, and a name that two installed distributions register, wherever the name is
+used, naming both (neither wins). A plugin that registers a built-in's name is refused instead, with
+one warning on stderr naming its distribution, and the built-in is kept and used: an installed
+package cannot disable or replace a built-in component.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -138,6 +141,8 @@ class Registry(Generic[T]):
         # of them registered: such a name is refused wherever it is used, naming both
         self._origin: dict[str, str] = {}
         self._clashes: dict[str, list[str]] = {}
+        # plugin registrations refused because the name is built in: name -> their origins
+        self._refused: dict[str, list[str]] = {}
         self._frozen = False
         self._plugins_loaded = False
 
@@ -152,12 +157,14 @@ class Registry(Generic[T]):
             if key in self._items or key in self._aliases:
                 if self._origin.get(key, BUILT_IN) == BUILT_IN:
                     raise DuplicateName(f"{self.kind} {key!r} is already registered")
-                # an installed plugin took this name before the built-ins were imported
-                self._clash(key, BUILT_IN)
+                # installed plugins took this name before the built-ins were imported: the built-in
+                # is kept, every plugin registration of the name refused
+                for origin in self._clashes.pop(key, None) or [self._origin[key]]:
+                    self._refuse(key, origin)
                 self._items.pop(key, None)
                 self._targets.pop(key, None)
         for key in (name, *aliases):
-            self._origin.setdefault(key, BUILT_IN)
+            self._origin[key] = BUILT_IN
 
         def add(obj: T) -> T:
             self._check_base(name, obj)
@@ -191,11 +198,33 @@ class Registry(Generic[T]):
                 continue
             seen.add((ep.name, origin))
             if ep.name in self._items or ep.name in self._aliases:
-                self._clash(ep.name, origin)
+                if self._origin.get(ep.name, BUILT_IN) == BUILT_IN:
+                    self._refuse(ep.name, origin)
+                else:
+                    self._clash(ep.name, origin)
                 continue
             self._targets[ep.name] = ep.value
             self._items[ep.name] = None
             self._origin[ep.name] = origin
+
+    def _refuse(self, name: str, origin: str) -> None:
+        """``origin`` (a plugin) registers a built-in name: the built-in is kept and used, the
+        plugin's registration refused with one warning naming its distribution."""
+        refused = self._refused.setdefault(name, [])
+        if origin in refused:
+            return
+        refused.append(origin)
+        print(
+            f"warning: {self.kind} {name!r} is built in; the registration by {origin} is refused "
+            "and the built-in is used (a plugin cannot take a built-in name: rename it)",
+            file=sys.stderr,
+        )
+
+    def refused(self) -> dict[str, list[str]]:
+        """Built-in names that installed plugins also register -> those plugins' origins (refused;
+        the built-in is used)."""
+        self._load_plugins()
+        return {k: list(v) for k, v in self._refused.items()}
 
     def _clash(self, name: str, origin: str) -> None:
         """``origin`` registers ``name`` too: neither wins silently (a different method would run)."""
@@ -213,7 +242,6 @@ class Registry(Generic[T]):
         return (
             f"{self.kind} {name!r} is registered by both {' and '.join(who)}: neither is used; "
             "uninstall one of them"
-            + (" (a plugin cannot take a built-in name)" if BUILT_IN in who else "")
         )
 
     def canonical(self, name: str) -> str:

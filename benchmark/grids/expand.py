@@ -90,6 +90,23 @@ def with_seeds(grid: GridSpec, seeds: Sequence[int]) -> GridSpec:
     return dataclasses.replace(grid, base=base, axes=axes)
 
 
+def with_methods(grid: GridSpec, names: Sequence[str]) -> GridSpec:
+    """The grid with the methods ``names`` added to its method axis (``run --grid quickstart
+    --add-method fedfoo``): every other setting is the grid's own, and each added method gets the
+    grid's ``method_common`` and its own defaults, so its cells are the ones the grid's track ranks.
+    A name the grid already runs is refused (its entry there may carry tuned parameters)."""
+    if not names:
+        return grid
+    axes, base = dict(grid.axes), dict(grid.base)
+    current = list(axes["method"]) if "method" in axes else [base.pop("method")]
+    have = {m if isinstance(m, str) else dict(m).get("name") for m in current}
+    twice = [n for n in names if n in have or list(names).count(n) > 1]
+    if twice:
+        raise ConfigError(f"--add-method {twice[0]!r}: grid {grid.name!r} already runs it")
+    axes["method"] = [*current, *({"name": n} for n in names)]
+    return dataclasses.replace(grid, base=base, axes=axes)
+
+
 def grid_names() -> list[str]:
     return sorted(p.stem for p in GRIDS_DIR.glob("*.yaml"))
 

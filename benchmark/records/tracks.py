@@ -49,6 +49,10 @@ class Track:
     # false: a pipeline check whose numbers are not a result (the smoke grid); the site never names
     # a leader for it
     result: bool = True
+    # the grid whose settings the track ranks (benchmark/grids/NAME.yaml): submit requires every
+    # record's cell, but for its method and seed, to be a cell of that grid (a plugin runs it with
+    # ``run --grid NAME --add-method ITS_NAME``); None: no such check (the smoke track)
+    grid: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):

@@ -73,6 +73,9 @@ class SubmitReport:
     checkpoint_bytes: int = 0
     # where the maintainers get the records' plugins (a wheel to copy into the bundle, or a URL)
     plugin_sources: list[tuple[PluginSource, Path | None]] = field(default_factory=list)
+    # records that are not on the track (Track.admits said why), decided before any other check:
+    # listed, not bundled, never re-evaluated
+    left_out: list[tuple[Path, str, str]] = field(default_factory=list)  # (path, cell id, why)
 
     @property
     def ok(self) -> bool:
@@ -101,11 +104,17 @@ class SubmitReport:
                     lines.append(f"  FAIL  {label}  {name}: {reason}")
         for name, reason in self.group_problems:
             lines.append(f"  FAIL  {name}: {reason}")
+        for path, cell_id, why in self.left_out:
+            lines.append(f"  LEFT OUT  {cell_id}  {path}: not on the track: {why}")
         n_bad = sum(not c.ok for c in self.checks)
         head = f"submit: {len(self.checks)} record(s), {n_bad} rejected" + (
             f", track {self.track.id}" if self.track else ""
         )
+        if self.left_out:
+            head += f"; {len(self.left_out)} left out (not on the track, not bundled)"
         tail = "no bundle written"
+        if not self.checks and self.left_out:
+            tail += ": no record is on the track"
         if self.bundle:
             tail = (
                 f"bundle written to {self.bundle}: {self.bundle_bytes:,} bytes on disk; its files "
@@ -394,6 +403,57 @@ def check_track(record: ResultRecord, track: Track, check: RecordCheck) -> None:
                 f"{s.task} card_id {s.card.card_id} is not the card the registered task builds "
                 f"from the cell's config ({sorted(expected.get(s.task, set()))})",
             )
+
+
+def grid_settings(track: Track) -> list[str] | None:
+    """The settings of every cell of the track's grid (canonical JSON of the cell without its
+    method and seed), or None when the track names no grid."""
+    if track.grid is None:
+        return None
+    from benchmark.core.canonical import canonical_json
+    from benchmark.grids.expand import expand_grid, load_grid
+
+    return sorted(
+        {canonical_json(_settings(c.to_dict())) for c in expand_grid(load_grid(track.grid))}
+    )
+
+
+def _settings(cell: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in dict(cell).items() if k not in ("method", "seed")}
+
+
+def check_settings(
+    record: ResultRecord, track: Track, settings: list[str] | None, check: RecordCheck
+) -> None:
+    """The record's cell, but for its method and seed, is a cell of the track's grid: the setting
+    the track ranks, not a copy of it edited by hand."""
+    if settings is None:
+        return
+    import json
+
+    from benchmark.core.canonical import canonical_json
+
+    mine = _settings(record.cell)
+    if canonical_json(mine) in settings:
+        return
+    grid = [json.loads(s) for s in settings]
+    differ = min(
+        (
+            [
+                k
+                for k in set(mine) | set(g)
+                if canonical_json(mine.get(k)) != canonical_json(g.get(k))
+            ]
+            for g in grid
+        ),
+        key=len,
+    )
+    check.fail(
+        "settings",
+        f"the cell's {', '.join(sorted(differ))} differ from every cell of the track's grid "
+        f"{track.grid!r} (run the grid itself: python -m benchmark run --grid {track.grid} "
+        f"--add-method {record.method})",
+    )
 
 
 def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:

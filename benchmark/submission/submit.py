@@ -1,7 +1,11 @@
 """``python -m benchmark submit RECORDS... --track ID --out BUNDLE``: validate records before they
 reach the leaderboard.
 
-Every record is checked; a submission is all or nothing (one rejected record → exit 1, no bundle).
+Which records belong to the track is decided first, before any other check or re-evaluation
+(``Track.admits``, the site's own rule): a record that is not on the track (another dataset,
+federation, backbone, or without the track's task) is *left out* (listed, not bundled; ``--strict``
+rejects it instead). Every record on the track is checked; among them a submission is all or nothing
+(one rejected record → exit 1, no bundle).
 Checks, each reported with a named reason:
 
 ``schema``        the file parses strictly and its ``schema_version`` is the current one (older
@@ -66,7 +70,9 @@ from benchmark.submission.checks import (
     check_integrity,
     check_schema,
     check_seeds,
+    check_settings,
     check_track,
+    grid_settings,
 )
 from benchmark.submission.oracle import PartitionOracle, known_partition_digests
 
@@ -132,31 +138,48 @@ def submit(
     reevaluate: bool = True,
     data_root: str | None = None,
     plugin_sources: Sequence[str] = (),
+    strict: bool = False,
 ) -> SubmitReport:
     """Validate ``paths`` (record files or folders of them) for ``track``; write the bundle to
     ``out`` if all pass. ``reevaluate`` (the default) re-runs every record's tasks from its final
     checkpoint; False skips it and the bundle's manifest says so. ``plugin_sources`` (wheel files,
     or ``NAME @ git+URL@COMMIT``) say where the maintainers get the records' plugins
-    (``benchmark.submission.plugin_sources``)."""
+    (``benchmark.submission.plugin_sources``). Which records are on the track is decided first
+    (:meth:`Track.admits`, the site's rule): the others are listed in ``report.left_out`` and
+    neither checked further nor bundled, or, with ``strict``, rejected (no bundle)."""
     files = expand_paths(paths)
     spec = find_track(track, tracks_file) if track else None
     oracle = PartitionOracle(
         known_partition_digests([Path(a) for a in against], manifests), data_root
     )
+    settings = grid_settings(spec) if spec is not None else None
     checks: list[RecordCheck] = []
+    left_out: list[tuple[Path, str, str]] = []
     for path in files:
         check = RecordCheck(path, None)
-        checks.append(check)
         record = check_schema(path, check)
+        # membership first: a record that is not on the track is never re-evaluated
+        why = spec.admits(record) if spec is not None and record is not None else None
+        if why and not strict:
+            left_out.append((path, record.cell_id, why))
+            continue
+        checks.append(check)
         if record is None:
             continue
         check.record = record
+        if why:
+            check.fail("track", why)
+            continue
+        if spec is not None:
+            check_settings(record, spec, settings, check)
+            if not check.ok:  # not the track's settings: rejected before any re-evaluation
+                continue
         check_identity(record, check)
         check_integrity(path, record, check, reevaluate=reevaluate, data_root=data_root)
         oracle.check(record, check)
         if spec is not None:
             check_track(record, spec, check)
-    report = SubmitReport(spec, checks, reevaluate=reevaluate)
+    report = SubmitReport(spec, checks, reevaluate=reevaluate, left_out=left_out)
     cell_ids = [c.record.cell_id for c in checks if c.record is not None]
     dupes = sorted({i for i in cell_ids if cell_ids.count(i) > 1})
     if dupes:

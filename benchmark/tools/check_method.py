@@ -39,8 +39,13 @@ that check (``interface`` builds the smoke cell's data and partition, ``finite_l
 straight simulation, ``determinism`` the interrupted one, ``resume`` its resumption). The report names every
 failed check with its reason; ``check-method`` exits 1 when any check fails.
 
-The smoke-cell builder lives here (not in tests/) because this check needs it outside the test
-suite; ``tests/helpers.py`` re-exports it.
+``state_read`` and ``state_evolves`` (``benchmark.tools.state_checks``) drive one client alone for
+two rounds, whatever ``--rounds`` says: each piece of its client state must be read (perturbing it
+before round 2 changes the upload or the rest of the state) and each piece the method declares
+evolving (``evolving_client_state``) must change between its rounds.
+
+The smoke-cell builder lives in ``benchmark.tools.smoke`` (re-exported here and by
+``tests/helpers.py``).
 """
 
 from __future__ import annotations
@@ -57,70 +62,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.contracts.cell import Cell
 from benchmark.contracts.method import FEDERATIONS
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.grids.expand import resolve_cell
-
-# per-method settings that make a smoke cell valid (backbone family, public data), for methods that
-# cannot declare ``smoke_settings`` themselves
-SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {}
+from benchmark.tools.smoke import SMOKE_OVERRIDES, cell_threads, smoke_cell, smoke_method_settings
 
 REFERENCE_METHOD = "no_pretrain"  # what the kNN check compares against (the seeded random init)
-
-
-# ------------------------------------------------------------------------------------------------
-# smoke cells
-
-
-def smoke_method_settings(name: str) -> dict[str, Any]:
-    """A method may declare ``smoke_settings`` (cell fields it needs in a tiny run: backbone, public
-    split, ...)."""
-    cls = METHODS.get(name)
-    settings = dict(SMOKE_OVERRIDES.get(METHODS.canonical(name), {}))
-    settings.update(dict(cls.smoke_settings))
-    return settings
-
-
-def smoke_cell(
-    method: str = "fedavg_simclr",
-    *,
-    rounds: int = 1,
-    clients: int = 2,
-    participation: float = 1.0,
-    partition: Any = "iid",
-    seed: int = 0,
-    tasks: Any = None,
-    method_params: dict | None = None,
-    **extra: Any,
-) -> Cell:
-    """2 clients × 1 round × batch 16 on digits with a micro backbone; kNN and a 1-epoch probe by
-    default."""
-    load_builtins()
-    values: dict[str, Any] = {
-        "dataset": "digits",
-        "backbone": {"name": "resnet_micro", "width": 4},
-        "method": {"name": method},
-        "partition": partition,
-        "fl": {
-            "num_clients": clients,
-            "participation": participation,
-            "rounds": rounds,
-            "local_epochs": 1,
-        },
-        "seed": seed,
-        "tasks": tasks if tasks is not None else ["knn", {"name": "linear_probe", "epochs": 1}],
-    }
-    canonical = METHODS.canonical(method)
-    for key, value in smoke_method_settings(canonical).items():
-        if key == "method":
-            values["method"] = {**values["method"], **value}
-        else:
-            values[key] = value
-    values["method"] = {**values["method"], **(method_params or {})}
-    values.update(extra)
-    common = {"batch_size": 16}
-    return resolve_cell(values, common)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -498,7 +444,7 @@ def check_method(
     """Run every conformance check on method ``name`` and return the report (never raises for a
     broken method). It runs on the CPU thread count a cell runs with (``RunOptions.cell_threads``:
     one unless ``$FSSL_CELL_THREADS`` says otherwise), as ``run`` does."""
-    with _cell_threads():
+    with cell_threads():
         report = _check_method(
             name, rounds, clients, participation, method_params, knn=knn, work_dir=work_dir
         )
@@ -506,27 +452,9 @@ def check_method(
         return report
     from benchmark.tools.live_settings import conformance_result
 
-    with _cell_threads():
+    with cell_threads():
         result = conformance_result(report.method, method_params)
     return dataclasses.replace(report, results=(*report.results, result))
-
-
-@contextmanager
-def _cell_threads() -> Iterator[None]:
-    """torch's intra-op threads pinned to a cell's count for the block, restored after. On a busy
-    machine torch's default (one per core) spends most of a tiny model's step waiting for its
-    threads: check-method took 136 s on 2 loaded cores, 4 s with one thread."""
-    import torch
-
-    from benchmark.launchers.options import RunOptions
-
-    threads, before = RunOptions(device="cpu").cell_threads(), torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _check_method(
@@ -555,6 +483,11 @@ def _check_method(
         _check_resume(runs, results, rounds)
         _check_upload_fold(runs, results)
         _check_knn(cls, canonical, setup, runs, knn, rounds, results, measurements)
+    from benchmark.tools.state_checks import check_client_state
+
+    results.extend(
+        CheckResult(*o) for o in check_client_state(canonical, cls, method_params=method_params)
+    )
     return ConformanceReport(canonical, tuple(results), measurements)
 
 

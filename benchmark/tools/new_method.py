@@ -11,8 +11,8 @@ Writes, under ``--out`` (default: the repository root):
 - ``benchmark/grids/NAME_smoke.yaml`` — a CPU grid on digits that runs the method next to
   fedavg_simclr and no_pretrain.
 
-With ``--plugin`` it writes an installable package ``fssl-NAME/`` instead (under ``--out``, default
-the current folder; underscores in NAME become hyphens in the folder and distribution name,
+With ``--plugin`` it writes an installable package instead, into ``--out`` itself (default
+``fssl-NAME/`` under the current folder; underscores in NAME become hyphens in the folder and distribution name,
 ``fed_foo`` → ``fssl-fed-foo/``, and stay in the import package ``fssl_fed_foo``): ``src/fssl_NAME/method.py`` (the same method, registered by its
 ``fssl_bench.methods`` entry point and importing nothing of the project but ``benchmark.api``),
 ``tests/test_NAME.py`` (entry point, loss, grid and the full conformance check) and
@@ -447,26 +447,36 @@ axes:
 """
 
 
+PLUGIN_GITIGNORE = """# what `pip install` / `pip wheel` / `python -m build` leave in the source folder (setuptools builds
+# in place: build/ and the egg-info are its work folders, dist/ the wheels)
+build/
+dist/
+*.egg-info/
+__pycache__/
+runs/
+"""
+
+
 def render_plugin(name: str, class_name: str | None = None) -> Scaffold:
-    """An installable package: the method (registered by its entry point, importing only
-    ``benchmark.api``), its tests and a smoke grid."""
+    """An installable package (paths relative to the package folder): the method (registered by
+    its entry point, importing only ``benchmark.api``), its tests and a smoke grid."""
     cls = class_name_of(name, class_name)
     dist = name.replace("_", "-")
-    pkg = Path(f"fssl-{dist}")
     return Scaffold(
         name,
         cls,
         {
-            pkg / "pyproject.toml": PLUGIN_PYPROJECT.format(name=name, cls=cls, dist=dist),
-            pkg / "README.md": PLUGIN_README.format(name=name, cls=cls, dist=dist),
-            pkg / "src" / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
-            pkg / "src" / f"fssl_{name}" / "method.py": method_source(
+            Path("pyproject.toml"): PLUGIN_PYPROJECT.format(name=name, cls=cls, dist=dist),
+            Path("README.md"): PLUGIN_README.format(name=name, cls=cls, dist=dist),
+            Path(".gitignore"): PLUGIN_GITIGNORE,
+            Path("src") / f"fssl_{name}" / "__init__.py": f'"""fssl-bench method {name}."""\n',
+            Path("src") / f"fssl_{name}" / "method.py": method_source(
                 name, plugin=True, class_name=class_name
             ),
-            pkg / "tests" / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(
+            Path("tests") / f"test_{name}.py": PLUGIN_TEST_TEMPLATE.format(
                 name=name, cls=cls, loss_test=LOSS_TEST
             ),
-            pkg / "grids" / f"{name}_smoke.yaml": PLUGIN_GRID_TEMPLATE.format(name=name),
+            Path("grids") / f"{name}_smoke.yaml": PLUGIN_GRID_TEMPLATE.format(name=name),
         },
     )
 
@@ -480,15 +490,15 @@ def write_scaffold(
     plugin: bool = False,
     class_name: str | None = None,
 ) -> list[Path]:
-    """Write the scaffold of ``name`` under ``out`` (default: the repository; for ``plugin``, the
-    current folder); returns the files written. A plugin goes to ``out/fssl-NAME/``, or to ``out``
-    itself when ``out`` is already named ``fssl-NAME`` (never ``fssl-NAME/fssl-NAME/``)."""
+    """Write the scaffold of ``name`` under ``out`` (default: the repository); returns the files
+    written. A plugin package is written into ``out`` itself (``pyproject.toml`` directly in it),
+    or, without ``out``, into ``fssl-NAME/`` under the current folder."""
     validate_name(name, check_registry=check_registry)
-    root = Path(out) if out is not None else (Path.cwd() if plugin else REPO)
+    if plugin:
+        root = Path(out) if out is not None else Path.cwd() / plugin_folder(name)
+    else:
+        root = Path(out) if out is not None else REPO
     scaffold = render_plugin(name, class_name) if plugin else render(name, class_name)
-    package = f"fssl-{name.replace('_', '-')}"
-    if plugin and root.name == package:
-        root = root.parent
     targets = [root / rel for rel in scaffold.files]
     existing = [t for t in targets if t.exists()]
     if existing and not force:
@@ -502,18 +512,23 @@ def write_scaffold(
     return targets
 
 
-def next_steps(name: str, plugin: bool = False) -> str:
+def plugin_folder(name: str) -> str:
+    """The default folder (and distribution name) of a plugin: ``fed_foo`` -> ``fssl-fed-foo``."""
+    return f"fssl-{name.replace('_', '-')}"
+
+
+def next_steps(name: str, plugin: bool = False, where: str | None = None) -> str:
     if plugin:
-        dist = name.replace("_", "-")
+        pkg = (where or plugin_folder(name)).rstrip("/")
         return "\n".join(
             [
-                f"next steps for {name} (an installable package in fssl-{dist}/):",
-                f"  1. fill the TODO({name}) markers in fssl-{dist}/src/fssl_{name}/method.py (import only benchmark.api)",
-                f"  2. pip install -e 'fssl-{dist}[test]'   (registers it, python -m benchmark list methods shows it;"
+                f"next steps for {name} (an installable package in {pkg}/):",
+                f"  1. fill the TODO({name}) markers in {pkg}/src/fssl_{name}/method.py (import only benchmark.api)",
+                f"  2. pip install -e '{pkg}[test]'   (registers it, python -m benchmark list methods shows it;"
                 " [test] adds pytest)",
-                f"  3. python -m pytest fssl-{dist}/tests -q   (its tests, the conformance check included)",
+                f"  3. python -m pytest {pkg}/tests -q   (its tests, the conformance check included: under a minute)",
                 f"  4. python -m benchmark check-method {name}",
-                f"  5. python -m benchmark run --grid fssl-{dist}/grids/{name}_smoke.yaml --root runs --no-wandb",
+                f"  5. python -m benchmark run --grid {pkg}/grids/{name}_smoke.yaml --root runs --no-wandb",
             ]
         )
     return "\n".join(

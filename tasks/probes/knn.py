@@ -10,10 +10,10 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskScores
+from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskScores, encoder_features
 from benchmark.api import portable_math as pmath
 from tasks.cards import load_card
-from tasks.members import encoder_features, score_members
+from tasks.members import score_members
 
 
 def knn_predict(
@@ -89,7 +89,7 @@ class KNN:
         ds = ctx.dataset
 
         def one(module_key: int) -> float:
-            tr, te = encoder_features(encoder, module_key, ctx)
+            tr, te = encoder_features(encoder, ctx, module_key)
             return knn_top1(
                 tr,
                 ds.train.labels,

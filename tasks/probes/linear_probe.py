@@ -19,11 +19,12 @@ from benchmark.api import (
     TaskContext,
     TaskScores,
     adam,
+    encoder_features,
     scoped_torch_seed,
     torch_gen,
 )
 from tasks.cards import load_card
-from tasks.members import encoder_features, score_members
+from tasks.members import score_members
 
 
 def standardize(
@@ -124,7 +125,7 @@ class LinearProbe:
         top5s: list[float] = []
 
         def one(member: int) -> float:
-            tr, te = encoder_features(encoder, member, ctx)
+            tr, te = encoder_features(encoder, ctx, member)
             tr, te = standardize(tr, te)
             head = train_linear_head(
                 tr,

@@ -71,7 +71,7 @@ def _install(python: Path, package: Path, *, editable: bool) -> dict:
 def test_editable_and_regular_installs_give_the_same_real_digest(
     venv: Path, tmp_path: Path
 ) -> None:
-    write_scaffold("fedprov", tmp_path, plugin=True)
+    write_scaffold("fedprov", tmp_path / "fssl-fedprov", plugin=True)
     package = tmp_path / "fssl-fedprov"
     editable = _install(venv, package, editable=True)
     regular = _install(venv, package, editable=False)

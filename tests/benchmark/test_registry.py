@@ -138,19 +138,28 @@ def test_two_distributions_registering_one_name_are_refused_naming_both(
     assert reg.canonical("byol") == "byol"
 
 
-def test_a_plugin_cannot_take_a_built_in_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 39: a plugin registering a built-in's name was ignored silently."""
+def test_a_plugin_cannot_take_a_built_in_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 47: a plugin registering a built-in's name disabled the built-in (issue 39 made it
+    refuse both). The built-in is kept and used; the plugin is refused with one warning naming its
+    distribution."""
     reg = _with_plugins(monkeypatch, _EntryPoint("fedavg_simclr", "evil.m:Fake", "fssl-evil"))
-    with pytest.raises(DuplicateName) as err:
-        reg.get("fedavg_simclr")
-    msg = str(err.value)
-    assert "fssl-bench (built in)" in msg and "fssl-evil 0.1 (evil.m:Fake)" in msg
-    assert "a plugin cannot take a built-in name" in msg
+    builtin = reg.get("fedavg_simclr")
+    assert builtin.__name__ == "BuiltIn" and reg.canonical("fedavg_simclr") == "fedavg_simclr"
+    assert reg.clash("fedavg_simclr") is None
+    reg.get("fedavg_simclr"), reg.names()  # used again: no second warning
+    warnings = capsys.readouterr().err.strip().splitlines()
+    assert len(warnings) == 1, warnings
+    assert "fssl-evil 0.1 (evil.m:Fake)" in warnings[0] and "refused" in warnings[0]
+    assert reg.refused() == {"fedavg_simclr": ["fssl-evil 0.1 (evil.m:Fake)"]}
 
 
-def test_a_plugin_loaded_before_the_built_ins_clashes_too(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_loaded_before_the_built_ins_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """Entry points read first (a name looked up before the built-ins were imported): the built-in's
-    registration does not crash the import, and the name is refused all the same."""
+    registration takes the name back, and the plugin is refused all the same."""
     import benchmark.core.registry as registry_mod
 
     monkeypatch.setattr(
@@ -160,9 +169,10 @@ def test_a_plugin_loaded_before_the_built_ins_clashes_too(monkeypatch: pytest.Mo
     )
     reg: Registry = Registry("method", entry_point_group="fssl_bench.methods")
     assert reg.names() == ["fedema"]
-    reg.register("fedema")(type("FedEMA", (), {}))
-    with pytest.raises(DuplicateName, match="fssl-evil 0.1 .* and fssl-bench \\(built in\\)"):
-        reg.get("fedema")
+    builtin = reg.register("fedema")(type("FedEMA", (), {}))
+    assert reg.get("fedema") is builtin and reg.names() == ["fedema"]
+    warnings = capsys.readouterr().err.strip().splitlines()
+    assert len(warnings) == 1 and "fssl-evil 0.1 (evil.m:Fake)" in warnings[0], warnings
 
 
 def test_one_distribution_found_twice_is_no_clash(monkeypatch: pytest.MonkeyPatch) -> None:

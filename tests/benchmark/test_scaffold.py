@@ -121,8 +121,8 @@ def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point
     from benchmark.api import MethodBase
     from benchmark.cli import main
 
-    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
-    assert "pip install -e 'fssl-fedplug[test]'" in capsys.readouterr().out
+    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path / "fssl-fedplug")]) == 0
+    assert f"pip install -e '{tmp_path / 'fssl-fedplug'}[test]'" in capsys.readouterr().out
     text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
     assert "METHODS.register" not in text  # registered by the entry point, never twice
     cls = _load_plugin(tmp_path, "fedplug", monkeypatch)
@@ -151,7 +151,7 @@ def project_imports(source: str) -> set[str]:
 
 
 def test_plugin_method_imports_only_benchmark_api(tmp_path: Path) -> None:
-    write_scaffold("fedplug", tmp_path, plugin=True)
+    write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True)
     text = (tmp_path / "fssl-fedplug" / "src" / "fssl_fedplug" / "method.py").read_text()
     assert project_imports(text) == {"benchmark.api"}
     assert project_imports(
@@ -165,7 +165,7 @@ def test_plugin_method_imports_only_benchmark_api(tmp_path: Path) -> None:
 def test_plugin_package_has_tests_and_a_digits_smoke_grid(tmp_path: Path) -> None:
     import yaml
 
-    write_scaffold("fedplug", tmp_path, plugin=True)
+    write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True)
     pkg = tmp_path / "fssl-fedplug"
     tests = (pkg / "tests" / "test_fedplug.py").read_text()
     compile(tests, "test_fedplug.py", "exec")
@@ -200,7 +200,7 @@ def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_pat
     """The package as a stranger gets it: pip-installed (into a temporary target, offline, no build
     isolation), found by a fresh process through its entry point only; ``check-method`` exits 0 and
     its generated tests pass."""
-    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path)]) == 0
+    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path / "fssl-fedplug")]) == 0
     site = tmp_path / "site"
     pip = subprocess.run(
         [
@@ -288,7 +288,7 @@ axes:
 def test_the_plugin_smoke_grid_runs_small_heads(tmp_path: Path) -> None:
     import yaml
 
-    write_scaffold("fedplug", tmp_path, plugin=True, class_name="FedPlug")
+    write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True, class_name="FedPlug")
     pkg = tmp_path / "fssl-fedplug"
     assert yaml.safe_load((pkg / "grids" / "fedplug_smoke.yaml").read_text())["smoke"] is True
     method = (pkg / "src" / "fssl_fedplug" / "method.py").read_text()
@@ -299,9 +299,17 @@ def test_the_plugin_smoke_grid_runs_small_heads(tmp_path: Path) -> None:
     assert 'fedplug = "fssl_fedplug.method:FedPlug"' in (pkg / "pyproject.toml").read_text()
 
 
-def test_out_named_like_the_package_is_not_nested(tmp_path: Path) -> None:
-    written = write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True)
-    assert (tmp_path / "fssl-fedplug" / "pyproject.toml") in written
-    assert not (tmp_path / "fssl-fedplug" / "fssl-fedplug").exists()
+def test_out_is_the_package_folder_itself(tmp_path: Path, capsys) -> None:
+    """Issue 47: ``--out DIR`` wrote ``DIR/fssl-NAME/``; the package is DIR itself, whatever its
+    name, with a .gitignore for what setuptools leaves there when it builds in place."""
+    from benchmark.cli import main
+
+    assert main(["new-method", "fedplug", "--plugin", "--out", str(tmp_path / "mine")]) == 0
+    assert (tmp_path / "mine" / "pyproject.toml").is_file()
+    assert (tmp_path / "mine" / "src" / "fssl_fedplug" / "method.py").is_file()
+    assert not (tmp_path / "mine" / "fssl-fedplug").exists()
+    assert f"pip install -e '{tmp_path / 'mine'}[test]'" in capsys.readouterr().out
+    ignored = (tmp_path / "mine" / ".gitignore").read_text().split()
+    assert {"build/", "dist/", "*.egg-info/"} <= set(ignored)
     with pytest.raises(ScaffoldError, match="CamelCase"):
-        write_scaffold("fedplug2", tmp_path, plugin=True, class_name="fed plug")
+        write_scaffold("fedplug2", tmp_path / "fssl-fedplug2", plugin=True, class_name="fed plug")

@@ -197,12 +197,12 @@ def test_schema_version_and_track_and_seed_count(root: Path, tracks: Path) -> No
     assert (
         failed_checks(few) == {"seeds"} and "2 seed(s) [0, 1], the track requires 3" in few.format()
     )
-    assert failed_checks(
-        submit([path], track="digits-cross-device", tracks_file=tracks, manifests=None)
-    ) == {"track"}
-    assert failed_checks(
-        submit([path], track="digits-linear", tracks_file=tracks, manifests=None)
-    ) == {"track"}
+    for track in ("digits-cross-device", "digits-linear"):  # not on the track: left out, or
+        off = submit([path], track=track, tracks_file=tracks, manifests=None)
+        assert not off.ok and not off.checks and len(off.left_out) == 1, off.format()
+        assert "no record is on the track" in off.format()
+        strict = submit([path], track=track, tracks_file=tracks, manifests=None, strict=True)
+        assert failed_checks(strict) == {"track"}  # with --strict, rejected
     edit(path, lambda r: r.update(schema_version=0))
     assert failed_checks(
         submit([path], track="digits-test", tracks_file=tracks, manifests=None)
@@ -266,3 +266,77 @@ def test_cli(root: Path, tracks: Path, tmp_path: Path) -> None:
         == 1
     )
     assert main(["submit", str(records(root)[1]), "--track", "nope", "--tracks", str(tracks)]) == 2
+
+
+def test_records_off_the_track_are_left_out_before_any_re_evaluation(
+    root: Path, tracks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47: a folder holding records of another task or federation was refused whole, after
+    re-evaluating everything. Membership is decided first: the on-track records are bundled, the
+    others listed as left out and never re-evaluated."""
+    import benchmark.submission.checks as checks_mod
+
+    run_cell(smoke_cell("no_pretrain", tasks=["knn"], clients=3), root, device="cpu")
+    reevaluated: list[int] = []
+    real = checks_mod._reevaluate
+    monkeypatch.setattr(
+        checks_mod,
+        "_reevaluate",
+        lambda record, *a, **k: (
+            reevaluated.append(record.cell["fl"]["num_clients"]),
+            real(record, *a, **k),
+        ),
+    )
+    out = tmp_path / "bundle"
+    report = submit([root], track="digits-test", out=out, tracks_file=tracks, manifests=None)
+    assert report.ok and len(report.checks) == 2, report.format()
+    assert [why for _, _, why in report.left_out] == ["fl.num_clients=3 is not the track's 2"]
+    assert reevaluated == [2, 2]  # the off-track record was never re-evaluated
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["records"]) == 2
+    assert "1 left out (not on the track, not bundled)" in report.format()
+    assert "LEFT OUT" in report.format()
+    strict = submit([root], track="digits-test", tracks_file=tracks, manifests=None, strict=True)
+    assert not strict.ok and failed_checks(strict) == {"track"}
+
+
+SMOKE_GRID = """
+name: smoke_like
+base:
+  dataset: digits
+  backbone: {name: resnet_micro, width: 4}
+  partition: iid
+  fl: {num_clients: 2, participation: 1.0, rounds: ROUNDS, local_epochs: 1}
+  tasks: [knn]
+method_common: {batch_size: 16}
+axes:
+  method: [fedavg_simclr]
+  seed: [0]
+"""
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_submit_checks_the_records_settings_are_the_tracks_grid(
+    root: Path, tmp_path: Path, rounds: int
+) -> None:
+    """Issue 47: a track names its grid; a record whose cell (but for its method and seed) is no
+    cell of that grid is rejected, naming what differs and the command that runs the grid itself
+    with the method added. The no_pretrain records are not in the grid's method axis: their
+    settings are what counts."""
+    grid = tmp_path / "smoke_like.yaml"
+    grid.write_text(SMOKE_GRID.replace("ROUNDS", str(rounds)), encoding="utf-8")
+    tracks = tmp_path / "tracks.yaml"
+    tracks.write_text(
+        "tracks:\n  - {id: digits-grid, title: t, dataset: digits, task: knn, min_seeds: 1, "
+        f"grid: '{grid}'}}\n",
+        encoding="utf-8",
+    )
+    report = submit(
+        records(root), track="digits-grid", tracks_file=tracks, manifests=None, reevaluate=False
+    )
+    if rounds == 1:
+        assert report.ok, report.format()
+    else:
+        assert failed_checks(report) == {"settings"}, report.format()
+        assert "the cell's fl differ from every cell of the track's grid" in report.format()
+        assert "--add-method no_pretrain" in report.format()

@@ -93,7 +93,7 @@ def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_
         std=ds.std,
     )
     calls = {"n": 0}
-    import tasks.features as feats
+    import benchmark.toolkit.features as feats
 
     original = feats.extract_features
 
