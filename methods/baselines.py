@@ -228,8 +228,10 @@ class DecSL(FedAvgServer, MethodBase):
         images = view.images.to(ctx.device)
 
         def step(batch_idx: torch.Tensor) -> torch.Tensor:
-            x = augment(images[batch_idx], aug, ctx.generator, mean=view.mean, std=view.std)
-            return F.cross_entropy(net(x), labels[batch_idx])
+            # the host's row indices, copied once without making the host wait
+            idx = batch_idx.to(ctx.device, non_blocking=True)
+            x = augment(images[idx], aug, ctx.generator, mean=view.mean, std=view.std)
+            return F.cross_entropy(net(x), labels[idx])
 
         # the shared loop batches row indices, so each batch's labels are looked up by the same rows
         stats = run_local_epochs(

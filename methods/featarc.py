@@ -392,7 +392,9 @@ class FeatARC(MethodBase):
 
         # LocalUpdate-FAR (Algorithm 2, docs/methods/featarc.md §2.3)
         def step(idx: torch.Tensor) -> torch.Tensor:
-            batch = images[idx.to(images.device)]
+            # the host's row indices, copied once without making the host wait
+            idx = idx.to(images.device, non_blocking=True)
+            batch = images[idx]
             v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
             # one forward pass per view (docs/methods/featarc.md §2.3, the code)
             h1, h2 = net.encoder(v1), net.encoder(v2)
@@ -405,7 +407,7 @@ class FeatARC(MethodBase):
             if cfg.align_views == "view_and_clean":
                 hc = net.encoder(view.normalize(batch))
                 a2 = local_out(hc, net.projector(hc))
-            return loss + cfg.reg_scale * alignment_loss(a1, a2, targets[idx.to(targets.device)])
+            return loss + cfg.reg_scale * alignment_loss(a1, a2, targets[idx])
 
         stats = run_local_epochs(
             IndexView(len(view), view.mean, view.std),

@@ -1,7 +1,12 @@
-"""The precision policy, in one place: a cell's ``precision`` (fp32 | bf16 | fp16) decides the
-autocast dtype of every method's training step, and fp16 never runs without a gradient scaler.
+"""The precision policy, in one place: a cell's ``precision`` (fp32 | bf16 | fp16 | tf32) decides
+the autocast dtype of every method's training step and, on CUDA, the TF32 and cuDNN settings
+(:func:`cuda_precision`), and fp16 never runs without a gradient scaler.
 
-- ``fp32``: no autocast (the specs' precision, and the default on every device).
+- ``fp32``: no autocast (the specs' precision, and the default on every device). On CUDA, fp32
+  means fp32: TF32 is off for matrix products and cuDNN convolutions (torch's default lets cuDNN
+  convolutions run in TF32).
+- ``tf32``: fp32 tensors and no autocast, with TF32 tensor-core maths allowed for CUDA matrix
+  products and convolutions (10-bit mantissa inputs, fp32 accumulation). The same as fp32 on a CPU.
 - ``bf16``: autocast to bfloat16, no scaler (bf16 has fp32's exponent range: gradients do not
   underflow).
 - ``fp16``: autocast to float16 with a :class:`LossScaler` (torch's ``GradScaler``, dynamic loss
@@ -22,6 +27,7 @@ maths that must stay in fp32, such as Orchestra's server clustering, says so wit
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
 
 # torch is imported inside the functions: the grid validates ``precision`` without loading torch
 # (benchmark.grids.expand)
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
 F = TypeVar("F")
 _SCALED = "_fssl_scaled_step"  # set on an optimizer by LossScaler.step for the one step it takes
 
@@ -57,8 +63,8 @@ class Precision:
 
     def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
         """The forward pass's context: autocast to this precision's dtype on ``device``; a no-op in
-        fp32."""
-        if self.name == "fp32":
+        fp32 and tf32."""
+        if self.name in ("fp32", "tf32"):
             return contextlib.nullcontext()
         import torch
 
@@ -70,6 +76,62 @@ class Precision:
 
 
 FP32 = Precision("fp32")
+
+
+def supports(declared: tuple[str, ...], precision: str) -> bool:
+    """Whether a method that declares ``declared`` can train a cell in ``precision``: tf32 asks
+    nothing of a method's code (fp32 tensors, no autocast), so an fp32 method supports it."""
+    return precision in declared or (precision == "tf32" and "fp32" in declared)
+
+
+@dataclass(frozen=True)
+class CudaPrecision:
+    """The CUDA maths settings a cell runs under, as recorded in ``env.cuda_precision``."""
+
+    tf32_matmul: bool  # torch.backends.cuda.matmul.allow_tf32
+    tf32_cudnn: bool  # torch.backends.cudnn.allow_tf32
+    cudnn_benchmark: bool  # torch.backends.cudnn.benchmark: algorithms chosen by timing
+    cudnn_deterministic: bool  # torch.backends.cudnn.deterministic
+
+    def as_dict(self) -> dict[str, bool]:
+        return dataclasses.asdict(self)
+
+
+def cuda_precision(precision: str) -> CudaPrecision:
+    """The CUDA settings ``precision`` asks for (pure). TF32 only for ``tf32``: fp32 means fp32, and
+    in bf16/fp16 what autocast leaves in fp32 (similarity matrices, Sinkhorn, losses; ``fp32_math``)
+    must be fp32 too. cuDNN: deterministic algorithms, none chosen by timing (``benchmark`` picks by
+    measured speed, which can differ between runs and so change the numbers)."""
+    Precision(precision)  # ValueError on an unknown name
+    tf32 = precision == "tf32"
+    return CudaPrecision(
+        tf32_matmul=tf32, tf32_cudnn=tf32, cudnn_benchmark=False, cudnn_deterministic=True
+    )
+
+
+def current_cuda_precision() -> CudaPrecision:
+    """The settings torch holds now (what a record says ran)."""
+    import torch
+
+    return CudaPrecision(
+        tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+        tf32_cudnn=bool(torch.backends.cudnn.allow_tf32),
+        cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
+        cudnn_deterministic=bool(torch.backends.cudnn.deterministic),
+    )
+
+
+def apply_cuda_precision(settings: CudaPrecision) -> CudaPrecision:
+    """Set torch's process-wide flags to ``settings`` and return them as read back. The flags are
+    plain settings (this runs on a machine without CUDA too: the tests read them back); the
+    runner applies them only when the cell runs on CUDA."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = settings.tf32_matmul
+    torch.backends.cudnn.allow_tf32 = settings.tf32_cudnn
+    torch.backends.cudnn.benchmark = settings.cudnn_benchmark
+    torch.backends.cudnn.deterministic = settings.cudnn_deterministic
+    return current_cuda_precision()
 
 
 class LossScaler:

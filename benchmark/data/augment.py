@@ -9,6 +9,12 @@ colour op runs only on the images it was drawn for (index_select, in-place arith
 and on the CPU in chunks of images small enough to be recycled by the allocator instead of
 page-faulted in afresh (issue 10, P2; profile in docs/performance.md).
 
+On an accelerator the host never waits for it: every value the device needs (crop boxes, flips,
+jitter factors, hue offsets, blur sigmas, the indices of the images each op runs on, the
+normalisation constants) is computed on the host from the draws and sent in one non-blocking copy
+per call (``_Shipment``; ``two_views``: one for both views), and nothing is read back (issue 45).
+The values and the arithmetic are the same on every device, op for op.
+
 Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ColorJitter``,
 ``RandomGrayscale`` and ``GaussianBlur``; departures are marked DEVIATION.
 """
@@ -23,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.core import portable_math as pmath
+from benchmark.core.transfer import Parcel, Received, Shipment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,9 +162,16 @@ def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
     return table.gather(1, idx).squeeze(1)
 
 
-def _shift_hue_(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """In place: RGB -> HSV, h += shift (mod 1, ``shift`` (n,) in turns), -> RGB, as torchvision's
-    adjust_hue.
+def hue_offsets(shift: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(n, 3) per-image offsets n - 2 + 6·shift (n = 5, 3, 1: R, G, B) of ``_shift_hue_``, computed
+    on the host (``shift`` (n,) in turns, any device: the tests' and direct callers' way in)."""
+    n = shift.numel()
+    return torch.tensor([3.0, 1.0, -1.0]).view(1, 3) + 6.0 * shift.to("cpu", dtype).view(n, 1)
+
+
+def _shift_hue_(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """In place: RGB -> HSV, h += shift (mod 1, in turns), -> RGB, as torchvision's adjust_hue;
+    ``offsets`` = ``hue_offsets(shift)``, already on ``x``'s device when it comes from a shipment.
 
     S and V pass through (V = max, V·S = max - min = delta), so only the hue is computed: 6h = N /
     delta with N = g - b, 2·delta + b - r or 4·delta + r - g where r, g or b is the first maximum
@@ -182,8 +196,6 @@ def _shift_hue_(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     # where delta = 0 the numerator is 0 and the output is the grey level whatever the hue: any
     # divisor > 0 will do
     h6.div_(delta.clamp(min=1e-20))
-    # n - 2 + 6·shift
-    offsets = torch.tensor([3.0, 1.0, -1.0]).view(1, 3) + 6.0 * shift.to("cpu", x.dtype).view(n, 1)
     # RGB no longer needed
     u = torch.add(h6.unsqueeze(1), offsets.to(x.device, x.dtype).view(n, 3, 1, 1), out=x)
     # wrap to [-3, 3]; the result is continuous at the seams
@@ -193,7 +205,7 @@ def _shift_hue_(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
 
 def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     """Out-of-place ``_shift_hue_`` (``shift`` of any shape holding one value per image)."""
-    return _shift_hue_(x.clone(), shift.reshape(-1))
+    return _shift_hue_(x.clone(), hue_offsets(shift.reshape(-1), x.dtype))
 
 
 @dataclass(frozen=True)
@@ -254,61 +266,100 @@ def draw(n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generat
     return Draws(boxes, flip, jitter, factors, order, gray, blur, sigma)
 
 
-def _on_selected(x: torch.Tensor, apply: torch.Tensor | None, fn) -> torch.Tensor:
-    """``fn(images, rows)`` on the images where ``apply`` (CPU bool), in place on ``x``: the whole
-    batch when every image is selected, else index_select -> fn -> index_copy_ (no work on the
-    images an op skips)."""
-    if apply is None:
-        return x
+@dataclass(frozen=True)
+class _Rows:
+    """The images an op runs on: how many of how many (known on the host) and, when it is some but
+    not all of them, their indices (a parcel of the shipment)."""
+
+    count: int
+    total: int
+    index: Parcel | None
+
+
+def _select(apply: torch.Tensor, ship: Shipment) -> tuple[_Rows, torch.Tensor]:
+    """``apply`` (host bool) as rows to ship, and the host row numbers."""
     rows = apply.nonzero().squeeze(1)
-    if rows.numel() == 0:
+    n, total = int(rows.numel()), int(apply.numel())
+    return _Rows(n, total, ship.add(rows) if 0 < n < total else None), rows
+
+
+def _on_rows(x: torch.Tensor, sel: _Rows | None, got: Received, fn) -> torch.Tensor:
+    """``fn(images)`` on the selected images, in place on ``x``: the whole batch when every image is
+    selected, else index_select -> fn -> index_copy_ (no work on the images an op skips)."""
+    if sel is None or sel.count == 0:
         return x
-    if rows.numel() == x.shape[0]:
-        return fn(x, rows)
-    idx = rows.to(x.device)
-    return x.index_copy_(0, idx, fn(x.index_select(0, idx), rows))
+    if sel.count == sel.total:
+        return fn(x)
+    idx = got[sel.index]
+    return x.index_copy_(0, idx, fn(x.index_select(0, idx)))
 
 
-def _brightness_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+def _brightness_(y: torch.Tensor, f: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
     return y.mul_(f.view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
 
 
-def _contrast_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+def _contrast_(y: torch.Tensor, f: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
     # mean of the grey image = the luma-weighted sum of the channel means (linear)
-    mean = (y.mean(dim=(2, 3)) * torch.tensor(_LUMA, device=y.device, dtype=y.dtype)).sum(1)
+    mean = (y.mean(dim=(2, 3)) * luma).sum(1)
     return y.mul_(f.view(-1, 1, 1, 1)).add_(((1.0 - f) * mean).view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
 
 
-def _saturation_(y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+def _saturation_(y: torch.Tensor, f: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
     plane = _gray_into(y, y.new_empty(y.shape[0], y.shape[2], y.shape[3]))
     plane.mul_((1.0 - f).view(-1, 1, 1))
     return y.mul_(f.view(-1, 1, 1, 1)).add_(plane.unsqueeze(1)).clamp_(0.0, 1.0)
 
 
-_JITTER_OPS = (_brightness_, _contrast_, _saturation_, _shift_hue_)
+def _hue_(y: torch.Tensor, offsets: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
+    return _shift_hue_(y, offsets)
+
+
+_JITTER_OPS = (_brightness_, _contrast_, _saturation_, _hue_)
+
+
+@dataclass(frozen=True)
+class _JitterStep:
+    """One jitter op in one slot of the per-image order: the images (of the jittered sub-batch)
+    that have it there, and their factors (hue: their offsets, ``hue_offsets``)."""
+
+    op: int
+    rows: _Rows
+    values: Parcel
+
+
+def _plan_jitter(
+    factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig, dtype, ship: Shipment
+) -> tuple[_JitterStep, ...]:
+    """ColorJitter's steps for the jittered images' ``factors`` (m, 4) and ``order`` (m, 4), on
+    the host: slot by slot, each op on the images that have it in that slot (every op is per image,
+    so this is each image's own order: at most 4 x 4 batched calls, whatever the batch size)."""
+    f = factors.to(dtype)
+    steps = []
+    for slot in range(4):
+        for op, strength in enumerate(cfg.jitter):
+            if strength <= 0:
+                continue
+            rows, host = _select(order[:, slot] == op, ship)
+            if rows.count == 0:
+                continue
+            value = f[host, op]
+            value = hue_offsets(value, dtype) if op == 3 else value
+            steps.append(_JitterStep(op, rows, ship.add(value, dtype)))
+    return tuple(steps)
 
 
 def color_jitter_(
-    y: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig
+    y: torch.Tensor, steps: tuple[_JitterStep, ...], got: Received, luma: torch.Tensor
 ) -> torch.Tensor:
-    """ColorJitter in place on ``y`` (m, 3, H, W) with per-image ``factors`` (m, 4) and per-image op
-    ``order`` (m, 4).
+    """ColorJitter in place on ``y`` (m, 3, H, W) by the planned ``steps`` (``_plan_jitter``).
 
     Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other,
     0, 1) with other = 0 (brightness), the mean of the grey image (contrast) or the grey image
     (saturation), then adjust_hue. Written as in-place multiply-adds with per-image scalars: the
-    same maths up to float rounding (tested against torchvision.transforms.functional). Every op is
-    per image, so applying, slot by slot, each op to the images that have it in that slot is each
-    image's own order: at most 4 x 4 batched calls, whatever the batch size."""
-    f = factors.to(y.device, y.dtype)
-    for slot in range(4):
-        for op, strength in enumerate(cfg.jitter):
-            if strength > 0:
-                _on_selected(
-                    y,
-                    order[:, slot] == op,
-                    lambda v, rows, op=op: _JITTER_OPS[op](v, f[rows.to(f.device), op]),
-                )
+    same maths up to float rounding (tested against torchvision.transforms.functional)."""
+    for s in steps:
+        value = got[s.values]
+        _on_rows(y, s.rows, got, lambda v, s=s, value=value: _JITTER_OPS[s.op](v, value, luma))
     return y
 
 
@@ -351,17 +402,91 @@ def _chunk(n: int, size: int, device: torch.device) -> int:
     return max(1, min(n, _CHUNK_BYTES // (3 * size * size * 4)))
 
 
-def _view(
-    x: torch.Tensor, d: Draws, cfg: AugmentConfig, size: int, mean: torch.Tensor, std: torch.Tensor
-):
-    # a fresh tensor: the ops below work in place
-    y = resized_crop(x, d.boxes, d.flip, size, cfg.interpolation)
-    y = _on_selected(
-        y, d.jitter, lambda v, rows: color_jitter_(v, d.factors[rows], d.order[rows], cfg)
+@dataclass(frozen=True)
+class _ViewPlan:
+    """Everything one chunk of one view needs, decided on the host from its draws: the counts that
+    shape the work, and parcels of the shipment for the values the device reads."""
+
+    boxes: Parcel
+    flip: Parcel
+    jitter: _Rows | None
+    jitter_steps: tuple[_JitterStep, ...]
+    gray: _Rows | None
+    blur: _Rows | None
+    sigma: Parcel | None
+
+
+def _plan_view(d: Draws, cfg: AugmentConfig, dtype: torch.dtype, ship: Shipment) -> _ViewPlan:
+    jitter = steps = gray = blur = sigma = None
+    if d.jitter is not None:
+        jitter, rows = _select(d.jitter, ship)
+        steps = _plan_jitter(d.factors[rows], d.order[rows], cfg, dtype, ship)
+    if d.gray is not None:
+        gray, _ = _select(d.gray, ship)
+    if d.blur is not None:
+        blur, rows = _select(d.blur, ship)
+        sigma = ship.add(d.sigma[rows], dtype)
+    return _ViewPlan(
+        ship.add(d.boxes, dtype), ship.add(d.flip), jitter, steps or (), gray, blur, sigma
     )
-    y = _on_selected(y, d.gray, lambda v, rows: grayscale_(v))
-    y = _on_selected(y, d.blur, lambda v, rows: gaussian_blur_(v, d.sigma[rows], cfg.blur_kernel))
-    return y.sub_(mean).div_(std)  # normalize(), in place
+
+
+@dataclass(frozen=True)
+class _Constants:
+    mean: Parcel
+    std: Parcel
+    luma: Parcel
+
+
+def _constants(
+    mean: tuple[float, ...], std: tuple[float, ...], dtype: torch.dtype, ship: Shipment
+) -> _Constants:
+    return _Constants(ship.add(mean, dtype), ship.add(std, dtype), ship.add(_LUMA, dtype))
+
+
+def _view(
+    x: torch.Tensor, plan: _ViewPlan, got: Received, consts: _Constants, cfg: AugmentConfig, size
+) -> torch.Tensor:
+    luma = got[consts.luma]
+    # a fresh tensor: the ops below work in place
+    y = resized_crop(x, got[plan.boxes], got[plan.flip], size, cfg.interpolation)
+    y = _on_rows(y, plan.jitter, got, lambda v: color_jitter_(v, plan.jitter_steps, got, luma))
+    y = _on_rows(y, plan.gray, got, grayscale_)
+    if plan.blur is not None:
+        sigma = got[plan.sigma]
+        y = _on_rows(y, plan.blur, got, lambda v: gaussian_blur_(v, sigma, cfg.blur_kernel))
+    # normalize(), in place
+    return y.sub_(got[consts.mean].view(1, -1, 1, 1)).div_(got[consts.std].view(1, -1, 1, 1))
+
+
+def _plan(
+    x: torch.Tensor, cfg: AugmentConfig, gen: torch.Generator, size: int, ship: Shipment
+) -> tuple[tuple[slice, _ViewPlan], ...]:
+    """Draw one view's parameters (``draw``) and plan it chunk by chunk (``_chunk``)."""
+    n, _, height, width = x.shape
+    d = draw(n, height, width, cfg, gen)
+    step = _chunk(n, size, x.device)
+    return tuple(
+        (sl, _plan_view(d.rows(sl) if step < n else d, cfg, x.dtype, ship))
+        for sl in (slice(lo, min(n, lo + step)) for lo in range(0, n, step))
+    )
+
+
+def _build(
+    x: torch.Tensor, plans, got: Received, consts: _Constants, cfg: AugmentConfig, size: int
+) -> torch.Tensor:
+    """The view from its planned chunks; the result does not depend on the chunking, since every
+    op is per image."""
+    if len(plans) == 1:
+        return _view(x, plans[0][1], got, consts, cfg, size)
+    out = torch.empty(x.shape[0], x.shape[1], size, size, device=x.device, dtype=x.dtype)
+    for sl, plan in plans:
+        out[sl] = _view(x[sl], plan, got, consts, cfg, size)
+    return out
+
+
+def _as_float(images: torch.Tensor) -> torch.Tensor:
+    return images.float().div_(255.0) if images.dtype == torch.uint8 else images
 
 
 def augment(
@@ -375,22 +500,14 @@ def augment(
 ) -> torch.Tensor:
     """One augmented, normalised float view of a uint8 batch (N, 3, H, W) on its own device.
 
-    All parameters are drawn first (``draw``), then the view is built chunk by chunk (``_chunk``);
-    the result does not depend on the chunking, since every op is per image."""
-    x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
-    n, _, height, width = x.shape
-    size = size or width
-    d = draw(n, height, width, cfg, gen)
-    m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-    s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-    step = _chunk(n, size, x.device)
-    if step >= n:
-        return _view(x, d, cfg, size, m, s)
-    out = torch.empty(n, x.shape[1], size, size, device=x.device, dtype=x.dtype)
-    for lo in range(0, n, step):
-        sl = slice(lo, min(n, lo + step))
-        out[sl] = _view(x[sl], d.rows(sl), cfg, size, m, s)
-    return out
+    All parameters are drawn first, on the host (``draw``), everything the device needs is sent in
+    one non-blocking copy, then the view is built chunk by chunk (``_chunk``)."""
+    x = _as_float(images)
+    size = size or x.shape[-1]
+    ship = Shipment()
+    plans = _plan(x, cfg, gen, size, ship)
+    consts = _constants(mean, std, x.dtype, ship)
+    return _build(x, plans, ship.send(x.device), consts, cfg, size)
 
 
 def two_views(
@@ -402,6 +519,12 @@ def two_views(
     std: tuple[float, ...],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two independent draws of the augmentation, as in SimCLR (the uint8 batch is converted to
-    float once)."""
-    x = images.float().div_(255.0) if images.dtype == torch.uint8 else images
-    return augment(x, cfg, gen, mean=mean, std=std), augment(x, cfg, gen, mean=mean, std=std)
+    float once): the same draws, in the same order, as two ``augment`` calls, and one copy to the
+    device for both."""
+    x = _as_float(images)
+    size = x.shape[-1]
+    ship = Shipment()
+    first, second = _plan(x, cfg, gen, size, ship), _plan(x, cfg, gen, size, ship)
+    consts = _constants(mean, std, x.dtype, ship)
+    got = ship.send(x.device)
+    return _build(x, first, got, consts, cfg, size), _build(x, second, got, consts, cfg, size)

@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from benchmark.contracts.cell import Cell
 from benchmark.core import portable
+from benchmark.core.precision import apply_cuda_precision, cuda_precision
 from benchmark.engine.stages import (
     Evaluation,
     RoundHook,
@@ -109,6 +111,7 @@ def _run(
             on_round(r, metrics)
 
     t_pre = time.perf_counter()
+    flags = {"pretrain": _set_cuda_precision(dev, cell.precision)}
     pre = pretrain(prep, rd.pretrain, on_round=log_round, stop_after=stop_after_round)
     if pre is None:  # interrupted on purpose: the next attempt resumes from the round checkpoint
         tracker.finish()
@@ -120,6 +123,8 @@ def _run(
         on_pretrained()
     t_eval = time.perf_counter()
     ev, fingerprint = Evaluation(), ""
+    # the tasks evaluate in fp32, whatever the pre-training's precision
+    flags["evaluation"] = _set_cuda_precision(dev, "fp32")
     if pre.ok:
         encoder = export_encoder(prep.method, pre.server, pre.client_states())
         fingerprint = encoder.fingerprint
@@ -130,9 +135,20 @@ def _run(
         eval_s=time.perf_counter() - t_eval,
     )
     record = assemble_record(prep, pre, ev, timings, fingerprint=fingerprint, device=dev, grid=grid)
+    if dev.type == "cuda":
+        env = dataclasses.replace(record.env, cuda_precision=flags)
+        record = dataclasses.replace(record, env=env)
     record = _finish_tracking(tracker, record, rd)
     rd.clear_error()
     return record
+
+
+def _set_cuda_precision(dev: torch.device, precision: str) -> dict[str, bool] | None:
+    """On CUDA, TF32 and cuDNN set for ``precision`` (``benchmark.core.precision.cuda_precision``)
+    and the flags as read back, for the record; elsewhere nothing is touched (None)."""
+    if dev.type != "cuda":
+        return None
+    return apply_cuda_precision(cuda_precision(precision)).as_dict()
 
 
 def _finish_tracking(tracker: Tracker, record: ResultRecord, rd: RunDir) -> ResultRecord:

@@ -47,7 +47,7 @@ from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import ConfigError, config_dict, from_mapping
 from benchmark.core.paths import GRIDS
 from benchmark.core.portable import KERNELS
-from benchmark.core.precision import PRECISIONS
+from benchmark.core.precision import PRECISIONS, supports
 
 GRIDS_DIR = GRIDS
 CELL_FIELDS = (
@@ -421,7 +421,7 @@ def _precision(value: Any, method: str) -> str:
     if value not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
     supported = METHODS.get(method).precisions
-    if value not in supported:
+    if not supports(tuple(supported), str(value)):
         raise ConfigError(
             f"method {method!r} trains in {', '.join(supported)} only (its `precisions`), but the cell "
             f"asks for {value}: set `precision: fp32` for it, or take its steps through ctx.precision "

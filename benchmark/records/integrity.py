@@ -28,6 +28,8 @@ def record_digest(record: Any) -> str:
     env = body.get("env")
     if isinstance(env, dict) and not env.get("kernels"):
         env.pop("kernels", None)  # records written before env.kernels existed keep their digest
+    if isinstance(env, dict) and not env.get("cuda_precision"):
+        env.pop("cuda_precision", None)  # so do records of cells that did not run on CUDA
     compute = body.get("compute")
     if isinstance(compute, dict) and not compute.get("client_samples"):
         compute.pop("client_samples", None)  # so do records written before client_samples

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from benchmark.core.canonical import pretty_json, short_digest
+from benchmark.core.canonical import pretty_json, short_digest, to_plain
 from benchmark.records.errors import RecordError
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
@@ -133,6 +133,11 @@ class EnvInfo:
     # applies?, reason?, aten, onednn, env: the kernel variables that were set}; {} = not recorded
     # (records written before the field existed)
     kernels: Mapping[str, Any] = field(default_factory=dict)
+    # CUDA only: the TF32 and cuDNN settings read back after the runner set them
+    # (benchmark.core.precision.cuda_precision), {"pretrain": {tf32_matmul, tf32_cudnn,
+    # cudnn_benchmark, cudnn_deterministic}, "evaluation": {...}}; {} elsewhere, and then left out
+    # of the record file and its digest, so a CPU record is byte for byte what it was
+    cuda_precision: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,8 +192,18 @@ class ResultRecord:
         return None
 
 
+def record_plain(record: ResultRecord) -> dict[str, Any]:
+    """The record as plain JSON values, without the fields that are empty where they do not apply
+    (``env.cuda_precision`` off CUDA)."""
+    body = to_plain(record)
+    env = body.get("env")
+    if isinstance(env, dict) and not env.get("cuda_precision"):
+        env.pop("cuda_precision", None)
+    return body
+
+
 def to_json(record: ResultRecord) -> str:
-    return pretty_json(record)
+    return pretty_json(record_plain(record))
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:

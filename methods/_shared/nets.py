@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 import torch
 from torch import nn
 
-from benchmark.api import Stream, scoped_torch_seed
+from benchmark.api import Stream, prepare_module, scoped_torch_seed
 
 
 class BackboneHead(nn.Module):
@@ -60,12 +60,20 @@ class WorkingNets:
         self._cache: dict[str, tuple[tuple[Hashable, ...], torch.device, nn.Module]] = {}
 
     def get(
-        self, device: torch.device, role: str = "model", key: tuple[Hashable, ...] = ()
+        self,
+        device: torch.device,
+        role: str = "model",
+        key: tuple[Hashable, ...] = (),
+        *,
+        channels_last: bool = True,
     ) -> nn.Module:
+        """The ``role`` module on ``device``; on CUDA its convolution weights in channels-last
+        layout unless ``channels_last`` is False (``prepare_module``, the one place every method's
+        networks go through; nothing changes on the CPU)."""
         hit = self._cache.get(role)
         if hit is None or hit[0] != key or hit[1] != device:
             with scoped_torch_seed(0, Stream.INIT, 0):
-                net = self._build(*key).to(device)
+                net = prepare_module(self._build(*key), device, channels_last=channels_last)
             hit = self._cache[role] = (key, device, net)
         return hit[2]
 

@@ -32,7 +32,6 @@ from benchmark.api import (
     build_backbone,
     load_tensors,
     mlp_head,
-    prepare_module,
     run_local_epochs,
     scoped_torch_seed,
     tensors_of,
@@ -277,7 +276,7 @@ class SimCLRFamily(MethodBase):
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
         """§2.1: E local epochs of SimCLR from the start tensors (:func:`local_update`)."""
-        net = prepare_module(self.nets.get(ctx.device), ctx.device, channels_last=ctx.channels_last)
+        net = self.nets.get(ctx.device, channels_last=ctx.channels_last)
         return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
 
     def encoder(

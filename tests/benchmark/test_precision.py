@@ -39,7 +39,7 @@ def _history(name: str, precision: str, root: Path) -> list[dict[str, float]]:
 
 @pytest.mark.parametrize("name", METHODS.names())
 def test_every_builtin_method_trains_in_every_precision(name: str) -> None:
-    assert set(METHODS.get(name).precisions) == {"fp32", "bf16", "fp16"}
+    assert set(METHODS.get(name).precisions) == {"fp32", "bf16", "fp16", "tf32"}
 
 
 @pytest.mark.parametrize("name", METHODS.names())
