@@ -102,6 +102,13 @@ class ComputeStats:
     # training examples the clients' optimizer steps drew, summed over clients and rounds (the
     # sample budget beside the step budget; 0 in records written before it was counted)
     client_samples: int = 0
+    # cells that shared this cell's GPU at once (the local launcher's cells per GPU; 1 = alone); 0 =
+    # not recorded (a CPU cell, or a record written before the field existed). gpu_hours is the
+    # cell's share of its GPU: (pre-training + evaluation wall time) / concurrency
+    concurrency: int = 0
+    # torch.cuda.max_memory_allocated over the cell (peak_mem_bytes is the host's peak RSS); 0 on
+    # the CPU
+    peak_gpu_mem_bytes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +136,10 @@ class EnvInfo:
     # applies?, reason?, aten, onednn, env: the kernel variables that were set}; {} = not recorded
     # (records written before the field existed)
     kernels: Mapping[str, Any] = field(default_factory=dict)
+    # the CUDA device a GPU cell ran on (benchmark.records.env.gpu_info): {name, capability,
+    # memory_bytes, driver, cuda, cudnn, visible}; {} on the CPU (and in records written before the
+    # field existed)
+    gpu: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
