@@ -1,13 +1,16 @@
 """``plan``: what a grid costs before it runs — cells, rounds, client steps, images and estimated
-GPU-hours.
+GPU-hours, then the whole grid's cost (pre-training, server steps, downstream tasks, COCO detection)
+as a range on one H200 with its assumptions (``benchmark.grids.cost``).
 
-Client steps are counted exactly as the engine will run them (rounds × clients per round × local
-epochs × batches of an average client). GPU-hours come from the backbone's measured forward FLOPs
-per image (torch's FlopCounterMode at the dataset's resolution), ×3 for forward + backward, ×views,
-divided by an effective device throughput (``--throughput`` images/s overrides; default: 40 % of an
-A100's dense peak in the cell's precision: 312 TFLOP/s in bf16/fp16, 156 in fp32, which torch runs
-as TF32 on its convolutions by default). Cells of methods that train nothing (``MethodBase.pretrains
-= False``: random init, calibrated BN) cost no pre-training.
+Client steps are counted as the engine runs them (rounds × clients per round × local epochs ×
+batches of an average client; one client holding all the data for a pooled method). A cell's
+pre-training GPU-hours come from its method's training FLOPs per image (the backbone's forward
+FLOPs, torch's FlopCounterMode at the dataset's resolution, times the method's passes:
+``benchmark.grids.cost: train_flops_per_image``) divided by an effective device throughput
+(``--throughput`` images/s overrides; default: 40 % of an A100's dense peak in the cell's precision:
+312 TFLOP/s in bf16/fp16, 156 in fp32, which torch runs as TF32 on its convolutions by default).
+Cells of methods that train nothing (``MethodBase.pretrains = False``: random init, calibrated BN)
+cost no pre-training.
 """
 
 from __future__ import annotations
@@ -76,26 +79,28 @@ def forward_flops(backbone: str, params_json: str, size: int) -> float:
 
 
 def cell_cost(cell: Cell) -> dict[str, float]:
+    """A cell's pre-training: client steps, client images (each through all of its method's views)
+    and training FLOPs from the per-method model (``benchmark.grids.cost``: BYOL's target network,
+    FedMAE's visible patches, a pooled method's data never divided by the client count)."""
     import json
 
     from benchmark.contracts.registries import METHODS
+    from benchmark.grids.calibration import client_work
+    from benchmark.grids.cost import train_flops_per_image
 
-    n = TRAIN_SIZES.get(cell.dataset.name, 50000)
     size = int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 32)))
-    batch = int(cell.method.params.get("batch_size", 256))
-    per_client = max(1, n // cell.fl.num_clients)
-    batches = max(1, math.floor(per_client / batch) if per_client > batch else 1)
-    steps = cell.fl.rounds * cell.fl.clients_per_round * cell.fl.local_epochs * batches
-    images = steps * min(batch, per_client) * 2
     flops = forward_flops(
         cell.backbone.name, json.dumps(dict(cell.backbone.params), sort_keys=True), size
     )
     if not METHODS.get(cell.method.name).pretrains:
-        steps = images = 0
+        return {"client_steps": 0, "images": 0, "train_flops": 0.0, "fwd_flops": flops}
+    images, updates, per_update = client_work(cell)
+    batch = int(cell.method.params.get("batch_size", 256))
+    batches = max(1, math.floor(per_update / batch)) if per_update > batch else 1
     return {
-        "client_steps": steps,
+        "client_steps": int(updates * cell.fl.local_epochs * batches),
         "images": images,
-        "train_flops": 3 * flops * images,
+        "train_flops": images * train_flops_per_image(cell),
         "fwd_flops": flops,
     }
 
@@ -130,7 +135,9 @@ def plan_grid(grid: Any, cells: Sequence[Cell], throughput: float | None = None)
         else "40% of an A100's dense peak in each cell's precision"
     )
     lines.append(
-        f"total: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis}; "
-        "pre-training only, evaluation excluded)"
+        f"pre-training: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis})"
     )
+    from benchmark.grids.cost import cost_table
+
+    lines += cost_table(cells)
     return "\n".join(lines)
