@@ -33,12 +33,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.core.canonical import digest
 from benchmark.core.errors import UsageError
+from benchmark.grids.work import client_sizes, client_work, image_size, train_images
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -64,14 +64,6 @@ ASSUMPTIONS = (
     "one cell at a time on one device; a per-track figure counts every cell that track's table needs "
     "(cells feed several tracks, so the tracks' figures do not add up to the grids')",
 )
-
-
-def image_size(cell: Cell) -> int:
-    """The side of the cell's training images: the dataset's ``size`` parameter, else its native
-    size."""
-    from benchmark.grids.plan import IMAGE_SIZES
-
-    return int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 16)))
 
 
 def train_spec(cell: Cell) -> dict[str, Any]:
@@ -208,74 +200,6 @@ def locate_calibration(device_name: str, explicit: str | None = None) -> tuple[P
 # the projection
 
 
-def train_images(cell: Cell) -> int:
-    """Images in the train split the clients partition (the validation carve taken out)."""
-    from benchmark.contracts.registries import DATASETS
-    from benchmark.core.config import from_mapping
-    from benchmark.grids.plan import TRAIN_SIZES
-
-    n = TRAIN_SIZES.get(cell.dataset.name, 50000)
-    cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
-    if getattr(cfg, "eval_split", "test") == "validation":
-        n -= int(round(n * float(getattr(cfg, "val_fraction", 0.2))))
-    return n
-
-
-@lru_cache(maxsize=512)
-def _client_sizes(
-    dataset: str, n: int, partition_json: str, public_json: str, k: int, seed: int
-) -> tuple[int, ...]:
-    import numpy as np
-
-    from benchmark.contracts.cell import Cell
-    from benchmark.data.partition import cell_partition
-    from benchmark.grids.plan import NUM_CLASSES
-
-    raw = {"partition": json.loads(partition_json), "public": json.loads(public_json)}
-    fake = Cell.from_dict(
-        {
-            **raw,
-            **{k2: {"name": "-", "version": "-"} for k2 in ("dataset", "backbone", "method")},
-            "partition_seed": seed,
-            "fl": {"num_clients": k},
-            "seed": 0,
-            "tasks": [],
-        }
-    )
-    labels = np.arange(n, dtype=np.int64) % NUM_CLASSES.get(dataset, 10)  # balanced
-    return tuple(int(s) for s in cell_partition(fake, labels).sizes())
-
-
-def client_sizes(cell: Cell) -> tuple[int, ...]:
-    """The cell's client sizes, carved from its train split's size with balanced labels."""
-    plain = cell.to_dict()
-    return _client_sizes(
-        cell.dataset.name,
-        train_images(cell),
-        json.dumps(plain["partition"], sort_keys=True),
-        json.dumps(plain.get("public"), sort_keys=True),
-        cell.fl.num_clients,
-        cell.partition_seed,
-    )
-
-
-def client_work(cell: Cell) -> tuple[float, float, float]:
-    """(client images, client updates, mean images per update) of the whole pre-training; zeros for
-    a method that trains nothing."""
-    from benchmark.contracts.registries import METHODS
-
-    cls = METHODS.get(cell.method.name)
-    if not cls.pretrains:
-        return 0.0, 0.0, 0.0
-    sizes = client_sizes(cell)
-    if cls.federation == "pooled":  # one client holding every client's data
-        per_update, per_round = float(sum(sizes)), 1
-    else:
-        per_update, per_round = sum(sizes) / len(sizes), cell.fl.clients_per_round
-    updates = cell.fl.rounds * per_round
-    return updates * cell.fl.local_epochs * per_update, float(updates), per_update
-
-
 @dataclass(frozen=True)
 class CellCost:
     cell_id: str
@@ -349,7 +273,7 @@ def rest_hours(cells: Sequence[Cell], rate: float) -> float:
     scale = sum(DETECTION_UTILISATION) / sum(UTILISATION)
     total = 0.0
     for cell in cells:
-        w = cell_work(cell)
+        w = cell_work(cell, pretrain=False)
         total += (w.server + sum(w.tasks.values())) / rate
         total += sum(w.detection) / 2 / (rate * scale)
     return total / 3600

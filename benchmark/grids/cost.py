@@ -44,28 +44,23 @@ with every figure.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from benchmark.grids.plan import (
+    TRAIN_PASSES,
+    TRAIN_SIZES,
+    backbone_flops,
+    mae_train_flops,
+    train_flops_per_image,
+)
+from benchmark.grids.work import client_work, image_size, train_images
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
 
-# passes of the backbone per training image: (with backward, without); see the module docstring
-TRAIN_PASSES: Mapping[str, tuple[int, int]] = {
-    "fedavg_simclr": (2, 0),  # fedavg_simclr.md: two augmented views, NT-Xent
-    "central_ssl": (2, 0),  # the same SimCLR step on the pooled data
-    "local_ssl": (2, 0),
-    "flesd": (2, 0),  # flesd.md §2.3: local SimCLR
-    "fedu": (2, 2),  # fedu.md: BYOL, online on both views, target on both
-    "fedema": (2, 2),  # fedema.md: the same BYOL step
-    "orchestra": (2, 1),  # orchestra.md §2.2: online on views 2 and 3 (rotation), target on view 1
-    "featarc": (2, 0),  # featarc.md §2.3: SimCLR's two views (+1 with view_and_clean)
-    "dec_sl": (1, 0),  # supervised FedAvg: one view
-}
 # Mask R-CNN R18-FPN at 800 x 1,216: what is not the backbone (FPN, RPN, the box and mask heads),
 # forward FLOPs (2 a multiply-add). mmdetection's get_flops, which counts multiply-adds, gives about
 # 275 G for Mask R-CNN R50-FPN at 1,280 x 800, of which ResNet-50 is about 84 G (4.1 G at 224 px by
@@ -106,7 +101,6 @@ EVAL_PRECISION = "tf32"
 class CellWork:
     """A cell's FLOPs by part; ``precision`` decides the device's peak."""
 
-    cell_id: str
     method: str
     precision: str
     pretrain: float = 0.0
@@ -130,52 +124,8 @@ class CellWork:
         return lo, hi
 
 
-def _backbone_flops(cell: Cell, size: int) -> float:
-    from benchmark.grids.plan import forward_flops
-
-    params = json.dumps(dict(cell.backbone.params), sort_keys=True)
-    return forward_flops(cell.backbone.name, params, size)
-
-
-@lru_cache(maxsize=32)
-def mae_train_flops(backbone: str, params_json: str, mask_ratio: float) -> float:
-    """FLOPs of one FedMAE client image with backward: 3 × the one-block masked auto-encoder's
-    forward (the encoder on the visible patches, the decoder on all), counted by FlopCounterMode."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from benchmark.contracts.registries import BACKBONES
-    from benchmark.core.config import from_mapping
-
-    spec = from_mapping(BACKBONES.get(backbone), json.loads(params_json))
-    model = spec.build_mae(1).eval()
-    n = (spec.img_size // spec.patch_size) ** 2
-    keep = int(n * (1 - mask_ratio))
-    x = torch.zeros(2, 3, spec.img_size, spec.img_size)
-    ids = torch.arange(n).repeat(2, 1)
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model.forward_masked(x, ids, keep)
-    return 3 * counter.get_total_flops() / 2
-
-
-def train_flops_per_image(cell: Cell) -> float:
-    """FLOPs one training image costs the cell's method (module docstring)."""
-    from benchmark.grids.calibration import image_size
-
-    name = cell.method.name
-    if name == "fedmae":
-        params = json.dumps(dict(cell.backbone.params), sort_keys=True)
-        ratio = float(cell.method.params.get("mask_ratio", 0.75))
-        return mae_train_flops(cell.backbone.name, params, ratio)
-    grad, nograd = TRAIN_PASSES.get(name, (2, 0))  # an unknown method: a two-view SSL step
-    if name == "featarc" and cell.method.params.get("align_views") == "view_and_clean":
-        grad += 1
-    return (3 * grad + nograd) * _backbone_flops(cell, image_size(cell))
-
-
 def server_flops(cell: Cell, f: float) -> float:
     """The server's steps over the whole pre-training (module docstring), ``f`` = F."""
-    from benchmark.grids.calibration import client_sizes
 
     rounds, per_round = cell.fl.rounds, cell.fl.clients_per_round
     if cell.method.name == "flesd":
@@ -184,13 +134,12 @@ def server_flops(cell: Cell, f: float) -> float:
         return rounds * (per_round * public * f + epochs * public * 4 * f)
     if cell.method.name == "featarc":
         clusters = int(cell.method.params.get("num_clusters", 2))
-        mean = sum(client_sizes(cell)) / cell.fl.num_clients
+        mean = train_images(cell) / cell.fl.num_clients  # every image is some client's
         return rounds * per_round * (clusters + 1) * mean * f
     return 0.0
 
 
 def _public_size(cell: Cell) -> int:
-    from benchmark.grids.calibration import train_images
 
     if cell.public is None:
         return 0
@@ -208,8 +157,6 @@ def _encoders(cell: Cell) -> int:
 
 def task_flops(cell: Cell, f: float) -> dict[str, float]:
     """Each downstream task's FLOPs but detection's, by task name (module docstring)."""
-    from benchmark.grids.calibration import train_images
-    from benchmark.grids.plan import TRAIN_SIZES
 
     n_train = TRAIN_SIZES.get(cell.dataset.name, train_images(cell))
     n_test = TEST_SIZES.get(cell.dataset.name, 10000)
@@ -226,7 +173,7 @@ def task_flops(cell: Cell, f: float) -> dict[str, float]:
         elif name in ("e2e_classifier", "reconstruction"):
             work = n_test * f
         elif name == "transfer_linear":
-            work = TRANSFER_IMAGES * _backbone_flops(cell, 32)
+            work = TRANSFER_IMAGES * backbone_flops(cell, 32)
         elif name == "coco_detection":
             continue
         else:  # an unknown task: one pass over train and test
@@ -249,24 +196,23 @@ def detection_flops(cell: Cell) -> tuple[float, float]:
     iters, batch = DETECTION_SCHEDULE[preset]
     iters = int(params.get("max_iter") or iters)
     batch = int(params.get("ims_per_batch") or batch)
-    backbone = _backbone_flops(cell, 224) * DETECTION_PIXELS / 224**2
+    backbone = backbone_flops(cell, 224) * DETECTION_PIXELS / 224**2
     lo, hi = DETECTION_HEADS_FLOPS
     return tuple(3 * iters * batch * (backbone + heads) for heads in (lo, hi))  # type: ignore[return-value]
 
 
-def cell_work(cell: Cell) -> CellWork:
-    """Every part of the cell's cost in FLOPs."""
+def cell_work(cell: Cell, *, pretrain: bool = True) -> CellWork:
+    """Every part of the cell's cost in FLOPs (``pretrain=False``: all but the clients' pre-training,
+    which a calibration measures; the partition is then not drawn)."""
     from benchmark.contracts.registries import METHODS
-    from benchmark.grids.calibration import client_work, image_size
 
-    f = _backbone_flops(cell, image_size(cell))
-    images, _, _ = client_work(cell)
+    f = backbone_flops(cell, image_size(cell))
     trains = METHODS.get(cell.method.name).pretrains
+    images = client_work(cell)[0] if trains and pretrain else 0.0
     return CellWork(
-        cell_id=cell.cell_id,
         method=cell.method.name,
         precision=cell.precision,
-        pretrain=images * train_flops_per_image(cell) if trains else 0.0,
+        pretrain=images * train_flops_per_image(cell) if images else 0.0,
         server=server_flops(cell, f) if trains else 0.0,
         tasks=task_flops(cell, f),
         detection=detection_flops(cell),

@@ -33,7 +33,7 @@ def cell(name: str, **kw) -> object:
 def f() -> float:
     """F: ResNet-18 (CIFAR stem) forward FLOPs at 32 px."""
     c = cell("fedavg_simclr")
-    return cost._backbone_flops(c, 32)
+    return cost.backbone_flops(c, 32)
 
 
 def test_each_method_counts_its_own_forward_passes(f) -> None:
@@ -48,7 +48,7 @@ def test_each_method_counts_its_own_forward_passes(f) -> None:
 
 def test_fedmae_counts_its_encoder_on_the_visible_patches_only() -> None:
     mae = cell("fedmae", backbone={"name": "vit_base_p4"})
-    dense = 6 * cost._backbone_flops(mae, 32)  # what a two-view count would say
+    dense = 6 * cost.backbone_flops(mae, 32)  # what a two-view count would say
     one_block = cost.train_flops_per_image(mae)
     assert 0 < one_block < dense / 4
     less_masked = cell(
