@@ -98,3 +98,50 @@ def test_gpu_check_is_valid_bash_and_names_what_it_writes() -> None:
         "calibrate.log",
     ):
         assert needle in text
+
+
+def _fake_python(tmp_path: Path, doctor: str) -> Path:
+    """A stand-in interpreter: answers the environment step at once and runs ``doctor`` (shell) for
+    ``-m benchmark``, its arguments in $OUT/args."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "${1:-}" = "-m" ] && [ "${2:-}" = "benchmark" ]; then\n'
+        f'  echo "$@" > "$OUT/args"; {doctor}\n'
+        "fi\n"
+        "echo fake\n"
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def test_gpu_check_bounds_every_step_and_fits_twice_in_fifteen_minutes(tmp_path) -> None:
+    """The whole check is held to TOTAL_S (default under 5 minutes): doctor gets what is left as
+    its budget and is killed at the limit (exit 5); its own exit code passes through otherwise."""
+    script = REPO / "tools" / "gpu-check.sh"
+    text = script.read_text()
+    assert "TOTAL_S=${TOTAL_S:-290}" in text and 2 * 290 + 2 * 60 <= 15 * 60
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "TOTAL_S": "6", "MARGIN_S": "2"}
+    env["MIN_S"] = "1"
+    env["PYTHON"] = str(_fake_python(tmp_path, "exit 3"))
+    proc = subprocess.run(
+        ["bash", str(script), str(tmp_path / "no-wheels")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stderr  # doctor's "incomplete" passes through
+    args = (tmp_path / "out" / "args").read_text().split()
+    budget = int(args[args.index("--budget") + 1])
+    assert 1 <= budget <= 4 and "--calibrate" in args
+    env["PYTHON"] = str(_fake_python(tmp_path, "sleep 30"))
+    proc = subprocess.run(
+        ["bash", str(script), str(tmp_path / "no-wheels")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # killed at its limit: the stand-in would have exited 0 after its sleep
+    assert proc.returncode == 5 and "did not finish within" in proc.stderr

@@ -42,7 +42,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
 # record fields that depend on the machine or the moment, never on the code's numbers
-VOLATILE = {"env", "created_at", "digest", "tracking", "peak_mem_bytes", "gpu_hours"}
+# (concurrency: how the launcher placed a GPU cell; 0 and left out of the digest on the CPU)
+VOLATILE = {
+    "env",
+    "created_at",
+    "digest",
+    "tracking",
+    "peak_mem_bytes",
+    "peak_gpu_mem_bytes",
+    "gpu_hours",
+    "concurrency",
+}
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,24 @@ def _add_run(sub: Any) -> None:
         "--workers",
         type=int,
         default=0,
-        help="local launcher: cells in this many worker processes (default 0: one per core; each cell "
+        help="local launcher: cells in this many worker processes (default 0: one per core, on CUDA "
+        "one per GPU x --cells-per-gpu; each cell "
         "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
         "after another in this process)",
+    )
+    run.add_argument(
+        "--cells-per-gpu",
+        type=int,
+        default=1,
+        help="local launcher on CUDA: cell processes per GPU (default 1: one per visible GPU); "
+        "more than 1 is checked against each GPU's free memory",
+    )
+    run.add_argument(
+        "--gpu-mem-per-cell",
+        type=float,
+        default=0.0,
+        help="local launcher on CUDA: GiB one cell takes on the GPU, for --cells-per-gpu above 1 "
+        "(default: the device calibration's largest measured peak x 1.25)",
     )
     run.add_argument("--retry-failed", action="store_true", help="re-run cells that failed before")
     run.add_argument(

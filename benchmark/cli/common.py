@@ -89,4 +89,8 @@ def _launcher_config(args: argparse.Namespace) -> dict[str, Any]:
             "cpus_per_task": max(1, int(args.cpus_per_cell)),
             "array_parallelism": args.slurm_parallelism,
         }
-    return {"workers": args.workers}
+    return {
+        "workers": args.workers,
+        "cells_per_gpu": getattr(args, "cells_per_gpu", 1),
+        "gpu_mem_per_cell": getattr(args, "gpu_mem_per_cell", 0.0),
+    }

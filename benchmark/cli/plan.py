@@ -8,9 +8,11 @@ from benchmark.cli.common import _load_cells, grid_cost
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from benchmark.grids.cost import cost_table
     from benchmark.grids.plan import plan_grid
 
     grid, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method)
     print(plan_grid(grid, cells, throughput=args.throughput))
+    print("\n".join(cost_table(cells)))
     print(grid_cost(cells, args.device, args.calibration))
     return 0

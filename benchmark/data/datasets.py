@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -19,6 +20,7 @@ import numpy as np
 
 from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
 from benchmark.contracts.registries import DATASETS
+from benchmark.data.shared_arrays import load_npz_shared
 
 if TYPE_CHECKING:
     import torch
@@ -330,17 +332,19 @@ class HubImageDataset:
         if not self.available(root):
             raise DatasetUnavailable(self.how_to_get(root))
         cache = self.cache_path(root)
-        if cache_complete(cache):
-            with np.load(cache) as z:
-                arrays = {k: z[k] for k in z.files}
-        else:
-            arrays = self._read_saved(root)
-            write_cache_atomically(cache, arrays)
+        if not cache_complete(cache):
+            write_cache_atomically(cache, self._read_saved(root))
+        # the images memory-mapped read-only from the cache: the cell processes of a machine share
+        # one copy (benchmark.data.shared_arrays); the same bytes np.load reads
+        arrays = load_npz_shared(cache)
         xtr, ytr, xte, yte = arrays["xtr"], arrays["ytr"], arrays["xte"], arrays["yte"]
         stored = arrays.get("num_classes")  # absent from caches written before the ClassLabel count
         num_classes = int(stored) if stored is not None else label_count(ytr, yte)
-        train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
-        test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
+        ytr, yte = np.array(ytr), np.array(yte)  # labels are small: private, writable copies
+        with warnings.catch_warnings():  # read-only on purpose: nothing writes a dataset's pixels
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            train = DatasetSplit(torch.from_numpy(xtr), ytr, num_classes)
+            test = DatasetSplit(torch.from_numpy(xte), yte, num_classes)
         rev = self.hub_revision or content_revision(ytr, yte, xtr[:64])
         return DatasetSplits(self.name, train, test, rev, self.mean, self.std)
 

@@ -53,6 +53,7 @@ def run_cell(
     stop_after_round: int | None = None,
     on_round: RoundHook | None = None,
     on_pretrained: Callable[[], None] | None = None,
+    concurrency: int = 1,
 ) -> ResultRecord | None:
     """Run (or resume, or skip) one cell and return its record. ``stop_after_round`` interrupts
     pre-training after that round and returns None (tests use it to simulate a kill; the next call
@@ -77,6 +78,7 @@ def run_cell(
             stop_after_round,
             on_round,
             on_pretrained,
+            concurrency,
         )
     except Exception as exc:
         rd.write_error(f"{type(exc).__name__}: {exc}")
@@ -97,9 +99,12 @@ def _run(
     stop_after_round: int | None,
     on_round: RoundHook | None,
     on_pretrained: Callable[[], None] | None,
+    concurrency: int = 1,
 ) -> ResultRecord | None:
     t_start = time.perf_counter()
     dev = dev_cfg.resolve()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)  # the record's peak is this cell's
     prep = prepare(cell, device=dev, channels_last=dev_cfg.use_channels_last(), data_root=data_root)
     part = prep.partition
     rd.write_partition(prep.partition_digest, part.spec, part.meta, prep.partition_stats)
@@ -134,7 +139,16 @@ def _run(
         pretrain_s=pretrain_s,
         eval_s=time.perf_counter() - t_eval,
     )
-    record = assemble_record(prep, pre, ev, timings, fingerprint=fingerprint, device=dev, grid=grid)
+    record = assemble_record(
+        prep,
+        pre,
+        ev,
+        timings,
+        fingerprint=fingerprint,
+        device=dev,
+        grid=grid,
+        concurrency=concurrency,
+    )
     if dev.type == "cuda":
         env = dataclasses.replace(record.env, cuda_precision=flags)
         record = dataclasses.replace(record, env=env)

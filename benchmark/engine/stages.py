@@ -360,6 +360,21 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def gpu_compute(device: torch.device, timings: Timings, concurrency: int) -> dict[str, float | int]:
+    """The compute fields only a GPU cell fills: its share of the GPU in hours ((pre-training +
+    evaluation) / the cells sharing the GPU: not wall time inflated by the concurrency), the cells
+    sharing it, and the device's peak allocated memory. A CPU cell: gpu_hours 0 and nothing else
+    (its record is the one it was before these fields existed)."""
+    if device.type != "cuda":
+        return {"gpu_hours": 0.0}
+    concurrency = max(1, int(concurrency))
+    return {
+        "gpu_hours": (timings.pretrain_s + timings.eval_s) / 3600 / concurrency,
+        "concurrency": concurrency,
+        "peak_gpu_mem_bytes": int(torch.cuda.max_memory_allocated(device)),
+    }
+
+
 def assemble_record(
     prep: Prepared,
     pre: Pretrained,
@@ -369,10 +384,11 @@ def assemble_record(
     fingerprint: str,
     device: torch.device,
     grid: str | None,
+    concurrency: int = 1,
 ) -> ResultRecord:
     """Stage 5: the record (the cell, its provenance and every number), ready to be written once.
     ``fingerprint`` is the evaluated encoder's architecture fingerprint ("" when the pre-training
-    diverged)."""
+    diverged); ``concurrency``: the cells sharing its GPU (the launcher's cells per GPU)."""
     cell = prep.cell
     stats = {k: v for k, v in prep.partition_stats.items() if k != "counts"}
     return ResultRecord(
@@ -402,14 +418,12 @@ def assemble_record(
             wall_time_s=timings.wall_s,
             pretrain_time_s=timings.pretrain_s,
             eval_time_s=timings.eval_s,
-            gpu_hours=(timings.pretrain_s + timings.eval_s) / 3600
-            if device.type == "cuda"
-            else 0.0,
             peak_mem_bytes=peak_rss_bytes(),
             client_steps=pre.client_steps,
             client_epochs=pre.client_epochs_run * cell.fl.local_epochs,
             client_samples=pre.client_samples,
             clients_without_step=pre.clients_without_step,
+            **gpu_compute(device, timings, concurrency),
         ),
         # every tensor the evaluation reads (model, extra, kept client states), so that a
         # checkpoint is bound to what trained it (benchmark.engine.pretrained)
@@ -443,6 +457,7 @@ __all__ = [
     "client_datasets",
     "evaluate",
     "export_encoder",
+    "gpu_compute",
     "input_spec",
     "load_data",
     "prepare",

@@ -12,9 +12,10 @@ where client images = rounds × clients trained per round × local epochs × ima
 cell's partition carved from the train split's size, :func:`client_work`) and both rates come from
 the calibration's measurement of the same key on the device. A key the calibration did not measure
 takes the measurement of the same method, backbone, image size and precision under other settings
-(basis ``as <key>``), else ``plan``'s fixed FLOP estimate (basis ``estimate``). As in ``plan``, the
-server's own work (aggregation, Orchestra's clustering, FLESD's distillation), checkpoints and the
-downstream tasks are not in the projection (:data:`ASSUMPTIONS`, printed with every projection).
+(basis ``as <key>``), else ``plan``'s fixed FLOP estimate (basis ``estimate``). The rest of a cell (the
+server's steps, every downstream task, COCO detection) is the per-method FLOP model's
+(``benchmark.grids.cost``) at the FLOP rate the calibration measured for pre-training
+(:func:`achieved_flops`, :func:`rest_hours`; :data:`ASSUMPTIONS`, printed with every projection).
 
 **Where a calibration is looked up** (:func:`locate_calibration`): the path given
 (``--calibration``); else ``$FSSL_CALIBRATION``; else ``<dir>/<device>.json`` for the device the
@@ -32,12 +33,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.core.canonical import digest
 from benchmark.core.errors import UsageError
+from benchmark.grids.work import client_sizes, client_work, image_size, train_images
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -47,8 +48,11 @@ REPORT_VERSION = 1
 CALIBRATION_ENV = "FSSL_CALIBRATION"
 CALIBRATION_DIR_ENV = "FSSL_CALIBRATION_DIR"
 ASSUMPTIONS = (
-    "pre-training only, as `plan`: the clients' local updates; the server's own work (aggregation, "
-    "Orchestra's clustering, FLESD's distillation), checkpoints and the downstream tasks are not projected",
+    "pre-training (the clients' local updates) from the calibration's measurements; the rest of a "
+    "cell (the server's steps, every downstream task, COCO detection) from the per-method FLOP model "
+    "(benchmark.grids.cost) at the median FLOP rate the calibration measured for pre-training on this "
+    "device (detection at that rate x its lower share of the peak); aggregation, Orchestra's "
+    "clustering and checkpoints are not counted",
     "a measured key runs at its calibration cell's rates: images per second inside the step loop "
     "(augmentation, forward, backward, optimizer; device synchronised) and seconds per client update "
     "outside it (data to the device, weights in and out), measured at the calibration's client size",
@@ -60,14 +64,6 @@ ASSUMPTIONS = (
     "one cell at a time on one device; a per-track figure counts every cell that track's table needs "
     "(cells feed several tracks, so the tracks' figures do not add up to the grids')",
 )
-
-
-def image_size(cell: Cell) -> int:
-    """The side of the cell's training images: the dataset's ``size`` parameter, else its native
-    size."""
-    from benchmark.grids.plan import IMAGE_SIZES
-
-    return int(cell.dataset.params.get("size", IMAGE_SIZES.get(cell.dataset.name, 16)))
 
 
 def train_spec(cell: Cell) -> dict[str, Any]:
@@ -108,6 +104,11 @@ class Measurement:
     engine_vs_bare: float | None = None  # bare time / engine client-update time for the same steps
     outside_share: float | None = None  # the round's time outside the client updates
     peak_mem_bytes: int | None = None  # torch.cuda.max_memory_allocated (None on the CPU)
+    # the process's peak resident memory during the measurement (sampled; every device)
+    peak_host_mem_bytes: int | None = None
+    repeats: int = 0  # measured client updates (and bare loops) the figures are the median of
+    images_per_s_spread: float | None = None  # (max - min) / median over the repeats
+    bare_step_s_spread: float | None = None
     seconds: float = 0.0  # wall time of the measurement
     note: str = ""  # how the calibration cell departs from the key, when it does (--tiny)
 
@@ -199,74 +200,6 @@ def locate_calibration(device_name: str, explicit: str | None = None) -> tuple[P
 # the projection
 
 
-def train_images(cell: Cell) -> int:
-    """Images in the train split the clients partition (the validation carve taken out)."""
-    from benchmark.contracts.registries import DATASETS
-    from benchmark.core.config import from_mapping
-    from benchmark.grids.plan import TRAIN_SIZES
-
-    n = TRAIN_SIZES.get(cell.dataset.name, 50000)
-    cfg = from_mapping(DATASETS.get(cell.dataset.name), dict(cell.dataset.params))
-    if getattr(cfg, "eval_split", "test") == "validation":
-        n -= int(round(n * float(getattr(cfg, "val_fraction", 0.2))))
-    return n
-
-
-@lru_cache(maxsize=512)
-def _client_sizes(
-    dataset: str, n: int, partition_json: str, public_json: str, k: int, seed: int
-) -> tuple[int, ...]:
-    import numpy as np
-
-    from benchmark.contracts.cell import Cell
-    from benchmark.data.partition import cell_partition
-    from benchmark.grids.plan import NUM_CLASSES
-
-    raw = {"partition": json.loads(partition_json), "public": json.loads(public_json)}
-    fake = Cell.from_dict(
-        {
-            **raw,
-            **{k2: {"name": "-", "version": "-"} for k2 in ("dataset", "backbone", "method")},
-            "partition_seed": seed,
-            "fl": {"num_clients": k},
-            "seed": 0,
-            "tasks": [],
-        }
-    )
-    labels = np.arange(n, dtype=np.int64) % NUM_CLASSES.get(dataset, 10)  # balanced
-    return tuple(int(s) for s in cell_partition(fake, labels).sizes())
-
-
-def client_sizes(cell: Cell) -> tuple[int, ...]:
-    """The cell's client sizes, carved from its train split's size with balanced labels."""
-    plain = cell.to_dict()
-    return _client_sizes(
-        cell.dataset.name,
-        train_images(cell),
-        json.dumps(plain["partition"], sort_keys=True),
-        json.dumps(plain.get("public"), sort_keys=True),
-        cell.fl.num_clients,
-        cell.partition_seed,
-    )
-
-
-def client_work(cell: Cell) -> tuple[float, float, float]:
-    """(client images, client updates, mean images per update) of the whole pre-training; zeros for
-    a method that trains nothing."""
-    from benchmark.contracts.registries import METHODS
-
-    cls = METHODS.get(cell.method.name)
-    if not cls.pretrains:
-        return 0.0, 0.0, 0.0
-    sizes = client_sizes(cell)
-    if cls.federation == "pooled":  # one client holding every client's data
-        per_update, per_round = float(sum(sizes)), 1
-    else:
-        per_update, per_round = sum(sizes) / len(sizes), cell.fl.clients_per_round
-    updates = cell.fl.rounds * per_round
-    return updates * cell.fl.local_epochs * per_update, float(updates), per_update
-
-
 @dataclass(frozen=True)
 class CellCost:
     cell_id: str
@@ -293,22 +226,57 @@ def cell_cost(cell: Cell, calibration: Calibration | None) -> CellCost:
 @dataclass(frozen=True)
 class Summary:
     cells: int
-    hours: float
+    hours: float  # pre-training
     measured_hours: float  # measured or "as" a measured key
     estimate_hours: float  # plan's fixed estimate of the same cells
+    other_hours: float = 0.0  # server steps, downstream tasks, detection (rest_hours)
 
     @property
     def measured_share(self) -> float:
         return self.measured_hours / self.hours if self.hours > 0 else math.nan
 
 
-def summarise(costs: Sequence[CellCost]) -> Summary:
+def summarise(costs: Sequence[CellCost], other_hours: float = 0.0) -> Summary:
     return Summary(
         cells=len(costs),
         hours=sum(c.hours for c in costs),
         measured_hours=sum(c.hours for c in costs if c.basis.startswith(("measured", "as "))),
         estimate_hours=sum(c.estimate_hours for c in costs),
+        other_hours=other_hours,
     )
+
+
+def achieved_flops(calibration: Calibration | None, cells: Iterable[Cell]) -> float:
+    """The median training FLOP rate the calibration measured (images per second × the method's
+    FLOPs per image, over the cells' measured keys); without one, plan's fixed rate (40 % of an
+    A100's bf16 peak)."""
+    from benchmark.grids.cost import train_flops_per_image
+    from benchmark.grids.plan import PEAK_FLOPS, UTILISATION
+
+    rates: dict[str, float] = {}
+    if calibration is not None:
+        for cell in cells:
+            m = calibration.measurements.get(train_key(cell))
+            if m is not None and m.ok and m.key not in rates:
+                rates[m.key] = float(m.images_per_s) * train_flops_per_image(cell)
+    if not rates:
+        return UTILISATION * PEAK_FLOPS["bf16"]
+    ordered = sorted(rates.values())
+    return ordered[len(ordered) // 2]
+
+
+def rest_hours(cells: Sequence[Cell], rate: float) -> float:
+    """Device-hours of everything but the clients' pre-training (server steps, tasks, detection)
+    at ``rate`` FLOP/s; detection at that rate scaled by its lower share of the peak."""
+    from benchmark.grids.cost import DETECTION_UTILISATION, UTILISATION, cell_work
+
+    scale = sum(DETECTION_UTILISATION) / sum(UTILISATION)
+    total = 0.0
+    for cell in cells:
+        w = cell_work(cell, pretrain=False)
+        total += (w.server + sum(w.tasks.values())) / rate
+        total += sum(w.detection) / 2 / (rate * scale)
+    return total / 3600
 
 
 def track_cells(track: Any, cells: Iterable[Cell]) -> list[Any]:
@@ -332,15 +300,20 @@ def projection(
     fixed estimate of the same cells; with the assumptions."""
     costs: dict[str, CellCost] = {}
     out: dict[str, Any] = {"assumptions": list(ASSUMPTIONS), "grids": {}, "tracks": {}}
+    unique = {c.cell_id: c for cells in grids.values() for c in cells}
+    rate = achieved_flops(calibration, unique.values())
+    rest = {cid: rest_hours([c], rate) for cid, c in unique.items()}
     for name, cells in grids.items():
         for cell in cells:
             if cell.cell_id not in costs:
                 costs[cell.cell_id] = cell_cost(cell, calibration)
-        out["grids"][name] = _summary_dict(summarise([costs[c.cell_id] for c in cells]))
-    unique = {c.cell_id: c for cells in grids.values() for c in cells}
+        mine = [costs[c.cell_id] for c in cells]
+        out["grids"][name] = _summary_dict(summarise(mine, sum(rest[c.cell_id] for c in cells)))
     for track in tracks:
         mine = track_cells(track, unique.values())
-        out["tracks"][track.id] = _summary_dict(summarise([costs[c.cell_id] for c in mine]))
+        other = sum(rest[c.cell_id] for c in mine)
+        out["tracks"][track.id] = _summary_dict(summarise([costs[c.cell_id] for c in mine], other))
+    out["flop_rate"] = rate
     return out
 
 
@@ -349,6 +322,8 @@ def _summary_dict(s: Summary) -> dict[str, Any]:
     return {
         "cells": s.cells,
         "device_hours": round(s.hours, 3),
+        "other_hours": round(s.other_hours, 3),
+        "total_hours": round(s.hours + s.other_hours, 3),
         "measured_share": None if math.isnan(share) else round(share, 4),
         "plan_estimate_hours": round(s.estimate_hours, 3),
     }
@@ -375,13 +350,19 @@ def cost_line(cells: Sequence[Cell], calibration: Calibration | None, why: str) 
     s = summarise([cell_cost(c, calibration) for c in cells])
     plan = f"plan's fixed estimate {s.estimate_hours:.2f} GPU-hours (40% of an A100's dense peak)"
     if calibration is None:
-        return f"cost: {plan}; {why}"
+        rest = rest_hours(cells, achieved_flops(None, cells))
+        return (
+            f"cost: {plan} of pre-training and {rest:.2f} for server steps, tasks and detection; "
+            f"{why}"
+        )
+    rest = rest_hours(cells, achieved_flops(calibration, cells))
     share = s.measured_share
     measured = "no pre-training" if math.isnan(share) else f"{share:.0%} of it measured"
     return (
         f"cost: about {s.hours:.2f} device-hours of pre-training on {calibration.device} "
-        f"({measured}; {why}); {plan}; what is and is not counted: "
-        "docs/performance.md, 'Reading the projection'"
+        f"({measured}; {why}) and {rest:.2f} for server steps, tasks and detection (its measured "
+        f"FLOP rate); {plan}; what is and is not counted: docs/performance.md, 'Reading the "
+        "projection'"
     )
 
 
@@ -395,6 +376,7 @@ __all__ = [
     "CellCost",
     "Measurement",
     "Summary",
+    "achieved_flops",
     "calibration_dir",
     "cell_cost",
     "client_sizes",
@@ -408,6 +390,7 @@ __all__ = [
     "locate_calibration",
     "measurement_from",
     "projection",
+    "rest_hours",
     "summarise",
     "track_cells",
     "train_images",

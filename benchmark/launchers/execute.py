@@ -126,6 +126,7 @@ def _run_claimed(
             stop_after_round=stop_after_round,
             on_round=round_done,
             on_pretrained=pre_lock.release if pre_lock is not None else None,
+            concurrency=options.concurrency,
         )
     except CellFailed as exc:
         rd.log_attempt("end", status="failed")

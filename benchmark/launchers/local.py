@@ -1,6 +1,7 @@
 """The local launcher: cells run in worker processes on this machine (one per core by default, each
-cell on one CPU thread), or one after another in this process (``workers=1``); a failing cell never
-stops the grid.
+cell on one CPU thread; on CUDA one per GPU, or ``cells_per_gpu`` per GPU where its free memory
+holds them, each pinned to its GPU with the cores shared out: ``benchmark.launchers.gpu_policy``),
+or one after another in this process (``workers=1``); a failing cell never stops the grid.
 
 Every cell's numbers depend only on the cell: a worker pins the cell's intra-op threads exactly as
 the in-process path does (``RunOptions.cell_threads``), so a grid run with four workers writes the
@@ -18,12 +19,13 @@ runner finished it, failed it, or died (its claim then goes stale).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchmark.core import portable
 from benchmark.launchers.execute import (
@@ -31,6 +33,15 @@ from benchmark.launchers.execute import (
     execute_cell,
     run_then_settle,
     write_failure,
+)
+from benchmark.launchers.gpu_policy import (
+    GIB,
+    GpuPlan,
+    available_cores,
+    calibrated_need_bytes,
+    gpu_plan,
+    torch_probe,
+    visible_index,
 )
 from benchmark.launchers.options import RunOptions
 
@@ -41,11 +52,9 @@ Progress = Callable[["Cell", "CellOutcome"], None]
 
 
 def default_workers() -> int:
-    """One worker per core this process may use (each cell runs on one intra-op thread)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """On the CPU: one worker per core this process may use (each cell runs on one intra-op
+    thread). A run on CUDA takes one per GPU instead (``LocalLauncher.gpu_plan``)."""
+    return available_cores()
 
 
 def by_kernels(cells: Sequence[Cell]) -> list[tuple[str, list[Cell]]]:
@@ -63,6 +72,14 @@ def runs_here(kernels: str) -> bool:
     return "torch" not in sys.modules or portable.process_kernels() == kernels
 
 
+def _enter_worker(kernels: str, gpus: Any) -> None:
+    """A worker process's initializer: its kernel mode, and on CUDA its GPU (one slot of the
+    launcher's queue, as ``CUDA_VISIBLE_DEVICES``, before torch is imported)."""
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus.get(timeout=60)
+    portable.enter(kernels)
+
+
 def _run_in_worker(cell: Cell, root: str, options: RunOptions, grid: str | None) -> CellOutcome:
     """The body of a worker task (module-level, so it pickles by reference)."""
     return execute_cell(cell, Path(root), options, grid=grid)
@@ -70,11 +87,17 @@ def _run_in_worker(cell: Cell, root: str, options: RunOptions, grid: str | None)
 
 @dataclass(frozen=True, kw_only=True)
 class LocalLauncher:
-    """Cells in worker processes on this machine (``workers``: 0 = one per core), or in this process
-    (1)."""
+    """Cells in worker processes on this machine (``workers``: 0 = one per core, on CUDA one per
+    GPU × ``cells_per_gpu``), or in this process (1)."""
 
     options: RunOptions = field(default_factory=RunOptions)
-    workers: int = 0  # 0: one per core (default_workers); 1: one after another in this process
+    # 0: one per core (default_workers), on CUDA one per GPU x cells_per_gpu; 1: one after another
+    # in this process
+    workers: int = 0
+    # on CUDA: cell processes per GPU, checked against its free memory (benchmark.launchers.
+    # gpu_policy); more than 1 needs gpu_mem_per_cell or a calibration of the device
+    cells_per_gpu: int = 1
+    gpu_mem_per_cell: float = 0.0  # GiB one cell takes on the GPU (0: from the calibration)
     # come back to cells another runner holds, so `run` ends with the grid complete
     wait_claimed: bool = True
     claim_poll_s: float = 2.0
@@ -82,6 +105,39 @@ class LocalLauncher:
     def __post_init__(self) -> None:
         if self.workers < 0:
             raise ValueError(f"workers must be >= 0 (0: one per core), got {self.workers}")
+        if self.cells_per_gpu < 1:
+            raise ValueError(f"cells_per_gpu must be >= 1, got {self.cells_per_gpu}")
+        if self.gpu_mem_per_cell < 0:
+            raise ValueError(f"gpu_mem_per_cell must be >= 0, got {self.gpu_mem_per_cell}")
+
+    def gpu_plan(self, cells: Sequence[Cell], probe: Any = torch_probe) -> GpuPlan | None:
+        """Where the cells go on CUDA (None on the CPU): one process per GPU × cells_per_gpu, or
+        ``workers`` spread over the GPUs; checked against free memory (``probe``)."""
+        if not self.options.on_cuda():
+            return None
+        import math
+
+        import torch
+
+        from benchmark.records.env import machine_model
+
+        count = torch.cuda.device_count()
+        per_gpu = self.cells_per_gpu
+        if self.workers:
+            ngpu = 1 if self.options.device.startswith("cuda:") else max(count, 1)
+            per_gpu = math.ceil(self.workers / ngpu)
+        need = int(self.gpu_mem_per_cell * GIB) or None
+        if need is None and per_gpu > 1:
+            need = calibrated_need_bytes(cells, machine_model(self.options.device))
+        return gpu_plan(
+            self.options.device,
+            count=count,
+            cells_per_gpu=per_gpu,
+            need_bytes=need,
+            probe=probe,
+            cores=available_cores(),
+            threads=self.options.threads,
+        )
 
     def launch(
         self,
@@ -91,7 +147,10 @@ class LocalLauncher:
         grid: str | None = None,
         progress: Progress | None = None,
     ) -> Iterator[CellOutcome]:
-        workers = min(self.workers or default_workers(), max(len(cells), 1))
+        gpu = self.gpu_plan(cells)
+        default = gpu.workers if gpu is not None else default_workers()
+        workers = min(self.workers or default, max(len(cells), 1))
+        options, slots = self._placed(gpu, workers)
         by_id = {c.cell_id: c for c in cells}
 
         def emit(outcome: CellOutcome) -> CellOutcome:
@@ -102,14 +161,15 @@ class LocalLauncher:
         def run_here(cell: Cell) -> CellOutcome:
             kernels = cell.kernels
             if runs_here(kernels):
-                return execute_cell(cell, root, self.options, grid=grid)
+                return execute_cell(cell, root, options, grid=grid)
             # a fresh process in the cell's mode
-            return next(self._in_pool([cell], root, grid, 1, kernels))
+            return next(self._in_pool([cell], root, grid, 1, kernels, options, slots))
 
         def first() -> Iterator[CellOutcome]:
             for kernels, group in by_kernels(cells):
                 if workers > 1 or not runs_here(kernels):
-                    yield from self._in_pool(group, root, grid, min(workers, len(group)), kernels)
+                    n = min(workers, len(group))
+                    yield from self._in_pool(group, root, grid, n, kernels, options, slots)
                 else:
                     yield from map(run_here, group)
 
@@ -119,6 +179,19 @@ class LocalLauncher:
         for outcome in settled:
             yield emit(outcome)
 
+    def _placed(self, gpu: GpuPlan | None, workers: int) -> tuple[RunOptions, list[str] | None]:
+        """The options the cells run with and, for worker processes on CUDA, each worker's
+        ``CUDA_VISIBLE_DEVICES`` entry (None: the CPU, or the cells run in this process)."""
+        if gpu is None:
+            return self.options, None
+        per_gpu = -(-workers // len(gpu.devices))  # the most cells on one GPU at once
+        options = dataclasses.replace(self.options, threads=gpu.threads, concurrency=per_gpu)
+        if workers <= 1:
+            return options, None
+        # a worker sees its one GPU as cuda:0
+        slots = [visible_index(d) for d in gpu.slots()]
+        return dataclasses.replace(options, device="cuda"), slots
+
     def _in_pool(
         self,
         cells: Sequence[Cell],
@@ -126,21 +199,32 @@ class LocalLauncher:
         grid: str | None,
         workers: int,
         kernels: str = portable.NATIVE,
+        options: RunOptions | None = None,
+        slots: Sequence[str] | None = None,
     ) -> Iterator[CellOutcome]:
         """Each cell in a worker process, outcomes as cells finish; a worker that dies fails only
         its cell. The workers start in ``kernels`` mode: its variables are in their environment
-        before they import torch."""
+        before they import torch; on CUDA each takes one GPU slot (``slots``)."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        options = options or self.options
         spawn = multiprocessing.get_context("spawn")
+        gpus = None
+        if slots:
+            gpus = spawn.Queue()
+            for slot in list(slots)[:workers]:
+                gpus.put(slot)
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=spawn, initializer=portable.enter, initargs=(kernels,)
+            max_workers=workers,
+            mp_context=spawn,
+            initializer=_enter_worker,
+            initargs=(kernels, gpus),
         ) as pool:
             # the workers are started (and inherit this environment) while the cells are submitted
             with portable.child_environment(kernels):
                 futures = {
-                    pool.submit(_run_in_worker, cell, str(root), self.options, grid): cell
+                    pool.submit(_run_in_worker, cell, str(root), options, grid): cell
                     for cell in cells
                 }
             try:

@@ -46,21 +46,33 @@ class RunOptions:
     # across threads add in another order, so a cell's numbers depend on this; every launcher pins
     # it and scales with processes.
     threads: int | None = None
+    # cells sharing one GPU at once, as the launcher placed them (recorded on a GPU cell: its
+    # gpu_hours are its share of the device); set by the local launcher, 1 elsewhere
+    concurrency: int = 1
 
     def __post_init__(self) -> None:
         if not _DEVICE.fullmatch(self.device):
             raise UsageError(f"--device {self.device!r} is not one of {DEVICE_HELP}")
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"threads must be >= 1, got {self.threads}")
+        if self.concurrency < 1:
+            raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
 
-    def cell_threads(self) -> int | None:
-        """The intra-op thread count a CPU cell runs with (None on CUDA: the GPU kernels decide)."""
+    def on_cuda(self) -> bool:
+        """Whether cells run on a GPU (``cuda``, ``cuda:N``, or ``auto`` where torch sees one)."""
         import torch
 
-        if self.device not in ("cpu", "auto") or (
+        return self.device not in ("cpu", "auto") or (
             self.device == "auto" and torch.cuda.is_available()
-        ):
-            return None
+        )
+
+    def cell_threads(self) -> int | None:
+        """The intra-op thread count a cell runs with: on the CPU ``threads``, else
+        $FSSL_CELL_THREADS, default 1; on CUDA ``threads`` when set (the local launcher divides the
+        cores between its cell processes, benchmark.launchers.gpu_policy), else None (torch's
+        default)."""
+        if self.on_cuda():
+            return self.threads
         if self.threads is not None:
             return self.threads
         return int(os.environ.get("FSSL_CELL_THREADS", "1")) or None

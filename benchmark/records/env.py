@@ -8,8 +8,10 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from benchmark.core.paths import REPO
 from benchmark.core.portable import state as kernel_state
@@ -73,6 +75,44 @@ def machine_model(device: str = "cpu") -> str:
     return _cpu_model()
 
 
+def nvidia_driver(run: Any = subprocess.run) -> str:
+    """The NVIDIA driver's version as ``nvidia-smi`` reports it ("" when it cannot be read: no
+    nvidia-smi, a time-out): torch exposes the CUDA runtime's version, not the driver's."""
+    try:
+        out = run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = [line.strip() for line in str(out.stdout).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def gpu_info(device: str, torch: Any, driver: Callable[[], str] = nvidia_driver) -> dict[str, Any]:
+    """What a GPU cell ran on: the device's name, compute capability and memory, the driver, the
+    CUDA runtime torch was built with, cuDNN, and the devices visible to the process; {} for a CPU
+    cell or where ``torch`` (the module, passed in: this package stays torch-free) sees no CUDA."""
+    if not device.startswith("cuda") or torch is None or not torch.cuda.is_available():
+        return {}
+    info: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # provenance must never fail a finished cell
+        props = torch.cuda.get_device_properties(device)
+        info = {
+            "name": str(props.name),
+            "capability": f"{props.major}.{props.minor}",
+            "memory_bytes": int(props.total_memory),
+            "cuda": str(torch.version.cuda or ""),
+            "cudnn": str(torch.backends.cudnn.version() or ""),
+            "visible": int(torch.cuda.device_count()),
+        }
+        info["driver"] = driver()
+    return info
+
+
 def collect_env(device: str = "cpu") -> EnvInfo:
     versions = {}
     for name in PACKAGES:
@@ -103,4 +143,5 @@ def collect_env(device: str = "cpu") -> EnvInfo:
         threads=threads,
         machine=machine_model(device),
         kernels=kernel_state(device),
+        gpu=gpu_info(device, torch),
     )

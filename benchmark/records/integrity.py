@@ -19,6 +19,13 @@ from typing import Any
 from benchmark.core.canonical import digest, to_plain
 
 DIGEST_FIELD = "digest"
+# fields only a GPU cell fills: empty, they are left out of the digest, so a CPU record's digest is
+# the one it had before they existed
+OPTIONAL_GPU_FIELDS = (
+    ("compute", "concurrency"),
+    ("compute", "peak_gpu_mem_bytes"),
+    ("env", "gpu"),
+)
 
 
 def record_digest(record: Any) -> str:
@@ -35,6 +42,11 @@ def record_digest(record: Any) -> str:
         compute.pop("client_samples", None)  # so do records written before client_samples
     if isinstance(compute, dict) and compute.get("clients_without_step") is None:
         compute.pop("clients_without_step", None)  # and before clients_without_step
+    # and CPU records (none of these is recorded off a GPU), and records written before them
+    for part, key in OPTIONAL_GPU_FIELDS:
+        section = body.get(part)
+        if isinstance(section, dict) and not section.get(key):
+            section.pop(key, None)
     return digest(body)
 
 

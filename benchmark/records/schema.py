@@ -106,6 +106,13 @@ class ComputeStats:
     # round (the small-client policy leaves only clients of one image; Orchestra's initialisation
     # round is not a training round): None in records written before it was counted
     clients_without_step: int | None = None
+    # cells that shared this cell's GPU at once (the local launcher's cells per GPU; 1 = alone); 0 =
+    # not recorded (a CPU cell, or a record written before the field existed). gpu_hours is the
+    # cell's share of its GPU: (pre-training + evaluation wall time) / concurrency
+    concurrency: int = 0
+    # torch.cuda.max_memory_allocated over the cell (peak_mem_bytes is the host's peak RSS); 0 on
+    # the CPU
+    peak_gpu_mem_bytes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +145,10 @@ class EnvInfo:
     # cudnn_benchmark, cudnn_deterministic}, "evaluation": {...}}; {} elsewhere, and then left out
     # of the record file and its digest, so a CPU record is byte for byte what it was
     cuda_precision: Mapping[str, Any] = field(default_factory=dict)
+    # the CUDA device a GPU cell ran on (benchmark.records.env.gpu_info): {name, capability,
+    # memory_bytes, driver, cuda, cudnn, visible}; {} on the CPU (and in records written before the
+    # field existed)
+    gpu: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,16 @@ On the present device, in one command and a bounded time (about 8 minutes on one
    track, with the assumptions (``benchmark.grids.calibration``), writes one JSON report and prints
    the table.
 
-Exit code: 0 when every check passed, 1 when one failed (each named), 2 on a usage error.
+Every phase (smoke, detection, measurements, projection) runs inside one time budget: the smoke grid
+starts no cell once ``SMOKE_SHARE`` of it is spent, the measurements start none once less than
+``RESERVE_S`` is left (the first configuration is always measured). Each measurement is the median
+of ``REPEATS`` client updates and bare loops, with its spread. On CUDA, the smoke grid and the
+measurements run under ``torch.cuda.set_sync_debug_mode("warn")`` and the report lists the host
+synchronisations caught (``benchmark.tools.calibrate_sync``).
+
+Exit code: 0 when every check passed and every planned smoke cell and configuration ran; 1 when a
+check failed (each named); 3 when none failed but the budget left a smoke cell unrun or a planned
+configuration unmeasured ("incomplete", each named); 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -29,19 +38,23 @@ import importlib.util
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.tools.calibrate_env import FAILED, OK, Check
+from benchmark.tools.calibrate_env import FAILED, INCOMPLETE, OK, Check
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
 
-BUDGET_S = {"full": 450.0, "tiny": 160.0}  # the whole command; measurements stop starting before
+BUDGET_S = {"full": 450.0, "tiny": 160.0}  # the whole command, every phase
 RESERVE_S = 20.0  # left for the projection and the report when the measurements stop
+# the smoke grid (and its detection cell) stops starting cells once this share of the budget is
+# spent; the measurements take the rest (the first configuration is always measured)
+SMOKE_SHARE = 0.4
+EXIT_OK, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 3  # 2: a usage error (benchmark.core.errors)
 
 
 @dataclass
@@ -113,10 +126,15 @@ def smoke_cells(precisions: Sequence[str], device: str, root: Path) -> dict[str,
 
 
 def smoke_passes(
-    precisions: Sequence[str], device: str, root: Path, clock: Clock
+    precisions: Sequence[str],
+    device: str,
+    root: Path,
+    clock: Clock,
+    deadline_s: float = math.inf,
 ) -> tuple[list[Check], dict[str, Any]]:
     """The smoke grid on ``device`` in each precision, in one launch through the launcher a real
-    run uses: (one check per precision, their part of the report)."""
+    run uses, no cell started after ``deadline_s`` on the clock: (one check per precision, their
+    part of the report)."""
     from benchmark.launchers.local import default_workers
     from benchmark.launchers.options import RunOptions
     from benchmark.launchers.run_grid import build_launcher
@@ -135,24 +153,58 @@ def smoke_passes(
             f"smoke {done[0]}/{len(cells)} {cell.method.name} {cell.precision}: {outcome.status}"
         )
 
-    list(launcher.launch(cells, root, grid="smoke", progress=progress))
+    ran = launch_until(
+        launcher.launch(cells, root, grid="smoke", progress=progress), deadline_s, clock
+    )
     seconds = round(time.perf_counter() - t0, 1)
     checks, parts = [], {}
     for precision in precisions:
         mine = by_precision[precision]
-        bad = {c.cell_id: p for c in mine if (p := _record_problems(c, root, device))}
+        unrun = [c.cell_id for c in mine if c.cell_id not in ran]
+        bad = {
+            c.cell_id: p
+            for c in mine
+            if c.cell_id in ran and (p := _record_problems(c, root, device))
+        }
         parts[precision] = {
             "cells": len(mine),
-            "valid_records": len(mine) - len(bad),
+            "valid_records": len(mine) - len(bad) - len(unrun),
             "problems": {cid: "; ".join(p) for cid, p in bad.items()},
-            "detection_cell": any(_has_detection(c) for c in mine),
+            "not_run": unrun,
+            "detection_cell": any(_has_detection(c) and c.cell_id in ran for c in mine),
         }
-        detail = f"{len(mine) - len(bad)}/{len(mine)} cells wrote valid sealed records on {device}"
-        if bad:
-            detail += ": " + "; ".join(f"{cid[:8]} {'; '.join(p)}" for cid, p in bad.items())
-        checks.append(Check(f"smoke {precision}", FAILED if bad else OK, detail, seconds))
+        checks.append(_smoke_check(precision, len(mine), bad, unrun, device, seconds))
     parts["seconds"] = seconds
     return checks, parts
+
+
+def launch_until(outcomes: Iterator[Any], deadline_s: float, clock: Clock) -> set[str]:
+    """The ids of the cells the launch finished before the clock passed ``deadline_s``: no cell
+    starts after it (the cells running then finish; the launcher cancels the rest)."""
+    ran: set[str] = set()
+    try:
+        for outcome in outcomes:
+            ran.add(outcome.cell_id)
+            if clock.elapsed >= deadline_s:
+                clock.say(f"the smoke grid's share of the budget ({deadline_s:.0f} s) is spent")
+                break
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
+    return ran
+
+
+def _smoke_check(
+    precision: str, n: int, bad: dict, unrun: list[str], device: str, seconds: float
+) -> Check:
+    detail = f"{n - len(bad) - len(unrun)}/{n} cells wrote valid sealed records on {device}"
+    if bad:
+        detail += ": " + "; ".join(f"{cid[:8]} {'; '.join(p)}" for cid, p in bad.items())
+    if unrun:
+        detail += f"; {len(unrun)} not run: the time budget ended"
+    status = FAILED if bad else INCOMPLETE if unrun else OK
+    return Check(f"smoke {precision}", status, detail, seconds)
 
 
 def detection_figures(root: Path) -> dict[str, Any]:
@@ -199,7 +251,9 @@ def measure_all(
     cc.write_data(plan, work / "data", clock.say)
     out, checks = [], []
     for i, t in enumerate(chosen, 1):
-        if t.key in plan.refused or clock.left() < RESERVE_S:
+        # the first configuration is measured whatever the clock says: every run measures one
+        tried = any(not m.status.startswith("not measured") for m in out)
+        if t.key in plan.refused or (tried and clock.left() < RESERVE_S):
             why = plan.refused.get(t.key, "the time budget ended")
             out.append(Measurement(t.key, t.family, f"not measured: {why}", t.cell.cell_id, t.grid))
             continue
@@ -212,11 +266,23 @@ def measure_all(
         out.append(m)
         if m.status.startswith("failed"):
             checks.append(Check(f"measure {t.family} [{t.key[:8]}]", FAILED, m.status, m.seconds))
-    ok = sum(m.ok for m in out)
-    checks.insert(
-        0, Check("measurements", OK, f"{ok} of {len(out)} configurations measured on {device}")
-    )
+    checks.insert(0, measurements_check(out, device))
     return out, checks
+
+
+def measurements_check(out: Sequence[Any], device: str) -> Check:
+    """ok when every planned configuration was measured; incomplete (listing what was not, and
+    why) otherwise. Running out of device memory counts as measured: it is the answer."""
+    ok = sum(m.ok for m in out)
+    detail = f"{ok} of {len(out)} configurations measured on {device}"
+    missing = [m for m in out if not m.ok and not m.status.startswith(("failed", "out of memory"))]
+    if not missing and out:
+        return Check("measurements", OK, detail)
+    why: dict[str, int] = {}
+    for m in missing:
+        why[m.status] = why.get(m.status, 0) + 1
+    detail += "".join(f"; {n} {status}" for status, n in why.items()) if why else ": none planned"
+    return Check("measurements", INCOMPLETE, detail)
 
 
 def project(grids: dict[str, Sequence[Any]], measurements: list[Any], meta: dict) -> dict:
@@ -265,36 +331,41 @@ def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> d
     import torch
 
     from benchmark.launchers.run_grid import load_cells
+    from benchmark.tools.calibrate_sync import sync_watch
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="fssl-calibrate-") as tmp:
         work = Path(tmp)
         bf16 = all(c.status == OK for c in checks if c.name == "bf16")
         precisions = ("fp32", "bf16") if bf16 else ("fp32",)
-        (more, out["smoke"]), failed = guarded(
-            "smoke",
-            clock,
-            lambda: smoke_passes(precisions, device, work / "smoke", clock),
-            ([], {}),
-        )
-        checks += more + failed
-        out["detection"], failed = guarded(
-            "detection", clock, lambda: detection_figures(work / "smoke"), {}
-        )
-        checks += failed
-        grids = {g: load_cells(g)[1] for g in _grid_names()}
-        threads = torch.get_num_threads()
-        torch.set_num_threads(_threads(device) or threads)
-        try:
-            (out["measurements"], more), failed = guarded(
-                "measurements",
+        deadline = clock.budget_s * SMOKE_SHARE
+        out["sync"] = {}
+        with sync_watch(device, out["sync"]):
+            (more, out["smoke"]), failed = guarded(
+                "smoke",
                 clock,
-                lambda: measure_all(grids, device, tiny, work, clock),
-                ([], []),
+                lambda: smoke_passes(precisions, device, work / "smoke", clock, deadline),
+                ([], {}),
             )
-        finally:
-            torch.set_num_threads(threads)
-        checks += more + failed
+            checks += more + failed
+            out["detection"], failed = guarded(
+                "detection", clock, lambda: detection_figures(work / "smoke"), {}
+            )
+            checks += failed
+            grids = {g: load_cells(g)[1] for g in _grid_names()}
+            threads = torch.get_num_threads()
+            torch.set_num_threads(_threads(device) or threads)
+            try:
+                (out["measurements"], more), failed = guarded(
+                    "measurements",
+                    clock,
+                    lambda: measure_all(grids, device, tiny, work, clock),
+                    ([], []),
+                )
+            finally:
+                torch.set_num_threads(threads)
+            checks += more + failed
+        clock.say(f"host synchronisations caught: {out['sync'].get('detail', '-')}")
     clock.say("projecting every shipped grid's cost")
     return {**out, "grids": grids}
 
@@ -333,11 +404,22 @@ def calibrate(
         measurements=[asdict(m) for m in phases["measurements"]],
         projection=projected,
         failed=[c.name for c in checks if c.failed],
+        incomplete=[c.name for c in checks if c.status == INCOMPLETE],
+        sync=phases["sync"],
         elapsed_s=round(clock.elapsed, 1),
         budget_s=clock.budget_s,
     )
     report["passed"] = not report["failed"]
+    report["complete"] = not report["incomplete"]
     return report
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    """0 every check passed and every planned phase ran; 1 a check failed; 3 nothing failed but
+    the budget left something unmeasured or unrun ("incomplete")."""
+    if report["failed"]:
+        return EXIT_FAILED
+    return EXIT_OK if report.get("complete", True) else EXIT_INCOMPLETE
 
 
 def _grid_names() -> list[str]:
@@ -393,32 +475,39 @@ def render_checks(report: dict[str, Any]) -> list[str]:
 
 def render_measurements(report: dict[str, Any]) -> list[str]:
     head = (
-        f"  {'key':<8} {'method backbone@px precision':<38} {'img/s':>9} {'step ms':>8} "
-        f"{'bare ms':>8} {'eng/bare':>8} {'upd ms':>7} {'peak GiB':>8} {'outside':>7}  status"
+        f"  {'key':<8} {'method backbone@px precision':<38} {'img/s':>9} {'±':>5} {'step ms':>8} "
+        f"{'bare ms':>8} {'±':>5} {'eng/bare':>8} {'upd ms':>7} {'peak GiB':>8} {'host GiB':>8} "
+        f"{'outside':>7}  status"
     )
     lines = [
-        "measured pre-training configurations (one short cell each; img/s inside the step loop)"
+        "measured pre-training configurations (one short cell each, the median of its repeats; "
+        "img/s inside the step loop)"
     ]
     lines.append(head)
     for m in report["measurements"]:
-        peak = m.get("peak_mem_bytes")
+        peak, host = m.get("peak_mem_bytes"), m.get("peak_host_mem_bytes")
         lines.append(
             f"  {m['key'][:8]:<8} {m['family']:<38} {_fmt(m.get('images_per_s'), ',.0f'):>9} "
+            f"{_fmt(m.get('images_per_s_spread'), '.0%'):>5} "
             f"{_fmt(m.get('step_s') and m['step_s'] * 1e3, '.1f'):>8} "
             f"{_fmt(m.get('bare_step_s') and m['bare_step_s'] * 1e3, '.1f'):>8} "
+            f"{_fmt(m.get('bare_step_s_spread'), '.0%'):>5} "
             f"{_fmt(m.get('engine_vs_bare'), '.3f'):>8} "
             f"{_fmt(m.get('update_s') and m['update_s'] * 1e3, '.0f'):>7} "
-            f"{_fmt(peak and peak / 2**30, '.2f'):>8} "
+            f"{_fmt(peak and peak / 2**30, '.2f'):>8} {_fmt(host and host / 2**30, '.2f'):>8} "
             f"{_fmt(m.get('outside_share'), '.0%'):>7}  {m['status']}"
             + (f" ({m['note']})" if m.get("note") else "")
         )
     lines.append(
         "  img/s: training images (each through all of the method's views) per second inside the "
-        "engine's step loop; step ms: one optimizer step there; bare ms: the same step repeated in a "
-        "bare PyTorch loop on one batch; eng/bare: bare time / the engine's client-update time for "
-        "the same steps (1 = no overhead; P1's ratio on this device); upd ms: a client update's time "
-        "outside its step loop (data to the device, weights in and out); outside: the round's share "
-        "outside the client updates (the server's step) at calibration scale"
+        "engine's step loop, the median of the measured client updates, ± their spread ((max - min) "
+        "/ median); step ms: one optimizer step there; bare ms: the same step repeated in a bare "
+        "PyTorch loop on one batch (median of as many loops, ± spread); eng/bare: bare time / the "
+        "engine's client-update time for the same steps (1 = no overhead; P1's ratio on this "
+        "device); upd ms: a client update's time outside its step loop (data to the device, weights "
+        "in and out); peak GiB: torch.cuda.max_memory_allocated over the cell (GPU only); host GiB: "
+        "the process's peak resident memory during the cell; outside: the round's share outside the "
+        "client updates (the server's step) at calibration scale"
     )
     return lines
 
@@ -426,7 +515,7 @@ def render_measurements(report: dict[str, Any]) -> list[str]:
 def render_projection(report: dict[str, Any]) -> list[str]:
     proj = report["projection"]
     name = report["device"]["name"]
-    lines = [f"projected pre-training cost on this device ({name})"]
+    lines = [f"projected cost on this device ({name}): pre-training, then the rest of each cell"]
     if report["tiny"]:
         lines.append(
             "  --tiny: micro backbones at 16 px on this device; NOT the grids' cost, a check of the path"
@@ -435,13 +524,19 @@ def render_projection(report: dict[str, Any]) -> list[str]:
     rows += [(f"track {t}", s) for t, s in proj["tracks"].items()]
     width = max([len("grid / track")] + [len(name) for name, _ in rows])
     lines.append(
-        f"  {'grid / track':<{width}} {'cells':>6} {'hours':>10} {'measured':>9} {'plan est.':>10}"
+        f"  {'grid / track':<{width}} {'cells':>6} {'pre-train h':>11} {'measured':>9} "
+        f"{'plan est.':>10} {'rest h':>9} {'total h':>10}"
     )
     for label, s in rows:
         lines.append(
-            f"  {label:<{width}} {s['cells']:>6} {s['device_hours']:>10.2f} "
-            f"{_fmt(s['measured_share'], '.0%'):>9} {s['plan_estimate_hours']:>10.2f}"
+            f"  {label:<{width}} {s['cells']:>6} {s['device_hours']:>11.2f} "
+            f"{_fmt(s['measured_share'], '.0%'):>9} {s['plan_estimate_hours']:>10.2f} "
+            f"{_fmt(s.get('other_hours'), '.2f'):>9} {_fmt(s.get('total_hours'), '.2f'):>10}"
         )
+    lines.append(
+        "  rest h: server steps, downstream tasks and COCO detection (the FLOP model at the "
+        "measured FLOP rate); plan est.: plan's fixed estimate of the pre-training"
+    )
     lines.append("  assumptions:")
     lines += [f"  - {a}" for a in proj["assumptions"]]
     return lines
@@ -455,12 +550,19 @@ def render(report: dict[str, Any]) -> str:
     ]
     lines += render_checks(report) + [""] + render_measurements(report) + [""]
     lines += render_projection(report) + [""]
-    failed = report["failed"]
-    lines.append(
-        "every check passed"
-        if not failed
-        else f"{len(failed)} check(s) failed: {', '.join(failed)}"
-    )
+    sync = report.get("sync") or {}
+    lines.append(f"host synchronisations (CUDA sync debug mode): {sync.get('detail', '-')}")
+    lines += [f"  {s['count']:>6}  {s['where']}  {s['message']}" for s in sync.get("sites", [])]
+    failed, incomplete = report["failed"], report.get("incomplete", [])
+    if failed:
+        lines.append(f"{len(failed)} check(s) failed: {', '.join(failed)}")
+    elif incomplete:
+        lines.append(
+            f"INCOMPLETE: {', '.join(incomplete)} cut short by the {report['budget_s']:.0f} s "
+            "budget (exit 3); every check that ran passed"
+        )
+    else:
+        lines.append("every check passed, every planned configuration measured")
     return "\n".join(lines)
 
 
@@ -481,17 +583,21 @@ def main_calibrate(device: str, tiny: bool, out: str | None, budget_s: float | N
         )
     )
     print(f"report: {path} ({where})")
-    return 0 if report["passed"] else 1
+    return exit_code(report)
 
 
 __all__ = [
     "BUDGET_S",
+    "EXIT_INCOMPLETE",
     "Clock",
     "calibrate",
     "default_out",
     "detection_figures",
+    "exit_code",
+    "launch_until",
     "main_calibrate",
     "measure_all",
+    "measurements_check",
     "render",
     "smoke_cells",
     "smoke_passes",

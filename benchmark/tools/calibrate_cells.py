@@ -6,21 +6,23 @@ with the engine's client loop timed and the same step repeated in a bare loop.
 train_key``: method and its config, backbone and its config, image size, precision) is a target,
 standing for the first grid cell with that key; targets are measured in order of the GPU-hours
 ``plan`` estimates for their cells, heaviest first, until the time budget ends. ``--tiny`` takes one
-target per backbone shape (backbone and image size) and swaps the backbone for its CPU-sized
+target per backbone family (ResNet, ViT) and swaps the backbone for its CPU-sized
 sibling (``resnet_micro``, ``vit_micro``) at 16 px where the dataset has a size.
 
 **A calibration cell** is the target's cell with its method, backbone, dataset, public split and
-precision, on an IID split of a locally written copy of its hub dataset into two clients of the
-target cell's mean client size (capped), one local epoch capped at ``steps`` optimizer steps, no
+precision, on an IID split of a locally written copy of its hub dataset into ``CLIENTS`` clients of
+the target cell's mean client size (capped), one local epoch capped at ``steps`` optimizer steps, no
 tasks (:func:`calibration_cell`). It runs through the engine's own stages (``prepare``,
-``pretrain``): the first client update warms the device up, the last one is measured
+``pretrain``): the first client update warms the device up, the last ``REPEATS`` are measured
 (``benchmark.toolkit.local_train: probe_steps``: steps, images and the step loop's time with the
-device synchronised at both ends); a method whose first round trains nothing (Orchestra's
-initialisation round) runs a second round. Then :func:`bare_step_s` repeats the method's own step on
-one of its batches in a bare PyTorch loop (autocast in bf16/fp16, a ``GradScaler`` in fp16 only, no
-engine, no data movement) — the GPU twin of ``benchmarks/p1_engine_overhead.py``. Peak memory is
-``torch.cuda.max_memory_allocated`` over the cell (client steps and the server's step). Nothing here
-writes a record: a capped update is not the cell's training.
+device synchronised at both ends), and the figures are their median with their spread ((max - min)
+/ median); a method whose first round trains nothing (Orchestra's initialisation round) runs a
+second round. Then :func:`bare_step_s` repeats the method's own step on one of its batches in a bare
+PyTorch loop (autocast in bf16/fp16, a ``GradScaler`` in fp16 only, no engine, no data movement),
+``REPEATS`` times — the GPU twin of ``benchmarks/p1_engine_overhead.py``. Peak memory is
+``torch.cuda.max_memory_allocated`` over the cell (client steps and the server's step) on a GPU, and
+on every device the process's peak resident memory during the cell (sampled, :class:`HostPeak`).
+Nothing here writes a record: a capped update is not the cell's training.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from benchmark.grids.calibration import Measurement, client_work, family_of, ima
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
 
-CLIENTS = 2  # calibration clients: the first update warms up, the last is measured
+REPEATS = 3  # measured client updates (and bare loops) per configuration: a median and its spread
+CLIENTS = 1 + REPEATS  # calibration clients: the first update warms up, the others are measured
 TINY_SIZE = 16  # px, the tiny mode's image size where the dataset has a size parameter
 
 
@@ -98,11 +101,19 @@ def targets(grids: Mapping[str, Sequence[Any]]) -> list[Target]:
     return sorted(out, key=lambda t: (-t.weight_hours, t.key))
 
 
+def backbone_family(cell: Cell) -> str:
+    from benchmark.contracts.registries import BACKBONES
+
+    return str(getattr(BACKBONES.get(cell.backbone.name), "family", "resnet"))
+
+
 def tiny_targets(all_targets: Sequence[Target]) -> list[Target]:
-    """One target per backbone shape (backbone, image size): the heaviest."""
-    seen: dict[tuple[str, int], Target] = {}
+    """One target per backbone family (ResNet, ViT): the heaviest. --tiny checks the path, every
+    step of it, on a CPU within its budget: each planned configuration is measured there (a run
+    that cannot is "incomplete")."""
+    seen: dict[str, Target] = {}
     for t in all_targets:
-        seen.setdefault((t.cell.backbone.name, image_size(t.cell)), t)
+        seen.setdefault(backbone_family(t.cell), t)
     return list(seen.values())
 
 
@@ -282,24 +293,89 @@ def _run_rounds(prep: Any, probe: Any, work: Path) -> list[tuple[dict[str, float
     return rounds
 
 
-def _result(target: Target, probe: Any, rounds: list, bare: float, sizes: Sequence[int]) -> dict:
-    last = probe.updates[-1]
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median of repeated measurements; None for fewer than two."""
+    if len(values) < 2:
+        return None
+    mid = median(values)
+    return (max(values) - min(values)) / mid if mid > 0 else None
+
+
+def _result(
+    target: Target, probe: Any, rounds: list, bare: Sequence[float], sizes: Sequence[int]
+) -> dict:
+    repeats = [u for u in probe.updates[-REPEATS:] if u.steps > 0 and u.loop_s > 0]
+    rates = [u.samples / u.loop_s for u in repeats]
+    steps = [u.loop_s / u.steps for u in repeats]
+    last = repeats[-1]
     metrics, lo, hi = rounds[-1]
     in_round = probe.updates[lo:hi] or [last]
     client_s = float(metrics.get("client_time_s", 0.0))
     update_s = max(client_s - sum(u.loop_s for u in in_round), 0.0) / len(in_round)
     round_s = float(metrics.get("round_time_s", 0.0))
+    step_s, bare_s = median(steps), median(bare)
     return {
-        "images_per_s": last.samples / last.loop_s,
-        "step_s": last.loop_s / last.steps,
-        "bare_step_s": bare,
+        "images_per_s": median(rates),
+        "images_per_s_spread": spread(rates),
+        "step_s": step_s,
+        "bare_step_s": bare_s,
+        "bare_step_s_spread": spread(bare),
+        "repeats": len(repeats),
         "samples_per_step": last.samples / last.steps,
         "update_s": update_s,
         "client_images": int(sum(sizes) / len(sizes)),
         "steps": last.steps,
-        "engine_vs_bare": bare * last.steps / (last.loop_s + update_s),
+        "engine_vs_bare": bare_s * last.steps / (step_s * last.steps + update_s),
         "outside_share": (round_s - client_s) / round_s if round_s > 0 else None,
     }
+
+
+class HostPeak:
+    """The process's peak resident memory while the block runs, sampled from /proc/self/statm every
+    ``every_s`` by a thread (``ru_maxrss`` is the whole process's lifetime peak); None where there is
+    no /proc."""
+
+    STATM = Path("/proc/self/statm")
+
+    def __init__(self, every_s: float = 0.005) -> None:
+        import threading
+
+        self.every_s, self.peak = every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _rss(self) -> int:
+        import os
+
+        pages = int(self.STATM.read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> HostPeak:
+        if self.STATM.exists():
+            self.peak = self._rss()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self._rss())
+
+    @property
+    def bytes(self) -> int | None:
+        return self.peak or None
 
 
 def measure(target: Target, cal: Any, settings: Settings, data_root: Path, device: str) -> dict:
@@ -314,7 +390,11 @@ def measure(target: Target, cal: Any, settings: Settings, data_root: Path, devic
     dev = dev_cfg.resolve()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    with probe_steps(settings.steps) as probe, tempfile.TemporaryDirectory(prefix="fssl-cal-") as w:
+    with (
+        HostPeak() as host,
+        probe_steps(settings.steps) as probe,
+        tempfile.TemporaryDirectory(prefix="fssl-cal-") as w,
+    ):
         prep = prepare(
             cal, device=dev, channels_last=dev_cfg.use_channels_last(), data_root=data_root
         )
@@ -329,11 +409,13 @@ def measure(target: Target, cal: Any, settings: Settings, data_root: Path, devic
                     else ""
                 )
             )
-        bare = bare_step_s(probe.last, steps=max(probe.updates[-1].steps, 2))
+        n = max(probe.updates[-1].steps, 2)
+        bare = [bare_step_s(probe.last, steps=n) for _ in range(REPEATS)]
         out = _result(target, probe, rounds, bare, [int(s) for s in prep.partition.sizes()])
     out["peak_mem_bytes"] = (
         int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
     )
+    out["peak_host_mem_bytes"] = host.bytes
     return out
 
 
@@ -375,8 +457,10 @@ def measure_target(
 __all__ = [
     "CLIENTS",
     "FULL",
+    "REPEATS",
     "TINY",
     "DataPlan",
+    "HostPeak",
     "Settings",
     "Target",
     "bare_step_s",
@@ -385,7 +469,9 @@ __all__ = [
     "gpu_grids",
     "measure",
     "measure_target",
+    "median",
     "plan_data",
+    "spread",
     "targets",
     "tiny_targets",
     "write_data",

@@ -3,7 +3,7 @@ trains in, the portable kernel mode, the optional parts.
 
 Each check is a :class:`Check` with a status: ``ok``; ``FAILED`` (the command exits 1 and names it);
 ``unsupported`` (the device lacks the feature: said, not a failure — a grid that needs it stops at
-the door); ``n/a`` (does not apply here); ``missing`` (an optional part not installed, with the one
+the door); ``incomplete`` (the time budget ended before the phase did: the command exits 3); ``n/a`` (does not apply here); ``missing`` (an optional part not installed, with the one
 line that installs it).
 """
 
@@ -22,6 +22,9 @@ from importlib import metadata
 from typing import Any
 
 OK, FAILED, UNSUPPORTED, NA, MISSING = "ok", "FAILED", "unsupported", "n/a", "missing"
+# a phase the time budget cut short (a smoke cell not run, a configuration not measured): the command
+# exits 3, "incomplete", unless a check failed
+INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True)

@@ -95,16 +95,18 @@ def test_targets_are_every_pretraining_key_of_the_gpu_grids_heaviest_first(gpu_t
     assert all(cal.train_key(t.cell) == t.key and t.cell in grids[t.grid] for t in targets)
     weights = [t.weight_hours for t in targets]
     assert weights == sorted(weights, reverse=True) and weights[-1] > 0
-    tiny = cc.tiny_targets(targets)
     shapes = {(t.cell.backbone.name, cal.image_size(t.cell)) for t in targets}
-    assert (
-        len(tiny)
-        == len(shapes)
-        == len({(t.cell.backbone.name, cal.image_size(t.cell)) for t in tiny})
-    )
     assert {"resnet18_cifar", "resnet18", "resnet50", "vit_base_p4", "vit_base_p16"} <= {
         b for b, _ in shapes
     }
+    # --tiny: the heaviest target of each backbone family, in order
+    tiny = cc.tiny_targets(targets)
+    assert [cc.backbone_family(t.cell) for t in tiny] == ["vit", "resnet"] or [
+        cc.backbone_family(t.cell) for t in tiny
+    ] == ["resnet", "vit"]
+    for t in tiny:
+        same = [u for u in targets if cc.backbone_family(u.cell) == cc.backbone_family(t.cell)]
+        assert t is same[0]
 
 
 def test_a_calibration_cell_is_its_target_reduced(gpu_targets) -> None:
@@ -118,7 +120,12 @@ def test_a_calibration_cell_is_its_target_reduced(gpu_targets) -> None:
         t.cell.public,
     )
     assert c.precision == "fp16" and c.partition.name == "iid" and c.tasks == ()
-    assert (c.fl.num_clients, c.fl.participation, c.fl.rounds, c.fl.local_epochs) == (2, 1.0, 2, 1)
+    assert (c.fl.num_clients, c.fl.participation, c.fl.rounds, c.fl.local_epochs) == (
+        cc.CLIENTS,
+        1.0,
+        2,
+        1,
+    )
     tiny = cc.calibration_cell(t, cc.TINY)
     assert tiny.backbone.name in ("resnet_micro", "vit_micro") and tiny.precision == "bf16"
     assert tiny.method == t.cell.method and cal.image_size(tiny) in (cc.TINY_SIZE, 32)
@@ -153,6 +160,15 @@ def test_a_measured_cell_reports_consistent_engine_and_bare_figures(measured) ->
         m.bare_step_s * m.steps / (m.step_s * m.steps + m.update_s)
     )
     assert m.update_s >= 0 and 0 <= m.outside_share < 1 and m.peak_mem_bytes is None
+    # the median of REPEATS measured client updates and bare loops, with their spread; the host's
+    # memory on every device
+    assert m.repeats == cc.REPEATS and m.images_per_s_spread >= 0 and m.bare_step_s_spread >= 0
+    assert m.peak_host_mem_bytes and m.peak_host_mem_bytes > 50 * 2**20
+
+
+def test_repeats_give_a_median_and_a_spread() -> None:
+    assert cc.median([3.0, 1.0, 2.0]) == 2.0 and cc.median([1.0, 2.0, 4.0, 10.0]) == 3.0
+    assert cc.spread([9.0, 10.0, 12.0]) == pytest.approx(0.3) and cc.spread([5.0]) is None
 
 
 def test_out_of_memory_is_a_status_and_an_error_a_named_failure(
@@ -187,22 +203,41 @@ def test_out_of_memory_is_a_status_and_an_error_a_named_failure(
     assert [c.name for c in checks if c.failed] == [f"measure {t.family} [{t.key[:8]}]"]
 
 
-def test_the_time_budget_leaves_targets_unmeasured_not_failed(
+def test_the_time_budget_leaves_targets_unmeasured_and_the_run_incomplete(
     gpu_targets, monkeypatch, tmp_path
 ) -> None:
-    from benchmark.tools.calibrate import Clock, measure_all
+    """An exhausted budget still measures the first configuration; the others are unmeasured, not
+    failed, and the run is "incomplete" (exit 3), never "every check passed"."""
+    from benchmark.tools.calibrate import EXIT_INCOMPLETE, Clock, exit_code, measure_all
 
     _, targets = gpu_targets
-    monkeypatch.setattr(cc, "targets", lambda grids: targets[:2])
+    monkeypatch.setattr(cc, "targets", lambda grids: targets[:3])
     monkeypatch.setattr(
-        cc, "plan_data", lambda chosen, s: cc.DataPlan({t.key: t.cell for t in chosen}, {}, {})
+        cc,
+        "plan_data",
+        lambda chosen, s: cc.DataPlan(
+            {t.key: t.cell for t in chosen}, {t.key: 1 for t in chosen}, {}
+        ),
     )
     monkeypatch.setattr(cc, "write_data", lambda plan, base, log: None)
+
+    def measured(t, cell, settings, root, device):
+        return cal.Measurement(t.key, t.family, "ok", images_per_s=10.0, repeats=cc.REPEATS)
+
+    monkeypatch.setattr(cc, "measure_target", measured)
     out, checks = measure_all(
         {g: [] for g in cc.gpu_grids()}, "cpu", False, tmp_path, Clock(0.0, lambda s: None)
     )
-    assert [m.status for m in out] == ["not measured: the time budget ended"] * 2
+    assert [m.status for m in out] == ["ok"] + ["not measured: the time budget ended"] * 2
     assert not any(c.failed for c in checks)
+    assert checks[0].status == env.INCOMPLETE
+    assert checks[0].detail == (
+        "1 of 3 configurations measured on cpu; 2 not measured: the time budget ended"
+    )
+    report = {"failed": [], "complete": False, "incomplete": ["measurements"]}
+    assert exit_code(report) == EXIT_INCOMPLETE == 3
+    assert exit_code({**report, "failed": ["smoke fp32"]}) == 1
+    assert exit_code({"failed": [], "complete": True, "incomplete": []}) == 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -334,19 +369,36 @@ def test_calibrate_tiny_on_the_cpu_passes(tmp_path) -> None:
     )
     wall = time.perf_counter() - t0
     # the 3-minute target is a measurement (docs/performance.md), not an assert: a timing assert
-    # fails on a loaded machine for no fault of the code; the wall time is in the failure message
-    assert proc.returncode == 0, f"after {wall:.0f} s: " + proc.stdout[-4000:] + proc.stderr[-4000:]
+    # fails on a loaded machine for no fault of the code; the wall time is in the failure message.
+    # A loaded machine may leave a phase cut short by the budget: exit 3, "incomplete", each part
+    # named; never "passed" with nothing measured
+    assert proc.returncode in (0, 3), (
+        f"after {wall:.0f} s: " + proc.stdout[-4000:] + proc.stderr[-4000:]
+    )
     report = json.loads(out.read_text())
     assert report["kind"] == cal.REPORT_KIND and report["tiny"] and report["passed"]
     names = {c["name"]: c["status"] for c in report["checks"]}
-    assert names["smoke fp32"] == names["smoke bf16"] == "ok" and names["measurements"] == "ok"
+    assert (proc.returncode == 3) == bool(report["incomplete"]) != report["complete"]
+    assert all(names[n] == env.INCOMPLETE for n in report["incomplete"])
+    assert ("INCOMPLETE:" in proc.stdout) == (proc.returncode == 3)
+    assert {names["smoke fp32"], names["smoke bf16"], names["measurements"]} <= {
+        env.OK,
+        env.INCOMPLETE,
+    }
     smoke = load_cells("smoke")[1]
-    detection = report["smoke"]["fp32"]["detection_cell"]
-    assert report["smoke"]["fp32"]["valid_records"] == len(smoke) - (not detection)
-    assert report["smoke"]["bf16"]["valid_records"] == len(smoke) - 1  # detection: fp32 only
-    shapes = cc.tiny_targets(cc.targets({g: load_cells(g)[1] for g in cc.gpu_grids()}))
-    assert [m["key"] for m in report["measurements"]] == [t.key for t in shapes]
-    assert all(m["status"] == "ok" and m["images_per_s"] > 0 for m in report["measurements"])
+    fp32, bf16 = report["smoke"]["fp32"], report["smoke"]["bf16"]
+    for part in (fp32, bf16):  # every cell wrote a valid record or was not run (budget)
+        assert (
+            part["valid_records"] + len(part["not_run"]) == part["cells"] and not part["problems"]
+        )
+    assert bf16["cells"] == len(smoke) - 1 and fp32["cells"] in (len(smoke), len(smoke) - 1)
+    families = cc.tiny_targets(cc.targets({g: load_cells(g)[1] for g in cc.gpu_grids()}))
+    assert [m["key"] for m in report["measurements"]] == [t.key for t in families]
+    # at least one configuration measured end to end: its rate, memory, engine/bare, repeats
+    first = report["measurements"][0]
+    assert first["status"] == "ok" and first["images_per_s"] > 0 and first["engine_vs_bare"] > 0
+    assert first["repeats"] == cc.REPEATS and first["peak_host_mem_bytes"] > 0
+    assert report["sync"]["mode"] == "n/a"
     from benchmark.grids.expand import grid_names
 
     assert set(report["projection"]["grids"]) == set(grid_names())
@@ -354,7 +406,7 @@ def test_calibrate_tiny_on_the_cpu_passes(tmp_path) -> None:
     for section in (
         "checks",
         "measured pre-training configurations",
-        "projected pre-training cost",
+        "projected cost on this device",
         "--tiny:",
     ):
         assert section in proc.stdout
@@ -362,7 +414,7 @@ def test_calibrate_tiny_on_the_cpu_passes(tmp_path) -> None:
         "[" in proc.stdout.splitlines()[0] and " s] doctor --calibrate --tiny on cpu" in proc.stdout
     )
     assert cal.load_calibration(out).tiny and cal.usable_calibration("x", str(out))[0] is None
-    assert not math.isnan(report["elapsed_s"]) and report["elapsed_s"] < 180
+    assert not math.isnan(report["elapsed_s"])
 
 
 @pytest.mark.gpu
@@ -408,3 +460,70 @@ def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
     assert "ImportError: No module named 'datasets'" in checks[0].detail
     assert any("measurements FAILED" in line for line in lines)
     assert guarded("x", clock, lambda: 7, None) == (7, [])
+
+
+# ------------------------------------------------------------------------------------------------
+# every phase inside the budget; what CUDA's sync debug mode caught
+
+
+def test_the_smoke_grid_starts_no_cell_after_its_share_of_the_budget() -> None:
+    from types import SimpleNamespace
+
+    from benchmark.tools.calibrate import Clock, launch_until
+
+    started: list[str] = []
+    closed = []
+
+    def outcomes():
+        try:
+            for cid in ("a", "b", "c", "d"):
+                started.append(cid)
+                yield SimpleNamespace(cell_id=cid)
+        finally:
+            closed.append(True)
+
+    clock = Clock(100.0, lambda s: None)
+    ticks = iter([1.0, 2.0, 50.0, 51.0])
+    clock_elapsed = type(clock).elapsed
+    try:
+        type(clock).elapsed = property(lambda self: next(ticks))
+        ran = launch_until(outcomes(), 40.0, clock)
+    finally:
+        type(clock).elapsed = clock_elapsed
+    assert ran == {"a", "b", "c"} and started == ["a", "b", "c"] and closed == [True]
+
+
+def test_a_smoke_cell_the_budget_left_unrun_is_incomplete_not_failed_nor_passed() -> None:
+    from benchmark.tools.calibrate import _smoke_check
+
+    c = _smoke_check("fp32", 12, {}, ["x", "y"], "cpu", 3.0)
+    assert c.status == env.INCOMPLETE and not c.failed
+    assert (
+        c.detail
+        == "10/12 cells wrote valid sealed records on cpu; 2 not run: the time budget ended"
+    )
+    assert _smoke_check("fp32", 12, {"z": ["no bf16 score"]}, ["x"], "cpu", 3.0).failed
+    assert _smoke_check("fp32", 12, {}, [], "cpu", 3.0).status == env.OK
+
+
+def test_cuda_sync_debug_mode_is_on_during_the_phases_and_what_it_caught_is_reported() -> None:
+    import warnings
+
+    from benchmark.tools.calibrate_sync import sync_watch
+
+    modes: list[str] = []
+    report: dict = {}
+    with sync_watch("cuda:0", report, setter=modes.append, getter=lambda: "default"):
+        assert modes == ["warn"]
+        for _ in range(3):
+            warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=1)
+        warnings.warn("called a synchronizing CUDA operation\nmore", UserWarning, stacklevel=1)
+    assert modes == ["warn", "default"]
+    assert report["mode"] == "warn" and report["caught"] == 4
+    assert [s["count"] for s in report["sites"]] == [3, 1]
+    assert report["sites"][0]["message"] == "called a synchronizing CUDA operation"
+    assert report["sites"][0]["where"].startswith(__file__)
+    off: dict = {}
+    with sync_watch("cpu", off, setter=modes.append, getter=lambda: "default"):
+        pass
+    assert off["mode"] == "n/a" and modes == ["warn", "default"]
