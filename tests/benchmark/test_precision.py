@@ -21,7 +21,7 @@ from benchmark.tools.check_method import smoke_cell
 load_builtins()
 # bf16 keeps 8 bits of mantissa: one round's mean loss agrees with fp32 within 5 %
 BF16_LOSS_RTOL = 0.05
-NO_LOSS = {"no_pretrain", "no_pretrain_bn"}  # train nothing: no loss to compare
+NO_LOSS = {"no_pretrain", "no_pretrain_bn", "pixels"}  # train nothing: no loss to compare
 
 
 def _rounds(name: str) -> int:
