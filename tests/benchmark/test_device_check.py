@@ -66,8 +66,10 @@ def _details(one: Report, three: Report) -> str:
 
 def check(method: str, precision: str, tmp: Path) -> None:
     rate, one, three = per_step(method, precision, tmp)
-    assert one.steps > 0 and three.steps > one.steps, "no optimizer step was taken"
     assert not one.violations() and not three.violations(), "\n".join(three.violations())
+    if not METHODS.get(method).pretrains:
+        return  # the reference points take no optimizer step (no_pretrain, no_pretrain_bn)
+    assert one.steps > 0 and three.steps > one.steps, "no optimizer step was taken"
     allowed = ALLOWED_PER_STEP.get(method, 0.0)
     assert rate <= allowed, (
         f"{method} {precision}: {rate:.2f} host synchronisations per optimizer step, "
