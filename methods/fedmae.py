@@ -81,7 +81,7 @@ def random_patch_permutation(
     """ids_shuffle = argsort(u), u ~ U(0, 1)^{B×L}, drawn on the CPU from ``generator``
     (device-independent)."""
     noise = torch.rand(batch, num_patches, generator=generator)
-    return torch.argsort(noise, dim=1).to(device)
+    return torch.argsort(noise, dim=1).to(device, non_blocking=True)
 
 
 def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

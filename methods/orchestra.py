@@ -466,7 +466,7 @@ class Orchestra(MethodBase):
         batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=drop_last)
         with torch.no_grad(), ctx.precision.autocast(ctx.device):
             for idx in batches[: math.ceil(cap / cfg.batch_size)]:
-                batch = view.images[idx.to(view.images.device)]
+                batch = view.images[idx.to(view.images.device, non_blocking=True)]
                 x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)
                 memory = fifo_push(
                     memory, F.normalize(net.target(x1).float(), dim=1), cap, keep="first"

@@ -337,8 +337,8 @@ def recipe_batches(
             )
             for g in opt.param_groups:
                 g["lr"] = lr * g["lr_scale"]
-            x = transform_batch(train.images[idx], transform).to(device)
-            y = labels[idx].to(device)
+            x = transform_batch(train.images[idx], transform).to(device, non_blocking=True)
+            y = labels[idx].to(device, non_blocking=True)
             yield mixup(x, y) if mixup is not None else (x, y)
 
 

@@ -87,8 +87,15 @@ def step_batches(
                 break
             if len(idx) < 2:
                 continue
-            x = augment(train.images[idx].to(device), aug, gen, size=size, mean=mean, std=std)
-            yield x, labels[idx].to(device)
+            x = augment(
+                train.images[idx].to(device, non_blocking=True),
+                aug,
+                gen,
+                size=size,
+                mean=mean,
+                std=std,
+            )
+            yield x, labels[idx].to(device, non_blocking=True)
             drawn += 1
 
 

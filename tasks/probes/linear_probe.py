@@ -63,7 +63,7 @@ def train_linear_head(
     x, y = train_f.to(device), torch.as_tensor(train_y).to(device)
     for _ in range(epochs):
         for idx in torch.randperm(n, generator=gen).split(batch_size):
-            idx = idx.to(device)
+            idx = idx.to(device, non_blocking=True)
             loss = F.cross_entropy(head(x[idx]), y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

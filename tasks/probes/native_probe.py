@@ -270,7 +270,7 @@ def check_engine_card(s: Mapping[str, Any]) -> bool:
 def plain_inputs(
     split: DatasetSplit, mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda idx: normalize(split.images[idx].to(device), mean, std)
+    return lambda idx: normalize(split.images[idx].to(device, non_blocking=True), mean, std)
 
 
 def cached_io(
@@ -294,8 +294,8 @@ def cached_io(
             for name, sp in (("train", train), ("test", test))
         }
     return ProbeIO(
-        train_in=lambda idx: feats["train"][idx.to(feats["train"].device)],
-        test_in=lambda idx: feats["test"][idx.to(feats["test"].device)],
+        train_in=lambda idx: feats["train"][idx.to(feats["train"].device, non_blocking=True)],
+        test_in=lambda idx: feats["test"][idx.to(feats["test"].device, non_blocking=True)],
         train_fwd=model.head,
         test_fwd=model.head,
     )
@@ -318,7 +318,7 @@ def live_io(
     runs without gradients."""
 
     def train_in(idx: torch.Tensor) -> torch.Tensor:
-        x = train.images[idx].to(device)
+        x = train.images[idx].to(device, non_blocking=True)
         return (
             plain_inputs(train, mean, std, device)(idx)
             if aug is None
@@ -364,7 +364,11 @@ def train_epoch(
         if trainable == "all" and len(idx) < 2 and model.backbone.training:
             # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
             continue
-        loss = loss_fn(io.train_fwd(io.train_in(idx)), train_y[idx].to(device), str(s["loss"]))
+        loss = loss_fn(
+            io.train_fwd(io.train_in(idx)),
+            train_y[idx].to(device, non_blocking=True),
+            str(s["loss"]),
+        )
         if not torch.isfinite(loss):
             raise Diverged(f"native probe loss became {loss.item()} in epoch {epoch}")
         opt.zero_grad(set_to_none=True)
