@@ -501,6 +501,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                 checkpoint = {"path": rel, "bytes": sizes[rel], "sha256": files[rel]}
             entries.append(_manifest_entry(c, bundled[0][1], files, checkpoint))
         sources = _bundle_plugin_sources(report, stage, files, sizes)
+        cards = _bundle_cards(report, stage, files, sizes)
         env = collect_env()
         ckpt_paths = {e["checkpoint"]["path"] for e in entries if e["checkpoint"]}
         manifest = {
@@ -524,6 +525,8 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
         }
         if sources:
             manifest["plugin_sources"] = sources
+        if cards:
+            manifest["cards"] = cards
         (stage / "manifest.json").write_text(
             json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -549,6 +552,25 @@ def _bundle_plugin_sources(
             files[source.wheel] = entry["sha256"] = file_sha256(stage / source.wheel)
             sizes[source.wheel] = (stage / source.wheel).stat().st_size
         out.append(entry)
+    return out
+
+
+def _bundle_cards(
+    report: SubmitReport, stage: Path, files: dict[str, str], sizes: dict[str, int]
+) -> list[str]:
+    """The manifest's ``cards``: the protocol card of every plugin task the records score, written to
+    ``cards/<card_id>.card.json`` and listed in ``files`` (benchmark.submission.carried_cards)."""
+    from benchmark.submission.carried_cards import card_path, card_text, plugin_cards
+
+    out = []
+    cards = plugin_cards(c.record for c in report.checks if c.record is not None)
+    for card_id, card in sorted(cards.items()):
+        rel = card_path(card_id)
+        data = card_text(card).encode("utf-8")
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stage / rel).write_bytes(data)
+        files[rel], sizes[rel] = bytes_sha256(data), len(data)
+        out.append(rel)
     return out
 
 
