@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 
 from benchmark.core.paths import REPO, RESULTS
+from benchmark.records.carried_cards import load_carried_cards
 from benchmark.records.reference import ReferenceTable, load_references
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped
-from benchmark.submission.carried_cards import load_carried_cards
 from leaderboard.loading import load_acceptances, load_all, records_frame
 from leaderboard.margins import paired_margins
 from leaderboard.submitted import submitted_tasks

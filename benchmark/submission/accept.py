@@ -668,7 +668,7 @@ def _write(
                 bundle_sha256=manifest_sha,
             )
             files.append((t.acceptance, acceptance_text(acc)))
-    from benchmark.submission.carried_cards import card_text, plugin_cards
+    from benchmark.records.carried_cards import card_text, plugin_cards
 
     cards = plugin_cards(r.record for r in report.records if r.record is not None)
     files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
