@@ -20,11 +20,13 @@ from typing import Any
 import pandas as pd
 
 from benchmark.core.paths import REPO, RESULTS
+from benchmark.records.carried_cards import load_carried_cards
 from benchmark.records.reference import ReferenceTable, load_references
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped
 from leaderboard.loading import load_acceptances, load_all, records_frame
 from leaderboard.margins import paired_margins
+from leaderboard.submitted import submitted_tasks
 from leaderboard.summary import SummaryTable, build_summary, paper_pairs
 from leaderboard.tables import TrackTable, build_track
 from leaderboard.tracks import SiteConfig, Track, load_site_config, load_tracks
@@ -51,6 +53,8 @@ class SiteModel:
     build: dict[str, str] = field(default_factory=dict)  # date, commit, repo_url (see build_info)
     # cell_id → verified acceptance
     acceptances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # plugin tasks' scores under the cards accepted bundles carried, unranked (leaderboard.submitted)
+    submitted: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self, cell_id: str) -> ResultRecord | None:
         for _, r in self.records:
@@ -107,7 +111,10 @@ def build_model(
     config = config if config is not None else load_site_config()
     records, skipped = load_all(results_dirs)
     acceptances, bad_acceptances = load_acceptances(results_dirs, records)
-    skipped = skipped + bad_acceptances
+    cards, bad_cards = load_carried_cards(results_dirs)
+    skipped = (
+        skipped + bad_acceptances + [Skipped(p, f"card ignored: {why}") for p, why in bad_cards]
+    )
     frame = records_frame(records, config.reference_points, acceptances)
     tracks = list(tracks) if tracks is not None else load_tracks()
     ref_tables, ref_errors = load_references(
@@ -132,6 +139,7 @@ def build_model(
         pairs={t.track.id: paper_pairs(t) for t in built},
         build=build_info(REPO, repo_url if repo_url is not None else config.repo_url),
         acceptances=acceptances,
+        submitted=submitted_tasks(records, cards, acceptances),
     )
 
 

@@ -47,6 +47,7 @@ from leaderboard.formatting import (
 from leaderboard.labels import round_stat
 from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client
 from leaderboard.method_views import method_pages, reference_papers
+from leaderboard.submitted import UNRANKED
 from leaderboard.tables import TrackTable
 from leaderboard.views import (
     answers,
@@ -399,8 +400,12 @@ def _write_misc(
         summaries=views,
         reference_points=model.config.reference_points,
         answers=site.answers,
+        submitted=model.submitted,
+        unranked=UNRANKED,
     )
     site.page("legend.html", "legend.html")
+    if model.submitted:  # only when an accepted bundle carried a plugin task's card
+        site.page("submitted.html", "submitted.html", cards=model.submitted, unranked=UNRANKED)
     _write_compare(site)
     _write_submit(site)
     site.page(

@@ -40,6 +40,15 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/adding-a-method.md", "results/manifests/*.json"): "written by `benchmark expand`",
     ("docs/integrity.md", "results/acceptances/<cell_id>.accept.json"): "written by `accept`",
     ("docs/submitting.md", "results/acceptances/<cell_id>.accept.json"): "written by `accept`",
+    ("docs/submitting.md", "results/cards/<card_id>.card.json"): "written by `accept`",
+    ("docs/adding-a-task.md", "results/cards/<card_id>.card.json"): "written by `accept`",
+    ("docs/adding-a-partitioner.md", "results/manifests/*.json"): "written by `benchmark expand`",
+    ("docs/adding-a-task.md", "./fssl-NAME/"): "what `new-task NAME --plugin` writes",
+    ("docs/adding-a-task.md", "tests/test_centroid_probe.py"): "in the package `--plugin` writes",
+    (
+        "docs/adding-a-task.md",
+        "tasks/cards/centroid_probe@v1.json",
+    ): "the example's card, to publish",
 }
 
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")

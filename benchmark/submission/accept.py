@@ -25,6 +25,11 @@ cheapest first:
    record's (``benchmark.submission.bounds``);
 6. the cell's partition, rebuilt, is the record's.
 
+A plugin task's protocol card travels in the bundle (``cards/<card_id>.card.json``): it is read bounded,
+checked against a closed schema and its digest, and must be exactly the card of the records'
+plugin-task scores (``benchmark.submission.carried_cards``); accepted, it is kept as
+``DIR/cards/<card_id>.card.json``, which the leaderboard shows unranked.
+
 Then, for every record, the encoder is rebuilt from the checkpoint (the method's own ``encoder``
 export) and the record's tasks are re-run with the record's own task configs (so the same protocol
 cards), in a scratch folder, with the same stage functions as the runner; every value of every
@@ -67,6 +72,12 @@ from benchmark.submission.bundle import (
     inside,
     opened_bundle,
     read_manifest,
+)
+from benchmark.submission.carried_cards import (
+    CarriedCardError,
+    card_problems,
+    card_targets,
+    read_bundle_cards,
 )
 from benchmark.submission.plugin_sources import PluginSource, read_sources
 from benchmark.submission.reevaluation import reevaluate
@@ -159,8 +170,10 @@ def accept(
             raise BundleError(_one_line(f"{bundle}: ", problems))
         spec = _track_of(manifest, track)
         sources = PluginSources(Path(bundle), read_sources(manifest))
+        carried = _carried_cards(bundle, root, manifest)
         records = [
-            _admit(root, i, entry, spec, sources) for i, entry in enumerate(manifest["records"])
+            _admit(root, i, entry, spec, sources, carried)
+            for i, entry in enumerate(manifest["records"])
         ]
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
@@ -168,7 +181,14 @@ def accept(
         shared = shared_checkpoints(records)
         if shared:
             raise BundleError(_one_line(f"{bundle}: ", shared))
+        mismatched = card_problems(carried, [r for _, r in records])
+        if mismatched:
+            raise BundleError(_one_line(f"{bundle}: ", mismatched))
         targets = [_targets(bundle, results, record) for _, record in records]
+        try:
+            card_files = card_targets(results, carried)
+        except CarriedCardError as exc:
+            raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
@@ -178,8 +198,16 @@ def accept(
             report.records.append(_accept_one(root, i, entry, record, data_root))
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
-            report.written = _write(report, targets, manifest_sha)
+            report.written = _write(report, targets, manifest_sha, card_files)
     return report
+
+
+def _carried_cards(bundle: Path | str, root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The plugin-task cards the bundle carries (benchmark.submission.carried_cards), one line."""
+    try:
+        return read_bundle_cards(root, manifest)
+    except CarriedCardError as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
 
 
 def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list[str]:
@@ -235,7 +263,12 @@ def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
 
 
 def _admit(
-    root: Path, i: int, entry: Mapping[str, Any], spec: Any, sources: PluginSources
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    spec: Any,
+    sources: PluginSources,
+    carried: Mapping[str, Any],
 ) -> tuple[Mapping[str, Any], ResultRecord]:
     """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
     (BundleError)."""
@@ -279,7 +312,7 @@ def _admit(
     check_track(record, spec, check)
     problems += [f"{name}: {why}" for name, why in check.problems]
     problems += version_problems(record)
-    problems += protocol_problems(record)
+    problems += protocol_problems(record, carried)
     problems += config_problems(record)  # bounds of what the cell asks for, before it is built
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
@@ -344,9 +377,11 @@ def _accept_one(
 COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
 
 
-def protocol_problems(record: ResultRecord) -> list[str]:
+def protocol_problems(record: ResultRecord, carried: Mapping[str, Any] | None = None) -> list[str]:
     """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
-    cannot)."""
+    cannot). A plugin task (``env.plugins`` names it; :func:`plugin_problems` checked the installed
+    copy is the one the record ran) whose card the bundle carries (``carried``: card_id → card) has
+    no project card to be bounded by: the card its installed code builds must be the carried one."""
     from benchmark.contracts.registries import PUBLISHED_CARDS, TASKS, load_builtins
     from benchmark.core.config import from_mapping
     from benchmark.submission.bounds import batch_problems
@@ -361,6 +396,14 @@ def protocol_problems(record: ResultRecord) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - a task this installation cannot build is refused
             name = spec.get("name") if isinstance(spec, Mapping) else spec
             out.append(f"task {name!r} cannot be built here: {type(exc).__name__}: {exc}")
+            continue
+        if f"task:{spec['name']}" in record.env.plugins:  # a plugin's card travels in the bundle
+            if card.card_id not in (carried or {}):
+                out.append(
+                    f"task {spec['name']} (a plugin): the bundle does not carry its card "
+                    f"{card.name} ({card.card_id}) that the installed task builds; it carries "
+                    f"{sorted(carried or {}) or 'none'} (submit writes cards/<card_id>.card.json)"
+                )
             continue
         try:
             published = load_card(card.name).settings
@@ -594,7 +637,9 @@ def _no_links(results: Path, path: Path) -> None:
         raise UnsafeName(f"{path} exists and is not a file; nothing re-run, nothing written")
 
 
-def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> list[Path]:
+def _write(
+    report: AcceptReport, targets: list[Targets], manifest_sha: str, card_files: list[Path]
+) -> list[Path]:
     """Copy the records and write their acceptance files, all of them or none
     (``write_new_files``: a signal or an error while writing removes what was already in
     place)."""
@@ -623,6 +668,10 @@ def _write(report: AcceptReport, targets: list[Targets], manifest_sha: str) -> l
                 bundle_sha256=manifest_sha,
             )
             files.append((t.acceptance, acceptance_text(acc)))
+    from benchmark.records.carried_cards import card_text, plugin_cards
+
+    cards = plugin_cards(r.record for r in report.records if r.record is not None)
+    files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
     try:
         return write_new_files(files)
     except RecordExists as exc:  # another accept wrote the same file since the targets were checked

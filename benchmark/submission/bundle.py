@@ -23,7 +23,6 @@ import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,49 +34,14 @@ from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
 from benchmark.submission.checks import RecordCheck, SubmitError, SubmitReport
+from benchmark.submission.limits import DEFAULT_LIMITS, MB, BundleLimits
 
 MANIFEST = "manifest.json"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
-MB = 1 << 20
 
 
 class BundleError(UsageError):
     """A bundle refused before anything was re-run or written."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class BundleLimits:
-    """What a bundle may hold (uncompressed). The defaults fit a few dozen ResNet-18 encoders (about
-    45 MB each)."""
-
-    max_total_bytes: int = 1024 * MB
-    max_file_bytes: int = 256 * MB
-    max_members: int = 2000
-    max_manifest_bytes: int = 16 * MB
-    max_records: int = 500
-    # the models a record's re-evaluation may build (its encoder, members and extras), sized on the
-    # meta device before they are built (benchmark.submission.bounds); a ViT-B MAE is ~450 MB
-    max_encoder_bytes: int = 1024 * MB
-    # folders a bundle's path may go through (submit writes records/<method>/<cell_id>/_pretrain/
-    # <key>/final.pt: 6 parts); a tree 1,500 folders deep made the walk raise RecursionError
-    max_depth: int = 16
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_total_bytes",
-            "max_file_bytes",
-            "max_members",
-            "max_manifest_bytes",
-            "max_records",
-            "max_encoder_bytes",
-            "max_depth",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise UsageError(f"bundle limit {name} must be a positive integer, got {value!r}")
-
-
-DEFAULT_LIMITS = BundleLimits()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -501,6 +465,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
                 checkpoint = {"path": rel, "bytes": sizes[rel], "sha256": files[rel]}
             entries.append(_manifest_entry(c, bundled[0][1], files, checkpoint))
         sources = _bundle_plugin_sources(report, stage, files, sizes)
+        cards = _bundle_cards(report, stage, files, sizes)
         env = collect_env()
         ckpt_paths = {e["checkpoint"]["path"] for e in entries if e["checkpoint"]}
         manifest = {
@@ -524,6 +489,8 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
         }
         if sources:
             manifest["plugin_sources"] = sources
+        if cards:
+            manifest["cards"] = cards
         (stage / "manifest.json").write_text(
             json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -549,6 +516,25 @@ def _bundle_plugin_sources(
             files[source.wheel] = entry["sha256"] = file_sha256(stage / source.wheel)
             sizes[source.wheel] = (stage / source.wheel).stat().st_size
         out.append(entry)
+    return out
+
+
+def _bundle_cards(
+    report: SubmitReport, stage: Path, files: dict[str, str], sizes: dict[str, int]
+) -> list[str]:
+    """The manifest's ``cards``: the protocol card of every plugin task the records score, written to
+    ``cards/<card_id>.card.json`` and listed in ``files`` (benchmark.submission.carried_cards)."""
+    from benchmark.records.carried_cards import card_path, card_text, plugin_cards
+
+    out = []
+    cards = plugin_cards(c.record for c in report.checks if c.record is not None)
+    for card_id, card in sorted(cards.items()):
+        rel = card_path(card_id)
+        data = card_text(card).encode("utf-8")
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stage / rel).write_bytes(data)
+        files[rel], sizes[rel] = bytes_sha256(data), len(data)
+        out.append(rel)
     return out
 
 

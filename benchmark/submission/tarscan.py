@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING
 from benchmark.core.text import printable
 
 if TYPE_CHECKING:
-    from benchmark.submission.bundle import BundleLimits
+    from benchmark.submission.limits import BundleLimits
 
 BLOCK = 512
 # a PAX record set or a GNU long name (submit writes a path and an mtime: ~200 bytes)
@@ -113,7 +113,7 @@ def _scan(stream: IO[bytes], limits: BundleLimits) -> int:
 
 
 def _sizes(name: str, size: int, total: int, limits: BundleLimits) -> None:
-    from benchmark.submission.bundle import MB
+    from benchmark.submission.limits import MB
 
     if size > limits.max_file_bytes:
         raise TarScanError(

@@ -64,25 +64,21 @@ from typing import Any
 
 from benchmark.contracts.method import FEDERATIONS
 from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.tools.check_result import CheckResult
 from benchmark.tools.smoke import SMOKE_OVERRIDES, cell_threads, smoke_cell, smoke_method_settings
+from benchmark.tools.state_digests import (
+    checkpoint_digests,
+    client_digest,
+    differing_keys,
+    payload_where,
+    tensor_digest,
+)
 
 REFERENCE_METHOD = "no_pretrain"  # what the kNN check compares against (the seeded random init)
 
 
 # ------------------------------------------------------------------------------------------------
 # the report
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: str  # "pass" | "fail" | "skip"
-    detail: str = ""
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status != "fail"
 
 
 @dataclass(frozen=True)
@@ -173,7 +169,7 @@ class _Recorder:
                 )
         (self._traffic.down_names if key[1] == "down" else self._traffic.up_names).update(tensors)
         good = {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor)}
-        self._traffic.digests[key] = _digest(good)
+        self._traffic.digests[key] = tensor_digest(good)
 
     def broadcast(self, server: Any, ctx: Any) -> Any:
         down = self._method.broadcast(server, ctx)
@@ -231,8 +227,8 @@ class _CheckedFold:
         out = self._fold.finish()
         ref = self._method.server_aggregate(self._server, self._ups, self._ctx, self._public)
         same = (
-            _digest(dict(out.model)) == _digest(dict(ref.model))
-            and _digest(dict(out.extra)) == _digest(dict(ref.extra))
+            tensor_digest(dict(out.model)) == tensor_digest(dict(ref.model))
+            and tensor_digest(dict(out.extra)) == tensor_digest(dict(ref.extra))
             and list(out.model) == list(ref.model)
             and dict(out.metrics) == dict(ref.metrics)
         )
@@ -248,41 +244,6 @@ class _Run:
     server: Any
     clients: dict[int, Any]
     method: Any
-
-
-def _digest(tensors: Mapping[str, Any]) -> str:
-    """sha256 over names, dtypes, shapes and bytes (0-dim tensors included, e.g. optimizer step
-    counters)."""
-    import hashlib
-
-    import torch
-
-    h = hashlib.sha256()
-    for key in sorted(tensors):
-        t = tensors[key].detach().cpu().contiguous().reshape(-1)
-        h.update(f"{key}|{t.dtype}|{tuple(tensors[key].shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
-
-
-def _checkpoint_digests(work_dir: Path, round_: int) -> tuple[str, dict[int, str]]:
-    """Server and client-state digests of a simulation's round checkpoint (client states read from
-    disk)."""
-
-    from benchmark.engine.checkpoints import load_round_checkpoint
-    from benchmark.engine.client_store import ClientStateStore
-    from benchmark.runroot.rundir import PretrainDir
-
-    pdir = PretrainDir(Path(work_dir))
-    ckpt = load_round_checkpoint(pdir.checkpoint(round_))
-    store = ClientStateStore(pdir.states, mem_budget=0)
-    store.restore(ckpt["clients"])
-    clients = {int(k): _client_digest(store.get(int(k))) for k in ckpt["clients"]}
-    return _digest(dict(ckpt["model"])) + _digest(dict(ckpt["extra"])), clients
-
-
-def _client_digest(state: Any) -> str:
-    return f"{_digest(dict(state.tensors))}@{state.last_round}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,8 +286,8 @@ def _simulate(setup: Any, work_dir: Path, *, stop_after: int | None = None) -> _
     )
     states = {k: result.store.get(k) for k in range(len(setup.clients)) if k in result.store}
     return _Run(
-        _digest(dict(result.server.model)) + _digest(dict(result.server.extra)),
-        {k: _client_digest(s) for k, s in states.items()},
+        tensor_digest(dict(result.server.model)) + tensor_digest(dict(result.server.extra)),
+        {k: client_digest(s) for k, s in states.items()},
         traffic,
         result.server,
         states,
@@ -354,15 +315,6 @@ def _knn(setup: Any, method: Any, server: Any, clients: Mapping[int, Any]) -> fl
             feature_cache={},
         )
         return task.run(encoder, ctx).main
-
-
-def _diff(a: Mapping[Any, str], b: Mapping[Any, str]) -> list[Any]:
-    return sorted((k for k in set(a) | set(b) if a.get(k) != b.get(k)), key=str)
-
-
-def _where(key: tuple[int, str, int]) -> str:
-    r, direction, k = key
-    return f"round {r} broadcast" if direction == "down" else f"round {r} upload of client {k}"
 
 
 @contextmanager
@@ -420,7 +372,7 @@ class _Runs:
                 self.setup, self.root / key[0], stop_after=1 if key == "r1" else None
             )
             if key == "a":
-                self.a_round1 = _checkpoint_digests(self.root / "a", 1)
+                self.a_round1 = checkpoint_digests(self.root / "a", 1)
         except Exception as exc:  # noqa: BLE001 - reported by the checks that read it
             self.crash[key] = f"{type(exc).__name__}: {exc}"
         self.measurements[f"simulate_{key}_s"] = time.perf_counter() - t0
@@ -576,14 +528,14 @@ def _check_determinism(runs: _Runs, results: list[CheckResult]) -> None:
         if a is None or r1 is None or runs.a_round1 is None:
             raise _Fail(f"a run raised {runs.err('a', 'r1')}")
         first = {k: v for k, v in a.traffic.digests.items() if k[0] == 1}
-        diff = _diff(first, r1.traffic.digests)
+        diff = differing_keys(first, r1.traffic.digests)
         if diff:
             raise _Fail(
-                f"same seed, different payloads: first at {_where(diff[0])} ({len(diff)} payloads differ)"
+                f"same seed, different payloads: first at {payload_where(diff[0])} ({len(diff)} payloads differ)"
             )
         if runs.a_round1[0] != r1.server_digest:
             raise _Fail("same seed, different server state after round 1")
-        cdiff = _diff(runs.a_round1[1], r1.client_digests)
+        cdiff = differing_keys(runs.a_round1[1], r1.client_digests)
         if cdiff:
             raise _Fail(f"same seed, different client state of client(s) {cdiff} after round 1")
         note(
@@ -602,15 +554,17 @@ def _check_resume(runs: _Runs, results: list[CheckResult], rounds: int) -> None:
         a, res = runs.get("a"), runs.get("r")
         if a is None or res is None:
             raise _Fail(f"the interrupted run raised {runs.err('r', 'r1', 'a')}")
-        diff = _diff({k: v for k, v in a.traffic.digests.items() if k[0] > 1}, res.traffic.digests)
+        diff = differing_keys(
+            {k: v for k, v in a.traffic.digests.items() if k[0] > 1}, res.traffic.digests
+        )
         if diff:
             raise _Fail(
-                f"resumed run differs from the straight run: first at {_where(diff[0])} (state hidden in "
+                f"resumed run differs from the straight run: first at {payload_where(diff[0])} (state hidden in "
                 "the method object, client state lost in the checkpoint, or nondeterminism after round 1)"
             )
         if res.server_digest != a.server_digest:
             raise _Fail("resumed run ends with a different server state")
-        cdiff = _diff(a.client_digests, res.client_digests)
+        cdiff = differing_keys(a.client_digests, res.client_digests)
         if cdiff:
             raise _Fail(
                 f"client state of client(s) {cdiff} differs after resume (tensors or last_round)"
