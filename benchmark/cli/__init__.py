@@ -71,25 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         help="what to list",
     )
 
-    plan = sub.add_parser("plan", help="cells, rounds, client steps and estimated cost of a grid")
-    plan.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
-    plan.add_argument("--only", default=None, help="filter, e.g. method=fedema,partition=iid")
-    plan.add_argument(
-        "--seeds",
-        default=None,
-        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
-    )
-    plan.add_argument(
-        "--throughput", type=float, default=None, help="device images/s for the cost estimate"
-    )
-    plan.add_argument(
-        "--device",
-        default="auto",
-        help="the device whose calibration costs the grid (auto | cpu | cuda | cuda:N)",
-    )
-    plan.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
-    plan.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
-
+    _add_plan(sub)
     show = sub.add_parser("show", help="show a cell's configuration and record")
     show.add_argument("cell_id", help="a cell id (or a unique prefix of one)")
     show.add_argument("--root", default="runs", help="run root (default: runs/)")
@@ -134,6 +116,28 @@ def _parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_verify(sub)
     return p
+
+
+def _add_plan(sub: Any) -> None:
+    """``plan``: a grid's cells and what they cost."""
+    plan = sub.add_parser("plan", help="cells, rounds, client steps and estimated cost of a grid")
+    plan.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
+    plan.add_argument("--only", default=None, help="filter, e.g. method=fedema,partition=iid")
+    plan.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated training seeds replacing the grid's, e.g. 0,1,2",
+    )
+    plan.add_argument(
+        "--throughput", type=float, default=None, help="device images/s for the cost estimate"
+    )
+    plan.add_argument(
+        "--device",
+        default="auto",
+        help="the device whose calibration costs the grid (auto | cpu | cuda | cuda:N)",
+    )
+    plan.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
+    plan.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
 
 
 def _add_run(sub: Any) -> None:
