@@ -172,7 +172,9 @@ def test_out_of_tree_method_end_to_end(plugin_env: dict[str, str], tmp_path: Pat
 
 
 BROKEN_ERROR = (
-    "plugin method 'broken_plugin' (fssl_broken_plugin.method:BrokenPlugin) cannot be loaded: "
+    # the distribution is named first (issue 44: a plugin that fails at import is named by where it came from)
+    "plugin method 'broken_plugin' (fssl-broken-plugin 0.1.0 (fssl_broken_plugin.method:BrokenPlugin)) "
+    "cannot be loaded: "
     "ImportError: fssl_broken_plugin needs the package 'no-such-dependency' (broken on purpose: a test "
     "fixture)"
 )
