@@ -104,6 +104,7 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
+    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -157,6 +158,9 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     return ntxent_2b(z1, z2, tau)
 
 
+BLUR = "the blur's sigma range and kernel: read only when blur_p > 0 (no blur by default)"
+
+
 {register}class {cls}(MethodBase):
     """{cls} (TODO({name}): paper, venue, sections implemented)."""
 
@@ -169,6 +173,13 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     # the tiny CPU cells of check-method and of the smoke grid (`smoke: true`): backbone
     # family, public split, small heads (no paper-size projector on the width-4 backbone)
     smoke_settings: ClassVar[dict] = {{"method": {{"proj_dim": 16}}}}
+    # config fields whose change moves nothing in the first round of check-method's tiny cell, each
+    # with why and where it does (check-method's live_settings verifies every declaration; every
+    # other field must move the round): the blur's settings act only with blur_p > 0
+    inert_settings: ClassVar[dict] = {{
+        "augment.blur_sigma": Inert(BLUR, live_with={{"augment": {{"blur_p": 0.5}}}}),
+        "augment.blur_kernel": Inert(BLUR, live_with={{"augment": {{"blur_p": 0.5}}}}),
+    }}
 
     def __init__(self, cfg: {cls}Config, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)
