@@ -170,10 +170,14 @@ def test_training_payloads_and_aggregation() -> None:
     assert torch.equal(new.extra["global_centroids"], server.extra["global_centroids"])
 
 
-def test_small_client_uploads_weight_zero() -> None:
+def test_a_small_client_trains_and_one_of_one_image_uploads_weight_zero() -> None:
+    """docs/protocols/small-clients.md (issue 46): a client with fewer images than a batch trains one
+    batch of all of them; only a client of one image, which makes no batch, uploads with weight 0."""
     m = method()
     server = m.init_server(ctx(0))
     up, _ = m.client_update(m.broadcast(server, ctx(2)), ClientState(), client_data(n=8), ctx(2, 0))
+    assert up.num_examples == 8
+    up, _ = m.client_update(m.broadcast(server, ctx(2)), ClientState(), client_data(n=1), ctx(2, 0))
     assert up.num_examples == 0 and "local_centroids" not in up.tensors
 
 

@@ -118,6 +118,8 @@ def test_the_final_state_digest_covers_every_tensor_the_evaluation_reads(
         **{f"client {k}": dict(v) for k, v in pre.client_tensors.items()},
     }
     read = sorted((where, key) for where, key in log if state[where][key].numel())
+    if not any(t.numel() for part in state.values() for t in part.values()):
+        pytest.skip(f"{name} keeps no tensor (the input itself): its digest covers nothing to read")
     assert read, f"{name}'s encoder read no tensor of its final state"
     for where, key in read:
         edited = {w: dict(t) for w, t in state.items()}
@@ -151,7 +153,8 @@ def test_accept_sizes_the_encoder_on_the_meta_device_as_it_is_built(
     inputs = input_spec(load_dataset_splits("digits", dict(cell.dataset.params)))
     real = export_encoder(build_method(cell, inputs), pre.server, pre.client_states())
     assert sized.fingerprint == real.fingerprint == record.backbone_fingerprint
-    assert encoder_bytes(sized) == encoder_bytes(real) > 0
+    assert encoder_bytes(sized) == encoder_bytes(real)
+    assert encoder_bytes(real) > 0 or not list(real.module.parameters())  # pixels has none
     assert all(p.is_meta for p in sized.module.parameters())
 
 
