@@ -134,7 +134,7 @@ def test_the_check_reads_spans_blocks_placeholders_and_globs(tmp_path: Path) -> 
         "`methods/_shared/nets.WorkingNets`, `src/utils.py` (another project's), `runs/x/y.json`.\n"
         "```\nbenchmark/engine/gone.py   # a tree line\n```\n"
     )
-    page = REPO / "docs" / "example.md"
+    page = REPO / "docs" / "README.md"  # read as if a docs page named them
     words = [w for w in candidates(text) if is_repo_path(w)]
     assert "src/utils.py" not in words and "runs/x/y.json" not in words
     assert {w for w in words if not exists(w, page)} == {

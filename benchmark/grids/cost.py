@@ -8,7 +8,7 @@ operations). A pass with a backward costs 3 F (forward, then gradients for activ
 weights); a pass without one (a target network, inference) 1 F. Projector, predictor and linear
 heads are left out (a few per cent of a ResNet-18 forward at 32 px, less at 224 px).
 
-**Pre-training, per training image** (the specs in /work/shared/specs; :data:`TRAIN_PASSES`):
+**Pre-training, per training image** (each method's reference page in docs/methods/; :data:`TRAIN_PASSES`):
 SimCLR family (FedAvg-SimCLR, central_ssl, local_ssl, FLESD's local step) 2 views with backward =
 6 F; BYOL (FedU, FedEMA) 2 online views with backward + the target network on both views = 8 F;
 Orchestra the online network on view 2 and on the rotated view 3 with backward + the target on view
