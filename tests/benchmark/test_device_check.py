@@ -95,18 +95,21 @@ def test_fedavg_simclr_fp32_takes_no_host_synchronisation_per_step(tmp_path: Pat
     check("fedavg_simclr", "fp32", tmp_path)
 
 
-def _methods() -> list[str]:
+def _cases() -> list[tuple[str, str]]:
+    """Every registered method in fp32 and bf16, where it declares that precision (a bf16 cell of
+    a method that does not is refused at the door, so there is nothing to check)."""
     load_builtins()
-    return sorted(METHODS.names())
+    return [
+        (name, precision)
+        for name in sorted(METHODS.names())
+        for precision in ("fp32", "bf16")
+        if precision in METHODS.get(name).precisions
+    ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-@pytest.mark.parametrize("method", _methods())
+@pytest.mark.parametrize(("method", "precision"), _cases())
 def test_every_method_on_the_standin_device(method: str, precision: str, tmp_path: Path) -> None:
-    cls = METHODS.get(method)
-    if precision not in cls.precisions:
-        pytest.skip(f"{method} declares {cls.precisions}")
     check(method, precision, tmp_path)
 
 

@@ -63,7 +63,9 @@ def _mapping_of(address: int) -> tuple[str, str] | None:
     """(file, r or rw) of the memory mapping of this process that holds ``address`` (Linux)."""
     maps = Path("/proc/self/maps")
     if not maps.exists():
-        pytest.skip("needs /proc/self/maps (Linux)")
+        pytest.skip(
+            "Linux only: the mapping is read from /proc/self/maps, which other systems lack"
+        )
     for line in maps.read_text().splitlines():
         parts = line.split(maxsplit=5)
         lo, hi = (int(v, 16) for v in parts[0].split("-"))
