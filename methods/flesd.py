@@ -15,6 +15,7 @@ spec's d), ``augment`` (the training views of §2.9, used locally and in ESD).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
@@ -302,7 +303,7 @@ class AnchorQueue:
         if m % b != 0:
             raise ValueError(f"queue size {m} is not a multiple of the batch size {b}")
         self.keys[self.ptr : self.ptr + b] = keys.detach().float()
-        self.index[self.ptr : self.ptr + b] = index.to(self.index.device).long()
+        self.index[self.ptr : self.ptr + b] = index.to(self.index.device, non_blocking=True).long()
         self.ptr = (self.ptr + b) % m
 
 
@@ -328,7 +329,8 @@ def esd_batch(
     queue.enqueue(ks, rows)
     if not compute_loss:
         return None
-    targets = distill_targets(ebar, rows.to(ebar.device), queue.index.to(ebar.device)).to(qs.device)
+    rows, index = rows.to(ebar.device, non_blocking=True), queue.index.to(ebar.device)
+    targets = distill_targets(ebar, rows, index).to(qs.device)
     return similarity_distill_loss(qs, queue.keys, targets, tau_student)
 
 
@@ -550,11 +552,15 @@ class FLESD(MethodBase):
         view = public.to(device)
         ebar = ebar.to(device)
         fill = cfg.queue_size // cfg.distill_batch_size
-        steps, kl_sum, kl_last_epoch = 0, 0.0, []
+        # the step losses stay on the device and are read once, after the last epoch (a host read
+        # per step would stall a GPU's queue every step): the same values, summed in the same order
+        steps, ces, kls, per_epoch = 0, [], [], []
         for epoch in range(cfg.distill_epochs):
-            kl_epoch = []
+            per_epoch.append(0)
             batches = view.batch_indices(cfg.distill_batch_size, ctx.generator, drop_last=True)
             for b, rows in enumerate(batches):
+                # the batch's indices, drawn on the host: copied once, without making the host wait
+                rows = rows.to(device, non_blocking=True)
                 imgs = view.images[rows.to(view.images.device)]
                 v1, v2 = two_views(imgs, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
                 skip = b < fill and (cfg.skip_fill == "every_epoch" or epoch == 0)
@@ -574,16 +580,25 @@ class FLESD(MethodBase):
                 if out is None:
                     continue
                 ce, kl = out
-                if not torch.isfinite(ce):
-                    raise Diverged(f"non-finite ESD loss at round {ctx.round}")
+                ces.append(ce.detach().double())
+                kls.append(kl.detach().double())
                 opt.zero_grad(set_to_none=True)
                 scaler.backward(ce)
                 scaler.step(opt)
                 steps += 1
-                kl_epoch.append(float(kl.detach()))
+                per_epoch[-1] += 1
+        assert steps == planned, (steps, planned)
+        ce_values, kl_values = (
+            torch.stack([torch.stack(ces), torch.stack(kls)]).cpu().tolist() if steps else ([], [])
+        )
+        if not all(math.isfinite(v) for v in ce_values):
+            raise Diverged(f"non-finite ESD loss at round {ctx.round}")
+        kl_sum, kl_last_epoch, start = 0.0, [], 0
+        for n in per_epoch:
+            kl_epoch = kl_values[start : start + n]
+            start += n
             kl_sum += sum(kl_epoch)
             kl_last_epoch = kl_epoch or kl_last_epoch
-        assert steps == planned, (steps, planned)
         return tensors_of(student), {
             "esd_steps": float(steps),
             "esd_kl": kl_sum / max(steps, 1),

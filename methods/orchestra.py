@@ -182,7 +182,7 @@ def global_clustering(
     opt = torch.optim.SGD([c], lr=lr, momentum=momentum, weight_decay=weight_decay)
     # server maths stays fp32 in every cell, declared (benchmark.core.precision)
     fp32_steps = FP32.scaler(c.device)
-    loss_value = math.nan
+    last = None  # the last step's loss, read once after the loop (no host read per step)
     for _ in range(steps):
         with torch.enable_grad():
             loss = global_clustering_loss(
@@ -193,8 +193,8 @@ def global_clustering(
         fp32_steps.step(opt)
         with torch.no_grad():
             c.copy_(F.normalize(c, dim=1))
-        loss_value = float(loss.detach())
-    return c.detach().clone(), loss_value
+        last = loss.detach()
+    return c.detach().clone(), math.nan if last is None else float(last)
 
 
 @fp32_math  # Sinkhorn and cluster logits in fp32 under any autocast (benchmark.core.precision)
@@ -309,7 +309,8 @@ def solarize(
 ) -> torch.Tensor:
     """PIL ``ImageOps.solarize`` on [0, 1] images with probability ``p`` per image: pixels >=
     threshold → 1 − x."""
-    apply = (torch.rand(x.shape[0], generator=gen) < p).to(x.device).view(-1, 1, 1, 1)
+    apply = (torch.rand(x.shape[0], generator=gen) < p).to(x.device, non_blocking=True)
+    apply = apply.view(-1, 1, 1, 1)
     return torch.where(apply & (x >= threshold - 1e-6), 1.0 - x, x)
 
 
@@ -320,12 +321,12 @@ def rotation_labels(n: int, gen: torch.Generator) -> torch.Tensor:
 
 def rotate_batch(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """Rotate image i by 90°·r_i counter-clockwise (rot90 over H, W)."""
-    out = x.clone()
-    r = r.to(x.device)
+    # every rotation of the whole batch, each image taking its own: the same values as rotating the
+    # selected images, with no host read (a boolean-mask selection waits for the device)
+    r = r.to(x.device, non_blocking=True).view(-1, 1, 1, 1)
+    out = x
     for a in range(1, 4):
-        sel = r == a
-        if bool(sel.any()):
-            out[sel] = torch.rot90(x[sel], a, dims=(2, 3))
+        out = torch.where(r == a, torch.rot90(x, a, dims=(2, 3)), out)
     return out
 
 
@@ -430,7 +431,7 @@ class Orchestra(MethodBase):
         # DEVIATION: the paper's code normalises with mean = std = 0.5; we use the dataset's
         # normalisation (the one the downstream tasks use), so every method sees one normalisation
         # per dataset.
-        return x1, x2, x3, r.to(batch.device)
+        return x1, x2, x3, r.to(batch.device, non_blocking=True)
 
     def _local_centroids(self, memory: torch.Tensor, ctx: RoundContext) -> dict[str, torch.Tensor]:
         cfg = self.cfg

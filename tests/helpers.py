@@ -15,12 +15,39 @@ from benchmark.tools.check_method import SMOKE_OVERRIDES, smoke_cell, smoke_meth
 
 __all__ = [
     "SMOKE_OVERRIDES",
+    "TASK_SMOKE",
     "assert_same_numbers",
     "digits_inputs",
     "run_straight_and_resumed",
     "smoke_cell",
     "smoke_method_settings",
 ]
+
+
+# every registered task's smallest config, for the task registry smoke (tests/tasks/) and the device
+# check (tests/benchmark/test_device_check.py): task -> (method whose encoder it evaluates, config);
+# None = covered by a dedicated test
+TASK_SMOKE: dict[str, tuple[str, dict] | None] = {
+    "knn": ("no_pretrain", {}),
+    "linear_probe": ("no_pretrain", {"epochs": 1}),
+    "semi_supervised": ("no_pretrain", {"steps": 3}),
+    "transfer": (
+        "no_pretrain",
+        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
+    ),
+    "transfer_native": (
+        "no_pretrain",
+        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
+    ),
+    "linear_native": ("no_pretrain", {"card": "orchestra", "epochs": 1}),
+    # drop_last at batch 256
+    "semisup_native": ("no_pretrain", {"epochs": 1, "label_fraction": 0.5}),
+    "finetune": ("no_pretrain", {"epochs": 1, "warmup_epochs": 0.5, "label_fraction": 0.1}),
+    "perclient": ("no_pretrain", {"epochs": 1}),
+    "e2e_classifier": ("dec_sl", {}),
+    "reconstruction": ("fedmae", {"max_images": 8}),
+    "coco_detection": None,  # tests/tasks/test_coco_detection.py (needs Detectron2)
+}
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.api import DatasetSplit, Diverged, normalize
+from benchmark.api import DatasetSplit, normalize
+from tasks.divergence import LossWatch
 
 
 class Classifier(nn.Module):
@@ -45,6 +46,11 @@ class Classifier(nn.Module):
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+# steps between the host's looks at the losses (tasks/divergence.py): a diverged fine-tune trains on
+# at most this many steps before it is stopped
+DIVERGENCE_CHECK_STEPS = 100
+
+
 def fine_tune(
     model: nn.Module,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
@@ -56,20 +62,20 @@ def fine_tune(
 ) -> tuple[int, float]:
     """Train ``model`` on ``batches`` ((inputs, targets) on the model's device, each drawn just
     before its step): one optimiser step per batch, ``after_step`` after each (a scheduler's step).
-    Returns (steps, the last step's loss); a non-finite loss raises ``Diverged`` naming ``what``."""
-    step, last_loss = 0, 0.0
+    Returns (steps, the last step's loss); a non-finite loss raises ``Diverged`` naming ``what``
+    and the step where it first happened. No host read per step: the losses are looked at every
+    ``DIVERGENCE_CHECK_STEPS`` steps and at the end (:class:`tasks.divergence.LossWatch`)."""
+    watch = LossWatch(what, every=DIVERGENCE_CHECK_STEPS)
     for x, target in batches:
         loss = loss_fn(model(x), target)
-        if not torch.isfinite(loss):
-            raise Diverged(f"{what} loss became {loss.item()} at step {step + 1}")
+        watch.see(loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if after_step is not None:
             after_step()
-        step += 1
-        last_loss = float(loss.detach())
-    return step, last_loss
+    last = watch.check()
+    return watch.steps, 0.0 if last is None else last
 
 
 @torch.no_grad()

@@ -41,7 +41,6 @@ from torch import nn
 from benchmark.api import (
     AugmentConfig,
     DatasetSplit,
-    Diverged,
     Encoder,
     ProtocolCard,
     Stream,
@@ -56,6 +55,7 @@ from benchmark.api import (
     torch_gen,
 )
 from tasks.cards import load_card
+from tasks.divergence import LossWatch
 from tasks.members import modules_of, score_members
 from tasks.subsets import class_balanced_subset, subset_digest
 
@@ -221,11 +221,14 @@ def evaluate_split(
     ``test_batch_size``."""
     n = labels.shape[0]
     bs = int(s.get("test_batch_size") or 512)
-    correct, sizes = [], []
+    hits, sizes = [], []
+    on_device = labels.to(device, non_blocking=True)
     for idx in batch_indices(n, bs, shuffle=False, drop_last=bool(s.get("test_drop_last", False))):
-        pred = forward(inputs(idx)).argmax(1).cpu()
-        correct.append(int((pred == labels[idx]).sum()))
+        pred = forward(inputs(idx)).argmax(1)
+        hits.append((pred == on_device[idx.to(device, non_blocking=True)]).sum())
         sizes.append(len(idx))
+    # the one host read of an evaluation: every batch's count of correct predictions
+    correct = [int(c) for c in torch.stack(hits).cpu().tolist()] if hits else []
     scored = sum(sizes)
     if scored == 0:
         raise ValueError(
@@ -359,7 +362,8 @@ def train_epoch(
     model.backbone.train(
         _bn_train_during(s, epoch) if trainable == "head" else str(s["bn_mode"]) != "eval"
     )
-    last_loss = None
+    # the losses stay on the device and are read once, when the epoch ends (tasks/divergence.py)
+    watch = LossWatch(f"native probe (epoch {epoch})")
     for idx in batches:
         if trainable == "all" and len(idx) < 2 and model.backbone.training:
             # DEVIATION: BatchNorm in train mode cannot normalise one sample (as semisup@v1)
@@ -369,17 +373,15 @@ def train_epoch(
             train_y[idx].to(device, non_blocking=True),
             str(s["loss"]),
         )
-        if not torch.isfinite(loss):
-            raise Diverged(f"native probe loss became {loss.item()} in epoch {epoch}")
+        watch.see(loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if sched is not None and when == "step":
             sched.step()
-        last_loss = float(loss.detach())
     if sched is not None and when == "epoch":
         sched.step()
-    return last_loss
+    return watch.check()
 
 
 def probe_io(

@@ -414,3 +414,39 @@ def test_a_card_never_claims_the_mae_recipe_for_a_config_that_departs_from_it() 
     assert all(f"{k}=" in card.settings["source"] for k in recipe_departures(digits))
     # FedMAE §5.1's own field, not the recipe
     assert "epochs" not in recipe_departures(FinetuneConfig(epochs=50))
+
+
+def test_fine_tune_reports_the_first_non_finite_step_without_reading_each_loss() -> None:
+    """The loop keeps the divergence check on the device (no host read per step) and still names
+    the step where the loss first became non-finite; a finite run's last loss is the last step's."""
+    import pytest
+    import torch
+
+    from benchmark.api import Diverged
+    from tasks.finetuning import classifier
+
+    seen = {"n": 0}
+
+    def run(bad_from: int | None, steps: int) -> tuple[int, float]:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen["n"] = 0
+
+        def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            seen["n"] += 1
+            loss = torch.nn.functional.cross_entropy(out, target)
+            return loss * float("nan") if bad_from and seen["n"] >= bad_from else loss
+
+        batches = [(torch.randn(4, 3), torch.tensor([0, 1, 0, 1])) for _ in range(steps)]
+        return classifier.fine_tune(model, batches, opt, loss_fn=loss_fn, what="test")
+
+    steps, last = run(None, 5)
+    assert steps == 5 and last > 0
+    with pytest.raises(Diverged, match=r"test loss became nan at step 3"):
+        run(3, 5)
+    # a check every DIVERGENCE_CHECK_STEPS: a long diverged run is stopped there, not at its end
+    n = classifier.DIVERGENCE_CHECK_STEPS
+    with pytest.raises(Diverged, match=rf"at step {n - 1}\b"):
+        run(n - 1, 3 * n)
+    assert seen["n"] == n

@@ -11,33 +11,10 @@ import pytest
 
 from benchmark.contracts.registries import TASKS, load_builtins
 from benchmark.engine.runner import run_cell
+from tests.helpers import TASK_SMOKE as SMOKE
 from tests.helpers import smoke_cell
 
 load_builtins()
-
-# task -> (method whose encoder it evaluates, the task's smallest config); None = covered by a
-# dedicated test
-SMOKE: dict[str, tuple[str, dict] | None] = {
-    "knn": ("no_pretrain", {}),
-    "linear_probe": ("no_pretrain", {"epochs": 1}),
-    "semi_supervised": ("no_pretrain", {"steps": 3}),
-    "transfer": (
-        "no_pretrain",
-        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
-    ),
-    "transfer_native": (
-        "no_pretrain",
-        {"target": "digits", "target_resolution": 16, "epochs": 1, "label_fraction": 0.1},
-    ),
-    "linear_native": ("no_pretrain", {"card": "orchestra", "epochs": 1}),
-    # drop_last at batch 256
-    "semisup_native": ("no_pretrain", {"epochs": 1, "label_fraction": 0.5}),
-    "finetune": ("no_pretrain", {"epochs": 1, "warmup_epochs": 0.5, "label_fraction": 0.1}),
-    "perclient": ("no_pretrain", {"epochs": 1}),
-    "e2e_classifier": ("dec_sl", {}),
-    "reconstruction": ("fedmae", {"max_images": 8}),
-    "coco_detection": None,  # tests/tasks/test_coco_detection.py (needs Detectron2)
-}
 
 
 def test_every_registered_task_has_a_smoke_entry() -> None:
