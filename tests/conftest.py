@@ -4,9 +4,12 @@ folder."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from benchmark.core import portable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -27,6 +30,26 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
     # `plan` and `run --dry-run` print in a test: an empty calibration folder of the tests' own
     monkeypatch.setenv("FSSL_CALIBRATION_DIR", str(tmp_path_factory.getbasetemp() / "calibration"))
     monkeypatch.delenv("FSSL_CALIBRATION", raising=False)
+
+
+# the variables that fix this process's kernel mode (benchmark.core.portable): a test that changes
+# them for good puts every later in-process cell in the wrong mode (95 failures far from the cause),
+# so the test that leaves them changed fails itself, and they are put back
+_KERNEL_VARS = (portable.MARK, *portable.PORTABLE_ENV)
+_KERNEL_ENV_AT_START = {k: os.environ.get(k) for k in _KERNEL_VARS}
+
+
+@pytest.fixture(autouse=True)
+def _kernel_mode_kept() -> Iterator[None]:
+    yield
+    now = {k: os.environ.get(k) for k in _KERNEL_VARS}
+    if now != _KERNEL_ENV_AT_START:
+        for key, value in _KERNEL_ENV_AT_START.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        pytest.fail(f"this test left the kernel-mode variables changed: {now}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -38,6 +38,7 @@ import contextlib
 import os
 import platform
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -131,17 +132,36 @@ def _apply(env: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
+def child_env(kernels: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (this process's environment) set for a child process of ``kernels``
+    mode: pass it to ``subprocess`` as ``env``; this process's own environment is not touched."""
+    out = dict(os.environ if base is None else base)
+    for key, value in environment(kernels).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+# one child_environment block at a time: two threads each saving and restoring os.environ would
+# restore each other's values (the second saves the first's mode as "before" and puts it back last)
+_ENV_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def child_environment(kernels: str) -> Iterator[None]:
-    """This process's environment set for ``kernels`` while child processes are started (they
-    inherit it)."""
+    """This process's environment set for ``kernels`` while child processes are started that
+    inherit it (a process pool's workers), restored after; one block at a time across threads.
+    A child started with ``subprocess`` takes ``child_env`` instead."""
     env = environment(kernels)
-    before = {k: os.environ.get(k) for k in env}
-    _apply(env)
-    try:
-        yield
-    finally:
-        _apply(before)
+    with _ENV_LOCK:
+        before = {k: os.environ.get(k) for k in env}
+        _apply(env)
+        try:
+            yield
+        finally:
+            _apply(before)
 
 
 def enter(kernels: str) -> None:

@@ -101,9 +101,10 @@ def _child(args: list[str], kernels: str, timeout: float | None = None) -> None:
     """``python -m benchmark.tools.kernel_fingerprint ARGS`` in a fresh process of ``kernels``
     mode (its variables are read when torch starts)."""
     cmd = [sys.executable, "-m", "benchmark.tools.kernel_fingerprint", *args]
-    with portable.child_environment(kernels):
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        proc = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+    # the child's environment as a copy: the census starts several children from threads at once,
+    # and this process's own environment (its kernel mode) must not change under them
+    env = {**portable.child_env(kernels), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"{' '.join(args[:1])} process failed: {tail[0]}")

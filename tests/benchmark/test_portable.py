@@ -346,3 +346,57 @@ def test_records_from_before_env_kernels_keep_their_digest_and_new_ones_seal_it(
     assert not integrity_problems(new)
     edited = dataclasses.replace(new, env=EnvInfo(kernels={"mode": "native", "aten": "AVX2"}))
     assert integrity_problems(edited)  # the kernel settings are sealed with the numbers
+
+
+def test_two_threads_starting_children_leave_this_process_in_its_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel census starts its children from several threads. Two overlapping
+    ``child_environment`` blocks used to restore each other's values: the second saved the first's
+    portable mode as "before" and put it back last, and the test process then refused every native
+    cell (CI, stop 50). Overlapping blocks now run one at a time; ``child_env`` copies instead."""
+    import threading
+
+    monkeypatch.delenv(portable.MARK, raising=False)
+    for key in portable.PORTABLE_ENV:
+        monkeypatch.delenv(key, raising=False)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with portable.child_environment("portable"):
+            first_in.set()
+            second_in.wait(0.5)  # the second thread may enter now, if nothing stops it
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with portable.child_environment("portable"):
+            second_in.set()
+            first_out.wait(5)  # and leave last, restoring what it saw on entering
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert portable.MARK not in os.environ and portable.process_kernels() == "native"
+    assert not set(portable.PORTABLE_ENV) & set(os.environ)
+
+
+def test_a_subprocess_child_gets_its_mode_in_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``child_env``: the child's environment for a mode, this process's untouched."""
+    from benchmark.tools import kernel_fingerprint as kf
+
+    monkeypatch.delenv(portable.MARK, raising=False)
+    seen: dict[str, object] = {}
+
+    def fake_run(cmd, env, **kwargs):
+        seen["env"], seen["here"] = env, os.environ.get(portable.MARK)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(kf.subprocess, "run", fake_run)
+    kf._child(["state"], "portable")
+    assert seen["here"] is None  # this process never took the child's mode
+    env = seen["env"]
+    assert env[portable.MARK] == "portable" and env["OMP_NUM_THREADS"] == "1"
+    assert all(env[k] == v for k, v in portable.PORTABLE_ENV.items())
