@@ -110,6 +110,31 @@ def gpu_plan(
     return GpuPlan(devices, cells_per_gpu, cell_threads(cores, workers, threads))
 
 
+@dataclass(frozen=True)
+class ClusterGpus:
+    """What a cluster launcher (Ray, SLURM) asks the scheduler for per cell on CUDA, and the cell's
+    recorded share: the scheduler, not this process, places the cells on GPUs."""
+
+    gpus_per_cell: float  # Ray's num_gpus (fractional: several cells per GPU); SLURM's GPUs a job
+    threads: int | None  # CPU intra-op threads a cell runs with (None: the CPU's rule, unchanged)
+    concurrency: int  # cells sharing one GPU at most (recorded with each cell's device time)
+
+
+def cluster_gpus(on_cuda: bool, gpus_per_cell: float, cpus_per_cell: float) -> ClusterGpus:
+    """The GPU policy of a cluster launcher: on CUDA a cell that asks for no GPU gets one (as a
+    plain local ``run`` gives each cell process its GPU: a scheduler told 0 would pack every cell
+    onto one GPU, or hide the GPUs from it), its CPU threads are the cores it reserves, and a
+    fractional request records how many cells may share a GPU. On the CPU nothing changes (the
+    thread count is part of a CPU cell's numbers)."""
+    if gpus_per_cell < 0:
+        raise UsageError(f"gpus per cell must be >= 0, got {gpus_per_cell}")
+    if not on_cuda:
+        return ClusterGpus(gpus_per_cell, None, 1)
+    gpus = gpus_per_cell or 1.0
+    per_gpu = max(1, int(1.0 // gpus)) if gpus < 1 else 1
+    return ClusterGpus(gpus, max(1, int(cpus_per_cell)), per_gpu)
+
+
 def visible_index(index: int, environ: dict[str, str] | None = None) -> str:
     """The ``CUDA_VISIBLE_DEVICES`` entry that pins a child process to this process's CUDA device
     ``index`` (this process may itself see a subset of the machine's GPUs)."""

@@ -11,6 +11,7 @@ goes on. ``ray`` is imported lazily (registered as a lazy target).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from benchmark.launchers.execute import (
     run_then_settle,
     write_failure,
 )
+from benchmark.launchers.gpu_policy import cluster_gpus
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 
@@ -97,9 +99,20 @@ class RayLauncher:
 
         root = Path(root).resolve()
         started = self._init()
+        # on CUDA: a GPU per cell unless asked otherwise, threads = the cores it reserves; Ray shows
+        # a task only its own GPUs (CUDA_VISIBLE_DEVICES), so the cell asks for "cuda"
+        gpus = cluster_gpus(self.options.on_cuda(), self.gpus_per_cell, self.cpus_per_cell)
+        options = self.options
+        if gpus.threads is not None:
+            options = dataclasses.replace(
+                options,
+                device="cuda",
+                threads=options.threads or gpus.threads,
+                concurrency=gpus.concurrency,
+            )
         task = ray.remote(
             num_cpus=self.cpus_per_cell,
-            num_gpus=self.gpus_per_cell,
+            num_gpus=gpus.gpus_per_cell,
             max_retries=self.max_retries,
             retry_exceptions=False,
         )(_run_remote)
@@ -112,7 +125,7 @@ class RayLauncher:
 
         def run_all(batch: Sequence[Cell]) -> Iterator[CellOutcome]:
             refs = {
-                task.options(runtime_env=kernel_env(c)).remote(c, str(root), self.options, grid): c
+                task.options(runtime_env=kernel_env(c)).remote(c, str(root), options, grid): c
                 for c in batch
             }
             pending = list(refs)

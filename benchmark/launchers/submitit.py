@@ -18,6 +18,7 @@ of another mode than this process's fails there with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from benchmark.launchers.execute import (
     run_then_settle,
     write_failure,
 )
+from benchmark.launchers.gpu_policy import ClusterGpus, cluster_gpus
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
 
@@ -113,7 +115,8 @@ class SubmititLauncher:
             "slurm_array_parallelism": self.array_parallelism,
         }
         if ex.cluster != "debug":
-            params.update(gpus_per_node=self.gpus_per_node, cpus_per_task=self.cpus_per_task)
+            gpus = self._gpus().gpus_per_cell
+            params.update(gpus_per_node=int(gpus), cpus_per_task=self.cpus_per_task)
         if self.mem_gb is not None:
             params["mem_gb"] = self.mem_gb
         if self.partition:
@@ -122,6 +125,21 @@ class SubmititLauncher:
             params["slurm_additional_parameters"] = dict(self.slurm_additional)
         ex.update_parameters(**params)
         return ex
+
+    def _gpus(self) -> ClusterGpus:
+        """On CUDA a job gets one GPU unless ``gpus_per_node`` says more (a job is one cell), and
+        its cell runs with the job's cores as threads (benchmark.launchers.gpu_policy)."""
+        return cluster_gpus(self.options.on_cuda(), float(self.gpus_per_node), self.cpus_per_task)
+
+    def job_options(self) -> RunOptions:
+        """The options each cell job runs with: on CUDA the job's GPU (SLURM shows a job only its
+        own, so the cell asks for "cuda") and its cores as threads."""
+        gpus = self._gpus()
+        if gpus.threads is None:
+            return self.options
+        return dataclasses.replace(
+            self.options, device="cuda", threads=self.options.threads or gpus.threads
+        )
 
     def launch(
         self,
@@ -133,7 +151,7 @@ class SubmititLauncher:
     ) -> Iterator[CellOutcome]:
         root = Path(root).resolve()
         ex = self.executor(root)
-        job = self.job_class(str(root), self.options, grid=grid)
+        job = self.job_class(str(root), self.job_options(), grid=grid)
         by_id = {c.cell_id: c for c in cells}
 
         def emit(outcome: CellOutcome) -> CellOutcome:

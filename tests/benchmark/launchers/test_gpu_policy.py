@@ -188,3 +188,30 @@ def test_launch_on_cuda_starts_one_pinned_worker_per_gpu(two_gpus, monkeypatch, 
     assert list(LocalLauncher(options=RunOptions(device="cuda")).launch(cells, tmp_path)) == []
     assert sum(n for n, *_ in seen) == len(cells)
     assert all(w == 2 and s == ["0", "1"] and o.threads == 8 for _, w, o, s in seen)
+
+
+def test_cluster_launchers_give_a_cuda_cell_a_gpu_and_its_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray and SLURM: on CUDA a cell asking for 0 GPUs gets one (a scheduler told 0 packs every cell
+    onto one GPU, or hides the GPUs); its threads are the cores it reserves; a fractional request
+    records how many cells share a GPU. On the CPU nothing changes (threads are part of its
+    numbers)."""
+    assert gp.cluster_gpus(True, 0.0, 4.0) == gp.ClusterGpus(1.0, 4, 1)
+    assert gp.cluster_gpus(True, 0.5, 2.0) == gp.ClusterGpus(0.5, 2, 2)
+    assert gp.cluster_gpus(True, 0.25, 0.5) == gp.ClusterGpus(0.25, 1, 4)
+    assert gp.cluster_gpus(True, 2.0, 8.0) == gp.ClusterGpus(2.0, 8, 1)
+    assert gp.cluster_gpus(False, 0.0, 4.0) == gp.ClusterGpus(0.0, None, 1)
+    with pytest.raises(UsageError):
+        gp.cluster_gpus(True, -1.0, 1.0)
+
+    from benchmark.launchers.submitit import SubmititLauncher
+
+    monkeypatch.setattr(RunOptions, "on_cuda", lambda self: self.device != "cpu")
+    slurm = SubmititLauncher(
+        cluster="local", cpus_per_task=6, options=RunOptions(device="cuda:1")
+    )
+    opts = slurm.job_options()
+    assert opts.device == "cuda" and opts.threads == 6
+    cpu = SubmititLauncher(cluster="local", cpus_per_task=6, options=RunOptions(device="cpu"))
+    assert cpu.job_options() == cpu.options
