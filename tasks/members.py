@@ -1,9 +1,10 @@
-"""Scoring encoders that export several members (``local_ssl``: one per client) and the shared
-feature cache."""
+"""Scoring encoders that export several members (``local_ssl``: one per client): one score per
+member and the rule that aggregates them. (The cell's feature cache is ``tasks/features.py``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -13,6 +14,25 @@ from benchmark.api import Encoder
 
 def modules_of(encoder: Encoder) -> list[torch.nn.Module]:
     return list(encoder.members) if encoder.members else [encoder.module]
+
+
+Side = TypeVar("Side")
+
+
+def score_each_member(
+    encoder: Encoder, score: Callable[[int], tuple[float, Side]], metric: str
+) -> tuple[dict[str, float], dict[str, Any], list[Side]]:
+    """``score_members`` for a scoring function that returns (value, side) per member: the values
+    and extra of ``score_members`` and every member's side (its other results), in member order."""
+    sides: list[Side] = []
+
+    def one(member: int) -> float:
+        value, side = score(member)
+        sides.append(side)
+        return value
+
+    values, extra = score_members(encoder, one, metric)
+    return values, extra, sides
 
 
 def score_members(

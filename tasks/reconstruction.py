@@ -20,7 +20,6 @@ p²·3), mask)``. Encoders without one raise ``TaskNotApplicable``.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -32,13 +31,13 @@ from benchmark.api import (
     ProtocolCard,
     TaskContext,
     TaskNotApplicable,
-    TaskScores,
     normalize,
     normalize_patches,
     patchify,
 )
 from benchmark.api import portable_math as pmath
 from tasks.cards import load_card
+from tasks.task_base import Scored, TaskBase
 
 
 def recon_masks(num_images: int, num_patches: int, mask_seed: int, start: int = 0) -> torch.Tensor:
@@ -91,18 +90,14 @@ class ReconstructionConfig:
             raise ValueError("mask_ratio in (0, 1), batch_size >= 1, max_images >= 0")
 
 
-class Reconstruction:
+class Reconstruction(TaskBase):
     """Masked-patch MSE / PSNR on held-out images (docs/protocols/evaluation.md §5, card
     ``recon/mae@v1``)."""
 
     name: ClassVar[str] = "reconstruction"
-    version: ClassVar[str] = "1"
     main_metric: ClassVar[str] = "mse"
     higher_is_better: ClassVar[bool] = False
     Config: ClassVar[type] = ReconstructionConfig
-
-    def __init__(self, cfg: ReconstructionConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -121,8 +116,7 @@ class Reconstruction:
         )
 
     @torch.no_grad()
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score(self, encoder: Encoder, ctx: TaskContext) -> Scored:
         model = dict(getattr(encoder, "extras", {}) or {}).get("mae")
         if model is None:
             raise TaskNotApplicable(
@@ -162,17 +156,9 @@ class Reconstruction:
         if self.cfg.space == "pixel":
             values["psnr"] = float(torch.cat(psnrs).mean())
         subset = hashlib.sha256(np.arange(n, dtype=np.int64).tobytes()).hexdigest()[:16]
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="mse",
-            higher_is_better=False,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra={
-                "num_images": n,
-                "subset_digest": subset,
-                "num_patches": L,
-                "len_keep": len_keep,
-            },
-        )
+        return values, {
+            "num_images": n,
+            "subset_digest": subset,
+            "num_patches": L,
+            "len_keep": len_keep,
+        }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Any
 
 import numpy as np
 
@@ -59,3 +60,18 @@ def subset_digest(indices: np.ndarray) -> str:
     """sha256 of the sorted int64 indices, 16 hex characters (recorded in ``TaskScores.extra``)."""
     arr = np.ascontiguousarray(np.sort(np.asarray(indices, dtype=np.int64)))
     return hashlib.sha256(arr.tobytes()).hexdigest()[:16]
+
+
+def subset_record(
+    labels: np.ndarray, indices: np.ndarray, fraction: float, num_classes: int
+) -> dict[str, Any]:
+    """What a record keeps of a subset of ``labels``: its digest and size, m per class (None for
+    all the labels) and the smallest and largest class count it holds."""
+    counts = np.bincount(labels[indices], minlength=num_classes)
+    return {
+        "subset_digest": subset_digest(indices),
+        "subset_size": int(indices.size),
+        "per_class": per_class_count(len(labels), fraction, num_classes) if fraction < 1 else None,
+        "per_class_min": int(counts.min()),
+        "per_class_max": int(counts.max()),
+    }

@@ -1,5 +1,6 @@
 """What the fine-tuning tasks share: the classifier (backbone + a linear head), the training loop
-over a task's batches, and the top-1 read of a split.
+over a task's batches, the top-1 read of a split, and :class:`LabelledFineTune`, a task that
+fine-tunes each member on a class-balanced label subset and reads the test split once.
 
 Each task keeps its own recipe (optimiser, learning-rate schedule, augmentation, batch order) and
 hands the loop its batches; the loop runs the same steps for both, in the same order, so a recipe's
@@ -9,13 +10,17 @@ numbers do not depend on which task drives it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.api import DatasetSplit, normalize
+from benchmark.api import DatasetSplit, DatasetSplits, Encoder, TaskContext, normalize
 from tasks.divergence import LossWatch
+from tasks.members import modules_of, score_each_member
+from tasks.subsets import class_balanced_subset, subset_record
+from tasks.task_base import Scored, TaskBase
 
 
 class Classifier(nn.Module):
@@ -103,3 +108,64 @@ def evaluate(
             )
         correct += int((model(x).argmax(1).cpu() == labels[start : start + batch_size]).sum())
     return 100.0 * correct / max(len(labels), 1), len(labels)
+
+
+class LabelledFineTune(TaskBase):
+    """Fine-tuning on a class-balanced subset (``cfg.label_fraction``, ``cfg.subset_seed``;
+    docs/protocols/evaluation.md §2.3) of the training split of ``data(...)``: ``recipe``
+    fine-tunes a deep copy of each member with a new head, and the full test split is read once per
+    member (selection ``final``). The extra record: the members' aggregation, the subset
+    (``subset_record``), the first member's recipe statistics and test count, ``data_extra``."""
+
+    # whether test images are resized to the encoder's input size (when they differ from it)
+    resize_test: ClassVar[bool] = False
+
+    def data(self, encoder: Encoder, ctx: TaskContext) -> DatasetSplits:
+        """The dataset fine-tuned and tested on (the cell's own unless overridden)."""
+        return ctx.dataset
+
+    def recipe(
+        self, backbone: nn.Module, feat_dim: int, train: DatasetSplit, **kw: Any
+    ) -> tuple[nn.Module, dict[str, Any]]:
+        """(fine-tuned model, statistics); ``kw``: mean, std, size, seed, device."""
+        raise NotImplementedError
+
+    def data_extra(self, ds: DatasetSplits) -> dict[str, Any]:
+        return {}
+
+    def score(self, encoder: Encoder, ctx: TaskContext) -> Scored:
+        c = self.cfg
+        ds = self.data(encoder, ctx)
+        idx = class_balanced_subset(
+            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
+        )
+        labelled = ds.train.subset(idx)
+
+        def one(member: int) -> tuple[float, dict[str, Any]]:
+            model, stats = self.recipe(
+                modules_of(encoder)[member],
+                encoder.feat_dim,
+                labelled,
+                mean=encoder.mean,
+                std=encoder.std,
+                size=encoder.input_size,
+                seed=ctx.seed,
+                device=ctx.device,
+            )
+            top1, n = evaluate(
+                model,
+                ds.test,
+                mean=encoder.mean,
+                std=encoder.std,
+                size=encoder.input_size if self.resize_test else None,
+                device=ctx.device,
+            )  # the only read of the test split
+            return top1, {**stats, "test_samples": n}
+
+        values, extra, sides = score_each_member(encoder, one, self.main_metric)
+        return values, {
+            **extra,
+            **subset_record(ds.train.labels, idx, c.label_fraction, ds.num_classes),
+            **sides[0],
+            **self.data_extra(ds),
+        }

@@ -5,7 +5,6 @@ left out of their records)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,10 +15,10 @@ from benchmark.api import (
     ProtocolCard,
     TaskContext,
     TaskNotApplicable,
-    TaskScores,
 )
 from tasks.cards import load_card
 from tasks.finetuning.classifier import evaluate
+from tasks.task_base import Scored, TaskBase
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,17 +31,11 @@ class E2EClassifierConfig:
             raise ValueError("batch_size must be >= 1")
 
 
-class E2EClassifier:
+class E2EClassifier(TaskBase):
     """Scores the method's own classifier; there is no downstream training."""
 
     name: ClassVar[str] = "e2e_classifier"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = E2EClassifierConfig
-
-    def __init__(self, cfg: E2EClassifierConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         return load_card("e2e-classifier@v1").protocol_card(
@@ -50,8 +43,7 @@ class E2EClassifier:
         )
 
     @torch.no_grad()
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score(self, encoder: Encoder, ctx: TaskContext) -> Scored:
         model = encoder.classifier
         if model is None:
             raise TaskNotApplicable(
@@ -67,13 +59,4 @@ class E2EClassifier:
             batch_size=self.cfg.batch_size,
         )
         model.train(was_training)
-        values = {"top1": top1}
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra={"test_samples": scored},
-        )
+        return {"top1": top1}, {"test_samples": scored}

@@ -46,7 +46,6 @@ from __future__ import annotations
 import copy
 import math
 import random
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,12 +59,12 @@ from torch import nn
 
 from benchmark.api import (
     DatasetSplit,
+    DatasetSplits,
     Encoder,
     ProtocolCard,
     Stream,
     TaskContext,
     TaskNotApplicable,
-    TaskScores,
     adamw,
     load_dataset_splits,
     scoped_torch_seed,
@@ -73,9 +72,8 @@ from benchmark.api import (
     torch_gen,
 )
 from tasks.cards import load_card
-from tasks.finetuning.classifier import Classifier, evaluate, fine_tune
-from tasks.members import modules_of, score_members
-from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
+from tasks.finetuning.classifier import Classifier, LabelledFineTune, fine_tune
+from tasks.members import modules_of
 
 # Stream.TASK sub-path of this task: 1 head init, 2 data order, 3 global RNG scope (augmentation)
 _STREAM_PATH = 37
@@ -435,18 +433,13 @@ def recipe_departures(cfg: FinetuneConfig) -> dict[str, Any]:
     return out
 
 
-class Finetune:
+class Finetune(LabelledFineTune):
     """Full fine-tuning with FedMAE's protocol completed by the MAE recipe (card
     ``finetune/fedmae``)."""
 
     name: ClassVar[str] = "finetune"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = FinetuneConfig
-
-    def __init__(self, cfg: FinetuneConfig) -> None:
-        self.cfg = cfg
+    resize_test: ClassVar[bool] = True
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -528,69 +521,21 @@ class Finetune:
             ", final",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
-        c, ds = self.cfg, ctx.dataset
-        if c.target:
+    def data(self, encoder: Encoder, ctx: TaskContext) -> DatasetSplits:
+        ds = ctx.dataset
+        if self.cfg.target:
             # as tasks/transfer.py
             root = None if str(ctx.data_root) in ("", ".") else ctx.data_root
-            ds = load_dataset_splits(c.target, {}, root)  # raises DatasetUnavailable with the fix
+            # raises DatasetUnavailable with the fix
+            ds = load_dataset_splits(self.cfg.target, {}, root)
         for module in modules_of(encoder):
             trunk_blocks(module)  # TaskNotApplicable before any work
-        idx = class_balanced_subset(
-            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
-        )
-        labelled = ds.train.subset(idx)
-        stats: list[dict[str, Any]] = []
-        scored: list[int] = []
+        return ds
 
-        def one(member: int) -> float:
-            module = modules_of(encoder)[member]
-            model, st = finetune_recipe(
-                module,
-                encoder.feat_dim,
-                labelled,
-                c,
-                mean=encoder.mean,
-                std=encoder.std,
-                size=encoder.input_size,
-                seed=ctx.seed,
-                device=ctx.device,
-            )
-            stats.append(st)
-            top1, n = evaluate(
-                model,
-                ds.test,
-                mean=encoder.mean,
-                std=encoder.std,
-                size=encoder.input_size,
-                device=ctx.device,
-            )  # the only read of the test split
-            scored.append(n)
-            return top1
+    def recipe(
+        self, backbone: nn.Module, feat_dim: int, train: DatasetSplit, **kw: Any
+    ) -> tuple[nn.Module, dict[str, Any]]:
+        return finetune_recipe(backbone, feat_dim, train, self.cfg, **kw)
 
-        values, extra = score_members(encoder, one, "top1")
-        counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
-        extra = {
-            **extra,
-            "subset_digest": subset_digest(idx),
-            "subset_size": int(idx.size),
-            "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
-            if c.label_fraction < 1
-            else None,
-            "per_class_min": int(counts.min()),
-            "per_class_max": int(counts.max()),
-            **stats[0],
-            "test_samples": scored[0],
-            "dataset": ds.name,
-            "dataset_revision": ds.revision,
-        }
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra=extra,
-        )
+    def data_extra(self, ds: DatasetSplits) -> dict[str, Any]:
+        return {"dataset": ds.name, "dataset_revision": ds.revision}

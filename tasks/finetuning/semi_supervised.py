@@ -10,12 +10,10 @@ task fine-tunes a deep copy.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,19 +21,14 @@ from torch import nn
 from benchmark.api import (
     AugmentConfig,
     DatasetSplit,
-    Encoder,
     ProtocolCard,
     Stream,
-    TaskContext,
-    TaskScores,
     augment,
     scoped_torch_seed,
     torch_gen,
 )
 from tasks.cards import load_card
-from tasks.finetuning.classifier import Classifier, evaluate, fine_tune
-from tasks.members import modules_of, score_members
-from tasks.subsets import class_balanced_subset, per_class_count, subset_digest
+from tasks.finetuning.classifier import Classifier, LabelledFineTune, fine_tune
 
 _STREAM_PATH = 31  # Stream.TASK sub-path of this task (head init, then data order / augmentation)
 
@@ -152,18 +145,12 @@ def semisup_recipe(
     return model, {"epochs": float(epochs[0]), "final_train_loss": last_loss}
 
 
-class SemiSupervised:
+class SemiSupervised(LabelledFineTune):
     """Semi-supervised fine-tuning on 1 % or 10 % class-balanced labels (project card,
     docs/protocols/evaluation.md §3.5)."""
 
     name: ClassVar[str] = "semi_supervised"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = SemiSupervisedConfig
-
-    def __init__(self, cfg: SemiSupervisedConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -191,55 +178,7 @@ class SemiSupervised:
             summary=f"semi-supervised fine-tuning, {pct} labels, {c.steps} steps, final",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
-        c, ds = self.cfg, ctx.dataset
-        idx = class_balanced_subset(
-            ds.train.labels, c.label_fraction, c.subset_seed, ds.num_classes
-        )
-        labelled = ds.train.subset(idx)
-        stats: list[dict[str, float]] = []
-
-        def one(member: int) -> float:
-            module = modules_of(encoder)[member]
-            model, st = semisup_recipe(
-                module,
-                encoder.feat_dim,
-                labelled,
-                c,
-                mean=encoder.mean,
-                std=encoder.std,
-                size=encoder.input_size,
-                seed=ctx.seed,
-                device=ctx.device,
-            )
-            stats.append(st)
-            # read once
-            return evaluate(model, ds.test, mean=encoder.mean, std=encoder.std, device=ctx.device)[
-                0
-            ]
-
-        values, extra = score_members(encoder, one, "top1")
-        counts = np.bincount(ds.train.labels[idx], minlength=ds.num_classes)
-        extra = {
-            **extra,
-            "subset_digest": subset_digest(idx),
-            "subset_size": int(idx.size),
-            "per_class": per_class_count(len(ds.train), c.label_fraction, ds.num_classes)
-            if c.label_fraction < 1
-            else None,
-            "per_class_min": int(counts.min()),
-            "per_class_max": int(counts.max()),
-            "epochs": stats[0]["epochs"],
-            "final_train_loss": stats[0]["final_train_loss"],
-            "test_samples": len(ds.test),
-        }
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra=extra,
-        )
+    def recipe(
+        self, backbone: nn.Module, feat_dim: int, train: DatasetSplit, **kw: Any
+    ) -> tuple[nn.Module, dict[str, Any]]:
+        return semisup_recipe(backbone, feat_dim, train, self.cfg, **kw)

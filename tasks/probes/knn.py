@@ -3,17 +3,16 @@ cached features, k = 200, t = 0.1."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskScores, encoder_features
+from benchmark.api import ProtocolCard, TaskContext
 from benchmark.api import portable_math as pmath
 from tasks.cards import load_card
-from tasks.members import score_members
+from tasks.task_base import FeatureProbe
 
 
 def knn_predict(
@@ -65,18 +64,12 @@ class KNNConfig:
             raise ValueError("k must be >= 1 and temperature > 0")
 
 
-class KNN:
+class KNN(FeatureProbe):
     """Weighted kNN on frozen features (Wu et al. 2018; as in Dec-SSL, Orchestra and EasyFL
     code)."""
 
     name: ClassVar[str] = "knn"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = KNNConfig
-
-    def __init__(self, cfg: KNNConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         return load_card("knn@v1").protocol_card(  # tasks/cards/knn@v1.json + this config
@@ -84,29 +77,17 @@ class KNN:
             summary=f"kNN k={self.cfg.k} t={self.cfg.temperature}, final",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score_features(
+        self, train_f: torch.Tensor, test_f: torch.Tensor, ctx: TaskContext
+    ) -> tuple[float, dict[str, float]]:
         ds = ctx.dataset
-
-        def one(module_key: int) -> float:
-            tr, te = encoder_features(encoder, ctx, module_key)
-            return knn_top1(
-                tr,
-                ds.train.labels,
-                te,
-                ds.test.labels,
-                ds.num_classes,
-                k=self.cfg.k,
-                t=self.cfg.temperature,
-            )
-
-        values, extra = score_members(encoder, one, "top1")
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra=extra,
+        top1 = knn_top1(
+            train_f,
+            ds.train.labels,
+            test_f,
+            ds.test.labels,
+            ds.num_classes,
+            k=self.cfg.k,
+            t=self.cfg.temperature,
         )
+        return top1, {}

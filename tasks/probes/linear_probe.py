@@ -4,27 +4,23 @@ features; final epoch; test read once."""
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from benchmark.api import (
-    Encoder,
     ProtocolCard,
     Stream,
     TaskContext,
-    TaskScores,
     adam,
-    encoder_features,
     scoped_torch_seed,
     torch_gen,
 )
 from tasks.cards import load_card
-from tasks.members import score_members
+from tasks.task_base import FeatureProbe
 
 
 def standardize(
@@ -94,18 +90,42 @@ class LinearProbeConfig:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
 
 
-class LinearProbe:
+def linear_top1_top5(
+    train_f: torch.Tensor,
+    train_y,
+    test_f: torch.Tensor,
+    test_y,
+    num_classes: int,
+    cfg: Any,
+    *,
+    seed: int,
+    device: torch.device | str,
+) -> tuple[float, float]:
+    """``linear@v1`` on one member's features: standardise, train the head (``cfg``: a config with
+    linear@v1's fields, epochs, batch_size, lr, weight_decay), then read the test split once;
+    (top-1, top-5)."""
+    train_f, test_f = standardize(train_f, test_f)
+    head = train_linear_head(
+        train_f,
+        torch.as_tensor(train_y),
+        num_classes,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        seed=seed,
+        device=device,
+    )
+    # the test split is read once, here
+    return accuracy(head, test_f.to(device), test_y)
+
+
+class LinearProbe(FeatureProbe):
     """The canonical linear probe: cached features, standardised; Adam + cosine; final epoch (no
     test selection)."""
 
     name: ClassVar[str] = "linear_probe"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = LinearProbeConfig
-
-    def __init__(self, cfg: LinearProbeConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -119,38 +139,18 @@ class LinearProbe:
             summary=f"linear probe, cached features, {c.epochs} ep, final",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score_features(
+        self, train_f: torch.Tensor, test_f: torch.Tensor, ctx: TaskContext
+    ) -> tuple[float, dict[str, float]]:
         ds = ctx.dataset
-        top5s: list[float] = []
-
-        def one(member: int) -> float:
-            tr, te = encoder_features(encoder, ctx, member)
-            tr, te = standardize(tr, te)
-            head = train_linear_head(
-                tr,
-                torch.as_tensor(ds.train.labels),
-                ds.num_classes,
-                epochs=self.cfg.epochs,
-                batch_size=self.cfg.batch_size,
-                lr=self.cfg.lr,
-                weight_decay=self.cfg.weight_decay,
-                seed=ctx.seed,
-                device=ctx.device,
-            )
-            # the test split is read once, here
-            top1, top5 = accuracy(head, te.to(ctx.device), ds.test.labels)
-            top5s.append(top5)
-            return top1
-
-        values, extra = score_members(encoder, one, "top1")
-        values["top5"] = float(sum(top5s) / len(top5s))
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra=extra,
+        top1, top5 = linear_top1_top5(
+            train_f,
+            ds.train.labels,
+            test_f,
+            ds.test.labels,
+            ds.num_classes,
+            self.cfg,
+            seed=ctx.seed,
+            device=ctx.device,
         )
+        return top1, {"top5": top5}

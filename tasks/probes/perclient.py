@@ -13,7 +13,6 @@ without its average of best accuracies.
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 import numpy as np
@@ -24,12 +23,12 @@ from benchmark.api import (
     ProtocolCard,
     TaskContext,
     TaskNotApplicable,
-    TaskScores,
     label_matched_test,
 )
 from tasks.cards import load_card
 from tasks.features import cached_features
 from tasks.probes.linear_probe import LinearProbeConfig, standardize, train_linear_head
+from tasks.task_base import Scored, TaskBase
 
 # The per-encoder probe is linear@v1 (docs/protocols/evaluation.md §3.2), configured by the same
 # fields.
@@ -60,18 +59,12 @@ def weighted_mean_and_min(acc: list[float], sizes: list[int]) -> tuple[float, fl
     return float((a * s).sum() / s.sum()), float(a.min())
 
 
-class PerClient:
+class PerClient(TaskBase):
     """One linear@v1 probe per distinct client encoder, tested on each client's label-matched test
     split."""
 
     name: ClassVar[str] = "perclient"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = PerClientConfig
-
-    def __init__(self, cfg: PerClientConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -85,8 +78,7 @@ class PerClient:
             summary=f"per-client linear probes ({c.epochs} ep) on label-matched test splits; weighted mean, final",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score(self, encoder: Encoder, ctx: TaskContext) -> Scored:
         part = ctx.partition
         if part is None:
             raise TaskNotApplicable("perclient needs the cell's partition (run it inside a cell)")
@@ -142,18 +134,10 @@ class PerClient:
                 else np.nan
             )
         mean, worst = weighted_mean_and_min(acc, sizes)
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values={"top1": mean, "top1_min": worst},
-            wall_time_s=time.perf_counter() - t0,
-            extra={
-                "per_client": [None if np.isnan(a) else a for a in acc],
-                "client_model": index,
-                "test_sizes": n_test,
-                "train_sizes": sizes,
-                "test_partition_digest": test_part.digest(),
-            },
-        )
+        return {"top1": mean, "top1_min": worst}, {
+            "per_client": [None if np.isnan(a) else a for a in acc],
+            "client_model": index,
+            "test_sizes": n_test,
+            "train_sizes": sizes,
+            "test_partition_digest": test_part.digest(),
+        }

@@ -10,7 +10,6 @@ and fails with the dataset's ``DatasetUnavailable`` message (how to prefetch it)
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,14 +23,14 @@ from benchmark.api import (
     Encoder,
     ProtocolCard,
     TaskContext,
-    TaskScores,
     load_dataset_splits,
 )
 from tasks.cards import load_card
 from tasks.features import cached_features
-from tasks.members import modules_of, score_members
-from tasks.probes.linear_probe import accuracy, standardize, train_linear_head
+from tasks.members import modules_of, score_each_member
+from tasks.probes.linear_probe import linear_top1_top5
 from tasks.subsets import class_balanced_subset, subset_digest
+from tasks.task_base import Scored, TaskBase
 
 
 def resize_split(split: DatasetSplit, size: int, batch_size: int = 1024) -> DatasetSplit:
@@ -78,18 +77,12 @@ def _data_root(ctx: TaskContext) -> Path | None:
     return None if str(ctx.data_root) in ("", ".") else Path(ctx.data_root)
 
 
-class Transfer:
+class Transfer(TaskBase):
     """Linear probe of the pre-trained encoder on another dataset (Dec-SSL Tables 2-bottom and 4
     settings)."""
 
     name: ClassVar[str] = "transfer"
-    version: ClassVar[str] = "1"
-    main_metric: ClassVar[str] = "top1"
-    higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = TransferConfig
-
-    def __init__(self, cfg: TransferConfig) -> None:
-        self.cfg = cfg
 
     def card(self) -> ProtocolCard:
         c = self.cfg
@@ -108,8 +101,7 @@ class Transfer:
             summary=f"transfer linear probe → {c.target} ({c.label_fraction * 100:g}% labels, {c.target_resolution}px)",
         )
 
-    def run(self, encoder: Encoder, ctx: TaskContext) -> TaskScores:
-        t0 = time.perf_counter()
+    def score(self, encoder: Encoder, ctx: TaskContext) -> Scored:
         c = self.cfg
         # raises DatasetUnavailable with the fix
         target = load_dataset_splits(c.target, {}, _data_root(ctx))
@@ -118,9 +110,8 @@ class Transfer:
         )
         train = resize_split(target.train.subset(idx), c.target_resolution)
         test = resize_split(target.test, c.target_resolution)
-        top5s: list[float] = []
 
-        def one(member: int) -> float:
+        def one(member: int) -> tuple[float, float]:
             module = modules_of(encoder)[member]
             key: tuple[Any, ...] = (
                 encoder.fingerprint,
@@ -130,44 +121,32 @@ class Transfer:
                 target.revision,
                 c.target_resolution,
             )
-            tr = cached_features(
-                ctx.feature_cache,
-                (*key, "train", subset_digest(idx)),
-                module,
-                train,
-                encoder.mean,
-                encoder.std,
-                ctx.device,
+            tr, te = (
+                cached_features(
+                    ctx.feature_cache,
+                    (*key, *which),
+                    module,
+                    split,
+                    encoder.mean,
+                    encoder.std,
+                    ctx.device,
+                )
+                for which, split in ((("train", subset_digest(idx)), train), (("test",), test))
             )
-            te = cached_features(
-                ctx.feature_cache,
-                (*key, "test"),
-                module,
-                test,
-                encoder.mean,
-                encoder.std,
-                ctx.device,
-            )
-            tr, te = standardize(tr, te)
-            head = train_linear_head(
+            return linear_top1_top5(
                 tr,
-                torch.as_tensor(train.labels),
+                train.labels,
+                te,
+                test.labels,
                 target.num_classes,
-                epochs=c.epochs,
-                batch_size=c.batch_size,
-                lr=c.lr,
-                weight_decay=c.weight_decay,
+                c,
                 seed=ctx.seed,
                 device=ctx.device,
             )
-            # the test split is read once, here
-            top1, top5 = accuracy(head, te.to(ctx.device), test.labels)
-            top5s.append(top5)
-            return top1
 
-        values, extra = score_members(encoder, one, "top1")
+        values, extra, top5s = score_each_member(encoder, one, "top1")
         values["top5"] = float(np.mean(top5s))
-        extra = {
+        return values, {
             **extra,
             "target": c.target,
             "target_revision": target.revision,
@@ -175,12 +154,3 @@ class Transfer:
             "train_samples": int(idx.size),
             "test_samples": len(test),
         }
-        return TaskScores(
-            task=self.name,
-            card=self.card(),
-            main_metric="top1",
-            higher_is_better=True,
-            values=values,
-            wall_time_s=time.perf_counter() - t0,
-            extra=extra,
-        )

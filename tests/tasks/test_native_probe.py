@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import tasks.probes.native_probe as npb
+import tasks.probes.native_engine as npb
 from benchmark.api import DatasetSplit, Encoder, TaskContext, arch_fingerprint
 from benchmark.contracts.data_types import DatasetSplits
 from benchmark.contracts.registries import TASKS, load_builtins
