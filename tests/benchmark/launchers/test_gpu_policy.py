@@ -208,9 +208,7 @@ def test_cluster_launchers_give_a_cuda_cell_a_gpu_and_its_cores(
     from benchmark.launchers.submitit import SubmititLauncher
 
     monkeypatch.setattr(RunOptions, "on_cuda", lambda self: self.device != "cpu")
-    slurm = SubmititLauncher(
-        cluster="local", cpus_per_task=6, options=RunOptions(device="cuda:1")
-    )
+    slurm = SubmititLauncher(cluster="local", cpus_per_task=6, options=RunOptions(device="cuda:1"))
     opts = slurm.job_options()
     assert opts.device == "cuda" and opts.threads == 6
     cpu = SubmititLauncher(cluster="local", cpus_per_task=6, options=RunOptions(device="cpu"))
