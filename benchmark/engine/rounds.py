@@ -167,7 +167,7 @@ def simulate(
 
     The objects that exist before the loop (imported libraries, datasets: ~500k on a typical
     install) are moved to the garbage collector's permanent generation for its duration, so full
-    collections stop rescanning them (a 0.3 s stall each, measured in benchmarks/p1); no numbers
+    collections stop rescanning them (a 0.3 s stall each, measured in perf/p1); no numbers
     change. No collection first: that would itself be one such stall per call."""
     gc.freeze()
     try:

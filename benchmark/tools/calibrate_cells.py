@@ -19,7 +19,7 @@ device synchronised at both ends), and the figures are their median with their s
 / median); a method whose first round trains nothing (Orchestra's initialisation round) runs a
 second round. Then :func:`bare_step_s` repeats the method's own step on one of its batches in a bare
 PyTorch loop (autocast in bf16/fp16, a ``GradScaler`` in fp16 only, no engine, no data movement),
-``REPEATS`` times — the GPU twin of ``benchmarks/p1_engine_overhead.py``. Peak memory is
+``REPEATS`` times — the GPU twin of ``perf/p1_engine_overhead.py``. Peak memory is
 ``torch.cuda.max_memory_allocated`` over the cell (client steps and the server's step) on a GPU, and
 on every device the process's peak resident memory during the cell (sampled, :class:`HostPeak`).
 Nothing here writes a record: a capped update is not the cell's training.

@@ -261,7 +261,7 @@ OPTIONAL = (
         "detectron2",
         "the official build: pip install --no-build-isolation "
         "'git+https://github.com/facebookresearch/detectron2.git'; without GitHub: "
-        "bash tools/install-detectron2-cpu.sh (docs/detection.md)",
+        "bash scripts/install-detectron2-cpu.sh (docs/detection.md)",
     ),
     ("pycocotools", "pycocotools", "pip install -e '.[detection]'"),
 )

@@ -1,7 +1,7 @@
 """P7 registered clients cost nothing until sampled: 10,000 registered clients against 100, same
 sampled count.
 
-    python benchmarks/p7_registered.py [--reps 2] [--rounds 8] [--only fedavg_simclr] [--per-round 10,100]
+    python perf/p7_registered.py [--reps 2] [--rounds 8] [--only fedavg_simclr] [--per-round 10,100]
 
 For FedAvg-SimCLR (stateless) and FedEMA (stateful: each sampled client keeps online, target and
 predictor networks and its λ_k in the engine's ClientStateStore), with 10 and 100 clients sampled
@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 TARGET = 1.1
 IMAGES = 100_000

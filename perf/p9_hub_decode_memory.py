@@ -1,7 +1,7 @@
 """P9 hub decode memory: peak RAM of decoding a hub image split, whole column against slices (issue
 32 item 11).
 
-python benchmarks/p9_hub_decode_memory.py [--images 1500] [--width 500] [--height 375] [--size 64]
+python perf/p9_hub_decode_memory.py [--images 1500] [--width 500] [--height 375] [--size 64]
 
 Builds, offline, an ImageNet-100-format fixture (``datasets`` Image + ClassLabel, JPEG bytes of
 ``--width`` x ``--height``, ImageNet's typical size) and decodes its train split to ``--size`` px in

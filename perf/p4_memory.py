@@ -1,7 +1,7 @@
 """P4 client-state memory: peak RAM of 100 stateful FedEMA clients against 10 (issue 3; target ratio
 <= 1.5).
 
-    python benchmarks/p4_memory.py [--heads 512] [--rounds-small 5] [--rounds-large 30]
+    python perf/p4_memory.py [--heads 512] [--rounds-small 5] [--rounds-large 30]
 
 Each setting runs in its own subprocess (so peak RSS is that run's alone) on digits with a width-8
 micro ResNet and FedEMA's BYOL heads scaled by ``--heads`` (projector feat -> H -> H/2, predictor

@@ -3,9 +3,9 @@
 
 Run it on a machine with the package index; carry the folder it writes to the GPU machine; install
 there with ``pip install --no-index`` (docs/performance.md, "On a GPU: a machine without network";
-tools/gpu-check.sh does that and runs the check). Stdlib only, plus pip.
+scripts/gpu-check.sh does that and runs the check). Stdlib only, plus pip.
 
-    python tools/prepare_wheels.py --python 3.12 [--platform manylinux_2_28_x86_64 ...]
+    python scripts/prepare_wheels.py --python 3.12 [--platform manylinux_2_28_x86_64 ...]
         [--have FILE] [--skip wandb] [--extras detection] [--detectron2] [--out .whl]
 
 What it downloads: the project's dependencies (pyproject.toml) and the chosen extras, and everything
@@ -17,7 +17,7 @@ would replace it) and every distribution ``--have`` names (a file of names, one 
 list --format=freeze`` output from the target: what is already installed there) whose version there
 satisfies what needs it (a bare name is taken to; a copy that does not is carried, and said) or ``--skip``
 names (W&B: ``doctor --calibrate`` never logs, and wandb brings 20 MiB). ``--detectron2``
-also builds Detectron2 0.5 as a Python-only wheel (tools/install-detectron2-cpu.sh --wheel-dir;
+also builds Detectron2 0.5 as a Python-only wheel (scripts/install-detectron2-cpu.sh --wheel-dir;
 its box and mask ops come from torchvision, on the GPU too) and adds what it needs; building it
 needs torch here. The folder gets ``requirements.txt`` (what to install there) and ``SHA256SUMS``.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # what every GPU machine brings with its PyTorch build (never carried)
 TORCH_FAMILY = {"torch", "torchvision", "triton"}
-# pip matches manylinux_2_N exactly: name the common ones (tools/gpu-check.sh's machine: glibc 2.35)
+# pip matches manylinux_2_N exactly: name the common ones (scripts/gpu-check.sh's machine: glibc 2.35)
 PLATFORMS = (
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
@@ -230,7 +230,7 @@ def closure(
 
 def detectron2_wheel(out: Path) -> Path | None:
     proc = subprocess.run(
-        ["bash", str(REPO / "tools" / "install-detectron2-cpu.sh"), "--wheel-dir", str(out)]
+        ["bash", str(REPO / "scripts" / "install-detectron2-cpu.sh"), "--wheel-dir", str(out)]
     )
     return next(iter(sorted(out.glob("detectron2*.whl"))), None) if proc.returncode == 0 else None
 

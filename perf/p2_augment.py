@@ -1,7 +1,7 @@
 """P2 augmentation: batched two-view SimCLR augmentation on uint8 tensors vs the papers' per-image
 PIL pipeline.
 
-    python benchmarks/p2_augment.py [--reps 5] [--batch 512] [--width 16]
+    python perf/p2_augment.py [--reps 5] [--batch 512] [--width 16]
 
 Both sides make two views of the same 512 random 32x32 RGB images with the Dec-SSL CIFAR pipeline
 (RandomResizedCrop(32), horizontal flip 0.5, ColorJitter(0.4, 0.4, 0.4, 0.1) with p 0.8, grayscale p
@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from _timing import Span, med, median_ratio, timed
 

@@ -1,6 +1,6 @@
 """P10 portable kernels' cost: quickstart cells per hour, portable vs native (issue 34).
 
-    python benchmarks/p10_portable_cost.py [--only "method=fedavg_simclr;method=fedmae"] [--pairs 1]
+    python perf/p10_portable_cost.py [--only "method=fedavg_simclr;method=fedmae"] [--pairs 1]
 
 The same quickstart cells run once with portable kernels and once natively (the quickstart grid with
 ``kernels: portable`` and with ``kernels: native``, written to a temporary folder), each arm a fresh

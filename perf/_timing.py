@@ -2,7 +2,7 @@
 
 On a machine shared with other jobs (load average well above the core count) wall time mostly
 measures how often the scheduler lets us run; the process's CPU time (user + system, all threads)
-measures the work done. With torch held to one intra-op thread (``benchmarks/run.py --threads 1``,
+measures the work done. With torch held to one intra-op thread (``perf/run.py --threads 1``,
 the default) CPU time has no OpenMP spin-wait in it, so CPU time ratios are the figures to read
 under load; wall ratios are printed next to them.
 """

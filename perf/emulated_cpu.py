@@ -1,7 +1,7 @@
 """The shipped numbers on an emulated CPU of another vendor: a lead, not a proof.
 
-    python benchmarks/emulated_cpu.py fingerprint [--cpu EPYC-Milan]
-    python benchmarks/emulated_cpu.py cells [--cpu EPYC-Milan] [--only method=fedavg_simclr] [--seeds 0]
+    python perf/emulated_cpu.py fingerprint [--cpu EPYC-Milan]
+    python perf/emulated_cpu.py cells [--cpu EPYC-Milan] [--only method=fedavg_simclr] [--seeds 0]
 
 QEMU's user-mode emulator (``qemu-x86_64``, Debian's qemu-user; 10.0 or newer: 7.2 crashes in
 ``grid_sample``) runs this machine's Python and torch on a CPU model of its choice: the CPUID

@@ -1,9 +1,9 @@
 """P6 Flower side by side: the same FedAvg-SimCLR cell through Flower's simulation engine, ours and
 a bare loop.
 
-    python benchmarks/p6_flower.py [--reps 3] [--rounds 5] [--shapes 10/10,100/10] [--python PATH]
+    python perf/p6_flower.py [--reps 3] [--rounds 5] [--shapes 10/10,100/10] [--python PATH]
 
-The cell is the quickstart's FedAvg-SimCLR (benchmarks/_cells.py: digits 16x16, resnet_micro w8,
+The cell is the quickstart's FedAvg-SimCLR (perf/_cells.py: digits 16x16, resnet_micro w8,
 IID, B = 64, E = 2, Adam, NT-Xent, the digits augmentation), at 10 clients all sampled and at 100
 clients 10 sampled.
 
@@ -46,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 VARIANTS = ("flower", "ours", "bare")
 MARK = "P6RESULT "
@@ -214,7 +214,7 @@ def one(python: str, variant: str, k: int, m: int, rounds: int) -> dict:
 
     env = {
         **os.environ,
-        "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'benchmarks'}",
+        "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'perf'}",
         "WANDB_MODE": "disabled",
         "P6_CLIENTS": str(k),
         "P6_PER_ROUND": str(m),
@@ -312,7 +312,7 @@ def measure(
     python = python or os.environ.get("FSSL_BENCH_PYTHON") or sys.executable
     missing = flower_missing(python)
     if missing:
-        raise RuntimeError(missing + " (pip install -e .[bench], see benchmarks/p6_flower.py)")
+        raise RuntimeError(missing + " (pip install -e .[bench], see perf/p6_flower.py)")
     become_subreaper()
     import subprocess
 

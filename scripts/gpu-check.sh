@@ -3,10 +3,10 @@
 # docs/performance.md, "On a GPU"): install the carried wheels, then
 # `python -m benchmark doctor --calibrate`, with everything it writes under $OUT.
 #
-#   bash tools/gpu-check.sh [WHEELS]        (WHEELS: the folder tools/prepare_wheels.py wrote; default .whl)
+#   bash scripts/gpu-check.sh [WHEELS]        (WHEELS: the folder scripts/prepare_wheels.py wrote; default .whl)
 #
 # Before, on a machine with the package index (once; the wheels must match the GPU machine's Python):
-#   python tools/prepare_wheels.py --python 3.12 --have TARGET_PACKAGES.txt --skip wandb --out .whl [--detectron2]
+#   python scripts/prepare_wheels.py --python 3.12 --have TARGET_PACKAGES.txt --skip wandb --out .whl [--detectron2]
 # where TARGET_PACKAGES.txt is `python3 -m pip list --format=freeze` from the GPU machine (or its
 # image's documented package list): only what is missing there is carried.
 #

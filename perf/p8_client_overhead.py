@@ -1,12 +1,12 @@
 """P8 per-client fixed overhead: one round of 1,000 sampled clients holding ~10 images each, engine
 vs bare loop.
 
-    python benchmarks/p8_client_overhead.py [--reps 4] [--clients 1000] [--per-client 10] [--profile]
+    python perf/p8_client_overhead.py [--reps 4] [--clients 1000] [--per-client 10] [--profile]
 
 Cross-device clients hold little data, so what the engine does once per client (load the global
 model into the working network, build the optimizer, copy the payload out, the state store, the
 per-client random streams, fold the payload into the float64 FedAvg sum) weighs far more than on the
-quickstart's 10 clients of ~144 images (P1). The cell is P1's FedAvg-SimCLR (benchmarks/_cells.py)
+quickstart's 10 clients of ~144 images (P1). The cell is P1's FedAvg-SimCLR (perf/_cells.py)
 on ``tiled_digits`` (digits' 1,437 training images repeated to clients x per-client images,
 synthetic because digits is too small; IID, so every client holds 10 images and trains 2 local
 epochs of one 10-image batch). The bare side is ``_cells.bare_rounds``: the same batches, views,
@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from _cells import bare_rounds, cell_setup, engine_first_round_losses
 from _timing import Span, best_ratio, med, median_ratio, timed

@@ -1,19 +1,19 @@
 """The performance suite (issues 10, 23, 34): P1-P8 and P10, each a ratio measured side by side in
 one run, with its target.
 
-    python benchmarks/run.py [--only P1,...,P10] [--quick] [--threads 1] [--markdown] [--json F]
+    python perf/run.py [--only P1,...,P10] [--quick] [--threads 1] [--markdown] [--json F]
                              [--flower-python PATH]
 
 P1 engine vs bare training loop, P2 batched vs PIL augmentation, P3 cached vs re-embedding
-evaluation (each in this process, variants interleaved, CPU-time ratios: see benchmarks/_timing.py),
-P4 peak RSS of FedEMA with 100 vs 10 clients (benchmarks/p4_memory.py, one subprocess per setting),
+evaluation (each in this process, variants interleaved, CPU-time ratios: see perf/_timing.py),
+P4 peak RSS of FedEMA with 100 vs 10 clients (perf/p4_memory.py, one subprocess per setting),
 P5 cells/hour of the smoke grid, local launcher vs Ray with 2 workers
-(benchmarks/p5_grid_throughput.py), P6 the same cell through Flower's simulation engine, ours and a
-bare loop in fresh processes (benchmarks/p6_flower.py; Flower from the ``bench`` extra, its
+(perf/p5_grid_throughput.py), P6 the same cell through Flower's simulation engine, ours and a
+bare loop in fresh processes (perf/p6_flower.py; Flower from the ``bench`` extra, its
 interpreter given by ``--flower-python``), P7 10,000 vs 100 registered clients
-(benchmarks/p7_registered.py), P8 1,000 sampled clients of 10 images, engine vs bare loop
-(benchmarks/p8_client_overhead.py), P10 quickstart cells per hour with portable vs native kernels,
-ABBA (benchmarks/p10_portable_cost.py). Prints the machine first (CPU model, cores, torch version
+(perf/p7_registered.py), P8 1,000 sampled clients of 10 images, engine vs bare loop
+(perf/p8_client_overhead.py), P10 quickstart cells per hour with portable vs native kernels,
+ABBA (perf/p10_portable_cost.py). Prints the machine first (CPU model, cores, torch version
 and threads, load average), then one line per benchmark: the ratio, its target and whether it is
 met. ``--markdown`` also prints the table of docs/performance.md. A benchmark that cannot run here
 (say Ray missing) is reported as such; the others go on.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 
 def machine() -> dict:
@@ -60,7 +60,7 @@ def machine() -> dict:
 def _sub(script: str, args: list[str], timeout: int) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
     out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        [sys.executable, str(REPO / "perf" / script), *args],
         check=False,
         cwd=REPO,
         env=env,
@@ -122,8 +122,8 @@ def p3(quick: bool, log) -> dict:
 
 
 def p4(quick: bool, log) -> dict:
-    if not (REPO / "benchmarks" / "p4_memory.py").exists():
-        raise RuntimeError("benchmarks/p4_memory.py is missing")
+    if not (REPO / "perf" / "p4_memory.py").exists():
+        raise RuntimeError("perf/p4_memory.py is missing")
     args = ["--rounds-large", "15"] if quick else []
     out = _sub("p4_memory.py", args, timeout=3600)
     for line in out.splitlines():

@@ -1,7 +1,7 @@
 """Time the leaderboard build for N synthetic records (target: 1,000 records in under 10 s on 2 CPU
 cores).
 
-    python benchmarks/leaderboard_build.py [--records 1000] [--keep DIR]
+    python perf/leaderboard_build.py [--records 1000] [--keep DIR]
 
 Records are written to a temporary results folder (methods × α × seeds × several tracks), then
 ``leaderboard.site.build_site`` is timed end to end: loading and validating every JSON, tables,

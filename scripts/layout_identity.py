@@ -1,9 +1,9 @@
 """Show that a refactor moved no number: the site's tables and CSVs, and the records a grid writes,
 are the same with this tree's code as with the code of a base git ref.
 
-    python tools/layout_identity.py --base bef0477                      # site + smoke grid
-    python tools/layout_identity.py --base main --cells 9966fb 1c2d3e   # + chosen quickstart cells
-    python tools/layout_identity.py --base main --no-grid --keep /tmp/x  # site only, keep the outputs
+    python scripts/layout_identity.py --base bef0477                      # site + smoke grid
+    python scripts/layout_identity.py --base main --cells 9966fb 1c2d3e   # + chosen quickstart cells
+    python scripts/layout_identity.py --base main --no-grid --keep /tmp/x  # site only, keep the outputs
 
 For both trees (the base is checked out with ``git worktree add`` into a temporary folder and
 removed afterwards; each tree runs with ``PYTHONPATH`` set to itself):

@@ -1,7 +1,7 @@
 """P3 evaluation: kNN + linear probe on cached features vs a probe that re-embeds the data every
 epoch (issue 10).
 
-    python benchmarks/p3_eval.py [--reps 3] [--epochs 100] [--width 8]
+    python perf/p3_eval.py [--reps 3] [--epochs 100] [--width 8]
 
 Encoder: a freshly initialised resnet_micro (digits 16x16, the quickstart backbone; the cost does
 not depend on the weights). Cached: ``tasks.probes.knn.KNN`` then ``tasks.probes.linear_probe.LinearProbe`` (100
@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from _timing import Span, med, median_ratio, timed
 

@@ -1,7 +1,7 @@
 """P1 engine overhead: FedAvg-SimCLR rounds through ``benchmark.engine.rounds.simulate`` vs a bare
 PyTorch loop (issue 10).
 
-    python benchmarks/p1_engine_overhead.py [--reps 5] [--rounds 2]
+    python perf/p1_engine_overhead.py [--reps 5] [--rounds 2]
 
 The cell is the quickstart's FedAvg-SimCLR (digits 16x16, resnet_micro width 8, 10 IID clients, full
 participation, 2 local epochs, batch 64). The engine side is ``simulate`` exactly as ``run_cell``
@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from _timing import Span, best_ratio, med, median_ratio, timed
 

@@ -1,7 +1,7 @@
 """P5 grid throughput: cells per hour of the smoke grid, local launcher vs Ray with 2 workers (issue
 10).
 
-    python benchmarks/p5_grid_throughput.py [--grid smoke] [--only method=fedavg_simclr] [--workers 2]
+    python perf/p5_grid_throughput.py [--grid smoke] [--only method=fedavg_simclr] [--workers 2]
 
 Each launcher runs the same cells into a fresh temporary run root (nothing is skipped), with W&B
 off. The local launcher runs cells one after another in this process; Ray runs one cell per worker
@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 # methods
 FALLBACK_GRID = """\
 name: p5_smoke
-description: smoke-sized cells on 16x16 digits (fallback for benchmarks/p5_grid_throughput.py)
+description: smoke-sized cells on 16x16 digits (fallback for perf/p5_grid_throughput.py)
 base:
   dataset: digits
   backbone: {name: resnet_micro, width: 4}
