@@ -33,9 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmark.core import portable
+from benchmark.portable import fingerprint as kf
+from benchmark.portable import mode as portable
 from benchmark.records.compare import compare_roots
-from benchmark.tools import kernel_fingerprint as kf
 
 
 def _qemu(cpu: str) -> list[str]:
@@ -61,7 +61,7 @@ def fingerprint(cpu: str, path: Path) -> int:
         cmd = [
             *_qemu(cpu),
             "-m",
-            "benchmark.tools.kernel_fingerprint",
+            "benchmark.portable.fingerprint",
             "replay",
             str(src),
             str(dst),

@@ -47,8 +47,8 @@ def features(cell, root: Path):
     trains it."""
     import torch
 
-    from benchmark.core import portable
     from benchmark.engine.stages import export_encoder, prepare, pretrain
+    from benchmark.portable import mode as portable
     from benchmark.runroot.rundir import PretrainDir
     from tasks.features import extract_features
 
@@ -110,7 +110,7 @@ def table(out: dict, labels) -> str:
 def _in_portable_mode() -> None:
     """Re-start this script in the portable kernel mode the quickstart's cells run in (torch reads
     the kernel settings once, when it starts)."""
-    from benchmark.core import portable
+    from benchmark.portable import mode as portable
 
     env = portable.environment("portable")
     if all(os.environ.get(k) == v for k, v in env.items()):

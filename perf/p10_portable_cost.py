@@ -111,7 +111,7 @@ def step_costs(repeats: int = 3) -> dict[str, float]:
     """Median ms of CPU time a ResNet training step under each kernel setting (see the module doc)."""
     import statistics
 
-    from benchmark.core.portable import WATCHED
+    from benchmark.portable.mode import WATCHED
 
     # every kernel variable cleared (the same list records report), then each setting's own
     base = {k: v for k, v in os.environ.items() if k not in {*WATCHED, "P10_ONEDNN"}}

@@ -136,7 +136,7 @@ class EnvInfo:
     # code that is not this repository's: {"method:NAME" | "task:NAME": {distribution, version,
     # source_digest, commit?}} (benchmark.core.provenance); empty when every component is in-tree
     plugins: Mapping[str, Any] = field(default_factory=dict)
-    # what decided the CPU kernels (benchmark.core.portable.state): {mode: native|portable,
+    # what decided the CPU kernels (benchmark.portable.mode.state): {mode: native|portable,
     # applies?, reason?, aten, onednn, env: the kernel variables that were set}; {} = not recorded
     # (records written before the field existed)
     kernels: Mapping[str, Any] = field(default_factory=dict)

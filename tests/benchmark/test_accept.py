@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
+from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
 from benchmark.records.acceptance import (
     acceptance_path,
@@ -29,7 +30,6 @@ from benchmark.records.files import read_record
 from benchmark.records.store import collect, verify_record
 from benchmark.submission.bundle import verify_bundle
 from benchmark.submission.submit import submit
-from benchmark.tools.check_method import smoke_cell
 
 TRACK = "digits-smoke-knn"  # leaderboard/tracks.yaml: digits, K = 2, knn@v1, one seed
 

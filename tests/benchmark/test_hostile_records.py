@@ -517,9 +517,9 @@ def test_a_fedmae_checkpoint_with_another_pool_is_not_the_records(
 ) -> None:
     """FedMAE's trained blocks live in ``server.extra``: a checkpoint whose block pool was swapped
     (the model, θ₀, untouched) used to pass the digest check."""
+    from benchmark.commands.check_method import smoke_cell
     from benchmark.engine.runner import run_cell
     from benchmark.submission.submit import submit
-    from benchmark.tools.check_method import smoke_cell
 
     root = tmp_path_factory.mktemp("fedmae")
     run_cell(smoke_cell("fedmae", tasks=["knn"]), root, device="cpu")

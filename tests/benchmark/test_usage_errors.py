@@ -232,8 +232,8 @@ def test_leaderboard_build_of_a_missing_folder_is_exit_2(tmp_path: Path, capsys)
     ],
 )
 def test_common_numeric_fields_are_checked_for_every_method(params: dict, message: str) -> None:
+    from benchmark.commands.check_method import smoke_cell
     from benchmark.core.config import ConfigError
-    from benchmark.tools.check_method import smoke_cell
 
     # DecSLConfig has no check of its own
     name = "flesd" if "distill_epochs" in params else "dec_sl"

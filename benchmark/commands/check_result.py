@@ -1,5 +1,5 @@
-"""One check's outcome in ``check-method``'s report (benchmark.tools.check_method); its own module
-so that the checks kept elsewhere (benchmark.tools.live_settings) import it without an import
+"""One check's outcome in ``check-method``'s report (benchmark.commands.check_method); its own module
+so that the checks kept elsewhere (benchmark.commands.live_settings) import it without an import
 circle."""
 
 from __future__ import annotations

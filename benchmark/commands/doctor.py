@@ -71,10 +71,10 @@ def default_precision(device: str) -> str:
 def _losses(
     method: str, precision: str, rounds: int, device: str, root: Path
 ) -> list[dict[str, float]]:
+    from benchmark.commands.check_method import smoke_cell
     from benchmark.engine.stages import prepare, pretrain
     from benchmark.runroot.rundir import PretrainDir
     from benchmark.toolkit.device import DeviceConfig
-    from benchmark.tools.check_method import smoke_cell
 
     cell = smoke_cell(method, rounds=rounds, tasks=[], precision=precision)
     prep = prepare(cell, device=DeviceConfig(device=device).resolve())

@@ -234,7 +234,7 @@ def check_fp16_scaler(device: str) -> tuple[str, str]:
 def check_portable(device: str) -> tuple[str, str]:
     """On a GPU the portable kernel mode must say that it does not apply; on a CPU, whether it
     would."""
-    from benchmark.core import portable
+    from benchmark.portable import mode as portable
 
     reason = portable.not_applicable(device)
     if device.startswith("cuda"):

@@ -2,7 +2,7 @@
 the GPU grids (``main`` and ``native_*``), on data in the hub dataset's exact format generated here,
 with the engine's client loop timed and the same step repeated in a bare loop.
 
-**Targets.** Every distinct pre-training key of the GPU grids (``benchmark.grids.calibration:
+**Targets.** Every distinct pre-training key of the GPU grids (``benchmark.calibration.projection:
 train_key``: method and its config, backbone and its config, image size, precision) is a target,
 standing for the first grid cell with that key; targets are measured in order of the GPU-hours
 ``plan`` estimates for their cells, heaviest first, until the time budget ends. ``--tiny`` takes one
@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.grids.calibration import Measurement, client_work, family_of, image_size, train_key
+from benchmark.calibration.projection import (
+    Measurement,
+    client_work,
+    family_of,
+    image_size,
+    train_key,
+)
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell

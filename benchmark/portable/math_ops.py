@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from benchmark.core.portable import PORTABLE, process_kernels
+from benchmark.portable.mode import PORTABLE, process_kernels
 
 # the ATen operators whose float32 / float64 CPU kernels call MKL's vector maths (ATen's vml.h:
 # IMPLEMENT_VML_MKL), in place and foreach forms included; pow with exponent ±0.5 runs sqrt's kernel

@@ -1,5 +1,5 @@
-"""Vendor-independent maths under the portable mode (benchmark.core.portable_math) and the kernel
-fingerprint (``verify --kernels``: benchmark.tools.kernel_ops, kernel_census, kernel_fingerprint).
+"""Vendor-independent maths under the portable mode (benchmark.portable.math_ops) and the kernel
+fingerprint (``verify --kernels``: benchmark.portable.ops, census, fingerprint).
 docs/reproducibility.md says what they are for."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmark.core import portable, portable_math
-from benchmark.tools import kernel_fingerprint as kf
-from benchmark.tools.kernel_ops import call_of, replay, shape_key
+from benchmark.portable import fingerprint as kf
+from benchmark.portable import math_ops as portable_math
+from benchmark.portable import mode as portable
+from benchmark.portable.ops import call_of, replay, shape_key
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Hardware, not a failing feature: the portable mode (and so a census under it) exists only on
 # x86-64 CPUs with AVX2 and FMA; on another CPU the mode itself says it does not apply.
 _NOT_HERE = portable.not_applicable("cpu")

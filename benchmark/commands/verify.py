@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.portable import describe
+from benchmark.portable.mode import describe
 from benchmark.records.compare import differences
 from benchmark.records.store import load_records, verify_record
 

@@ -1,10 +1,10 @@
 """The census of a grid's CPU kernels: every ATen operation a set of cells calls, written down once
-per shape (``benchmark.tools.kernel_ops``), for the kernel fingerprint.
+per shape (``benchmark.portable.ops``), for the kernel fingerprint.
 
 The cells run here, in this process, from scratch in a temporary run root, under a
 ``TorchDispatchMode`` that sees every operation below autograd (forward, backward and the
 optimizer's) and keeps the first call of each shape (``skipped``: the shapes of calls it could not write down). The process must already be in the cells'
-kernel mode (``benchmark.tools.kernel_fingerprint`` starts it so). The census watches; it changes
+kernel mode (``benchmark.portable.fingerprint`` starts it so). The census watches; it changes
 no number (the same ops run in the same order).
 """
 
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmark.core.portable_math import calls_vml
-from benchmark.tools.kernel_ops import Unwritable, call_of, is_exact, op_name, shape_key
+from benchmark.portable.math_ops import calls_vml
+from benchmark.portable.ops import Unwritable, call_of, is_exact, op_name, shape_key
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell

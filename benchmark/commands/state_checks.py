@@ -152,8 +152,8 @@ def smoke_setup(
     method: str, *, rounds: int = 2, seed: int = 0, method_params: Mapping[str, Any] | None = None
 ) -> Any:
     """The prepared smoke cell (3 clients, 2 per round) ``check-method`` runs ``method`` on."""
+    from benchmark.commands.smoke import smoke_cell
     from benchmark.engine.stages import prepare
-    from benchmark.tools.smoke import smoke_cell
 
     cell = smoke_cell(
         method,

@@ -3,8 +3,8 @@ shipped cells as the machine that made them did, in seconds, one line per operat
 
 The fingerprint (``results/records/kernel-fingerprint.json``, made with ``--write`` on the machine
 that made the shipped records) lists every ATen operation the cells of a grid call, once per shape
-and dtype (the census, ``benchmark.tools.kernel_census``), each with the digest of its result on
-inputs made from integers (``benchmark.tools.kernel_ops``). ``verify --kernels`` replays every call
+and dtype (the census, ``benchmark.portable.census``), each with the digest of its result on
+inputs made from integers (``benchmark.portable.ops``). ``verify --kernels`` replays every call
 here, in a fresh process in the fingerprint's kernel mode, and prints per operation ``same`` or
 ``differs`` (with how many of its shapes); exit 0 when every operation is the same, 1 when one
 differs (or the torch or NumPy version does), 2 when the check cannot be made: the mode does not
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.core import portable
 from benchmark.core.canonical import digest
 from benchmark.core.errors import UsageError
+from benchmark.portable import mode as portable
 from benchmark.records.env import machine_model
 
 SCHEMA = 1
@@ -98,9 +98,9 @@ def write(path: Path, body: dict[str, Any]) -> None:
 
 
 def _child(args: list[str], kernels: str, timeout: float | None = None) -> None:
-    """``python -m benchmark.tools.kernel_fingerprint ARGS`` in a fresh process of ``kernels``
+    """``python -m benchmark.portable.fingerprint ARGS`` in a fresh process of ``kernels``
     mode (its variables are read when torch starts)."""
-    cmd = [sys.executable, "-m", "benchmark.tools.kernel_fingerprint", *args]
+    cmd = [sys.executable, "-m", "benchmark.portable.fingerprint", *args]
     # the child's environment as a copy: the census starts several children from threads at once,
     # and this process's own environment (its kernel mode) must not change under them
     env = {**portable.child_env(kernels), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -122,7 +122,7 @@ def replay_calls(calls: Sequence[Mapping[str, Any]], kernels: str) -> list[str]:
 def _replay_main(src: str, dst: str) -> None:
     import torch
 
-    from benchmark.tools.kernel_ops import replay
+    from benchmark.portable.ops import replay
 
     portable.activate(portable.process_kernels(), "cpu")
     torch.set_num_threads(1)
@@ -132,7 +132,7 @@ def _replay_main(src: str, dst: str) -> None:
 
 def _census_main(grid: str, seeds: str, part: str, dst: str) -> None:
     from benchmark.launchers.run_grid import load_cells
-    from benchmark.tools.kernel_census import census_cells
+    from benchmark.portable.census import census_cells
 
     index, count = (int(x) for x in part.split("/"))
     _, cells = load_cells(grid, seeds=[int(s) for s in seeds.split(",")])
@@ -169,7 +169,7 @@ def make(
     if counts["vml"] and kernels == portable.PORTABLE:
         progress(
             "warning: these operations ran in MKL's vector maths, whose bits depend on the CPU's "
-            f"vendor even under the portable mode: {counts['vml']} (benchmark.core.portable_math)"
+            f"vendor even under the portable mode: {counts['vml']} (benchmark.portable.math_ops)"
         )
     progress(f"census: {len(calls)} calls; replaying them")
     digests = replay_calls(calls, kernels)

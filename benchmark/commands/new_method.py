@@ -277,7 +277,7 @@ import importlib
 import pytest
 import torch
 
-from benchmark.tools.check_method import check_method
+from benchmark.commands.check_method import check_method
 from benchmark.contracts.registries import METHODS, load_builtins
 
 load_builtins()
@@ -548,7 +548,7 @@ def next_steps(name: str, plugin: bool = False, where: str | None = None) -> str
             f"  1. fill the TODO({name}) markers in methods/{name}.py (mark departures from the paper '# DEVIATION:')",
             f"  2. python -m pytest tests/methods/test_{name}.py tests/methods/test_registry_smoke.py -k {name}",
             f"  3. python -m benchmark check-method {name}",
-            "  4. add a row to methods/README.md (python -m benchmark.tools.method_table --check lists what is missing)",
+            "  4. add a row to methods/README.md (python -m benchmark.commands.method_table --check lists what is missing)",
             f"     and the paper's numbers to results/reference/{name}.yaml",
             f"  5. python -m benchmark run --grid {name}_smoke --no-wandb, then the main grid;"
             " python -m benchmark submit <records> --track <id> --out bundle.tar.gz",

@@ -188,9 +188,9 @@ class LiveCell:
     method params."""
 
     def __init__(self, method: str, base_params: Mapping[str, Any] | None = None) -> None:
+        from benchmark.commands.smoke import smoke_cell
         from benchmark.contracts.registries import METHODS
         from benchmark.engine.stages import prepare
-        from benchmark.tools.smoke import smoke_cell
 
         self.method = METHODS.canonical(method)
         fields = {f.name for f in dataclasses.fields(METHODS.get(self.method).Config)}
@@ -205,7 +205,7 @@ class LiveCell:
         self.base = self.setup.cell.method.params  # resolved: every field spelled out
 
     def cell_for(self, params: Mapping[str, Any]) -> Any:
-        from benchmark.tools.smoke import smoke_cell
+        from benchmark.commands.smoke import smoke_cell
 
         return smoke_cell(
             self.method, rounds=ROUNDS, clients=2, tasks=[], method_params=dict(params)
@@ -420,7 +420,7 @@ def conformance_result(method: str, method_params: Mapping[str, Any] | None = No
     (and the declaration holds), else fail naming each field that is not."""
     import time
 
-    from benchmark.tools.check_result import CheckResult
+    from benchmark.commands.check_result import CheckResult
 
     t0 = time.perf_counter()
     try:

@@ -18,7 +18,7 @@ choice to a code path that every x86-64 CPU with AVX2 runs alike (revision 2,
   Intel CPUs only; elsewhere MKL silently falls back to its AUTO branch);
 - no MKL vector maths: the branch does not pin MKL's element-wise functions (``sqrt``, ``log10``
   and ``atan`` differ between AMD and Intel CPUs under it), so under the mode the project computes
-  them in ATen's own kernels and builds Adam and AdamW fused (``benchmark.core.portable_math``).
+  them in ATen's own kernels and builds Adam and AdamW fused (``benchmark.portable.math_ops``).
 
 ATen, oneDNN and MKL read these variables once, at their first use, so they must be in the
 environment before torch is imported: the mode belongs to a process. ``enter`` sets it in a fresh
@@ -50,7 +50,7 @@ NATIVE, PORTABLE = "native", "portable"
 # what the portable mode computes, in a portable cell's identity (``kernels_revision``): 1, the
 # first mode, bypassed oneDNN and left Adam's square root and PSNR's log10 to MKL's vector maths,
 # whose bits depend on the CPU's vendor; 2 keeps oneDNN capped at AVX2 and computes those in ATen's
-# own kernels (benchmark.core.portable_math)
+# own kernels (benchmark.portable.math_ops)
 PORTABLE_REVISION = 2
 KERNELS = (NATIVE, PORTABLE)
 # the mode this process was started in (set together with PORTABLE_ENV, before torch)
@@ -182,7 +182,7 @@ def _refusal(kernels: str) -> str:
         f"{process_kernels()} mode (the kernel settings are read once, when torch starts). Run it "
         "with `python -m benchmark run` or `run_grid` (their launchers start each cell in a "
         f"process of its mode), or start Python with {MARK}={kernels} and the variables of "
-        f"benchmark.core.portable.environment({kernels!r}) set"
+        f"benchmark.portable.mode.environment({kernels!r}) set"
     )
 
 

@@ -4,7 +4,7 @@ meets gives its numbers (docs/performance.md, "On a GPU").
 On the present device, in one command and a bounded time (about 8 minutes on one H100-class GPU;
 ``--tiny`` under 3 minutes on 2 CPU cores, which CI runs):
 
-1. **checks** the environment (``benchmark.tools.calibrate_env``): device and driver, fp32 / TF32 /
+1. **checks** the environment (``benchmark.calibration.env``): device and driver, fp32 / TF32 /
    bf16 / fp16 with the gradient scaler, that the portable kernel mode says it does not apply on a
    GPU, and which optional parts are installed (each missing one named with how to get it);
 2. **runs** the smoke grid's cells on the device in fp32 and in bf16 through the launcher a real run
@@ -12,11 +12,11 @@ On the present device, in one command and a bounded time (about 8 minutes on one
    for every task (evaluated on the device); the detection cell runs once, in fp32, where
    Detectron2 is installed, and gives the Detectron2 figures (its iterations and their time);
 3. **measures** one short cell per pre-training configuration of the GPU grids
-   (``benchmark.tools.calibrate_cells``) on data in each hub dataset's exact format generated here:
+   (``benchmark.calibration.cells``) on data in each hub dataset's exact format generated here:
    images per second and step time inside the engine's loop, the same step in a bare PyTorch loop,
    their ratio, seconds per client update outside the loop, peak device memory;
 4. **projects** every shipped grid's pre-training cost on this device, per grid and per leaderboard
-   track, with the assumptions (``benchmark.grids.calibration``), writes one JSON report and prints
+   track, with the assumptions (``benchmark.calibration.projection``), writes one JSON report and prints
    the table.
 
 Every phase (smoke, detection, measurements, projection) runs inside one time budget: the smoke grid
@@ -24,7 +24,7 @@ starts no cell once ``SMOKE_SHARE`` of it is spent, the measurements start none 
 ``RESERVE_S`` is left (the first configuration is always measured). Each measurement is the median
 of ``REPEATS`` client updates and bare loops, with its spread. On CUDA, the smoke grid and the
 measurements run under ``torch.cuda.set_sync_debug_mode("warn")`` and the report lists the host
-synchronisations caught (``benchmark.tools.calibrate_sync``).
+synchronisations caught (``benchmark.calibration.sync``).
 
 Exit code: 0 when every check passed and every planned smoke cell and configuration ran; 1 when a
 check failed (each named); 3 when none failed but the budget left a smoke cell unrun or a planned
@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.tools.calibrate_env import FAILED, INCOMPLETE, OK, Check
+from benchmark.calibration.env import FAILED, INCOMPLETE, OK, Check
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -240,8 +240,8 @@ def measure_all(
     grids: dict[str, Sequence[Any]], device: str, tiny: bool, work: Path, clock: Clock
 ) -> tuple[list[Any], list[Check]]:
     """Every target measured (in order, until the budget's end) or said why not."""
-    from benchmark.grids.calibration import Measurement
-    from benchmark.tools import calibrate_cells as cc
+    from benchmark.calibration import cells as cc
+    from benchmark.calibration.projection import Measurement
 
     settings = cc.TINY if tiny else cc.FULL
     chosen = cc.targets({g: grids[g] for g in cc.gpu_grids()})
@@ -286,8 +286,8 @@ def measurements_check(out: Sequence[Any], device: str) -> Check:
 
 
 def project(grids: dict[str, Sequence[Any]], measurements: list[Any], meta: dict) -> dict:
+    from benchmark.calibration.projection import Calibration, projection
     from benchmark.core.paths import TRACKS_FILE
-    from benchmark.grids.calibration import Calibration, projection
     from benchmark.records.tracks import load_tracks
 
     cal = Calibration(
@@ -330,8 +330,8 @@ def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> d
     """The smoke grid, Detectron2's figures, the measurements and the projection."""
     import torch
 
+    from benchmark.calibration.sync import sync_watch
     from benchmark.launchers.run_grid import load_cells
-    from benchmark.tools.calibrate_sync import sync_watch
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="fssl-calibrate-") as tmp:
@@ -375,10 +375,10 @@ def calibrate(
 ) -> dict[str, Any]:
     """The whole calibration on ``device``; the report (``passed``, ``failed``: the checks that
     failed, by name)."""
+    from benchmark.calibration.env import device_info, environment_checks, resolve_device
+    from benchmark.calibration.projection import REPORT_KIND, REPORT_VERSION
     from benchmark.core.canonical import to_plain
-    from benchmark.grids.calibration import REPORT_KIND, REPORT_VERSION
     from benchmark.records.env import collect_env
-    from benchmark.tools.calibrate_env import device_info, environment_checks, resolve_device
 
     device = resolve_device(device)
     clock = Clock(budget_s or BUDGET_S["tiny" if tiny else "full"], log)
@@ -441,7 +441,7 @@ def write_report(report: dict[str, Any], path: Path) -> Path:
 def default_out(report: dict[str, Any]) -> Path:
     """Where the report goes without ``--out``: the calibration folder's file for this device (where
     ``run --dry-run`` and ``plan`` look); a ``--tiny`` report beside it, never in its place."""
-    from benchmark.grids.calibration import default_calibration_path
+    from benchmark.calibration.projection import default_calibration_path
 
     path = default_calibration_path(report["device"]["name"])
     return path.with_name(path.stem + "-tiny.json") if report["tiny"] else path
@@ -567,7 +567,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main_calibrate(device: str, tiny: bool, out: str | None, budget_s: float | None) -> int:
-    from benchmark.grids.calibration import default_calibration_path
+    from benchmark.calibration.projection import default_calibration_path
 
     report = calibrate(device=device, tiny=tiny, budget_s=budget_s)
     path = write_report(report, Path(out) if out else default_out(report))

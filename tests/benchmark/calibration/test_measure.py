@@ -1,4 +1,4 @@
-"""``python -m benchmark doctor --calibrate`` (benchmark/tools/calibrate*.py): the environment checks
+"""``python -m benchmark doctor --calibrate`` (benchmark/calibration/measure*.py): the environment checks
 fail when what they check is broken, a calibration cell is its target reduced and measured through
 the engine, a record that is not valid and sealed is named, a failed measurement fails the command
 and an out-of-memory one does not; usage errors exit 2; ``run --dry-run`` and ``plan`` cost a grid
@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmark.calibration import cells as cc
+from benchmark.calibration import env
+from benchmark.calibration import projection as cal
 from benchmark.cli import main
-from benchmark.grids import calibration as cal
 from benchmark.launchers.run_grid import load_cells
-from benchmark.tools import calibrate_cells as cc
-from benchmark.tools import calibrate_env as env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # ------------------------------------------------------------------------------------------------
 # environment checks
@@ -63,7 +63,7 @@ def test_the_bf16_check_fails_when_autocast_does_not_cast(monkeypatch) -> None:
 
 
 def test_the_portable_mode_must_say_it_does_not_apply_on_a_gpu(monkeypatch) -> None:
-    from benchmark.core import portable
+    from benchmark.portable import mode as portable
 
     status, detail = env.check_portable("cuda:0")
     assert status == env.OK and "does not apply" in detail and "GPU kernels" in detail
@@ -194,7 +194,7 @@ def test_out_of_memory_is_a_status_and_an_error_a_named_failure(
         cc, "plan_data", lambda chosen, s: cc.DataPlan({t.key: cell}, {t.key: 1}, {})
     )
     monkeypatch.setattr(cc, "write_data", lambda plan, base, log: None)
-    from benchmark.tools.calibrate import Clock, measure_all
+    from benchmark.calibration.measure import Clock, measure_all
 
     out, checks = measure_all(
         {g: [] for g in cc.gpu_grids()}, "cpu", False, tmp_path, Clock(60, lambda s: None)
@@ -208,7 +208,7 @@ def test_the_time_budget_leaves_targets_unmeasured_and_the_run_incomplete(
 ) -> None:
     """An exhausted budget still measures the first configuration; the others are unmeasured, not
     failed, and the run is "incomplete" (exit 3), never "every check passed"."""
-    from benchmark.tools.calibrate import EXIT_INCOMPLETE, Clock, exit_code, measure_all
+    from benchmark.calibration.measure import EXIT_INCOMPLETE, Clock, exit_code, measure_all
 
     _, targets = gpu_targets
     monkeypatch.setattr(cc, "targets", lambda grids: targets[:3])
@@ -245,9 +245,9 @@ def test_the_time_budget_leaves_targets_unmeasured_and_the_run_incomplete(
 
 
 def test_a_smoke_record_that_is_not_valid_and_sealed_is_named(tmp_path) -> None:
+    from benchmark.calibration.measure import _record_problems
     from benchmark.engine.runner import run_cell
     from benchmark.runroot.rundir import RunDir
-    from benchmark.tools.calibrate import _record_problems
 
     cell = next(c for c in load_cells("smoke")[1] if c.method.name == "no_pretrain")
     run_cell(cell, tmp_path, device="cpu")
@@ -445,7 +445,7 @@ def test_calibrate_on_the_gpu_passes_within_eight_minutes(tmp_path) -> None:
 
 
 def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
-    from benchmark.tools.calibrate import Clock, guarded
+    from benchmark.calibration.measure import Clock, guarded
 
     lines: list[str] = []
     clock = Clock(60, lines.append)
@@ -469,7 +469,7 @@ def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
 def test_the_smoke_grid_starts_no_cell_after_its_share_of_the_budget() -> None:
     from types import SimpleNamespace
 
-    from benchmark.tools.calibrate import Clock, launch_until
+    from benchmark.calibration.measure import Clock, launch_until
 
     started: list[str] = []
     closed = []
@@ -494,7 +494,7 @@ def test_the_smoke_grid_starts_no_cell_after_its_share_of_the_budget() -> None:
 
 
 def test_a_smoke_cell_the_budget_left_unrun_is_incomplete_not_failed_nor_passed() -> None:
-    from benchmark.tools.calibrate import _smoke_check
+    from benchmark.calibration.measure import _smoke_check
 
     c = _smoke_check("fp32", 12, {}, ["x", "y"], "cpu", 3.0)
     assert c.status == env.INCOMPLETE and not c.failed
@@ -509,7 +509,7 @@ def test_a_smoke_cell_the_budget_left_unrun_is_incomplete_not_failed_nor_passed(
 def test_cuda_sync_debug_mode_is_on_during_the_phases_and_what_it_caught_is_reported() -> None:
     import warnings
 
-    from benchmark.tools.calibrate_sync import sync_watch
+    from benchmark.calibration.sync import sync_watch
 
     modes: list[str] = []
     report: dict = {}

@@ -2,7 +2,7 @@
 ``check-method``, the registry smoke tests and a plugin's own state tests run a method on.
 
 It lives here (not in tests/) because ``check-method`` needs it outside the test suite;
-``benchmark.tools.check_method`` and ``tests/helpers.py`` re-export it."""
+``benchmark.commands.check_method`` and ``tests/helpers.py`` re-export it."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.tools.new_method import (
+from benchmark.commands.new_method import (
     NAME_RE,
     PLUGIN_GITIGNORE,
     ScaffoldError,

@@ -1,4 +1,4 @@
-"""``benchmark/grids/calibration.py``: a calibration report's keys, where it is looked up, and the
+"""``benchmark/calibration/projection.py``: a calibration report's keys, where it is looked up, and the
 cost it gives a grid's cells (client work x measured rates, the fallbacks, per grid and per track)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.calibration import projection as cal
+from benchmark.calibration.projection import Calibration, Measurement
 from benchmark.core.errors import UsageError
-from benchmark.grids import calibration as cal
-from benchmark.grids.calibration import Calibration, Measurement
 from benchmark.grids.plan import TRAIN_SIZES, estimate_hours
 from benchmark.launchers.run_grid import load_cells
 

@@ -1,4 +1,4 @@
-"""Digests of a simulation's state for ``check-method`` (benchmark.tools.check_method): of tensors,
+"""Digests of a simulation's state for ``check-method`` (benchmark.commands.check_method): of tensors,
 of a round checkpoint's server and client states, and where two runs' digests first differ. Moved
 out of check_method unchanged (the 700-line rule)."""
 

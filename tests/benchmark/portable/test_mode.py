@@ -1,4 +1,4 @@
-"""The portable kernel mode (benchmark.core.portable, docs/reproducibility.md) and ``python -m
+"""The portable kernel mode (benchmark.portable.mode, docs/reproducibility.md) and ``python -m
 benchmark verify``."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.core import portable
 from benchmark.grids.expand import expand_grid, load_grid, parse_grid
+from benchmark.portable import mode as portable
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = """\
 name: tiny_kernels
 base:
@@ -252,7 +252,7 @@ def shipped(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _verify(grid: Path, results: Path, tmp: Path, name: str):
-    from benchmark.tools.verify import verify
+    from benchmark.commands.verify import verify
 
     return verify(str(grid), results=results, seeds=None, root=tmp / name, workers=1)
 
@@ -385,7 +385,7 @@ def test_two_threads_starting_children_leave_this_process_in_its_mode(
 
 def test_a_subprocess_child_gets_its_mode_in_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """``child_env``: the child's environment for a mode, this process's untouched."""
-    from benchmark.tools import kernel_fingerprint as kf
+    from benchmark.portable import fingerprint as kf
 
     monkeypatch.delenv(portable.MARK, raising=False)
     seen: dict[str, object] = {}
