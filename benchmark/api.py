@@ -182,7 +182,7 @@ def _torch_names() -> dict[str, Any]:
         TensorDict,
         arch_fingerprint,
     )
-    from benchmark.contracts.views import UnlabeledView, normalize
+    from benchmark.contracts.unlabeled_view import UnlabeledView, normalize
     from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
     from benchmark.data.augment import AugmentConfig, augment, two_views
     from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits

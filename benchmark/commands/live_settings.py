@@ -213,7 +213,7 @@ class LiveCell:
 
     def clients(self) -> list[Any]:
         from benchmark.contracts.types import ClientData
-        from benchmark.contracts.views import UnlabeledView
+        from benchmark.contracts.unlabeled_view import UnlabeledView
 
         out = []
         for k, size in enumerate(CLIENT_SIZES[: len(self.setup.clients)]):
@@ -234,7 +234,7 @@ class LiveCell:
         """The first round that trains (and every round up to ``from_round``), for the method built
         from ``params`` (the whole resolved config, as ``self.base`` is); raises what the config or
         the method raises."""
-        from benchmark.contracts.views import UnlabeledView
+        from benchmark.contracts.unlabeled_view import UnlabeledView
         from benchmark.engine.rounds import client_context, server_context
         from benchmark.engine.stages import build_method, check_method_data
 

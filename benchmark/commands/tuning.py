@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.text import summary
+from benchmark.core.docstrings import summary
 from benchmark.records.store import load_records
 
 TUNED_KEYS = ("batch_size", "local_batch_size", "lr", "local_lr", "distill_lr", "blr")

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         RoundContext,
         ServerState,
     )
-    from benchmark.contracts.views import UnlabeledView
+    from benchmark.contracts.unlabeled_view import UnlabeledView
 
 Federation = Literal["federated", "pooled", "isolated"]
 FEDERATIONS: tuple[str, ...] = ("federated", "pooled", "isolated")

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from benchmark.core.canonical import pretty_json, short_digest, to_plain
 from benchmark.records.errors import RecordError
+from benchmark.records.field_types import check_cell, check_shape, check_sizes
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
-from benchmark.records.shape import check_cell, check_shape, check_sizes
 
 SCHEMA_VERSION = 1
 # The selection vocabulary, in one place: how a reported value was chosen (a record's and a

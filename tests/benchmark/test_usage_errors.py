@@ -265,7 +265,7 @@ def test_leaderboard_lists_the_tracks_exactly_as_benchmark_does(tmp_path: Path, 
     import yaml
 
     from leaderboard.__main__ import main as lb_main
-    from leaderboard.tracks import DEFAULT_TRACKS
+    from leaderboard.site_config import DEFAULT_TRACKS
 
     assert lb_main(["list", "tracks"]) == 0
     listed = capsys.readouterr().out.splitlines()

@@ -34,7 +34,7 @@ Then, for every record, the encoder is rebuilt from the checkpoint (the method's
 export) and the record's tasks are re-run with the record's own task configs (so the same protocol
 cards), in a scratch folder, with the same stage functions as the runner; every value of every
 score must be reproduced within the task's tolerance
-(:data:`benchmark.records.acceptance.TOLERANCES`).
+(:data:`benchmark.records.acceptance_files.TOLERANCES`).
 
 All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
 gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
@@ -54,7 +54,7 @@ from typing import Any
 
 from benchmark.core.canonical import file_sha256
 from benchmark.core.errors import UsageError
-from benchmark.records.acceptance import (
+from benchmark.records.acceptance_files import (
     ScoreCheck,
     acceptance_path,
     acceptance_text,

@@ -1,7 +1,7 @@
 """Acceptances: the maintainers' mark that a record's scores were re-evaluated from its submitted
 checkpoint.
 
-``python -m benchmark accept BUNDLE --results DIR`` (``benchmark.submission.accept``) reloads each
+``python -m benchmark accept BUNDLE --results DIR`` (``benchmark.submission.accept_bundle``) reloads each
 record's encoder checkpoint, re-runs the record's tasks and, when every score is reproduced within
 :data:`TOLERANCES`, copies the record into ``results/records/v1/`` and writes
 ``results/acceptances/<cell_id>.accept.json``: the record's digest, every score as reported and as

@@ -37,7 +37,7 @@ def test_only_bn_statistics_change(tmp_path: Path) -> None:
 def test_statistics_are_the_size_weighted_mean_of_the_clients(tmp_path: Path) -> None:
     """Each client calibrates on its own images; the server averages by client size (FedAvg of BN
     buffers)."""
-    from methods.calibrated_init import calibrate_bn
+    from methods.no_pretrain_bn import calibrate_bn
 
     prep = prepare(
         smoke_cell(

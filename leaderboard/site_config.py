@@ -15,7 +15,7 @@ from benchmark.core.paths import TRACKS_FILE
 from benchmark.records.tracks import Track, TrackError, eval_split_of, find_track, parse_tracks
 from benchmark.records.tracks import load_tracks as _load_tracks
 
-DEFAULT_TRACKS = TRACKS_FILE  # leaderboard/tracks.yaml: its one home is benchmark.core.paths
+DEFAULT_TRACKS = TRACKS_FILE  # leaderboard/site_config.yaml: its one home is benchmark.core.paths
 
 
 def load_tracks(path: Path | None = None) -> list[Track]:

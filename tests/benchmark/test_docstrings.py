@@ -1,7 +1,7 @@
 """A docstring's summary is its whole first paragraph: the rewrap to 100 columns wraps summaries
 over lines, and the method table, the site and ``list`` show them whole."""
 
-from benchmark.core.text import summary
+from benchmark.core.docstrings import summary
 
 
 def test_summary_joins_the_wrapped_first_paragraph_and_stops_at_the_blank_line() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import torch
 
-from benchmark.contracts.views import UnlabeledView
+from benchmark.contracts.unlabeled_view import UnlabeledView
 
 if TYPE_CHECKING:
     from benchmark.contracts.types import ClientData

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark.data.views import ClientViews
+from benchmark.data.client_views import ClientViews
 
 
 def _eager(images, shards, labels):
