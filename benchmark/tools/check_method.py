@@ -1,6 +1,5 @@
-"""Deprecated: moved to ``benchmark.commands.check_method`` (issue 49); this path works for one release
-(0.2.x) and goes in 0.3. Importing it gives the new module; ``python -m benchmark.tools.check_method`` runs
-it."""
+"""Deprecated: moved to ``benchmark.commands.check_method`` (issue 49); this path works for one
+release (0.2.x) and goes in 0.3. Importing it gives the new module."""
 
 from __future__ import annotations
 
