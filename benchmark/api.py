@@ -134,7 +134,7 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "ntxent_2b",
     # Adam and AdamW as every built-in method and task builds them: fused under the portable kernel
     # mode, where torch's default Adam takes its square root in MKL's vector maths, whose bits
-    # depend on the CPU's vendor (benchmark.core.portable_math, docs/reproducibility.md)
+    # depend on the CPU's vendor (benchmark.portable.math_ops, docs/reproducibility.md)
     "adam",
     "adamw",
     # exp, sqrt and log10 in forms whose bits do not depend on the CPU under that mode
@@ -182,9 +182,7 @@ def _torch_names() -> dict[str, Any]:
         TensorDict,
         arch_fingerprint,
     )
-    from benchmark.contracts.views import UnlabeledView, normalize
-    from benchmark.core import portable_math
-    from benchmark.core.portable_math import adam, adamw
+    from benchmark.contracts.unlabeled_view import UnlabeledView, normalize
     from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
     from benchmark.data.augment import AugmentConfig, augment, two_views
     from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
@@ -192,6 +190,8 @@ def _torch_names() -> dict[str, Any]:
     from benchmark.data.synthetic import CATEGORIES as SHAPES_CATEGORIES
     from benchmark.data.synthetic import shapes_coco
     from benchmark.grids.expand import expand_grid, load_grid
+    from benchmark.portable import math_ops as portable_math
+    from benchmark.portable.math_ops import adam, adamw
     from benchmark.toolkit.aggregate import (
         FedAvgFold,
         RunningAverage,
@@ -225,13 +225,13 @@ def _torch_names() -> dict[str, Any]:
 
 def __getattr__(name: str) -> object:
     """A name of the torch part of the API, imported on first use; ``check_method`` on its own
-    (benchmark.tools.check_method imports the runner)."""
+    (benchmark.commands.check_method imports the runner)."""
     if name == "check_method":
-        from benchmark.tools.check_method import check_method
+        from benchmark.commands.check_method import check_method
 
         return check_method
     if name in ("drive_client", "ClientTrace"):
-        from benchmark.tools import state_checks
+        from benchmark.commands import state_checks
 
         return getattr(state_checks, name)
     names = {} if name.startswith("__") else _torch_names()

@@ -15,7 +15,7 @@ from pathlib import Path
 def _build(args: argparse.Namespace) -> int:
     from leaderboard.build import build_model
     from leaderboard.pages import render_site
-    from leaderboard.tracks import load_site_config, load_tracks
+    from leaderboard.site_config import load_site_config, load_tracks
 
     t0 = time.perf_counter()
     results = args.results or [Path("results")]
@@ -96,7 +96,10 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("build/site"), help="output folder (default build/site)"
     )
     b.add_argument(
-        "--tracks", type=Path, default=None, help="tracks YAML (default leaderboard/tracks.yaml)"
+        "--tracks",
+        type=Path,
+        default=None,
+        help="tracks YAML (default leaderboard/site_config.yaml)",
     )
     b.add_argument(
         "--references",
@@ -143,7 +146,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     lst.add_argument("what", choices=["tracks"], help="what to list")
     lst.add_argument(
-        "--tracks", type=Path, default=None, help="tracks YAML (default leaderboard/tracks.yaml)"
+        "--tracks",
+        type=Path,
+        default=None,
+        help="tracks YAML (default leaderboard/site_config.yaml)",
     )
     return parser
 
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from benchmark.records.tracks import TrackError, track_lines
-    from leaderboard.tracks import load_tracks
+    from leaderboard.site_config import load_tracks
 
     try:
         tracks = load_tracks(args.tracks)

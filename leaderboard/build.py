@@ -26,10 +26,10 @@ from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped
 from leaderboard.loading import load_acceptances, load_all, records_frame
 from leaderboard.margins import paired_margins
+from leaderboard.site_config import SiteConfig, Track, load_site_config, load_tracks
 from leaderboard.submitted import submitted_tasks
 from leaderboard.summary import SummaryTable, build_summary, paper_pairs
 from leaderboard.tables import TrackTable, build_track
-from leaderboard.tracks import SiteConfig, Track, load_site_config, load_tracks
 
 DEFAULT_REFERENCES = RESULTS / "reference"
 

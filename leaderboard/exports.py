@@ -18,7 +18,7 @@ from leaderboard.build import SiteModel
 from leaderboard.formatting import display_path
 from leaderboard.summary import pairs_frame
 from leaderboard.tables import TrackTable
-from leaderboard.views import ref_view
+from leaderboard.view_models import ref_view
 
 
 def clean(obj: Any) -> Any:

@@ -28,11 +28,11 @@ def load_acceptances(
     results_dirs: Iterable[Path | str], records: Sequence[tuple[Path, ResultRecord]]
 ) -> tuple[dict[str, dict[str, Any]], list[Skipped]]:
     """cell_id → the acceptance that marks the record re-evaluated (``benchmark accept`` wrote it
-    under ``<results>/acceptances/``; ``benchmark.records.acceptance.reevaluated`` verifies it
+    under ``<results>/acceptances/``; ``benchmark.records.acceptance_files.reevaluated`` verifies it
     against the record). An acceptance whose digest does not match, or that does not vouch for the
     record it names (the record was edited, a score is not covered or lies outside the tolerance),
     comes back as ``Skipped``: the record shows as reported."""
-    from benchmark.records.acceptance import find_acceptances, read_acceptance, reevaluated
+    from benchmark.records.acceptance_files import find_acceptances, read_acceptance, reevaluated
 
     by_digest = {r.digest: r for _, r in records}
     out: dict[str, dict[str, Any]] = {}

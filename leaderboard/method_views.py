@@ -23,7 +23,7 @@ from leaderboard.build import SiteModel
 from leaderboard.formatting import blob_base, method_file, safe_url, short_source, slug
 from leaderboard.loading import plugin_provenance, submitted
 from leaderboard.papers import MethodPapers, all_papers
-from leaderboard.views import ref_dataset, ref_view, track_rows_for
+from leaderboard.view_models import ref_dataset, ref_view, track_rows_for
 
 
 def method_sources(repo: Path) -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """View models → files: the static HTML pages (Jinja2, autoescape on for every template), the
 copied record files and the static assets; the downloads come from :mod:`leaderboard.exports`.
-All numbers come from :mod:`leaderboard.build` and are formatted by :mod:`leaderboard.views`.
+All numbers come from :mod:`leaderboard.build` and are formatted by :mod:`leaderboard.view_models`.
 
 Every record-provided string reaches HTML through autoescaping, never through ``|safe`` (the one
 exception is Markdown, rendered by :mod:`leaderboard.mdtext` with raw HTML escaped). Names used in
@@ -49,7 +49,7 @@ from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client
 from leaderboard.method_views import method_pages, reference_papers
 from leaderboard.submitted import UNRANKED
 from leaderboard.tables import TrackTable
-from leaderboard.views import (
+from leaderboard.view_models import (
     answers,
     margin_view,
     pair_view,
@@ -84,7 +84,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["bytes"] = fmt_bytes
     env.filters["baseline_name"] = baseline_name
-    from benchmark.records.acceptance import tolerance_text
+    from benchmark.records.acceptance_files import tolerance_text
 
     # the legend's statement of the re-evaluation tolerance
     env.globals["reeval_tolerance"] = tolerance_text()

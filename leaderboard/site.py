@@ -13,7 +13,7 @@ from pathlib import Path
 
 from leaderboard.build import build_model
 from leaderboard.pages import render_site
-from leaderboard.tracks import load_site_config, load_tracks
+from leaderboard.site_config import load_site_config, load_tracks
 
 
 def build_site(

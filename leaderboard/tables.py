@@ -21,7 +21,7 @@ from leaderboard import stats
 from leaderboard.formatting import finite
 from leaderboard.labels import variant_labels
 from leaderboard.margins import paired_margins
-from leaderboard.tracks import Track
+from leaderboard.site_config import Track
 
 
 class CardMixError(ValueError):

@@ -81,7 +81,7 @@ class CentralSSL(FedAvgServer, SimCLRFamily):
     version: ClassVar[str] = "2"
     Config: ClassVar[type] = CentralSSLConfig
     federation: ClassVar[Federation] = "pooled"
-    # benchmark.tools.live_settings: one pooled client, whose average is its own upload
+    # benchmark.commands.live_settings: one pooled client, whose average is its own upload
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         **SIMCLR_INERT,
         "weighting": "one pooled client: the average of one upload is that upload",
@@ -114,7 +114,7 @@ class LocalSSL(SimCLRFamily):
     encoder_needs_clients: ClassVar[bool] = True
     payload_up: ClassVar[tuple[str, ...]] = ()
     payload_down: ClassVar[tuple[str, ...]] = ()
-    # benchmark.tools.live_settings: each client trains alone and keeps its whole model
+    # benchmark.commands.live_settings: each client trains alone and keeps its whole model
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         **SIMCLR_INERT,
         "weighting": "nothing is averaged: each client keeps its own model",
@@ -181,7 +181,7 @@ class DecSL(FedAvgServer, MethodBase):
     requires: ClassVar[frozenset[Requirement]] = frozenset({Requirement.LABELS})
     payload_up: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
     payload_down: ClassVar[tuple[str, ...]] = ("encoder.*", "classifier.*")
-    # benchmark.tools.live_settings
+    # benchmark.commands.live_settings
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         "momentum": Inert(
             "SGD momentum: read only under optimizer sgd (the default is Adam)",

@@ -213,7 +213,7 @@ class FeatARC(MethodBase):
     # read only by encoder(): cells that differ only in it share one pre-training
     # (benchmark.contracts.cell.pretrain_key_for)
     export_params: ClassVar[tuple[str, ...]] = ("report_model",)
-    # benchmark.tools.live_settings: the SimCLR fields' declarations, and FeatARC's own
+    # benchmark.commands.live_settings: the SimCLR fields' declarations, and FeatARC's own
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         **SIMCLR_INERT,
         "weighting": Inert(

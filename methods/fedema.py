@@ -89,7 +89,7 @@ class FedEMA(FederatedBYOL):
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "3"  # 3: a client smaller than B trains (issue 46)
     Config: ClassVar[type] = FedEMAConfig
-    # benchmark.tools.live_settings: the merge of §2.4 runs at a client's next participation
+    # benchmark.commands.live_settings: the merge of §2.4 runs at a client's next participation
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         **BYOL_INERT,
         "dapu_threshold": Inert(

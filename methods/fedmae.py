@@ -321,7 +321,7 @@ class FedMAE(MethodBase):
         "cascade_shared",
         "cascade_init",
     )
-    # benchmark.tools.live_settings (the cascade_* fields are export_params, inert by declaration)
+    # benchmark.commands.live_settings (the cascade_* fields are export_params, inert by declaration)
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         "weighting": Inert(
             "§6.9: the n_k weights of aggregate mean; aggregate none averages nothing",

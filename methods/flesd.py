@@ -187,7 +187,7 @@ def similarity_distill_loss(
     p = targets.float()
     ce = -(p * log_q).sum(dim=1).mean()
     # p log p, 0 at p = 0: -entr(p), whose log is the C library's per element, not MKL's vector
-    # maths (whose bits depend on the CPU's vendor; benchmark.core.portable_math)
+    # maths (whose bits depend on the CPU's vendor; benchmark.portable.math_ops)
     plogp = -torch.special.entr(p)
     kl = (plogp - p * log_q).sum(dim=1).mean()
     return ce, kl
@@ -361,7 +361,7 @@ class FLESD(MethodBase):
             "distill_epochs": 1,
         },
     }
-    # benchmark.tools.live_settings
+    # benchmark.commands.live_settings
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         "skip_fill": Inert(
             "§6 item 10: every_epoch and first_epoch skip the same batches in the first epoch",

@@ -374,7 +374,7 @@ class Orchestra(MethodBase):
     }
     # engine round 1 is the initialisation round (§2.5): no client trains in it by design
     setup_rounds: ClassVar[int] = 1
-    # benchmark.tools.live_settings
+    # benchmark.commands.live_settings
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {
         "nan_policy": (
             "acts only on a non-finite loss (raise, or skip the step); "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.core import portable
+from benchmark.portable import mode as portable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -32,7 +32,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
     monkeypatch.delenv("FSSL_CALIBRATION", raising=False)
 
 
-# the variables that fix this process's kernel mode (benchmark.core.portable): a test that changes
+# the variables that fix this process's kernel mode (benchmark.portable.mode): a test that changes
 # them for good puts every later in-process cell in the wrong mode (95 failures far from the cause),
 # so the test that leaves them changed fails itself, and they are put back
 _KERNEL_VARS = (portable.MARK, *portable.PORTABLE_ENV)

@@ -1,7 +1,7 @@
 """Shared test helpers: the smallest real cells (digits 16×16, micro backbones, 2 clients), and the
 kill/resume check every stateful method's tests run.
 
-The cell builder lives in :mod:`benchmark.tools.check_method` (``check-method`` needs it outside the
+The cell builder lives in :mod:`benchmark.commands.check_method` (``check-method`` needs it outside the
 tests); re-exported here.
 """
 
@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from benchmark.tools.check_method import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
+from benchmark.commands.check_method import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
 
 __all__ = [
     "SMOKE_OVERRIDES",

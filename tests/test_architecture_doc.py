@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
-PACKAGES = ("benchmark", "methods", "tasks", "leaderboard", "benchmarks")
+PACKAGES = ("benchmark", "methods", "tasks", "leaderboard", "perf")
 FILE = re.compile(r"^([\w/.]+\.py|[\w/]+/)(?::\s*(\w+))?")
 RUN_DIRS = {
     "scores",
@@ -147,7 +147,7 @@ def test_the_check_sees_a_renamed_function_and_a_missing_file() -> None:
 
 # ---- the citations of the layered layout: ``file.py: Class.attr`` (an attribute of that class) and
 # dotted ``benchmark.x`` module paths (a module, or a name defined in one)
-ROOTS = ("benchmark", "methods", "tasks", "leaderboard", "tests", "benchmarks", "docs", "results")
+ROOTS = ("benchmark", "methods", "tasks", "leaderboard", "tests", "perf", "docs", "results")
 CITE_NAME = re.compile(r"`([\w./-]+\.py|[\w./-]+/)(?::\s*([A-Za-z_][\w.]*))?`")
 DOTTED = re.compile(r"`(benchmark(?:\.[A-Za-z_]\w*)+)`")
 

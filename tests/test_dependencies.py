@@ -29,7 +29,7 @@ DISTRIBUTION_OF = {
 }
 # imported, but installable by no requirement in pyproject.toml, each with why
 UNDECLARED = {
-    "detectron2": "not on PyPI: built from source (tools/install-detectron2-cpu.sh, docs/detection.md)",
+    "detectron2": "not on PyPI: built from source (scripts/install-detectron2-cpu.sh, docs/detection.md)",
 }
 
 

@@ -1,4 +1,4 @@
-"""tools/layout_identity.py (the proof that a refactor moved no number): what it compares, what it
+"""scripts/layout_identity.py (the proof that a refactor moved no number): what it compares, what it
 drops and which table changes it accepts as intended, without git or a build."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def li():
     spec = importlib.util.spec_from_file_location(
-        "layout_identity", REPO / "tools" / "layout_identity.py"
+        "layout_identity", REPO / "scripts" / "layout_identity.py"
     )
     mod = importlib.util.module_from_spec(spec)
     sys.modules["layout_identity"] = mod  # its dataclasses look their module up

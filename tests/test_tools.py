@@ -1,4 +1,4 @@
-"""tools/prepare_wheels.py (the wheels a GPU machine without network needs) and tools/gpu-check.sh
+"""scripts/prepare_wheels.py (the wheels a GPU machine without network needs) and scripts/gpu-check.sh
 (the check in one go there): what they select, without the network."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def pw():
     spec = importlib.util.spec_from_file_location(
-        "prepare_wheels", REPO / "tools" / "prepare_wheels.py"
+        "prepare_wheels", REPO / "scripts" / "prepare_wheels.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -86,7 +86,7 @@ def test_requirements_are_followed_with_the_targets_markers(pw, tmp_path) -> Non
 
 
 def test_gpu_check_is_valid_bash_and_names_what_it_writes() -> None:
-    script = REPO / "tools" / "gpu-check.sh"
+    script = REPO / "scripts" / "gpu-check.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
     for needle in (
@@ -118,7 +118,7 @@ def _fake_python(tmp_path: Path, doctor: str) -> Path:
 def test_gpu_check_bounds_every_step_and_fits_twice_in_fifteen_minutes(tmp_path) -> None:
     """The whole check is held to TOTAL_S (default under 5 minutes): doctor gets what is left as
     its budget and is killed at the limit (exit 5); its own exit code passes through otherwise."""
-    script = REPO / "tools" / "gpu-check.sh"
+    script = REPO / "scripts" / "gpu-check.sh"
     text = script.read_text()
     assert "TOTAL_S=${TOTAL_S:-290}" in text and 2 * 290 + 2 * 60 <= 15 * 60
     env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "TOTAL_S": "6", "MARGIN_S": "2"}

@@ -33,7 +33,7 @@ from benchmark.cli.submit import cmd_submit
 from benchmark.cli.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
 from benchmark.core.errors import UsageError
-from benchmark.core.text import printable
+from benchmark.core.terminal import printable
 
 CALIBRATION_HELP = (
     "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
@@ -317,9 +317,11 @@ def _add_submit(sub: Any) -> None:
         "submit", help="validate records for a leaderboard track and write a submission bundle"
     )
     sbm.add_argument("records", nargs="+", help="record files or folders (run roots, results/)")
-    sbm.add_argument("--track", default=None, help="leaderboard track id (leaderboard/tracks.yaml)")
     sbm.add_argument(
-        "--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)"
+        "--track", default=None, help="leaderboard track id (leaderboard/site_config.yaml)"
+    )
+    sbm.add_argument(
+        "--tracks", default=None, help="tracks file (default: leaderboard/site_config.yaml)"
     )
     sbm.add_argument("--out", default=None, help="bundle folder, or a .tar.gz file")
     sbm.add_argument(

@@ -14,7 +14,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     import signal
 
     from benchmark.core.errors import Interrupted
-    from benchmark.submission.accept import accept
+    from benchmark.submission.accept_bundle import accept
     from benchmark.submission.bundle import MB, BundleLimits
 
     limits = BundleLimits(
@@ -41,7 +41,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    from benchmark.core.text import printable  # names from outside, escaped line by line
+    from benchmark.core.terminal import printable  # names from outside, escaped line by line
 
     print("\n".join(printable(line) for line in report.format().splitlines()))
     return 0 if report.ok else 1

@@ -8,7 +8,7 @@ from benchmark.core.errors import UsageError
 
 
 def cmd_check_method(args: argparse.Namespace) -> int:
-    from benchmark.tools.check_method import check_method
+    from benchmark.commands.check_method import check_method
 
     if args.rounds < 1:
         raise UsageError(f"--rounds must be >= 1, got {args.rounds}")

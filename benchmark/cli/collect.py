@@ -23,7 +23,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if not source.exists():
             raise UsageError(f"{source} does not exist")
         copied, skipped = collect(source, Path(args.results), release=args.release)
-    from benchmark.core.text import printable  # names from outside, escaped
+    from benchmark.core.terminal import printable  # names from outside, escaped
 
     for path in copied:
         print(f"collected {printable(path)}")

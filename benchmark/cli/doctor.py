@@ -18,8 +18,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     given = [f"--{n}" for n in CALIBRATION_ONLY if getattr(args, n) not in (None, False)]
     if given:
         raise UsageError(f"{', '.join(given)} go(es) with --calibrate")
+    from benchmark.commands.doctor import doctor, render
     from benchmark.contracts.registries import METHODS, load_builtins
-    from benchmark.tools.doctor import doctor, render
 
     if args.rounds < 1:
         raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
@@ -43,8 +43,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     check_device(args.device)
     if args.out is not None:
         _check_writable(Path(args.out))
+    from benchmark.calibration.measure import main_calibrate
     from benchmark.contracts.registries import load_builtins
-    from benchmark.tools.calibrate import main_calibrate
 
     load_builtins()
     return main_calibrate(args.device, args.tiny, args.out, args.budget)

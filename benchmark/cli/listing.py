@@ -39,8 +39,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     aliases: dict[str, list[str]] = {}
     for alias, target in reg.aliases().items():
         aliases.setdefault(target, []).append(alias)
+    from benchmark.core.docstrings import summary
     from benchmark.core.registry import DuplicateName, PluginError
-    from benchmark.core.text import printable, summary
+    from benchmark.core.terminal import printable
 
     for name in reg.names():
         try:

@@ -9,7 +9,7 @@ from benchmark.core.errors import UsageError
 
 
 def cmd_new_method(args: argparse.Namespace) -> int:
-    from benchmark.tools.new_method import ScaffoldError, next_steps, write_scaffold
+    from benchmark.commands.new_method import ScaffoldError, next_steps, write_scaffold
 
     try:
         written = write_scaffold(

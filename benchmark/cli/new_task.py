@@ -9,8 +9,8 @@ from benchmark.core.errors import UsageError
 
 
 def cmd_new_task(args: argparse.Namespace) -> int:
-    from benchmark.tools.new_method import ScaffoldError
-    from benchmark.tools.new_task import task_next_steps, write_task_scaffold
+    from benchmark.commands.new_method import ScaffoldError
+    from benchmark.commands.new_task import task_next_steps, write_task_scaffold
 
     if not args.plugin:
         raise UsageError(

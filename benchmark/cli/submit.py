@@ -31,7 +31,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         )
     except SubmitError as exc:
         raise UsageError(str(exc)) from None
-    from benchmark.core.text import printable  # names from records, escaped line by line
+    from benchmark.core.terminal import printable  # names from records, escaped line by line
 
     print("\n".join(printable(line) for line in report.format().splitlines()))
     return 0 if report.ok else 1

@@ -33,7 +33,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError("--write makes the kernel fingerprint: use it with --kernels")
     if args.kernels:
         return cmd_kernels(args)
-    from benchmark.tools.verify import render, summary, verify
+    from benchmark.commands.verify import render, summary, verify
 
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
@@ -59,7 +59,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
     """``verify --kernels [--write]``: 0 every operation the same, 1 one differs, 2 no check."""
-    from benchmark.tools import kernel_fingerprint as kf
+    from benchmark.portable import fingerprint as kf
 
     path = Path(args.fingerprint) if args.fingerprint else _results(args) / kf.FINGERPRINT
     if args.write:

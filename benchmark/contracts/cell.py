@@ -11,7 +11,7 @@ from benchmark.contracts.registries import METHODS, load_builtins
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import config_dict, from_mapping
 from benchmark.core.errors import UsageError
-from benchmark.core.portable import PORTABLE_REVISION
+from benchmark.portable.mode import PORTABLE_REVISION
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 
 
@@ -38,7 +38,7 @@ class Cell:
     tasks: tuple[ComponentSpec, ...]
     # training precision of the pre-training (benchmark.core.precision); tasks evaluate in fp32
     precision: str = "fp32"
-    # CPU kernels (benchmark.core.portable): "native" (what torch picks for this CPU) or "portable"
+    # CPU kernels (benchmark.portable.mode): "native" (what torch picks for this CPU) or "portable"
     # (the same numbers on any x86-64 CPU with AVX2). In the identity only when portable, with the
     # mode's revision (``kernels_revision``), so every native cell keeps its id and a portable cell
     # changes id when what the mode computes changes.

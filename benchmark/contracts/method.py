@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         RoundContext,
         ServerState,
     )
-    from benchmark.contracts.views import UnlabeledView
+    from benchmark.contracts.unlabeled_view import UnlabeledView
 
 Federation = Literal["federated", "pooled", "isolated"]
 FEDERATIONS: tuple[str, ...] = ("federated", "pooled", "isolated")
@@ -130,7 +130,7 @@ class UploadFold(Protocol):
 @dataclass(frozen=True)
 class Inert:
     """Why a config field does not move a method's first round on the live-settings cell
-    (:mod:`benchmark.tools.live_settings`: one tiny round, its uploads and the server's aggregate of
+    (:mod:`benchmark.commands.live_settings`: one tiny round, its uploads and the server's aggregate of
     them), declared in the method's ``inert_settings``. ``live_with``: other config values under
     which the field does move it (the check verifies that); ``from_round``: the round from which it
     acts (2: a client's kept state, read at its next participation; checked by playing that round
@@ -191,7 +191,7 @@ class MethodBase:
     pretrains: ClassVar[bool] = True
     # config fields (dotted paths into nested configs: "augment.blur_sigma") that do not move the
     # first round of the live-settings cell, each with why (a reason, or an :class:`Inert` naming the
-    # settings under which it does): every other field must move it (benchmark.tools.live_settings)
+    # settings under which it does): every other field must move it (benchmark.commands.live_settings)
     inert_settings: ClassVar[Mapping[str, str | Inert]] = {}
     # leading rounds in which no client trains by design (Orchestra's initialisation round: 1):
     # their participations are not counted as clients that took no step (compute.clients_without_step)

@@ -21,7 +21,7 @@ from benchmark.records.schema import MEMBER_RULES
 
 if TYPE_CHECKING:
     from benchmark.contracts.data_types import DatasetSplits, Partition
-    from benchmark.contracts.views import UnlabeledView
+    from benchmark.contracts.unlabeled_view import UnlabeledView
 
 TensorDict = Mapping[str, torch.Tensor]
 

@@ -149,7 +149,7 @@ class LossScaler:
 
         self.enabled = enabled
         # built only when it scales: the disabled scaler is made once per client per round
-        # (benchmarks/p8)
+        # (perf/p8)
         self._scaler = torch.amp.GradScaler(device.type) if enabled else None
         self.skipped = 0
 

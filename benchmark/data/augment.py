@@ -28,8 +28,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from benchmark.core import portable_math as pmath
 from benchmark.core.transfer import Parcel, Received, Shipment
+from benchmark.portable import math_ops as pmath
 
 
 @dataclass(frozen=True, kw_only=True)

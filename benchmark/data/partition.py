@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def cell_partition(cell: Cell, labels: np.ndarray) -> Partition:
     """The client split of ``labels`` a cell asks for (its public split carved first, when it has
     one): the engine's partition (``benchmark.engine.stages.build_partition``) and the one the cost
-    projection carves from a train split's size (``benchmark.grids.calibration``)."""
+    projection carves from a train split's size (``benchmark.calibration.projection``)."""
     from benchmark.contracts.registries import PARTITIONERS, PUBLIC_SPLITS
     from benchmark.core.config import from_mapping
 

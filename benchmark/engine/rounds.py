@@ -22,10 +22,10 @@ import torch
 
 from benchmark.contracts.method import Method
 from benchmark.contracts.types import ClientData, Payload, RoundContext, ServerState
-from benchmark.contracts.views import UnlabeledView
+from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.precision import FP32, Precision, guard_fp16_steps
 from benchmark.core.seeding import Stream, np_rng, torch_gen
-from benchmark.data.views import ClientViews
+from benchmark.data.client_views import ClientViews
 from benchmark.engine.checkpoints import Checkpointer
 from benchmark.engine.client_store import ClientStateStore
 from benchmark.runroot.rundir import PretrainDir
@@ -167,7 +167,7 @@ def simulate(
 
     The objects that exist before the loop (imported libraries, datasets: ~500k on a typical
     install) are moved to the garbage collector's permanent generation for its duration, so full
-    collections stop rescanning them (a 0.3 s stall each, measured in benchmarks/p1); no numbers
+    collections stop rescanning them (a 0.3 s stall each, measured in perf/p1); no numbers
     change. No collection first: that would itself be one such stall per call."""
     gc.freeze()
     try:

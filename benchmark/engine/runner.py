@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from benchmark.contracts.cell import Cell
-from benchmark.core import portable
 from benchmark.core.precision import apply_cuda_precision, cuda_precision
 from benchmark.engine.stages import (
     Evaluation,
@@ -32,6 +31,7 @@ from benchmark.engine.stages import (
     pretrain,
 )
 from benchmark.engine.tracking import NullTracker, Tracker
+from benchmark.portable import mode as portable
 from benchmark.records.integrity import seal
 from benchmark.records.schema import ResultRecord
 from benchmark.runroot.rundir import RunDir

@@ -47,13 +47,13 @@ from benchmark.contracts.types import (
     TaskContext,
     TaskNotApplicable,
 )
-from benchmark.contracts.views import UnlabeledView
+from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.config import from_mapping
 from benchmark.core.precision import Precision
 from benchmark.core.provenance import cell_provenance
+from benchmark.data.client_views import ClientViews
 from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import cell_partition, partition_stats
-from benchmark.data.views import ClientViews
 from benchmark.engine.pretrained import Pretrained
 from benchmark.engine.rounds import SimSettings, simulate
 from benchmark.records.env import collect_env

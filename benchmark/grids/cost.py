@@ -16,7 +16,7 @@ Orchestra the online network on view 2 and on the rotated view 3 with backward +
 Dec-SL one supervised view = 3 F. FedMAE's client is counted from its own model: the encoder on the
 visible patches only and its light decoder on every patch, FlopCounterMode over
 ``forward_masked`` (:func:`mae_train_flops`). Training images are the cell's client work
-(``benchmark.grids.calibration: client_work``: rounds × clients trained per round × local epochs ×
+(``benchmark.calibration.projection: client_work``: rounds × clients trained per round × local epochs ×
 mean client size; a pooled method trains one client holding all the data, never divided by the
 client count).
 

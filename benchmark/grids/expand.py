@@ -46,8 +46,8 @@ from benchmark.contracts.registries import (
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.core.config import ConfigError, config_dict, from_mapping
 from benchmark.core.paths import GRIDS
-from benchmark.core.portable import KERNELS
 from benchmark.core.precision import PRECISIONS, supports
+from benchmark.portable.mode import KERNELS
 
 GRIDS_DIR = GRIDS
 CELL_FIELDS = (

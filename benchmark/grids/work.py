@@ -1,7 +1,7 @@
 """The work a grid's cells do, torch-free: each dataset's train-split size, classes and image size,
 and a cell's client work (client images, client updates, images per update) from its own partition
 carved from the train split's size. ``plan``, the cost model (``benchmark.grids.cost``) and the
-calibrated projection (``benchmark.grids.calibration``) all count from here."""
+calibrated projection (``benchmark.calibration.projection``) all count from here."""
 
 from __future__ import annotations
 

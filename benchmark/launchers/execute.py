@@ -54,7 +54,7 @@ def execute_cell(
     takes back the claim its previous life left behind. ``stop_after_round`` ends pre-training early
     (outcome ``interrupted``).
     """
-    from benchmark.core import portable
+    from benchmark.portable import mode as portable
     from benchmark.runroot import locks
 
     options = options or RunOptions()

@@ -8,7 +8,7 @@ cores), so the policy is tested on a machine without a GPU by handing it a probe
 
 **Memory.** More than one cell per GPU needs to know what a cell takes: ``gpu_mem_per_cell`` (GiB)
 when given, else the largest peak device memory the device's calibration measured for the grid's
-pre-training configurations (``doctor --calibrate``; ``benchmark.grids.calibration``), with
+pre-training configurations (``doctor --calibrate``; ``benchmark.calibration.projection``), with
 :data:`HEADROOM` on top (the evaluation, the allocator's fragmentation). Every GPU the cells would
 use must have ``cells_per_gpu`` × that free, or the run stops before any cell starts with a
 UsageError naming the GPU, its free memory and what was asked. One cell per GPU is always allowed:
@@ -146,7 +146,7 @@ def visible_index(index: int, environ: dict[str, str] | None = None) -> str:
 def calibrated_need_bytes(cells: Sequence[object], device_name: str) -> int | None:
     """The largest peak device memory the device's calibration measured for ``cells``' pre-training
     configurations (own key or family), × HEADROOM; None when no calibration measured any."""
-    from benchmark.grids.calibration import usable_calibration
+    from benchmark.calibration.projection import usable_calibration
 
     calibration, _ = usable_calibration(device_name)
     if calibration is None:

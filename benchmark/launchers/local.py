@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.core import portable
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -44,6 +43,7 @@ from benchmark.launchers.gpu_policy import (
     visible_index,
 )
 from benchmark.launchers.options import RunOptions
+from benchmark.portable import mode as portable
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -58,7 +58,7 @@ def default_workers() -> int:
 
 
 def by_kernels(cells: Sequence[Cell]) -> list[tuple[str, list[Cell]]]:
-    """The cells grouped by kernel mode (``benchmark.core.portable``), in their order: a process
+    """The cells grouped by kernel mode (``benchmark.portable.mode``), in their order: a process
     runs one mode."""
     groups: dict[str, list[Cell]] = {}
     for cell in cells:

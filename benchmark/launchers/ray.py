@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.core.paths import REPO
-from benchmark.core.portable import environment
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -29,6 +28,7 @@ from benchmark.launchers.execute import (
 from benchmark.launchers.gpu_policy import cluster_gpus
 from benchmark.launchers.local import Progress
 from benchmark.launchers.options import RunOptions
+from benchmark.portable.mode import environment
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -40,7 +40,7 @@ def _run_remote(cell: Cell, root: str, options: RunOptions, grid: str | None) ->
 
 
 def kernel_env(cell: Cell) -> dict[str, Any]:
-    """The task's runtime_env: the variables of the cell's kernel mode (benchmark.core.portable),
+    """The task's runtime_env: the variables of the cell's kernel mode (benchmark.portable.mode),
     so that its worker process starts in that mode (Ray merges them with the job's env_vars and
     keeps one worker pool per env)."""
     env = environment(cell.kernels)

@@ -12,7 +12,7 @@ once instead of waiting for the heartbeat timeout.
 ``cluster="local"`` (one process per job on this machine) and ``cluster="debug"`` (in this process,
 sequentially) run the same code path without SLURM; tests use both. ``submitit`` is imported lazily
 (lazy registry target). A job is a fresh process: ``execute_cell`` puts it in the cell's kernel
-mode before torch is imported (benchmark.core.portable); ``debug`` runs in this process, so a cell
+mode before torch is imported (benchmark.portable.mode); ``debug`` runs in this process, so a cell
 of another mode than this process's fails there with the reason.
 """
 

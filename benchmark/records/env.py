@@ -1,5 +1,5 @@
 """``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its
-hardware model). Never identity. Also the CPU kernel settings (benchmark.core.portable.state)."""
+hardware model). Never identity. Also the CPU kernel settings (benchmark.portable.mode.state)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.paths import REPO
-from benchmark.core.portable import state as kernel_state
+from benchmark.portable.mode import state as kernel_state
 from benchmark.records.schema import EnvInfo
 
 PACKAGES = (

@@ -166,7 +166,7 @@ def write_record(path: Path, record: ResultRecord) -> None:
 
 # a record is a few kB (the largest shipped one 15 kB; a thousand rounds or clients add tens of kB);
 # a larger "record" (or /dev/zero behind a link) is not read: the site copies a record's text into
-# several pages (benchmark.records.shape.MAX_TEXT bounds each string)
+# several pages (benchmark.records.field_types.MAX_TEXT bounds each string)
 MAX_RECORD_BYTES = 1 << 20
 
 

@@ -8,7 +8,7 @@ refused, or shown on the site's skipped page with the reason, never in a table. 
 prove: anyone can recompute a digest after editing a record on purpose. Scores that do not rest on
 the submitter come from re-evaluation of the submitted checkpoint (``submit`` re-evaluates by
 default, the maintainers' ``accept`` repeats it and writes the acceptance the site's "re-evaluated"
-badge rests on: ``benchmark.records.acceptance``; docs/integrity.md). Torch-free.
+badge rests on: ``benchmark.records.acceptance_files``; docs/integrity.md). Torch-free.
 """
 
 from __future__ import annotations

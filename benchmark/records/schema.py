@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from benchmark.core.canonical import pretty_json, short_digest, to_plain
 from benchmark.records.errors import RecordError
+from benchmark.records.field_types import check_cell, check_shape, check_sizes
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
-from benchmark.records.shape import check_cell, check_shape, check_sizes
 
 SCHEMA_VERSION = 1
 # The selection vocabulary, in one place: how a reported value was chosen (a record's and a
@@ -136,7 +136,7 @@ class EnvInfo:
     # code that is not this repository's: {"method:NAME" | "task:NAME": {distribution, version,
     # source_digest, commit?}} (benchmark.core.provenance); empty when every component is in-tree
     plugins: Mapping[str, Any] = field(default_factory=dict)
-    # what decided the CPU kernels (benchmark.core.portable.state): {mode: native|portable,
+    # what decided the CPU kernels (benchmark.portable.mode.state): {mode: native|portable,
     # applies?, reason?, aten, onednn, env: the kernel variables that were set}; {} = not recorded
     # (records written before the field existed)
     kernels: Mapping[str, Any] = field(default_factory=dict)

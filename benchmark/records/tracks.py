@@ -1,7 +1,7 @@
 """Leaderboard tracks: the ``Track`` dataclass, its strict loader, and the one rule of which records
 a track admits.
 
-Track definitions are data (``leaderboard/tracks.yaml``). The leaderboard build and ``benchmark
+Track definitions are data (``leaderboard/site_config.yaml``). The leaderboard build and ``benchmark
 submit`` both decide membership with :meth:`Track.admits`, so the site and the submission check
 cannot drift apart. Torch-free.
 """

@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
-from benchmark.core.text import printable
+from benchmark.core.terminal import printable
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import SCHEMA_VERSION, RecordError
 from benchmark.runroot.rundir import RunDir
@@ -414,7 +414,7 @@ def _bundle_checkpoint(check: RecordCheck) -> tuple[Path, str] | None:
 
 
 def _manifest_reevaluation(report: SubmitReport) -> dict[str, Any]:
-    from benchmark.records.acceptance import tolerance_for
+    from benchmark.records.acceptance_files import tolerance_for
 
     tasks = sorted({s.task for c in report.checks if c.record is not None for s in c.record.scores})
     return {

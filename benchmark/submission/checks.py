@@ -42,7 +42,9 @@ class RecordCheck:
     reevaluated: bool = False  # the submitter's re-run reproduced every score within tolerance
     # the encoder checkpoint the record's tasks need (its run root's final.pt)
     checkpoint: Path | None = None
-    score_checks: list[Any] = field(default_factory=list)  # benchmark.records.acceptance.ScoreCheck
+    score_checks: list[Any] = field(
+        default_factory=list
+    )  # benchmark.records.acceptance_files.ScoreCheck
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmark.records.acceptance import ScoreCheck, compare_scores
+from benchmark.records.acceptance_files import ScoreCheck, compare_scores
 from benchmark.records.schema import ResultRecord
 
 

@@ -23,7 +23,7 @@ cell id, so an
                   (``_pretrain/<pretrain_key>/final.pt``) must hash to the record's ``final_state_digest``. By
                   default submit then *re-evaluates*: it rebuilds the encoder from that checkpoint and re-runs the
                   record's tasks (``benchmark.submission.reevaluation.reevaluate``), which must reproduce every value within the
-                  task's tolerance (``benchmark.records.acceptance.TOLERANCES``); ``--no-reevaluate`` skips that,
+                  task's tolerance (``benchmark.records.acceptance_files.TOLERANCES``); ``--no-reevaluate`` skips that,
                   and the bundle's manifest then says the scores were not re-evaluated by the submitter. The
                   sidecars catch accidental and naive edits; a deliberate forgery of record and sidecars together is
                   caught only by re-evaluation, which the maintainers repeat on the bundle (``python -m benchmark

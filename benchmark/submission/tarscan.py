@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from benchmark.core.text import printable
+from benchmark.core.terminal import printable
 
 if TYPE_CHECKING:
     from benchmark.submission.limits import BundleLimits

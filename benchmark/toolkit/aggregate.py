@@ -44,7 +44,7 @@ class RunningAverage:
     comes: the server holds a few model-sized buffers (the float64 sum, the first state and, until
     every element has been seen to differ, its float64 copy and a mask) instead of every upload of
     the round (1,000 sampled clients × the micro ResNet's 347 KB is 347 MB, and a ResNet-18's 45 GB;
-    benchmarks/p8). Per element the sum is the one :func:`weighted_average` always computed — 0 +
+    perf/p8). Per element the sum is the one :func:`weighted_average` always computed — 0 +
     (w_1/Σw)·x_1 + (w_2/Σw)·x_2 + … in float64, in order, then cast back — so the result is
     bit-identical whether the states come at once or one by one. A tensor that is equal in every
     state is returned as the first state's copy (no rounding through the float64 sum).

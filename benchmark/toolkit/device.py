@@ -34,7 +34,7 @@ def prepare_module(
     reload. A no-op on the CPU. The runner resolves the switch once
     (``DeviceConfig.use_channels_last``) and passes it as ``ctx.channels_last``. A module already on
     ``device`` is not passed through ``Module.to`` (which re-assigns every tensor: 0.36 ms for the
-    micro ResNet, paid once per client per round; benchmarks/p8).
+    micro ResNet, paid once per client per round; perf/p8).
     """
     device = torch.device(device)
     # tensors live on "cuda:N"

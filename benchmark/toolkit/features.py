@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from benchmark.contracts.data_types import DatasetSplit
-from benchmark.contracts.views import normalize
+from benchmark.contracts.unlabeled_view import normalize
 
 
 @torch.no_grad()

@@ -55,7 +55,7 @@ def ntxent_2b(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     # DEVIATION: the project's guidance prefers pytorch-metric-learning's NTXentLoss, which computes
     # exactly this value (the test uses it as an oracle), but it enumerates positive/negative pairs
     # and its cost grows with B³: 4 s per step at B = 256 on two CPU cores against milliseconds for
-    # this O(B²) form (benchmarks/run.py, P1).
+    # this O(B²) form (perf/run.py, P1).
     b = z1.shape[0]
     u = F.normalize(torch.cat([z1, z2]).float(), dim=1)
     logits = u @ u.t() / tau

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from benchmark.contracts.types import Diverged, RoundContext
-from benchmark.contracts.views import UnlabeledView
+from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.precision import LossScaler
 
 

@@ -19,7 +19,7 @@ def state_entries(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
 
     ``Module.state_dict`` recurses through a Python call (hooks, metadata, a detach) per submodule:
     0.13 ms for the micro ResNet, paid twice a client (load the broadcast, copy the upload) — a
-    weight at cross-device scale (benchmarks/p8). The same entries come from a direct walk of
+    weight at cross-device scale (perf/p8). The same entries come from a direct walk of
     ``_parameters`` and persistent ``_buffers``, which is what ``state_dict`` does unless a module
     customises it; any module that does (state-dict hooks, an overridden
     ``state_dict``/``_save_to_state_dict``, extra state) sends the whole walk to ``state_dict``

@@ -1,3 +1,3 @@
-"""User tools: check-method (check_method), new-method (new_method), doctor, verify (re-run
-shipped cells and compare their numbers), the method table (method_table) and hyper-parameter
-tuning (tuning)."""
+"""Deprecated: ``benchmark.tools`` moved to ``benchmark.commands`` (issue 49). The documented paths
+(``benchmark.tools.check_method``, ``benchmark.tools.method_table``, ``benchmark.tools.tuning``)
+still import and run, with a DeprecationWarning, for one release (0.2.x); they go in 0.3."""

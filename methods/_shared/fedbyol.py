@@ -68,7 +68,7 @@ BLUR_INERT = Inert(
     live_with={"augment": {"blur_p": 0.5}},
 )
 # BYOLConfig's fields that do not move the first round of the live-settings cell
-# (benchmark.tools.live_settings), each with why and where they do
+# (benchmark.commands.live_settings), each with why and where they do
 BYOL_INERT: dict[str, str | Inert] = {
     "dapu_threshold": Inert(
         "DAPU (fedu.md §2.4 step 2) compares the divergence with it at a client's next "

@@ -91,7 +91,7 @@ BLUR_INERT = Inert(
     live_with={"augment": {"blur_p": 0.5}},
 )
 # SimCLRConfig's fields that do not move the first round of the live-settings cell
-# (benchmark.tools.live_settings), each with why and where they do
+# (benchmark.commands.live_settings), each with why and where they do
 SIMCLR_INERT: dict[str, str | Inert] = {
     "momentum": Inert(
         "SGD momentum: read only under optimizer sgd (the default is Adam)",

@@ -28,7 +28,7 @@ from benchmark.api import Encoder, ProtocolCard, TaskContext, TaskNotApplicable,
 INSTALL_HINT = (
     "coco_detection needs Detectron2 and pycocotools: `pip install pycocotools` and then "
     "`pip install --no-build-isolation 'git+https://github.com/facebookresearch/detectron2.git'` "
-    "(GPU, official) or `bash tools/install-detectron2-cpu.sh` (CPU, Python-only); see docs/detection.md"
+    "(GPU, official) or `bash scripts/install-detectron2-cpu.sh` (CPU, Python-only); see docs/detection.md"
 )
 
 

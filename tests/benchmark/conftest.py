@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
 from benchmark.records.files import read_record
 from benchmark.records.schema import ResultRecord
-from benchmark.tools.check_method import smoke_cell
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
+from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
-from benchmark.records.acceptance import (
+from benchmark.records.acceptance_files import (
     acceptance_path,
     find_acceptances,
     read_acceptance,
@@ -29,9 +30,8 @@ from benchmark.records.files import read_record
 from benchmark.records.store import collect, verify_record
 from benchmark.submission.bundle import verify_bundle
 from benchmark.submission.submit import submit
-from benchmark.tools.check_method import smoke_cell
 
-TRACK = "digits-smoke-knn"  # leaderboard/tracks.yaml: digits, K = 2, knn@v1, one seed
+TRACK = "digits-smoke-knn"  # leaderboard/site_config.yaml: digits, K = 2, knn@v1, one seed
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +303,7 @@ def test_an_edited_acceptance_marks_nothing(
     """The mark is tamper-evident: an acceptance edited by hand (a reproduced value typed over) no
     longer verifies, and one re-sealed by a forger with a reproduced value outside the tolerance is
     refused all the same."""
-    from benchmark.records.acceptance import acceptance_digest
+    from benchmark.records.acceptance_files import acceptance_digest
     from leaderboard.build import build_model
 
     results = tmp_path / "results"

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
+from benchmark.commands.smoke import smoke_cell
 from benchmark.contracts.registries import TASKS, load_builtins
 from benchmark.engine.runner import run_cell
 from benchmark.submission.submit import submit
-from benchmark.tools.smoke import smoke_cell
 
 TRACK = "digits-smoke-knn"
 

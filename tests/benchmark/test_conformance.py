@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from benchmark.api import ClientState, FedAvgFold, Payload, ServerState, average_uploads
+from benchmark.commands.check_method import check_method, smoke_cell
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.tools.check_method import check_method, smoke_cell
 
 load_builtins()
 REPO = Path(__file__).resolve().parents[2]

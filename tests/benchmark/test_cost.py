@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from benchmark.grids import calibration as cal
+from benchmark.calibration import projection as cal
 from benchmark.grids import cost
 from benchmark.grids.expand import resolve_cell
 

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 import torch
 
+from benchmark.commands.check_method import smoke_cell
 from benchmark.core.precision import (
     PRECISIONS,
     CudaPrecision,
@@ -20,7 +21,6 @@ from benchmark.core.precision import (
 )
 from benchmark.records.integrity import record_digest
 from benchmark.records.schema import from_json, to_json
-from benchmark.tools.check_method import smoke_cell
 
 
 @pytest.fixture

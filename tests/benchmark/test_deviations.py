@@ -25,7 +25,7 @@ def test_an_unreadable_file_has_none(tmp_path: Path) -> None:
 
 
 def test_both_consumers_use_it() -> None:
-    import benchmark.tools.method_table as table
+    import benchmark.commands.method_table as table
     from leaderboard import method_views
 
     assert table.deviations is deviations

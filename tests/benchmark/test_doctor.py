@@ -8,7 +8,7 @@ import math
 import pytest
 
 from benchmark.cli import main
-from benchmark.tools.doctor import DoctorRow, doctor, render, speeds
+from benchmark.commands.doctor import DoctorRow, doctor, render, speeds
 
 
 def test_doctor_compares_fp32_and_bf16_per_round_on_the_cpu(capsys) -> None:

@@ -171,7 +171,7 @@ def _tuned(c) -> dict[str, float]:
 
 def test_the_quickstart_uses_what_the_validation_sweep_chose() -> None:
     """quickstart_tune sweeps each method's batch size x lr on the validation split (seeds 0-1); its
-    output file (python -m benchmark.tools.tuning --write results/tuning/quickstart_tune.json) names
+    output file (python -m benchmark.commands.tuning --write results/tuning/quickstart_tune.json) names
     the choice; the quickstart's cells are the sweep's cells at exactly that choice, with three
     seeds on the test split."""
     chosen = json.loads(SELECTION.read_text())["chosen"]
@@ -196,7 +196,7 @@ def test_the_quickstart_uses_what_the_validation_sweep_chose() -> None:
 def test_the_selection_file_follows_its_rule_on_its_own_table() -> None:
     """Within TIE points of the best validation margin, the largest batch (fewest steps), then the
     best margin."""
-    from benchmark.tools.tuning import TIE
+    from benchmark.commands.tuning import TIE
 
     sel = json.loads(SELECTION.read_text())
     want = {}
@@ -224,10 +224,10 @@ FINETUNE_SELECTION = SELECTION.with_name("quickstart_finetune_tune.json")
 def test_the_quickstart_finetunes_both_vits_with_the_recipe_the_validation_sweep_chose() -> None:
     """FedMAE's claim on the default site (issue 21): FedMAE and the random ViT of its shape are
     fine-tuned under the recipe quickstart_finetune_tune chose on validation (python -m
-    benchmark.tools.tuning --finetune --write ...), and that choice is the file's own rule on its
+    benchmark.commands.tuning --finetune --write ...), and that choice is the file's own rule on its
     own table: the recipe under which the random ViT did best."""
+    from benchmark.commands.tuning import finetune_recipe
     from benchmark.contracts.registries import TASKS
-    from benchmark.tools.tuning import finetune_recipe
 
     sel = json.loads(FINETUNE_SELECTION.read_text())
     assert sel["chosen"] == max(sel["table"], key=lambda r: r["random_vit"])["recipe"]

@@ -118,7 +118,7 @@ def test_accept_refuses_a_record_without_scores(
 
 
 def test_an_acceptance_never_badges_a_record_without_scores(honest: ResultRecord) -> None:
-    from benchmark.records.acceptance import make_acceptance, reevaluated
+    from benchmark.records.acceptance_files import make_acceptance, reevaluated
 
     stripped = reseal(honest, scores=(), status="diverged", reason="forged")
     acc = make_acceptance(
@@ -235,7 +235,7 @@ def test_a_record_path_to_binary_data_is_refused(
 def test_a_bundle_level_failure_stops_before_any_record_is_re_run(
     honest: ResultRecord, run_root: Path, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import benchmark.submission.accept as acc
+    import benchmark.submission.accept_bundle as acc
     from benchmark.submission.submit import submit
 
     calls: list[str] = []
@@ -398,7 +398,7 @@ def test_accept_checks_the_pretrain_key_and_the_track_as_submit_does(
 def test_an_interrupted_accept_leaves_no_temporary_folder(
     run_root: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import benchmark.submission.accept as acc
+    import benchmark.submission.accept_bundle as acc
     from benchmark.submission.submit import submit
 
     tarball = scratch / "honest.tar.gz"
@@ -420,7 +420,7 @@ def test_an_interrupted_accept_leaves_no_temporary_folder(
 def test_a_score_raised_within_the_tolerance_shows_as_reproduced(
     run_root: Path, tmp_path: Path, capsys
 ) -> None:
-    from benchmark.records.acceptance import acceptance_path, read_acceptance
+    from benchmark.records.acceptance_files import acceptance_path, read_acceptance
     from benchmark.submission.submit import submit
     from leaderboard.build import build_model
     from leaderboard.site import build_site

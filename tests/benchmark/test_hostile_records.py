@@ -77,7 +77,7 @@ def test_a_plugin_record_without_provenance_is_refused(
 
 
 def test_a_built_in_method_needs_no_provenance(honest: ResultRecord) -> None:
-    from benchmark.submission.accept import plugin_problems
+    from benchmark.submission.accept_bundle import plugin_problems
 
     assert honest.env.plugins == {} and plugin_problems(honest) == []
     claimed = dataclasses.replace(
@@ -248,7 +248,7 @@ WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
 def test_a_portable_cell_with_its_revision_has_the_right_shape(honest: ResultRecord) -> None:
     """A portable cell carries ``kernels_revision`` (an integer): the schema reads it as a cell key."""
     from benchmark.records.errors import RecordError
-    from benchmark.records.shape import check_cell
+    from benchmark.records.field_types import check_cell
 
     cell = json.loads(to_json(honest))["cell"]
     check_cell({**cell, "kernels": "portable", "kernels_revision": 2})
@@ -394,7 +394,7 @@ def nothing_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def forbid_rerunning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import benchmark.submission.accept as acc
+    import benchmark.submission.accept_bundle as acc
     from benchmark.submission.oracle import PartitionOracle
 
     def never(*a: Any, **k: Any) -> Any:
@@ -453,7 +453,7 @@ def test_a_model_the_checkpoint_cannot_hold_is_refused_unbuilt(
 def test_the_encoder_a_record_builds_is_bounded(
     honest_bundle: Path, scratch: Path, nothing_rerun
 ) -> None:
-    from benchmark.submission.accept import accept
+    from benchmark.submission.accept_bundle import accept
     from benchmark.submission.bundle import BundleError, BundleLimits
 
     with pytest.raises(BundleError, match=r"holds [\d,]+ bytes, more than the 1,024 a re-eval"):
@@ -517,9 +517,9 @@ def test_a_fedmae_checkpoint_with_another_pool_is_not_the_records(
 ) -> None:
     """FedMAE's trained blocks live in ``server.extra``: a checkpoint whose block pool was swapped
     (the model, θ₀, untouched) used to pass the digest check."""
+    from benchmark.commands.check_method import smoke_cell
     from benchmark.engine.runner import run_cell
     from benchmark.submission.submit import submit
-    from benchmark.tools.check_method import smoke_cell
 
     root = tmp_path_factory.mktemp("fedmae")
     run_cell(smoke_cell("fedmae", tasks=["knn"]), root, device="cpu")
@@ -642,7 +642,7 @@ SIGNALLED = """
 import os, signal, sys, time
 
 import benchmark.records.files as files
-import benchmark.submission.accept as acc
+import benchmark.submission.accept_bundle as acc
 from benchmark.cli import main
 
 when, name = sys.argv[1], sys.argv[2]
@@ -751,7 +751,7 @@ def test_a_link_planted_under_results_is_refused_before_re_evaluation(
     honest: ResultRecord, honest_bundle: Path, scratch: Path, capsys, nothing_rerun, planted: str
 ) -> None:
     """A planted acceptance link raised UnsafeName (a traceback) after a full re-evaluation."""
-    from benchmark.records.acceptance import acceptance_path
+    from benchmark.records.acceptance_files import acceptance_path
 
     results = scratch / "deep" / "er" / "results"
     outside = scratch / "outside"

@@ -368,7 +368,7 @@ def hostile_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_plugin_that_says_it_is_built_in_is_not(hostile_plugins: None, honest) -> None:
     from benchmark.contracts.registries import METHODS
     from benchmark.core.provenance import component_provenance
-    from benchmark.submission.accept import plugin_problems
+    from benchmark.submission.accept_bundle import plugin_problems
     from tests.hostile import renamed
 
     prov = component_provenance(METHODS.get("liar"))
@@ -476,6 +476,6 @@ def test_a_wandb_run_id_with_escapes_stays_on_one_uncoloured_line(
 
 
 def test_printable_escapes_what_a_terminal_would_act_on() -> None:
-    from benchmark.core.text import printable
+    from benchmark.core.terminal import printable
 
     assert printable("a\tb\r\nc\x1b[31m\u202ed\x00é") == "a\\tb\\r\\nc\\x1b[31m\\u202ed\\x00é"

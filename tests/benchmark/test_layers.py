@@ -176,6 +176,9 @@ def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
 # JSON, digests and the repository's paths, which the torch-free records use too).
 LAYERS = (
     "benchmark.core",  # canonical JSON, registry, strict configs, errors, precision, seeding, paths
+    # optional: the portable CPU kernel mode's switch and its vendor-free maths (the fingerprint
+    # that checks it comes later)
+    "benchmark.portable",
     "benchmark.records",  # the record schema, record files, tracks, the results store (torch-free)
     "benchmark.contracts",  # value types, the Method contract, specs and the cell, registries
     "benchmark.data",  # datasets, partitioners, augmentation, client views
@@ -185,10 +188,16 @@ LAYERS = (
     "benchmark.runroot",  # run directory, locks, status (torch-free)
     # stages, runner, round loop, client store, checkpoints, pre-training, tracking
     "benchmark.engine",
+    # optional: GPU calibration, a device's report and what a grid costs on it (its driver later)
+    "benchmark.calibration",
     # execute_cell and the settle loop, local, Ray, SLURM, options, preflight, run_grid
     "benchmark.launchers",
     "benchmark.submission",  # submit, checks, oracle, bundle, accept, re-evaluation, W&B collect
-    "benchmark.tools",  # check-method, new-method, doctor, method table, tuning
+    "benchmark.calibration.measure",  # doctor --calibrate: runs cells through a launcher
+    "benchmark.portable.census",  # the kernel census and fingerprint run cells through a launcher
+    "benchmark.portable.fingerprint",
+    "benchmark.commands",  # check-method, new-method, doctor, method table, tuning
+    "benchmark.tools",  # deprecated re-exports of benchmark.commands (one release)
     "benchmark.api",  # the one door for methods, tasks and plugins
     "benchmark.cli",  # the command line, one module per subcommand
 )
@@ -201,10 +210,13 @@ def layer_of(module: str) -> int | None:
         return -1
     if module == ENTRY[1]:
         return len(LAYERS)
-    for i, prefix in enumerate(LAYERS):
-        if module == prefix or module.startswith(f"{prefix}."):
-            return i
-    return None
+    # the most specific entry that holds the module (benchmark.portable.census, not benchmark.portable)
+    held = [
+        (len(prefix), i)
+        for i, prefix in enumerate(LAYERS)
+        if module == prefix or module.startswith(f"{prefix}.")
+    ]
+    return max(held)[1] if held else None
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -246,11 +258,13 @@ def test_no_import_circle_in_the_harness_counting_type_only_imports() -> None:
 def test_the_layer_checker_flags_an_import_back_up() -> None:
     graph = {
         "benchmark.core.config": {"benchmark.core.canonical"},  # down: fine
-        "benchmark.contracts.types": {"benchmark.data.views"},  # up: contracts come before data
+        "benchmark.contracts.types": {
+            "benchmark.data.client_views"
+        },  # up: contracts come before data
         "benchmark.engine.rounds": {"benchmark.nowhere"},  # a module no layer holds
     }
     assert upward_imports(graph) == [
-        "benchmark.contracts.types -> benchmark.data.views",
+        "benchmark.contracts.types -> benchmark.data.client_views",
         "benchmark.engine.rounds -> benchmark.nowhere",
     ]
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.tools.method_table import BEGIN, END, README, deviations, in_tree_rows, render, write
+from benchmark.commands.method_table import (
+    BEGIN,
+    END,
+    README,
+    deviations,
+    in_tree_rows,
+    render,
+    write,
+)
 
 
 def test_every_registered_method_has_a_row_with_its_deviations() -> None:
@@ -14,12 +22,12 @@ def test_every_registered_method_has_a_row_with_its_deviations() -> None:
     assert {"fedavg_simclr", "no_pretrain"} <= {r.name for r in rows}
     missing = [r.name for r in rows if f"| `{r.name}` |" not in text]
     assert not missing, (
-        f"methods/README.md lacks {missing}: python -m benchmark.tools.method_table --write"
+        f"methods/README.md lacks {missing}: python -m benchmark.commands.method_table --write"
     )
     for r in rows:
         for line, _ in r.deviations:
             assert f"({Path(r.file).name}#L{line})" in text, (
-                f"{r.file}:{line} DEVIATION is not in methods/README.md: python -m benchmark.tools.method_table --write"
+                f"{r.file}:{line} DEVIATION is not in methods/README.md: python -m benchmark.commands.method_table --write"
             )
 
 
@@ -62,7 +70,7 @@ def _tree(root: Path, shared_body: str, method_body: str = "") -> None:
 def test_code_digest_follows_shared_imports_and_ignores_comments_and_docstrings(
     tmp_path: Path,
 ) -> None:
-    from benchmark.tools.method_table import code_digest, module_digests
+    from benchmark.commands.method_table import code_digest, module_digests
 
     base = "def scale(x):\n    return 2 * x\n"
     _tree(tmp_path, base)
@@ -84,7 +92,7 @@ def test_code_digest_follows_shared_imports_and_ignores_comments_and_docstrings(
 def _edit_lock(tmp_path: Path, edit) -> list[str]:
     import json
 
-    from benchmark.tools.method_table import lock_problems, write_lock
+    from benchmark.commands.method_table import lock_problems, write_lock
 
     lock = tmp_path / "versions.lock.json"
     write_lock(lock)
@@ -96,7 +104,7 @@ def _edit_lock(tmp_path: Path, edit) -> list[str]:
 
 
 def test_lock_problems_say_bump_or_refresh(tmp_path: Path) -> None:
-    from benchmark.tools.method_table import LOCK_COMMAND
+    from benchmark.commands.method_table import LOCK_COMMAND
 
     # as if methods/_shared/simclr.py had changed since the lock was written
     def code_moved(data: dict) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.tools.new_method import write_scaffold
+from benchmark.commands.new_method import write_scaffold
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """

@@ -13,7 +13,7 @@ import pytest
 
 from benchmark.core.provenance import source_digest
 from benchmark.records.schema import ResultRecord
-from benchmark.submission.accept import PluginSources, plugin_problems
+from benchmark.submission.accept_bundle import PluginSources, plugin_problems
 from benchmark.submission.plugin_sources import (
     PluginSource,
     PluginSourceError,

@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmark.commands.check_method import smoke_cell
 from benchmark.contracts.registries import METHODS, load_builtins
 from benchmark.core.config import ConfigError
 from benchmark.core.precision import FP32, LossScaler, Precision, PrecisionError, guard_fp16_steps
 from benchmark.engine.stages import prepare, pretrain
 from benchmark.runroot.rundir import PretrainDir
-from benchmark.tools.check_method import smoke_cell
 
 load_builtins()
 # bf16 keeps 8 bits of mantissa: one round's mean loss agrees with fp32 within 5 %

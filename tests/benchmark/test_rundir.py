@@ -53,7 +53,7 @@ def _path_literals(path: Path) -> list[tuple[int, str]]:
 
 SOURCES = [
     p
-    for pkg in ("benchmark", "methods", "tasks", "leaderboard", "benchmarks")
+    for pkg in ("benchmark", "methods", "tasks", "leaderboard", "perf")
     for p in sorted((ROOT / pkg).rglob("*.py"))
     # records/files.py names the record file itself: the torch-free records layer finds the records
     # of a run root without the run directory, which comes after it (tests/benchmark/test_layers.py:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
-from benchmark.tools.new_method import ScaffoldError, render, write_scaffold
+from benchmark.commands.new_method import ScaffoldError, render, write_scaffold
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,7 +127,7 @@ def test_plugin_scaffold_is_an_installable_package_registered_by_its_entry_point
     assert "METHODS.register" not in text  # registered by the entry point, never twice
     cls = _load_plugin(tmp_path, "fedplug", monkeypatch)
     assert issubclass(cls, MethodBase) and cls.name == "fedplug"
-    from benchmark.tools.check_method import smoke_cell
+    from benchmark.commands.check_method import smoke_cell
 
     assert smoke_cell("fedplug", tasks=[]).method.name == "fedplug"
 

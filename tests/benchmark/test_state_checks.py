@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
+from benchmark.commands.state_checks import check_client_state, drive_client, perturb, pieces
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.tools.state_checks import check_client_state, drive_client, perturb, pieces
 
 PLUGIN_SRC = Path(__file__).resolve().parents[1] / "plugins" / "fssl_moco_plugin" / "src"
 
@@ -94,7 +94,7 @@ def test_a_state_read_but_never_written_back_fails_state_evolves(moco: Any) -> N
 
 def test_check_method_fails_a_broken_copy_even_with_one_round(moco: Any) -> None:
     """The call site in check_method: before issue 47 every other check passed this copy."""
-    from benchmark.tools.check_method import check_method
+    from benchmark.commands.check_method import check_method
 
     report = check_method("fedmoco_ptr_reset", rounds=1, knn=False)
     assert report.failed == ["state_read"], report.format()

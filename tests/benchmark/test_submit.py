@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
 from benchmark.submission.bundle import verify_bundle
 from benchmark.submission.submit import submit
-from benchmark.tools.check_method import smoke_cell
 
 TRACKS = """
 tracks:

@@ -54,7 +54,7 @@ def test_admits_names_the_reason() -> None:
 
 
 def test_submit_and_the_build_share_it() -> None:
-    import leaderboard.tracks as lb
+    import leaderboard.site_config as lb
     from benchmark.submission import submit
 
     assert lb.Track is Track and submit.Track is Track

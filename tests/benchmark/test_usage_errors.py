@@ -232,8 +232,8 @@ def test_leaderboard_build_of_a_missing_folder_is_exit_2(tmp_path: Path, capsys)
     ],
 )
 def test_common_numeric_fields_are_checked_for_every_method(params: dict, message: str) -> None:
+    from benchmark.commands.check_method import smoke_cell
     from benchmark.core.config import ConfigError
-    from benchmark.tools.check_method import smoke_cell
 
     # DecSLConfig has no check of its own
     name = "flesd" if "distill_epochs" in params else "dec_sl"
@@ -265,7 +265,7 @@ def test_leaderboard_lists_the_tracks_exactly_as_benchmark_does(tmp_path: Path, 
     import yaml
 
     from leaderboard.__main__ import main as lb_main
-    from leaderboard.tracks import DEFAULT_TRACKS
+    from leaderboard.site_config import DEFAULT_TRACKS
 
     assert lb_main(["list", "tracks"]) == 0
     listed = capsys.readouterr().out.splitlines()

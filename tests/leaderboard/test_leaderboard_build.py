@@ -14,8 +14,8 @@ from benchmark.records.schema import TaskScores
 from leaderboard.build import build_model
 from leaderboard.loading import load_all, records_frame
 from leaderboard.site import build_site
+from leaderboard.site_config import Track, TrackError, load_tracks, parse_tracks
 from leaderboard.tables import CardMixError, build_track, check_single_card
-from leaderboard.tracks import Track, TrackError, load_tracks, parse_tracks
 from tests.leaderboard.lb_factory import (
     DECSSL_PROBE_CARD,
     LINEAR_CARD,

@@ -75,6 +75,6 @@ def test_one_home_for_shared_helpers() -> None:
     assert "eval_split_of" not in homes  # benchmark.records.tracks is its home
     assert homes["finite"] == ["formatting.py"] and homes["fmt_alpha"] == ["formatting.py"]
     from benchmark.core.paths import TRACKS_FILE
-    from leaderboard.tracks import DEFAULT_TRACKS
+    from leaderboard.site_config import DEFAULT_TRACKS
 
     assert DEFAULT_TRACKS is TRACKS_FILE

@@ -91,7 +91,7 @@ def test_cli_prints_the_table_and_fails_without_partners(tmp_path: Path, capsys)
 def test_a_track_with_a_baseline_shows_the_paired_margins(tmp_path: Path) -> None:
     from leaderboard.build import build_model
     from leaderboard.pages import render_site
-    from leaderboard.tracks import Track
+    from leaderboard.site_config import Track
 
     recs = [make_record("no_pretrain", seed=s, value=v) for s, v in BASE.items()]
     recs += [make_record("fedavg_simclr", seed=s, value=v) for s, v in RUN.items()]
@@ -211,8 +211,8 @@ def test_select_refuses_test_split_records(tmp_path: Path, capsys) -> None:
 
 
 def test_tracks_leave_validation_runs_out() -> None:
+    from leaderboard.site_config import Track
     from leaderboard.tables import select_track
-    from leaderboard.tracks import Track
 
     frame = _frame(
         [make_record("fedu", value=80.0), _on_validation(make_record("fedu", value=90.0, seed=1))]

@@ -17,9 +17,15 @@ from leaderboard.labels import disambiguate, partition_short, round_stat, varian
 from leaderboard.loading import records_frame
 from leaderboard.mdtext import inline
 from leaderboard.plots import Point, alpha_plot, comm_plot, nice_ticks
+from leaderboard.site_config import (
+    SiteConfig,
+    Track,
+    TrackError,
+    load_site_config,
+    parse_site_config,
+)
 from leaderboard.summary import best_marks, paper_pairs
 from leaderboard.tables import build_track
-from leaderboard.tracks import SiteConfig, Track, TrackError, load_site_config, parse_site_config
 from tests.leaderboard.lb_factory import (
     KNN_CARD,
     make_record,

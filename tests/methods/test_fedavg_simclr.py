@@ -182,7 +182,7 @@ def test_bn_local_keeps_client_bn(tmp_path: Path) -> None:  # §9.4
 
 def test_identical_clients_aggregate_to_each_model() -> None:  # §9.8
     from benchmark.contracts.types import ClientData
-    from benchmark.contracts.views import UnlabeledView
+    from benchmark.contracts.unlabeled_view import UnlabeledView
     from benchmark.engine.rounds import SimSettings, client_context, server_context
 
     cell = smoke_cell("fedavg_simclr")

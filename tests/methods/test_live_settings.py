@@ -5,7 +5,7 @@ backbone), unless the method declares the field inert there (``inert_settings``,
 and, where it can, the settings under which it is live, which are checked too).
 
 Parametrised over the registry, so a new method and a new field are covered without an edit here;
-``check-method`` runs the same check on a plugin (``benchmark.tools.live_settings``).
+``check-method`` runs the same check on a plugin (``benchmark.commands.live_settings``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import functools
 
 import pytest
 
+from benchmark.commands.live_settings import LiveCheck, format_outcomes, setting_paths
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.tools.live_settings import LiveCheck, format_outcomes, setting_paths
 
 load_builtins()
 
@@ -74,8 +74,8 @@ def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None
     import sys
     from pathlib import Path
 
+    from benchmark.commands.check_method import check_method
     from benchmark.contracts.method import Inert
-    from benchmark.tools.check_method import check_method
 
     path = (
         Path(__file__).resolve().parents[1]

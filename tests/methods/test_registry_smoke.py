@@ -183,7 +183,7 @@ def test_payload_names_are_declared(name: str) -> None:
     clients = client_datasets(method, ds, part)
     public = None
     if part.public_indices is not None:
-        from benchmark.contracts.views import UnlabeledView
+        from benchmark.contracts.unlabeled_view import UnlabeledView
 
         public = UnlabeledView(
             ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std

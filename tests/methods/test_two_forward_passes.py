@@ -13,9 +13,9 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import benchmark.data.augment as augment_module
 from benchmark.api import METHODS
+from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.stages import prepare, pretrain
 from benchmark.runroot.rundir import PretrainDir
-from benchmark.tools.check_method import smoke_cell
 
 TWO_VIEW_METHODS = [
     "fedavg_simclr",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from benchmark.commands.method_table import in_tree_methods, lock_problems, module_source
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.tools.method_table import in_tree_methods, lock_problems, module_source
 
 load_builtins()
 
@@ -45,7 +45,7 @@ def test_every_shared_module_has_at_least_two_method_files_using_it() -> None:
     lives in its file (issue 40 folded five such modules back)."""
     from pathlib import Path
 
-    from benchmark.tools.method_table import module_digests
+    from benchmark.commands.method_table import module_digests
 
     shared_dir = Path(__file__).resolve().parents[2] / "methods" / "_shared"
     shared = {f"methods._shared.{p.stem}" for p in shared_dir.glob("*.py") if p.stem != "__init__"}

@@ -1,0 +1,64 @@
+"""Unlabeled client views: uint8 images in memory, batched on the model's device. No label is
+reachable here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+import torch
+
+from benchmark.contracts.unlabeled_view import UnlabeledView
+
+if TYPE_CHECKING:
+    from benchmark.contracts.types import ClientData
+
+
+class ClientViews(Sequence["ClientData"]):
+    """The clients' data, built when asked for: ``views[k]`` gathers client k's images (and labels,
+    for methods that declare them) from the shared training tensor on each access. Only the index
+    arrays are kept, so registered clients cost nothing until sampled; each access returns equal
+    data (a fresh copy)."""
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        shards: Sequence[np.ndarray],
+        mean: tuple[float, ...],
+        std: tuple[float, ...],
+        labels: np.ndarray | None = None,
+        num_classes: int = 0,
+    ) -> None:
+        self.images = images
+        self.shards = tuple(shards)
+        self.mean = tuple(mean)
+        self.std = tuple(std)
+        self.labels = labels
+        self.num_classes = num_classes
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def num_examples(self, k: int) -> int:
+        """``self[k].num_examples`` without gathering the client's images."""
+        return len(self.shards[range(len(self))[k]])
+
+    @overload
+    def __getitem__(self, k: int) -> ClientData: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[ClientData]: ...
+
+    def __getitem__(self, k: int | slice) -> ClientData | list[ClientData]:
+        from benchmark.contracts.types import ClientData
+
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self))[k]]
+        k = range(len(self))[k]  # bounds and negative indices as for a list
+        idx = self.shards[k]
+        view = UnlabeledView(
+            self.images[torch.as_tensor(idx, dtype=torch.long)], self.mean, self.std
+        )
+        labels = torch.as_tensor(self.labels[idx]) if self.labels is not None else None
+        return ClientData(k, len(idx), view, labels, self.num_classes)

@@ -1,0 +1,693 @@
+"""``python -m benchmark accept BUNDLE --results DIR``: the maintainers' re-evaluation of a
+submission bundle.
+
+Before anything is re-run, the bundle and every record are checked, and the first problem is refused
+in one line (``BundleError``/``UsageError``: exit 2, nothing written, the scratch folder removed),
+cheapest first:
+
+1. the archive within its limits (``benchmark.submission.bundle``: sizes, members, path depth), the
+   manifest's shape, every manifest path inside the bundle and every file's sha256;
+2. each record's schema (names that become paths, every field's type, the cell's shape, text
+   sizes), digest, cell id and pre-training key, its track and protocol card (as ``submit`` checks
+   them), a score to re-evaluate (a record without scores is refused: there is nothing to vouch
+   for), a re-evaluation cost within the project's card files (epochs, steps, batch size), every
+   component of its cell configurable within its bounds, and its method installed here with the
+   plugin source the record names (a method that is not built in must name one);
+3. the acceptance and record paths under DIR: inside it, no link planted there;
+4. each record's encoder checkpoint (``_pretrain/<pretrain_key>/final.pt``, carried by the bundle):
+   the sha256 the manifest states, loaded as tensors and plain values only
+   (``torch.load(weights_only=True)``: a bundle is someone else's file, and a pickle could run
+   code), no tensor a view larger than its storage, and every tensor its evaluation reads (server
+   model and extra, kept client states) hashing to the record's ``final_state_digest``;
+5. the encoder the record's cell builds from that checkpoint, sized on PyTorch's meta device before
+   anything is allocated: the checkpoint's tensors fit the modules the cell's parameters build,
+   those modules hold at most ``--max-encoder-mb``, and their architecture fingerprint is the
+   record's (``benchmark.submission.bounds``);
+6. the cell's partition, rebuilt, is the record's.
+
+A plugin task's protocol card travels in the bundle (``cards/<card_id>.card.json``): it is read bounded,
+checked against a closed schema and its digest, and must be exactly the card of the records'
+plugin-task scores (``benchmark.submission.carried_cards``); accepted, it is kept as
+``DIR/cards/<card_id>.card.json``, which the leaderboard shows unranked.
+
+Then, for every record, the encoder is rebuilt from the checkpoint (the method's own ``encoder``
+export) and the record's tasks are re-run with the record's own task configs (so the same protocol
+cards), in a scratch folder, with the same stage functions as the runner; every value of every
+score must be reproduced within the task's tolerance
+(:data:`benchmark.records.acceptance_files.TOLERANCES`).
+
+All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
+gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
+and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
+marks the row *re-evaluated* and shows the reproduced value. Otherwise exit 1 with one line per
+failing score (reported vs reproduced) and nothing is written. The files are written together or
+not at all: a signal or an error while they are written removes the ones already in place. Every
+write is confined to ``DIR`` (docs/submitting.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark.core.canonical import file_sha256
+from benchmark.core.errors import UsageError
+from benchmark.records.acceptance_files import (
+    ScoreCheck,
+    acceptance_path,
+    acceptance_text,
+    make_acceptance,
+    read_acceptance,
+)
+from benchmark.records.names import UnsafeName, confined
+from benchmark.records.schema import ResultRecord
+from benchmark.records.store import results_path
+from benchmark.submission.bundle import (
+    DEFAULT_LIMITS,
+    BundleError,
+    BundleLimits,
+    bundle_problems,
+    inside,
+    opened_bundle,
+    read_manifest,
+)
+from benchmark.submission.carried_cards import (
+    CarriedCardError,
+    card_problems,
+    card_targets,
+    read_bundle_cards,
+)
+from benchmark.submission.plugin_sources import PluginSource, read_sources
+from benchmark.submission.reevaluation import reevaluate
+
+# re-evaluation itself lives in benchmark.submission.reevaluation (submit uses it too; this module
+# uses submit's checks)
+
+
+# ------------------------------------------------------------------------------------------------
+# the report
+
+
+@dataclass
+class RecordAcceptance:
+    entry: Mapping[str, Any]
+    record: ResultRecord | None = None
+    problems: list[str] = field(default_factory=list)
+    checks: list[ScoreCheck] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return (
+            self.record.cell_id if self.record is not None else str(self.entry.get("cell_id", "?"))
+        )
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(c.ok for c in self.checks)
+
+
+@dataclass
+class AcceptReport:
+    bundle: Path
+    results: Path
+    bundle_problems: list[str] = field(default_factory=list)
+    records: list[RecordAcceptance] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.bundle_problems and bool(self.records) and all(r.ok for r in self.records)
+
+    def failures(self) -> list[str]:
+        """One line per failing check, and per failing score: reported vs reproduced."""
+        out = [f"FAIL  bundle: {p}" for p in self.bundle_problems]
+        for r in self.records:
+            out += [f"FAIL  {r.label}  {p}" for p in r.problems]
+            out += [f"FAIL  {r.label}  {c.line()}" for c in r.checks if not c.ok]
+        return out
+
+    def format(self) -> str:
+        n_scores = sum(len(r.checks) for r in self.records)
+        head = f"accept: {self.bundle}: {len(self.records)} record(s), {n_scores} value(s) re-evaluated"
+        lines = [head]
+        for r in self.records:
+            lines += [f"  ok    {r.label}  {c.line()}" for c in r.checks if c.ok]
+        lines += [f"  {line}" for line in self.failures()]
+        if self.ok:
+            lines.append(
+                f"accepted: {len(self.records)} record(s) and their acceptance files written under "
+                f"{self.results}"
+            )
+        else:
+            lines.append("rejected: nothing written")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# accept
+
+
+def accept(
+    bundle: Path | str,
+    results: Path | str,
+    *,
+    data_root: str | None = None,
+    track: str | None = None,
+    limits: BundleLimits = DEFAULT_LIMITS,
+) -> AcceptReport:
+    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
+    results = Path(results)
+    if results.exists() and not results.is_dir():
+        raise UsageError(f"--results {results} is a file, not a folder")
+    report = AcceptReport(Path(bundle), results)
+    with opened_bundle(Path(bundle), limits) as root:
+        manifest = read_manifest(root, limits)
+        problems = bundle_problems(root, manifest)
+        if problems:
+            raise BundleError(_one_line(f"{bundle}: ", problems))
+        spec = _track_of(manifest, track)
+        sources = PluginSources(Path(bundle), read_sources(manifest))
+        carried = _carried_cards(bundle, root, manifest)
+        records = [
+            _admit(root, i, entry, spec, sources, carried)
+            for i, entry in enumerate(manifest["records"])
+        ]
+        ids = [r.cell_id for _, r in records]
+        if len(set(ids)) != len(ids):
+            raise BundleError(f"{bundle}: a cell id is listed twice")
+        shared = shared_checkpoints(records)
+        if shared:
+            raise BundleError(_one_line(f"{bundle}: ", shared))
+        mismatched = card_problems(carried, [r for _, r in records])
+        if mismatched:
+            raise BundleError(_one_line(f"{bundle}: ", mismatched))
+        targets = [_targets(bundle, results, record) for _, record in records]
+        try:
+            card_files = card_targets(results, carried)
+        except CarriedCardError as exc:
+            raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+        from benchmark.submission.oracle import PartitionOracle
+
+        oracle = PartitionOracle(data_root=data_root)
+        for i, (entry, record) in enumerate(records):  # every record, before any is re-run
+            _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+        for i, (entry, record) in enumerate(records):
+            report.records.append(_accept_one(root, i, entry, record, data_root))
+        if report.ok:
+            manifest_sha = file_sha256(root / "manifest.json")
+            report.written = _write(report, targets, manifest_sha, card_files)
+    return report
+
+
+def _carried_cards(bundle: Path | str, root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The plugin-task cards the bundle carries (benchmark.submission.carried_cards), one line."""
+    try:
+        return read_bundle_cards(root, manifest)
+    except CarriedCardError as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list[str]:
+    """One checkpoint posing as several trainings (issue 44): records whose checkpoint file (its
+    sha256) or final state (``final_state_digest``) is the same while their cells differ in more
+    than their tasks and partition (another seed, learning rate, number of rounds...). Re-evaluation
+    proves a checkpoint gives the scores, not that it was trained as its cell says; the same
+    checkpoint under two trainings is a claim that cannot be true. A method that ignores the
+    partition (central training, random init) shares one checkpoint across partitions, allowed."""
+    from benchmark.contracts.cell import pretrain_key_for
+
+    seen: dict[tuple[str, str], tuple[str, str]] = {}
+    out = []
+    for entry, record in records:
+        # the pre-training key (tasks and export-only parameters left out), partition left out
+        cell = {**dict(record.cell), "partition": {"name": "", "version": "", "params": {}}}
+        training = pretrain_key_for({**cell, "partition_seed": 0})
+        ckpt = entry.get("checkpoint") if isinstance(entry.get("checkpoint"), Mapping) else {}
+        for what, digest in (
+            ("checkpoint", str(ckpt.get("sha256") or "")),
+            ("final state", record.final_state_digest),
+        ):
+            if not digest:
+                continue
+            first = seen.setdefault((what, digest), (training, record.cell_id))
+            if first[0] != training:
+                out.append(
+                    f"records {first[1]} and {record.cell_id} share one {what} "
+                    f"({digest[:12]}…) but claim different trainings (seed, method, backbone or "
+                    "federation): one training run cannot be two"
+                )
+    return out
+
+
+def _one_line(prefix: str, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return f"{prefix}{problems[0]}{more}; nothing re-run, nothing written"
+
+
+def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
+    from benchmark.submission.checks import SubmitError
+    from benchmark.submission.submit import find_track
+
+    track_id = track or manifest.get("track")
+    if not track_id:
+        raise BundleError(
+            "the manifest names no track: pass --track ID (python -m benchmark list tracks)"
+        )
+    try:
+        return find_track(track_id)
+    except SubmitError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def _admit(
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    spec: Any,
+    sources: PluginSources,
+    carried: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], ResultRecord]:
+    """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
+    (BundleError)."""
+    from benchmark.records.files import read_record
+    from benchmark.records.schema import RecordError
+    from benchmark.records.store import verify_record
+    from benchmark.submission.bounds import config_problems
+    from benchmark.submission.checks import (
+        RecordCheck,
+        check_identity,
+        check_track,
+        version_problems,
+    )
+
+    where = f"records[{i}] {entry['path']}"
+    path = inside(root, entry["path"])
+    if path is None:
+        raise BundleError(f"{where}: not a file inside the bundle (refused, not read)")
+    try:
+        record = read_record(path)
+    except RecordError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    problems = verify_record(record)
+    if entry["cell_id"] != record.cell_id:
+        problems.append(
+            f"the manifest names cell {entry['cell_id']!r}, the record is {record.cell_id}"
+        )
+    if not record.scores:
+        problems.append(
+            f"the record has no scores (status {record.status}): nothing to "
+            "re-evaluate, so accept cannot vouch for it"
+        )
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    # first: the checks below look the method up in the registry
+    plugins = plugin_problems(record, sources)
+    if plugins:
+        raise BundleError(_one_line(f"{where}: ", plugins))
+    check = RecordCheck(path, record)
+    check_identity(record, check)
+    check_track(record, spec, check)
+    problems += [f"{name}: {why}" for name, why in check.problems]
+    problems += version_problems(record)
+    problems += protocol_problems(record, carried)
+    problems += config_problems(record)  # bounds of what the cell asks for, before it is built
+    if problems:
+        raise BundleError(_one_line(f"{where}: ", problems))
+    return entry, record
+
+
+def _check_before_reevaluation(
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    record: ResultRecord,
+    oracle: Any,
+    data_root: str | None,
+    limits: BundleLimits,
+) -> None:
+    """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
+    tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
+    than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition."""
+    from benchmark.submission.bounds import encoder_problems
+    from benchmark.submission.checks import RecordCheck
+
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is not None:
+        problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
+    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
+    if not problems:
+        part = RecordCheck(Path(entry["path"]), record)
+        oracle.check(record, part)
+        problems += [f"{name}: {why}" for name, why in part.problems]
+    if problems:
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+
+
+def _accept_one(
+    root: Path, i: int, entry: Mapping[str, Any], record: ResultRecord, data_root: str | None
+) -> RecordAcceptance:
+    """Re-run the record's tasks from its checkpoint (checked again as it is loaded)."""
+    out = RecordAcceptance(entry, record)
+    problems: list[str] = []
+    pre = _checkpoint(root, entry, record, problems)
+    if pre is None:  # it passed a moment ago: the bundle changed under accept
+        raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+    try:
+        out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
+        out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")
+        return out
+    if record.backbone_fingerprint and fingerprint != record.backbone_fingerprint:
+        out.problems.append(
+            f"the checkpoint's encoder has architecture fingerprint {fingerprint}, the record states "
+            f"{record.backbone_fingerprint}"
+        )
+    return out
+
+
+# The fields of a protocol card that set what a re-evaluation costs. A record's task may cost less
+# than the project's card of the same name (a 1-epoch smoke probe), never more: re-evaluation runs
+# within the protocol the maintainers published (tasks/cards/*.json), not whatever a record's own
+# task configuration asks for.
+COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
+
+
+def protocol_problems(record: ResultRecord, carried: Mapping[str, Any] | None = None) -> list[str]:
+    """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
+    cannot). A plugin task (``env.plugins`` names it; :func:`plugin_problems` checked the installed
+    copy is the one the record ran) whose card the bundle carries (``carried``: card_id → card) has
+    no project card to be bounded by: the card its installed code builds must be the carried one."""
+    from benchmark.contracts.registries import PUBLISHED_CARDS, TASKS, load_builtins
+    from benchmark.core.config import from_mapping
+    from benchmark.submission.bounds import batch_problems
+
+    load_builtins()
+    load_card = PUBLISHED_CARDS.get("project")
+    out = []
+    for spec in record.cell.get("tasks") or []:
+        try:
+            cls = TASKS.get(spec["name"])
+            card = cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card()
+        except Exception as exc:  # noqa: BLE001 - a task this installation cannot build is refused
+            name = spec.get("name") if isinstance(spec, Mapping) else spec
+            out.append(f"task {name!r} cannot be built here: {type(exc).__name__}: {exc}")
+            continue
+        if f"task:{spec['name']}" in record.env.plugins:  # a plugin's card travels in the bundle
+            if card.card_id not in (carried or {}):
+                out.append(
+                    f"task {spec['name']} (a plugin): the bundle does not carry its card "
+                    f"{card.name} ({card.card_id}) that the installed task builds; it carries "
+                    f"{sorted(carried or {}) or 'none'} (submit writes cards/<card_id>.card.json)"
+                )
+            continue
+        try:
+            published = load_card(card.name).settings
+        except (ValueError, KeyError, OSError) as exc:  # tasks.cards.CardError is a ValueError
+            out.append(
+                f"task {spec['name']}: card {card.name!r} is not one of the project's cards ({exc})"
+            )
+            continue
+        for key in COST_FIELDS:
+            mine, limit = card.settings.get(key), published.get(key)
+            if _number(mine) and _number(limit) and mine > limit:
+                out.append(
+                    f"task {spec['name']}: {key} {mine} exceeds the card {card.name}'s "
+                    f"{limit} (the track's protocol bounds a re-evaluation)"
+                )
+        out += batch_problems(spec["name"], card.name, card.settings, published)
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class PluginSources:
+    """The bundle and the plugin sources its manifest names (``plugin_sources``), for the lines that
+    say what to install."""
+
+    bundle: Path
+    by_distribution: Mapping[str, PluginSource] = field(default_factory=dict)
+
+    def how(self, prov: Mapping[str, Any], *, force: bool = False) -> str:
+        """How to install the plugin a record ran: the bundle's source for it, else the version
+        from PyPI (which exists only if its author published it)."""
+        from benchmark.submission.plugin_sources import normalize, recorded_source
+
+        dist, version = prov.get("distribution"), prov.get("version")
+        source = self.by_distribution.get(normalize(str(dist))) or recorded_source(prov)
+        if source is not None:
+            return f"{source.install(self.bundle, force=force)} (the source the bundle names)"
+        pip = "pip install --force-reinstall --no-deps" if force else "pip install"
+        return (
+            f"{pip} '{dist}=={version}' (from PyPI: only if its author published that "
+            "version; the bundle names no wheel or VCS URL for it, so ask the submitter for one: "
+            "submit --plugin-source)"
+        )
+
+
+def plugin_problems(record: ResultRecord, sources: PluginSources | None = None) -> list[str]:
+    """The record's method (and plugin tasks) must be installed here, from the plugin source the
+    record names; each refusal says what to install, from where."""
+    from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+
+    load_builtins()
+    sources = sources or PluginSources(Path("BUNDLE"))
+    out = []
+    claimed = dict(record.env.plugins)
+    names = [("method", METHODS, record.method)]
+    names += [
+        ("task", TASKS, t.get("name"))
+        for t in record.cell.get("tasks") or []
+        if isinstance(t, Mapping)
+    ]
+    for kind, registry, name in names:
+        problem = _plugin_problem(kind, registry, name, claimed.get(f"{kind}:{name}"), sources)
+        if problem:
+            out.append(problem)
+    return out
+
+
+def _plugin_problem(
+    kind: str, registry: Any, name: str, prov: Mapping[str, Any] | None, sources: PluginSources
+) -> str | None:
+    from benchmark.core.provenance import component_provenance
+    from benchmark.core.registry import RegistryError
+
+    if name not in registry:
+        if prov and prov.get("distribution"):
+            return (
+                f"{kind} {name!r} is not installed here: install the plugin the record ran, "
+                f"{prov['distribution']} {prov.get('version')}: {sources.how(prov)}; then accept again"
+            )
+        return f"{kind} {name!r} is not installed here: the record names no plugin distribution that provides it"
+    try:
+        installed = component_provenance(registry.get(name))
+    except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
+        return str(exc)
+    if prov is None:
+        if installed is None:
+            return None
+        # not built in: the record must say which code it ran
+        return (
+            f"{kind} {name!r} is not built in (here it comes from "
+            f"{installed.get('distribution') or installed['module']}) and the record "
+            f"carries no provenance for it (env.plugins['{kind}:{name}']): a plugin's "
+            "record must name the distribution and source digest it ran"
+        )
+    theirs = f"{str(prov.get('source_digest'))[:12]}…"
+    if installed is None:
+        return (
+            f"{kind} {name!r} is built in here, but the record ran it from the plugin "
+            f"{prov.get('distribution')} {prov.get('version')} (source digest {theirs}): not the "
+            "code the record ran"
+        )
+    if installed.get("source_digest") == prov.get("source_digest"):
+        return None
+    same = installed.get("version") == prov.get("version")
+    return (
+        f"{kind} {name!r}: the installed copy of {installed.get('distribution')} "
+        f"{installed.get('version')} has other sources than the record ran (source digest "
+        f"{str(installed.get('source_digest'))[:12]}… here, {theirs} in the record"
+        f"{'; same version, so an edited or rebuilt copy' if same else ''}): replace it with "
+        f"{prov.get('distribution')} {prov.get('version')}: {sources.how(prov, force=same)}"
+    )
+
+
+def _checkpoint(
+    root: Path, entry: Mapping[str, Any], record: ResultRecord, problems: list[str]
+) -> Any:
+    """The record's pre-trained state from the bundle, after its sha256 and final-state digest were
+    checked."""
+    from benchmark.engine.pretrained import Pretrained
+
+    ckpt = entry.get("checkpoint")
+    if not isinstance(ckpt, Mapping) or not ckpt.get("path"):
+        problems.append(
+            "checkpoint: the bundle carries no encoder checkpoint for this record, so its scores "
+            "cannot be re-evaluated (submit it from its run root, where _pretrain/ holds it)"
+        )
+        return None
+    path = inside(root, ckpt["path"])
+    if path is None:
+        problems.append(f"checkpoint: {ckpt['path']} is not in the bundle")
+        return None
+    actual = file_sha256(path)
+    if actual != ckpt.get("sha256"):
+        problems.append(
+            f"checkpoint: {ckpt['path']} has sha256 {actual[:12]}…, the manifest states "
+            f"{str(ckpt.get('sha256'))[:12]}…"
+        )
+        return None
+    try:
+        # tensors and plain values only: a bundle cannot run code here
+        pre = Pretrained.load(path, untrusted=True)
+    except Exception as exc:  # noqa: BLE001 - an unloadable checkpoint is a rejection
+        problems.append(
+            f"checkpoint: {ckpt['path']} does not load as tensors and plain values (refused, not "
+            f"unpickled): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
+        return None
+    from benchmark.submission.bounds import oversized_tensor
+
+    oversized = oversized_tensor(pre)
+    if oversized is not None:  # before hashing: hashing a stride-0 view would materialise it
+        problems.append(
+            f"checkpoint: {ckpt['path']} holds {oversized}, a view larger than its storage (not a "
+            "tensor the runner saves; refused before it is read)"
+        )
+        return None
+    try:
+        bound = pre.state_digest() == record.final_state_digest
+    except TypeError as exc:  # a value that is not a tensor: not a checkpoint this project wrote
+        problems.append(f"checkpoint: {ckpt['path']} holds a value that is not a tensor: {exc}")
+        return None
+    if not bound:
+        problems.append(
+            f"checkpoint: {ckpt['path']} is not the record's final state (the tensors its "
+            "evaluation reads, server model and extra and kept client states, do not hash to "
+            "final_state_digest)"
+        )
+        return None
+    return pre
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where one accepted record goes under --results, checked before anything is re-run."""
+
+    record: Path  # results/records/v1/<method>/<cell_id>.json
+    acceptance: Path  # results/acceptances/<cell_id>.accept.json
+    write_record: bool  # False: the same record is there already
+    write_acceptance: bool  # False: an acceptance of this very record is there already
+
+
+def _targets(bundle: Path | str, results: Path, record: ResultRecord) -> Targets:
+    """The record's two target paths, refused in one line (before any work) when one would leave
+    --results (a name, or a link planted on the way) or is taken by something else: a different
+    record, an acceptance of another record, a damaged one, or anything that is not a file."""
+    from benchmark.records.schema import to_json
+    from benchmark.records.store import RESULTS_SUBDIR
+
+    try:  # the second guard, before any work: every target stays in results, no link on the way
+        _no_links(results, results / RESULTS_SUBDIR / record.method / f"{record.cell_id}.json")
+        _no_links(results, acceptance_path(results, record.cell_id))
+        target = results_path(results, record)
+        acc = confined(results, acceptance_path(results, record.cell_id))
+    except UnsafeName as exc:
+        raise BundleError(f"{bundle}: {exc}") from None
+    same = target.exists() and target.read_text(encoding="utf-8") == to_json(record)
+    if target.exists() and not same:
+        raise UsageError(
+            f"{target} exists with different content (records are immutable); nothing re-run, "
+            "nothing written"
+        )
+    keep = False
+    if acc.exists():
+        try:
+            keep = read_acceptance(acc).get("record_digest") == record.digest
+        except ValueError:
+            keep = False
+        if not keep:
+            raise UsageError(
+                f"{acc} exists for another record or is damaged; remove it by hand first; "
+                "nothing re-run, nothing written"
+            )
+    return Targets(target, acc, not same, not keep)
+
+
+def _no_links(results: Path, path: Path) -> None:
+    """UnsafeName when something between ``results`` and ``path`` (itself included) is a link (a
+    planted link would redirect a write), or ``path`` exists and is not a file."""
+    here = Path(results)
+    for part in Path(path).relative_to(results).parts:
+        here = here / part
+        if here.is_symlink():
+            raise UnsafeName(
+                f"{here} is a link: accept writes only plain files under --results (remove it "
+                "by hand); nothing re-run, nothing written"
+            )
+    if path.exists() and not path.is_file():
+        raise UnsafeName(f"{path} exists and is not a file; nothing re-run, nothing written")
+
+
+def _write(
+    report: AcceptReport, targets: list[Targets], manifest_sha: str, card_files: list[Path]
+) -> list[Path]:
+    """Copy the records and write their acceptance files, all of them or none
+    (``write_new_files``: a signal or an error while writing removes what was already in
+    place)."""
+    from benchmark.records.env import collect_env
+    from benchmark.records.files import RecordExists, write_new_files
+    from benchmark.records.schema import to_json
+
+    env = collect_env()
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    files: list[tuple[Path, str]] = []
+    for r, t in zip(report.records, targets):
+        assert r.record is not None
+        if t.write_record:
+            files.append((t.record, to_json(r.record)))
+        if t.write_acceptance:
+            ckpt = r.entry.get("checkpoint")
+            acc = make_acceptance(
+                r.record,
+                r.checks,
+                checkpoint={k: ckpt.get(k) for k in ("sha256", "bytes")}
+                if isinstance(ckpt, Mapping)
+                else None,
+                git_sha=env.git_sha,
+                git_dirty=env.git_dirty,
+                accepted_at=now,
+                bundle_sha256=manifest_sha,
+            )
+            files.append((t.acceptance, acceptance_text(acc)))
+    from benchmark.records.carried_cards import card_text, plugin_cards
+
+    cards = plugin_cards(r.record for r in report.records if r.record is not None)
+    files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
+    try:
+        return write_new_files(files)
+    except RecordExists as exc:  # another accept wrote the same file since the targets were checked
+        raise UsageError(
+            f"{exc} (another accept into {report.results} won the race; accept again to see "
+            "whether it is the same record)"
+        ) from None
+
+
+__all__ = [
+    "COST_FIELDS",
+    "AcceptReport",
+    "RecordAcceptance",
+    "accept",
+    "opened_bundle",
+    "plugin_problems",
+    "protocol_problems",
+    "reevaluate",
+]
