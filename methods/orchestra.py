@@ -327,7 +327,8 @@ def rotate_batch(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     out = x
     for a in range(1, 4):
         out = torch.where(r == a, torch.rot90(x, a, dims=(2, 3)), out)
-    return out
+    # in x's memory layout, as the masked copy of x was (torch.where follows rot90's strides)
+    return torch.empty_like(x).copy_(out)
 
 
 def branch(backbone: nn.Module, projector: nn.Module) -> BackboneHead:

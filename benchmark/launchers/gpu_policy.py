@@ -17,6 +17,7 @@ it is what a plain ``run`` does.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -131,7 +132,8 @@ def cluster_gpus(on_cuda: bool, gpus_per_cell: float, cpus_per_cell: float) -> C
     if not on_cuda:
         return ClusterGpus(gpus_per_cell, None, 1)
     gpus = gpus_per_cell or 1.0
-    per_gpu = max(1, int(1.0 // gpus)) if gpus < 1 else 1
+    # 1/gpus in floating point is just under an integer for 0.1, 0.2, ... (1.0 // 0.1 == 9.0)
+    per_gpu = max(1, math.floor(1.0 / gpus + 1e-9)) if gpus < 1 else 1
     return ClusterGpus(gpus, max(1, int(cpus_per_cell)), per_gpu)
 
 
@@ -177,12 +179,14 @@ def available_cores() -> int:
 __all__ = [
     "GIB",
     "HEADROOM",
+    "ClusterGpus",
     "GpuPlan",
     "MemProbe",
     "available_cores",
     "calibrated_need_bytes",
     "cell_threads",
     "check_free_memory",
+    "cluster_gpus",
     "cuda_devices",
     "gpu_plan",
     "torch_probe",

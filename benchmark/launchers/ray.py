@@ -101,7 +101,13 @@ class RayLauncher:
         started = self._init()
         # on CUDA: a GPU per cell unless asked otherwise, threads = the cores it reserves; Ray shows
         # a task only its own GPUs (CUDA_VISIBLE_DEVICES), so the cell asks for "cuda"
-        gpus = cluster_gpus(self.options.on_cuda(), self.gpus_per_cell, self.cpus_per_cell)
+        # "auto" asks the cluster, not this (head or login) machine, whether there are GPUs
+        on_cuda = (
+            bool(ray.cluster_resources().get("GPU", 0))
+            if self.options.device == "auto"
+            else self.options.on_cuda()
+        )
+        gpus = cluster_gpus(on_cuda, self.gpus_per_cell, self.cpus_per_cell)
         options = self.options
         if gpus.threads is not None:
             options = dataclasses.replace(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import submitit
 
+from benchmark.core.errors import UsageError
 from benchmark.launchers.execute import (
     CellOutcome,
     execute_cell,
@@ -126,10 +127,17 @@ class SubmititLauncher:
         ex.update_parameters(**params)
         return ex
 
+    def _on_cuda(self) -> bool:
+        """Whether the cells run on GPUs: ``cuda``/``cuda:N``, or ``auto`` with GPUs asked for (the
+        machine that submits, a login node, may have none)."""
+        if self.options.device == "auto":
+            return self.gpus_per_node > 0 or self.options.on_cuda()
+        return self.options.on_cuda()
+
     def _gpus(self) -> ClusterGpus:
         """On CUDA a job gets one GPU unless ``gpus_per_node`` says more (a job is one cell), and
         its cell runs with the job's cores as threads (benchmark.launchers.gpu_policy)."""
-        return cluster_gpus(self.options.on_cuda(), float(self.gpus_per_node), self.cpus_per_task)
+        return cluster_gpus(self._on_cuda(), float(self.gpus_per_node), self.cpus_per_task)
 
     def job_options(self) -> RunOptions:
         """The options each cell job runs with: on CUDA the job's GPU (SLURM shows a job only its
@@ -151,6 +159,13 @@ class SubmititLauncher:
     ) -> Iterator[CellOutcome]:
         root = Path(root).resolve()
         ex = self.executor(root)
+        if ex.cluster != "slurm" and self._on_cuda():
+            # submitit's local executor shows every job GPU 0 and its debug executor runs the jobs
+            # in this process: neither places cells on GPUs
+            raise UsageError(
+                f"the submitit {ex.cluster} executor does not place cells on GPUs; on this machine "
+                "use the local launcher (one cell process per GPU), or --device cpu"
+            )
         job = self.job_class(str(root), self.job_options(), grid=grid)
         by_id = {c.cell_id: c for c in cells}
 

@@ -113,14 +113,14 @@ def not_applicable(device: str = "cpu") -> str | None:
     return None
 
 
-def environment(kernels: str) -> dict[str, str | None]:
+def environment(kernels: str, base: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """The environment a fresh process needs to start in ``kernels`` (None: the variable must be
-    unset)."""
+    unset), started from ``base`` (default: this process's environment)."""
     check_kernels(kernels)
     if kernels == PORTABLE:
         return {**PORTABLE_ENV, MARK: PORTABLE}
     # a native process must not inherit the portable variables from a portable parent
-    inherited = os.environ.get(MARK) == PORTABLE
+    inherited = (os.environ if base is None else base).get(MARK) == PORTABLE
     return {**{k: None for k in PORTABLE_ENV if inherited}, MARK: NATIVE}
 
 
@@ -132,11 +132,17 @@ def _apply(env: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
+# one child_environment block at a time: two threads each saving and restoring os.environ would
+# restore each other's values (the second saves the first's mode as "before" and puts it back last)
+_ENV_LOCK = threading.RLock()
+
+
 def child_env(kernels: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of ``base`` (this process's environment) set for a child process of ``kernels``
     mode: pass it to ``subprocess`` as ``env``; this process's own environment is not touched."""
-    out = dict(os.environ if base is None else base)
-    for key, value in environment(kernels).items():
+    with _ENV_LOCK:  # not a half-applied child_environment block of another thread
+        out = dict(os.environ if base is None else base)
+    for key, value in environment(kernels, out).items():
         if value is None:
             out.pop(key, None)
         else:
@@ -144,18 +150,13 @@ def child_env(kernels: str, base: Mapping[str, str] | None = None) -> dict[str, 
     return out
 
 
-# one child_environment block at a time: two threads each saving and restoring os.environ would
-# restore each other's values (the second saves the first's mode as "before" and puts it back last)
-_ENV_LOCK = threading.RLock()
-
-
 @contextlib.contextmanager
 def child_environment(kernels: str) -> Iterator[None]:
     """This process's environment set for ``kernels`` while child processes are started that
     inherit it (a process pool's workers), restored after; one block at a time across threads.
     A child started with ``subprocess`` takes ``child_env`` instead."""
-    env = environment(kernels)
     with _ENV_LOCK:
+        env = environment(kernels)
         before = {k: os.environ.get(k) for k in env}
         _apply(env)
         try:

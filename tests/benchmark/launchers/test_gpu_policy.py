@@ -191,7 +191,7 @@ def test_launch_on_cuda_starts_one_pinned_worker_per_gpu(two_gpus, monkeypatch, 
 
 
 def test_cluster_launchers_give_a_cuda_cell_a_gpu_and_its_cores(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Ray and SLURM: on CUDA a cell asking for 0 GPUs gets one (a scheduler told 0 packs every cell
     onto one GPU, or hides the GPUs); its threads are the cores it reserves; a fractional request
@@ -200,6 +200,13 @@ def test_cluster_launchers_give_a_cuda_cell_a_gpu_and_its_cores(
     assert gp.cluster_gpus(True, 0.0, 4.0) == gp.ClusterGpus(1.0, 4, 1)
     assert gp.cluster_gpus(True, 0.5, 2.0) == gp.ClusterGpus(0.5, 2, 2)
     assert gp.cluster_gpus(True, 0.25, 0.5) == gp.ClusterGpus(0.25, 1, 4)
+    # 1.0 // 0.1 == 9.0 in floating point: the count must be Ray's 10
+    assert [gp.cluster_gpus(True, g, 1.0).concurrency for g in (0.1, 0.2, 0.05, 0.3)] == [
+        10,
+        5,
+        20,
+        3,
+    ]
     assert gp.cluster_gpus(True, 2.0, 8.0) == gp.ClusterGpus(2.0, 8, 1)
     assert gp.cluster_gpus(False, 0.0, 4.0) == gp.ClusterGpus(0.0, None, 1)
     with pytest.raises(UsageError):
@@ -213,3 +220,6 @@ def test_cluster_launchers_give_a_cuda_cell_a_gpu_and_its_cores(
     assert opts.device == "cuda" and opts.threads == 6
     cpu = SubmititLauncher(cluster="local", cpus_per_task=6, options=RunOptions(device="cpu"))
     assert cpu.job_options() == cpu.options
+    # submitit's local executor would show every job GPU 0: refused on CUDA, before any job starts
+    with pytest.raises(UsageError, match="does not place cells on GPUs"):
+        next(iter(slurm.launch([], tmp_path)))

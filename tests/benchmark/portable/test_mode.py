@@ -400,3 +400,14 @@ def test_a_subprocess_child_gets_its_mode_in_a_copy(monkeypatch: pytest.MonkeyPa
     env = seen["env"]
     assert env[portable.MARK] == "portable" and env["OMP_NUM_THREADS"] == "1"
     assert all(env[k] == v for k, v in portable.PORTABLE_ENV.items())
+
+
+def test_child_env_reads_the_mode_of_the_environment_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A native child made from a portable environment drops the portable variables, whatever mode
+    this process is in."""
+    monkeypatch.delenv(portable.MARK, raising=False)
+    base = {"PATH": "/bin", portable.MARK: "portable", **portable.PORTABLE_ENV}
+    env = portable.child_env("native", base)
+    assert env == {"PATH": "/bin", portable.MARK: "native"}
