@@ -3,11 +3,11 @@ confined to the bundle before any file is opened. ``accept`` and ``submit``'s ``
 read bundles through here.
 
 Limits (``BundleLimits``, raised with ``accept --max-total-mb / --max-file-mb / --max-members``):
-checked from the raw tar headers before ``tarfile`` reads one (``benchmark.submission.tarscan``:
-PAX and GNU long-name headers bounded, files and folders counted), again from ``tarfile``'s
-members before anything is extracted, and on every byte written while extracting. Only regular
-files are written from a tarball (``submit`` writes nothing else), each to the path its checked
-name gives (``member_target``: never an absolute name, ``..`` or a path outside the scratch
+a tarball is read only by the project's own header walker (``benchmark.submission.tarscan``: a strict
+subset of tar, PAX and GNU long-name headers bounded, files and folders counted): a first walk checks
+every header before anything is extracted, the second writes, bounded again on every byte written
+(``tarfile`` only writes bundles, in ``submit``). Only regular files are written from a tarball
+(``submit`` writes nothing else), each to the path its checked name gives (``member_target``: never an absolute name, ``..`` or a path outside the scratch
 folder); links and devices are refused, folders only counted. A refusal is a :class:`BundleError`
 (a ``UsageError``: one line, exit 2) and the scratch folder is removed. Torch-free.
 """
@@ -130,47 +130,66 @@ def _check_sizes(
 
 
 def extract(bundle: Path, dest: Path, limits: BundleLimits = DEFAULT_LIMITS) -> None:
-    """Extract the regular files of the tarball ``bundle`` into ``dest``: every header is checked
-    against ``limits`` (and against climbing out of ``dest``) before the first byte is written;
-    writing stops at the header's size, and at the limits, whatever the archive holds."""
+    """Extract the regular files of the tarball ``bundle`` into ``dest`` through the project's own
+    header walker (``benchmark.submission.tarscan``), the only reader of the archive: a first walk
+    checks every header (the subset, ``limits``, each name's target under ``dest``) before the first
+    byte is written; the second walk, the same code over the same bytes, writes each file to the
+    path its checked name gives, stopping at the header's size and at the limits."""
     import lzma
     import zlib
 
-    from benchmark.submission.tarscan import TarScanError, scan_tar
+    from benchmark.submission.tarscan import TarScanError, open_decompressed, walk
 
     try:
-        scan_tar(bundle, limits)  # every header bounded before tarfile reads one
-        with tarfile.open(bundle, "r:*") as tar:
-            members = _checked_members(bundle, tar, dest, limits)
-            written = 0
-            for member, target in members:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                source = tar.extractfile(member)
-                assert source is not None  # a regular file
-                with source, target.open("xb") as out:
-                    left = member.size
-                    while left > 0:
-                        block = source.read(min(left, MB))
-                        if not block:
-                            raise BundleError(
-                                f"{bundle}: {member.name} is shorter than its header says"
-                            )
-                        left -= len(block)
-                        written += len(block)
-                        if written > limits.max_total_bytes:
-                            raise BundleError(
-                                f"{bundle}: more than "
-                                f"{limits.max_total_bytes // MB} MB uncompressed "
-                                "(raise --max-total-mb)"
-                            )
-                        out.write(block)
+        for write in (False, True):  # check every header, then extract
+            with open_decompressed(bundle) as stream:
+                names: set[Path] = set()
+                written = 0
+                for member, data in walk(stream, limits):
+                    target = _member_target(bundle, dest, member, limits)
+                    if target is None:
+                        continue  # a folder: counted, checked, not written
+                    if target in names:
+                        raise BundleError(
+                            f"{bundle}: member '{printable(member.name)}' appears twice"
+                        )
+                    names.add(target)
+                    if write:
+                        written = _write_member(bundle, target, data, written, limits)
     except TarScanError as exc:
         raise BundleError(f"{bundle}: {exc}") from None
-    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
         raise BundleError(
             f"{bundle} is not a submission bundle (a folder or a .tar.gz): "
-            f"{type(exc).__name__}: {exc}"
+            f"{type(exc).__name__}: {printable(str(exc))[:200]}"
         ) from None
+
+
+def _member_target(bundle: Path, dest: Path, member: Any, limits: BundleLimits) -> Path | None:
+    """Where a regular member goes under ``dest`` (None for a folder), checked: depth, name."""
+    parts = len(Path(member.name).parts)
+    _check_depth(bundle, member.name, parts if member.folder else parts - 1, limits)
+    if member.folder:
+        if member.name.strip("/") not in ("", "."):
+            member_target(bundle, dest, member.name)
+        return None
+    return member_target(bundle, dest, member.name)  # absolute names, '..', outside dest
+
+
+def _write_member(bundle: Path, target: Path, data: Any, written: int, limits: BundleLimits) -> int:
+    """Write one member's data to ``target`` (a new file), counting against ``limits`` as it goes;
+    the bytes written so far in the archive."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("xb") as out:
+        for block in data.chunks():
+            written += len(block)
+            if written > limits.max_total_bytes:
+                raise BundleError(
+                    f"{bundle}: more than {limits.max_total_bytes // MB} MB uncompressed "
+                    "(raise --max-total-mb)"
+                )
+            out.write(block)
+    return written
 
 
 def member_target(bundle: Path, dest: Path, name: str) -> Path:
@@ -192,39 +211,6 @@ def member_target(bundle: Path, dest: Path, name: str) -> Path:
     if not target.resolve().is_relative_to(root) or target.resolve() == root:
         raise BundleError(f"{bundle}: member {shown} refused: it resolves outside the bundle")
     return target
-
-
-def _checked_members(
-    bundle: Path, tar: tarfile.TarFile, dest: Path, limits: BundleLimits
-) -> list[tuple[Any, Path]]:
-    """The archive's regular members with the path each is written to, read header by header and
-    refused at the first one over a limit or with a name that is not a plain relative path: every
-    member is checked before the first byte is written."""
-    members, names = [], set()
-    total = 0
-    folders = 0
-    while (member := tar.next()) is not None:
-        if member.isdir():  # counted against the limit; not written (a file's folders are made)
-            folders += 1
-            _check_sizes(bundle, member.name, 0, total, len(members) + folders, limits)
-            _check_depth(bundle, member.name, len(Path(member.name).parts), limits)
-            if member.name not in ("", "."):
-                member_target(bundle, dest, member.name)
-            continue
-        if not member.isreg() or member.issparse():
-            raise BundleError(
-                f"{bundle}: member {member.name!r} is not a regular file (links, "
-                "devices and sparse files are refused)"
-            )
-        _check_depth(bundle, member.name, len(Path(member.name).parts) - 1, limits)
-        target = member_target(bundle, dest, member.name)  # absolute names, '..', outside dest
-        if target in names:
-            raise BundleError(f"{bundle}: member '{printable(member.name)}' appears twice")
-        names.add(target)
-        total += member.size
-        _check_sizes(bundle, member.name, member.size, total, len(members) + folders + 1, limits)
-        members.append((member, target))
-    return members
 
 
 # ------------------------------------------------------------------------------------------------

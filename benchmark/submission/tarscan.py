@@ -1,23 +1,32 @@
-"""A tarball's headers read before ``tarfile`` reads them (issue 44): every 512-byte header block
-of the decompressed stream, bounded before anything it announces is read.
+"""The one reader of a bundle's tarball (issues 44 and 52): every 512-byte header block of the
+decompressed stream parsed here, bounded before anything it announces is read, and the same walk
+both checks the archive and extracts it, so the bytes checked are the bytes written.
 
-``tarfile`` reads a PAX extended header or a GNU long name whole, whatever size its header states:
-a 1.5 MB ``.tar.gz`` took 57 s and 4.7 GB, another ended in a ``MemoryError``. Here each header
-block is parsed by hand, the way ``tarfile`` walks the stream (a regular member's data is skipped,
-a folder's or a link's is not), and refused (``BundleError``: one line, exit 2) at the first of:
+``tarfile`` used to extract what this module had only scanned, and the two disagreed on where a
+member ends: a GNU long name ending in ``/`` in front of an old-style (AREGTYPE) header was a folder
+to the scan and a file to ``tarfile``, which then read a 1 GB long name hidden behind it (307 s,
+3.75 GB, a ``MemoryError``); the ustar prefix field and the reverse case did the same. Now nothing
+else reads the archive, and anything outside a strict subset is refused (``TarScanError``: one
+line, exit 2), during a first walk over every header, before a byte is written:
 
-* a PAX header (``x``, ``g``) or a GNU long name or link (``L``, ``K``) over
-  :data:`MAX_HEADER_BYTES`, or more than :data:`MAX_EXTENSIONS` of them before one member;
-* a PAX record that changes a member's size or makes it sparse (``size``, ``GNU.sparse.*``:
-  ``submit`` never writes one, and a size ``tarfile`` would read that this scan did not see could
-  put the two walks out of step);
-* more members, files and folders together, than ``--max-members``; a file over
-  ``--max-file-mb``; files over ``--max-total-mb`` together;
-* any member that is not a regular file or a folder (links, devices, FIFOs, sparse files);
-* a header whose checksum is wrong, or a stream that ends inside a header or a member.
+* headers: a valid checksum and the ustar magic (POSIX ``ustar\\0`` + ``00``, or GNU's
+  ``ustar  \\0``); sizes in octal text (a base-256 number is refused: no bundle file is 8 GB);
+* members: regular files (``0``, or ``\\0``) and folders (``5``, holding no data) only; a regular
+  file whose name ends in ``/`` is refused (``tarfile`` would take it for a folder), and so are
+  links, devices, FIFOs, contiguous and sparse files and every other type;
+* names: UTF-8, at most :data:`MAX_NAME_BYTES` bytes, taken from exactly one place: the header's
+  name (with the ustar prefix field under the POSIX magic), or one PAX ``path`` record, or one GNU
+  long name (``L``) — two of them for one member, or an extended name beside a prefix field, is
+  refused (which one would win is what the attacks exploited);
+* extended headers: a PAX header (``x``) or a GNU long name (``L``) over :data:`MAX_HEADER_BYTES`,
+  more than :data:`MAX_EXTENSIONS` of them before one member, one that no member follows, a PAX
+  global header (``g``) or GNU long link (``K``); a PAX record other than :data:`PAX_KEYWORDS`
+  (``size``, ``GNU.sparse.*``, ``linkpath``... are refused), or a malformed one;
+* more members, files and folders together, than ``--max-members``; a file over ``--max-file-mb``;
+  files over ``--max-total-mb`` together; a stream that ends inside a header or a member.
 
-So the decompressed bytes this scan reads are bounded by the limits, whatever the archive claims.
-Torch-free."""
+The archive ends at its first all-zero block, as ``tarfile`` reads it. So the decompressed bytes
+read are bounded by the limits, whatever the archive claims. Torch-free."""
 
 from __future__ import annotations
 
@@ -25,6 +34,8 @@ import bz2
 import gzip
 import lzma
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -36,20 +47,48 @@ if TYPE_CHECKING:
 BLOCK = 512
 # a PAX record set or a GNU long name (submit writes a path and an mtime: ~200 bytes)
 MAX_HEADER_BYTES = 8 * 1024
-MAX_EXTENSIONS = 4  # x, g, L, K headers before one member (tarfile writes at most two)
-REGULAR = (b"0", b"\0", b"7")  # tarfile: REGTYPE, AREGTYPE, CONTTYPE
+MAX_EXTENSIONS = 2  # x and L headers before one member (tarfile writes at most one)
+MAX_NAME_BYTES = 1024  # a member's name (submit writes ~110 bytes)
+REGULAR = (b"0", b"\0")  # REGTYPE, AREGTYPE
 FOLDER = b"5"
-EXTENSIONS = {b"x": "PAX", b"g": "PAX global", b"L": "GNU long-name", b"K": "GNU long-link"}
-PAX_RECORD = re.compile(rb"(\d+) ([^=]+)=")
+EXTENSIONS = {b"x": "PAX", b"L": "GNU long-name"}
+REFUSED_TYPES = {
+    b"1": "a hard link",
+    b"2": "a symbolic link",
+    b"3": "a character device",
+    b"4": "a block device",
+    b"6": "a FIFO",
+    b"7": "a contiguous file",
+    b"g": "a PAX global header",
+    b"K": "a GNU long link",
+    b"S": "a sparse file",
+}
+# what tarfile writes in a PAX header, and GNU tar's times: nothing that changes a member's size,
+# type, link or sparseness
+PAX_KEYWORDS = frozenset(
+    {"path", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname", "hdrcharset"}
+)
+PAX_RECORD = re.compile(rb"([1-9][0-9]{0,4}) ")
+MAGICS = (b"ustar\x0000", b"ustar  \x00")
 CHUNK = 1 << 20
 
 
 class TarScanError(ValueError):
-    """Why a tarball is refused before ``tarfile`` reads it (bundle.py words it as a BundleError)."""
+    """Why a tarball is refused (bundle.py words it as a BundleError)."""
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """One member as this walk reads it: ``name`` (checked UTF-8 text), folder or regular file, and
+    the number of data bytes that follow its header."""
+
+    name: str
+    folder: bool
+    size: int
 
 
 def open_decompressed(path: Path) -> IO[bytes]:
-    """``path``'s bytes as ``tarfile.open(path, "r:*")`` reads them: gzip, bzip2, xz or plain."""
+    """``path``'s bytes, decompressed: gzip, bzip2, xz or plain."""
     with open(path, "rb") as f:
         magic = f.read(6)
     if magic.startswith(b"\x1f\x8b"):
@@ -62,19 +101,61 @@ def open_decompressed(path: Path) -> IO[bytes]:
 
 
 def scan_tar(path: Path, limits: BundleLimits) -> int:
-    """The number of members (files and folders) of the tarball ``path`` when every header is within
-    ``limits``; TarScanError at the first that is not."""
+    """The number of members (files and folders) of the tarball ``path`` when every header is
+    within the subset and ``limits``; TarScanError at the first that is not. Data is skipped."""
     with open_decompressed(path) as stream:
-        return _scan(stream, limits)
+        return sum(1 for _ in walk(stream, limits))
 
 
-def _scan(stream: IO[bytes], limits: BundleLimits) -> int:
-    members = total = extensions = 0
-    long_name: str | None = None
+def walk(stream: IO[bytes], limits: BundleLimits) -> Iterator[tuple[TarMember, MemberData]]:
+    """Every member of the tar ``stream``, checked header by header, with a reader of its data;
+    whatever of its data the caller leaves unread is skipped before the next header is read."""
+    members = total = 0
+    while True:
+        member = _next_member(stream)
+        if member is None:
+            return
+        members += 1
+        if members > limits.max_members:
+            raise TarScanError(
+                f"more than {limits.max_members} files and folders (raise --max-members)"
+            )
+        if not member.folder:
+            total += member.size
+            _sizes(member.name, member.size, total, limits)
+        reader = MemberData(stream, member)
+        yield member, reader
+        _skip(stream, reader.left)
+        _skip(stream, _padded(member.size) - member.size)
+
+
+class MemberData:
+    """The data of the member :func:`walk` just yielded: never more than its header's size."""
+
+    def __init__(self, stream: IO[bytes], member: TarMember) -> None:
+        self.stream, self.member, self.left = stream, member, member.size
+
+    def chunks(self) -> Iterator[bytes]:
+        """The data in chunks of at most 1 MB; TarScanError when the archive ends before the
+        header's size."""
+        while self.left > 0:
+            block = self.stream.read(min(self.left, CHUNK))
+            if not block:
+                raise TarScanError(f"{_shown(self.member.name)} is shorter than its header says")
+            self.left -= len(block)
+            yield block
+
+
+def _next_member(stream: IO[bytes]) -> TarMember | None:
+    """The next member's header, its extended headers consumed; None at the end of the archive."""
+    extended: str | None = None
+    extensions = 0
     while True:
         block = stream.read(BLOCK)
         if not block or block == bytes(BLOCK):
-            return members  # the end of the archive, as tarfile reads it
+            if extensions:
+                raise TarScanError("an extended header with no member after it")
+            return None  # the end of the archive, as tarfile reads it
         if len(block) != BLOCK:
             raise TarScanError("the archive ends inside a header")
         kind, size = _header(block)
@@ -88,28 +169,34 @@ def _scan(stream: IO[bytes], limits: BundleLimits) -> int:
             if extensions > MAX_EXTENSIONS:
                 raise TarScanError(f"more than {MAX_EXTENSIONS} extended headers before one member")
             data = _read(stream, _padded(size), "a header")[:size]
-            if kind in (b"x", b"g"):
-                long_name = _pax_path(data) or long_name
-            elif kind == b"L":
-                long_name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+            name = _pax_path(data) if kind == b"x" else _long_name(data)
+            if name is not None:
+                if extended is not None:
+                    raise TarScanError("two extended names for one member (refused: ambiguous)")
+                extended = name
             continue
-        name = long_name or _ustar_name(block)
-        extensions, long_name = 0, None
-        members += 1
-        if members > limits.max_members:
-            raise TarScanError(
-                f"more than {limits.max_members} files and folders (raise --max-members)"
-            )
-        if kind == FOLDER or (kind == b"\0" and name.endswith("/")):
-            continue  # tarfile skips no data after a folder, whatever its size field says
-        if kind not in REGULAR:
-            raise TarScanError(
-                f"member {name!r} is not a regular file (links, devices and sparse files are "
-                "refused)"
-            )
-        total += size
-        _sizes(name, size, total, limits)
-        _skip(stream, _padded(size))
+        return _member(block, kind, size, extended)
+
+
+def _member(block: bytes, kind: bytes, size: int, extended: str | None) -> TarMember:
+    own = _ustar_name(block, extended is not None)
+    name = extended if extended is not None else own
+    if kind in REFUSED_TYPES or (kind not in REGULAR and kind != FOLDER):
+        what = REFUSED_TYPES.get(kind, f"of type {kind!r}")
+        raise TarScanError(
+            f"member {_shown(name)} is not a regular file ({what}: links, devices and sparse "
+            "files are refused)"
+        )
+    if kind == FOLDER:
+        if size:
+            raise TarScanError(f"folder {_shown(name)} announces {size:,} bytes of data")
+        return TarMember(name, True, 0)
+    if name.endswith("/") or own.endswith("/"):
+        raise TarScanError(
+            f"member {_shown(name)} is a regular file whose name ends in '/' (refused: a reader "
+            "could take it for a folder)"
+        )
+    return TarMember(name, False, size)
 
 
 def _sizes(name: str, size: int, total: int, limits: BundleLimits) -> None:
@@ -117,8 +204,8 @@ def _sizes(name: str, size: int, total: int, limits: BundleLimits) -> None:
 
     if size > limits.max_file_bytes:
         raise TarScanError(
-            f"{printable(name)} holds {size:,} bytes, more than the {limits.max_file_bytes // MB} MB a file "
-            "may hold (raise --max-file-mb)"
+            f"{_shown(name)[1:-1]} holds {size:,} bytes, more than the {limits.max_file_bytes // MB} MB a "
+            "file may hold (raise --max-file-mb)"
         )
     if total > limits.max_total_bytes:
         raise TarScanError(
@@ -127,56 +214,88 @@ def _sizes(name: str, size: int, total: int, limits: BundleLimits) -> None:
 
 
 def _header(block: bytes) -> tuple[bytes, int]:
-    """(type flag, size) of a header block whose checksum holds."""
-    stored = _number(block[148:156])
+    """(type flag, size) of a header block whose checksum holds and that carries the ustar magic."""
+    stored = _number(block[148:156], "checksum")
     blanked = block[:148] + b" " * 8 + block[156:]
     unsigned = sum(blanked)
     signed = sum(b - 256 if b > 127 else b for b in blanked)
     if stored not in (unsigned, signed):
         raise TarScanError("a header's checksum is wrong (not a tar archive, or a damaged one)")
-    return block[156:157], _number(block[124:136])
+    if block[257:265] not in MAGICS:
+        raise TarScanError(
+            "a header without the ustar magic (an old-style tar header: refused; submit writes "
+            "POSIX tar)"
+        )
+    return block[156:157], _number(block[124:136], "size")
 
 
-def _number(field: bytes) -> int:
-    """A header's number: octal text, or base-256 (GNU) when the first byte is 0x80; a negative
-    base-256 number (0xff) is refused."""
-    if field[:1] == b"\x80":
-        return int.from_bytes(field[1:], "big")
-    if field[:1] == b"\xff":
-        raise TarScanError("a header holds a negative number")
-    text = field.split(b"\0", 1)[0].strip()
+def _number(field: bytes, what: str) -> int:
+    """A header's number: octal text (digits, padded with spaces or NULs); a base-256 number (GNU's
+    encoding of values over 8 GB) is refused."""
+    if field[:1] in (b"\x80", b"\xff"):
+        raise TarScanError(f"a header's {what} is a base-256 number (refused: no file is 8 GB)")
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not re.fullmatch(rb"[0-7]*", text):
+        raise TarScanError(f"a header's {what} is not octal (not a tar archive)")
+    return int(text, 8) if text else 0
+
+
+def _text(raw: bytes, what: str) -> str:
+    if len(raw) > MAX_NAME_BYTES:
+        raise TarScanError(f"{what} of {len(raw):,} bytes (at most {MAX_NAME_BYTES:,})")
     try:
-        return int(text, 8) if text else 0
-    except ValueError:
-        raise TarScanError("a header's number is not octal (not a tar archive)") from None
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TarScanError(f"{what} is not UTF-8: {_shown(raw.decode('latin-1'))}") from None
 
 
-def _ustar_name(block: bytes) -> str:
-    name = block[:100].split(b"\0", 1)[0].decode("utf-8", "replace")
-    if block[257:263] == b"ustar\0":  # POSIX: the prefix field (GNU's magic uses it otherwise)
-        prefix = block[345:500].split(b"\0", 1)[0].decode("utf-8", "replace")
-        if prefix:
-            name = f"{prefix}/{name}"
+def _ustar_name(block: bytes, extended: bool) -> str:
+    name = _text(block[:100].split(b"\0", 1)[0], "a member name")
+    prefix = block[345:500].split(b"\0", 1)[0] if block[257:265] == MAGICS[0] else b""
+    if prefix:  # POSIX: the prefix field (GNU's magic uses those bytes otherwise)
+        if extended:
+            raise TarScanError(
+                "a member with both an extended name and a ustar prefix (refused: ambiguous)"
+            )
+        name = f"{_text(prefix, 'a ustar prefix')}/{name}"
     return name
 
 
+def _long_name(data: bytes) -> str:
+    return _text(data.split(b"\0", 1)[0], "a GNU long name")
+
+
 def _pax_path(data: bytes) -> str | None:
-    """The ``path`` of a PAX record set, walked record by record as ``tarfile`` walks it; a record
-    that would change a member's size or make it sparse is refused."""
+    """The ``path`` of a PAX record set (``"<length> <keyword>=<value>\\n"`` records, end to end);
+    a record outside :data:`PAX_KEYWORDS`, a malformed one, or two ``path`` records are refused."""
     pos, path = 0, None
-    while match := PAX_RECORD.match(data, pos):
-        length, keyword = int(match.group(1)), match.group(2)
-        if length == 0:
-            raise TarScanError("a PAX record of length 0 (not a tar archive)")
-        if keyword == b"size" or keyword.startswith(b"GNU.sparse."):
+    while pos < len(data):
+        match = PAX_RECORD.match(data, pos)
+        end = pos + int(match.group(1)) if match else 0
+        record = data[match.end() : end] if match else b""
+        if not match or end > len(data) or not record.endswith(b"\n") or b"=" not in record:
+            if not data[pos:].strip(b"\0"):
+                break  # the padding after the last record
+            raise TarScanError("a malformed PAX record (not a tar archive)")
+        keyword, value = record[:-1].split(b"=", 1)
+        name = keyword.decode("ascii", "replace")
+        if name not in PAX_KEYWORDS:
             raise TarScanError(
-                f"a PAX record sets {keyword.decode('ascii', 'replace')!r} (submit never writes "
-                "one; refused)"
+                f"a PAX record sets {printable(name[:40])!r} (only {', '.join(sorted(PAX_KEYWORDS))} "
+                "are read: a size, link or sparse map submit never writes is refused)"
             )
-        if keyword == b"path":
-            path = data[match.end(2) + 1 : match.start(1) + length - 1].decode("utf-8", "replace")
-        pos += length
+        if name == "path":
+            if path is not None:
+                raise TarScanError("two PAX path records for one member (refused: ambiguous)")
+            path = _text(value, "a PAX path")
+        pos = end
     return path
+
+
+def _shown(name: str) -> str:
+    """A name from the archive as a refusal prints it: escaped, and cut at 120 characters."""
+    cut = f"{name[:120]}… ({len(name):,} characters)" if len(name) > 120 else name
+    return f"'{printable(cut)}'"
 
 
 def _padded(size: int) -> int:
@@ -198,4 +317,13 @@ def _skip(stream: IO[bytes], n: int) -> None:
         n -= got
 
 
-__all__ = ["MAX_HEADER_BYTES", "TarScanError", "open_decompressed", "scan_tar"]
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "MAX_NAME_BYTES",
+    "MemberData",
+    "TarMember",
+    "TarScanError",
+    "open_decompressed",
+    "scan_tar",
+    "walk",
+]
