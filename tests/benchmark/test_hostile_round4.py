@@ -1,0 +1,213 @@
+"""Hostile round 4 (issue 52, items 2, 4 and 5): what got through on c2ccfe5, and now cannot. Each
+case is built as the attacker built it, small and in memory where it can be; a refusal is one line
+(exit 2) and nothing is written anywhere (the scratch folder, TMPDIR inside it, is the same before
+and after)."""
+
+from __future__ import annotations
+
+import gzip
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hostile import accept_argv, refused
+
+
+# ---- item 4: one parser for the archive ------------------------------------------------------------
+def _header(
+    name: bytes, kind: bytes, size: int, *, prefix: bytes = b"", magic: bytes = b"ustar\x0000"
+) -> bytes:
+    """One raw 512-byte tar header, checksum computed: any name, type, size, prefix and magic."""
+    block = bytearray(512)
+    block[: len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[124:136] = f"{size:011o}\0".encode()
+    block[136:148] = b"00000000000\0"
+    block[156:157] = kind
+    block[257:265] = magic
+    block[345 : 345 + len(prefix)] = prefix
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}\0 ".encode()
+    return bytes(block)
+
+
+def _data(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def _gz(path: Path, *parts: bytes) -> Path:
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        for part in parts:
+            f.write(part)
+        f.write(bytes(1024))
+    return path
+
+
+def _long_name_bomb(size: int) -> bytes:
+    """A GNU long-name header announcing ``size`` bytes (NUL-filled), with its data."""
+    return _header(b"././@LongLink", b"L", size) + bytes(-(-size // 512) * 512)
+
+
+@pytest.fixture
+def no_tarfile(monkeypatch: pytest.MonkeyPatch) -> list:
+    """tarfile must never read a bundle: every call of tarfile.open is recorded and fails."""
+    opened: list = []
+
+    def refuse(*args, **kwargs):
+        opened.append(args)
+        raise AssertionError("tarfile read the bundle")
+
+    monkeypatch.setattr(tarfile, "open", refuse)
+    return opened
+
+
+def _refused_fast(scratch: Path, capsys, bundle: Path, *needles: str) -> str:
+    started = time.monotonic()
+    line = refused(scratch, capsys, accept_argv(scratch, bundle), *needles)
+    assert time.monotonic() - started < 10
+    assert len(line) < 600, "a refusal line carries the archive's name whole"
+    return line
+
+
+def test_a_gnu_long_name_ending_in_a_slash_before_an_aregtype_header_is_refused(
+    scratch: Path, capsys, no_tarfile: list
+) -> None:
+    """The scan took the member for a folder (its long name ends in '/') and read no data after it;
+    tarfile took it for a file (its own name does not) and skipped its data into a long name the
+    scan never saw. Here a regular file's name may not end in '/', whichever field holds it."""
+    hidden = _long_name_bomb(8 << 20)  # what tarfile would read whole
+    cover = _header(b"pad", b"0", len(hidden))  # what the old scan read instead, and skipped
+    bundle = _gz(
+        scratch / "slash.tar.gz",
+        _header(b"././@LongLink", b"L", 2) + _data(b"d/"),
+        _header(b"x", b"\0", 512),
+        cover,
+        hidden,
+    )
+    _refused_fast(scratch, capsys, bundle, "'d/' is a regular file whose name ends in '/'")
+    assert not no_tarfile
+
+
+def test_a_ustar_prefix_that_makes_a_folder_name_is_refused(
+    scratch: Path, capsys, no_tarfile: list
+) -> None:
+    """The same through the ustar prefix field: prefix 'd', name '' reads 'd/' to one reader."""
+    hidden = _long_name_bomb(8 << 20)
+    bundle = _gz(
+        scratch / "prefix.tar.gz",
+        _header(b"", b"\0", 512, prefix=b"d"),
+        _header(b"pad", b"0", len(hidden)),
+        hidden,
+    )
+    _refused_fast(scratch, capsys, bundle, "'d/' is a regular file whose name ends in '/'")
+    assert not no_tarfile
+
+
+def test_a_member_a_file_to_one_reader_and_a_folder_to_the_other_is_refused(
+    scratch: Path, capsys, no_tarfile: list
+) -> None:
+    """The reverse: a long name without '/' over a header whose own name ends in '/' (tarfile: a
+    folder, no data skipped, then four long names hidden in the 'file's' data)."""
+    names = b"".join(_long_name_bomb(2 << 20) for _ in range(4))
+    bundle = _gz(
+        scratch / "reverse.tar.gz",
+        _header(b"././@LongLink", b"L", 1) + _data(b"y"),
+        _header(b"x/", b"\0", len(names)),
+        names,
+    )
+    _refused_fast(scratch, capsys, bundle, "'y' is a regular file whose name ends in '/'")
+    assert not no_tarfile
+
+
+@pytest.mark.parametrize(
+    ("parts", "needle"),
+    [
+        pytest.param(
+            [_header(b"manifest.json", b"7", 1) + _data(b"x")], "a contiguous file", id="conttype"
+        ),
+        pytest.param(
+            [_header(b"././@LongLink", b"K", 1) + _data(b"y"), _header(b"a", b"0", 0)],
+            "a GNU long link",
+            id="long-link",
+        ),
+        pytest.param(
+            [_header(b"g", b"g", 12) + _data(b"12 path=ab\n"), _header(b"a", b"0", 0)],
+            "a PAX global header",
+            id="pax-global",
+        ),
+        pytest.param(
+            [_header(b"p", b"x", 14) + _data(b"14 linkpath=a\n"), _header(b"a", b"0", 0)],
+            "a PAX record sets 'linkpath'",
+            id="pax-linkpath",
+        ),
+        pytest.param(
+            [
+                _header(b"p", b"x", 9) + _data(b"9 path=a\n"),
+                _header(b"././@LongLink", b"L", 1) + _data(b"b"),
+                _header(b"c", b"0", 0),
+            ],
+            "two extended names for one member",
+            id="two-names",
+        ),
+        pytest.param(
+            [
+                _header(b"././@LongLink", b"L", 1) + _data(b"b"),
+                _header(b"c", b"0", 0, prefix=b"d"),
+            ],
+            "both an extended name and a ustar prefix",
+            id="name-and-prefix",
+        ),
+        pytest.param(
+            [_header(b"d", b"5", 512) + _data(b"x")], "folder 'd' announces 512 bytes", id="fat-dir"
+        ),
+        pytest.param(
+            [_header(b"a\xff", b"0", 0)], "a member name is not UTF-8: 'a\\xff'", id="latin-1"
+        ),
+        pytest.param(
+            [_header(b"././@LongLink", b"L", 2000) + _data(b"n" * 2000), _header(b"a", b"0", 0)],
+            "a GNU long name of 2,000 bytes (at most 1,024)",
+            id="long-name",
+        ),
+        pytest.param(
+            [_header(b"old", b"0", 0, magic=bytes(8))], "without the ustar magic", id="v7-header"
+        ),
+        pytest.param([_header(b"././@LongLink", b"L", 1) + _data(b"z")], "no member", id="dangle"),
+    ],
+)
+def test_anything_outside_the_tar_subset_is_refused_before_a_byte_is_written(
+    scratch: Path, capsys, no_tarfile: list, parts: list[bytes], needle: str
+) -> None:
+    manifest = _header(b"manifest.json", b"0", 2) + _data(b"{}")
+    bundle = _gz(scratch / "b.tar.gz", manifest, *parts)
+    _refused_fast(scratch, capsys, bundle, needle)
+
+
+def test_a_base_256_size_is_refused_before_conversion(scratch: Path, capsys) -> None:
+    block = bytearray(_header(b"a", b"0", 0))
+    block[124:136] = b"\x80" + b"\xff" * 11
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}\0 ".encode()
+    _refused_fast(scratch, capsys, _gz(scratch / "b.tar.gz", bytes(block)), "base-256")
+
+
+def test_the_checked_walk_is_the_extracting_walk(scratch: Path) -> None:
+    """A genuine archive reads the same through the walker as through tarfile: every file's bytes,
+    nothing else written (tarfile is the oracle here, writing the archive)."""
+    import io
+
+    from benchmark.submission.bundle import extract
+
+    src = scratch / "b.tar.gz"
+    files = {"manifest.json": b"{}", "records/m/" + "c" * 150 + "/record.json": b"r" * 1500}
+    with tarfile.open(src, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dest = scratch / "out"
+    dest.mkdir()
+    extract(src, dest)
+    got = {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert got == files
