@@ -178,7 +178,7 @@ def accept(
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
-        shared = shared_checkpoints(records)
+        shared = shared_checkpoints(records) + _ledger_problems(bundle, results, records)
         if shared:
             raise BundleError(_one_line(f"{bundle}: ", shared))
         mismatched = card_problems(carried, [r for _, r in records])
@@ -217,14 +217,12 @@ def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) ->
     proves a checkpoint gives the scores, not that it was trained as its cell says; the same
     checkpoint under two trainings is a claim that cannot be true. A method that ignores the
     partition (central training, random init) shares one checkpoint across partitions, allowed."""
-    from benchmark.contracts.cell import pretrain_key_for
+    from benchmark.submission.ledger import training_of
 
     seen: dict[tuple[str, str], tuple[str, str]] = {}
     out = []
     for entry, record in records:
-        # the pre-training key (tasks and export-only parameters left out), partition left out
-        cell = {**dict(record.cell), "partition": {"name": "", "version": "", "params": {}}}
-        training = pretrain_key_for({**cell, "partition_seed": 0})
+        training = training_of(record)  # the pre-training key, partition left out
         ckpt = entry.get("checkpoint") if isinstance(entry.get("checkpoint"), Mapping) else {}
         for what, digest in (
             ("checkpoint", str(ckpt.get("sha256") or "")),
@@ -240,6 +238,22 @@ def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) ->
                     "federation): one training run cannot be two"
                 )
     return out
+
+
+def _ledger_problems(
+    bundle: Path | str, results: Path, records: list[tuple[Mapping[str, Any], ResultRecord]]
+) -> list[str]:
+    """The same checkpoint across bundles and across time (issue 52): the results folder's ledger
+    (``benchmark.submission.ledger``) must not hold the record's checkpoint or final state for
+    another training; its entries are plain files under DIR, no link on the way."""
+    from benchmark.submission.ledger import ledger_files, ledger_problems
+
+    try:
+        for path, _ in ledger_files(results, records, ""):
+            _no_links(results, path)
+    except UnsafeName as exc:
+        raise BundleError(f"{bundle}: {exc}") from None
+    return ledger_problems(results, records)
 
 
 def _one_line(prefix: str, problems: list[str]) -> str:
@@ -672,6 +686,10 @@ def _write(
 
     cards = plugin_cards(r.record for r in report.records if r.record is not None)
     files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
+    from benchmark.submission.ledger import ledger_files
+
+    accepted = [(r.entry, r.record) for r in report.records if r.record is not None]
+    files += ledger_files(report.results, accepted, now)
     try:
         return write_new_files(files)
     except RecordExists as exc:  # another accept wrote the same file since the targets were checked

@@ -246,7 +246,9 @@ def _text(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise TarScanError(f"{what} is not UTF-8: {_shown(raw.decode('utf-8', 'backslashreplace'))}") from None
+        raise TarScanError(
+            f"{what} is not UTF-8: {_shown(raw.decode('utf-8', 'backslashreplace'))}"
+        ) from None
 
 
 def _ustar_name(block: bytes, extended: bool) -> str:

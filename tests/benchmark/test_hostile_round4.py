@@ -211,3 +211,70 @@ def test_the_checked_walk_is_the_extracting_walk(scratch: Path) -> None:
     extract(src, dest)
     got = {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     assert got == files
+
+
+# ---- item 2: one checkpoint, three trainings, across bundles and across time ------------------------
+@pytest.fixture(scope="module")
+def honest_folder(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from benchmark.submission.submit import submit
+    from tests.hostile import TRACK
+
+    out = tmp_path_factory.mktemp("bundles") / "honest"
+    assert submit([run_root], track=TRACK, out=out, manifests=None, reevaluate=False).ok
+    return out
+
+
+def _reproduced_as_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-evaluation stubbed to reproduce every reported value (its own tests run it for real):
+    what is tested here is what accept decides before and after it."""
+    import benchmark.submission.accept_bundle as acc
+    from benchmark.records.acceptance_files import compare_scores
+
+    monkeypatch.setattr(
+        acc,
+        "reevaluate",
+        lambda record, pre, **k: (
+            compare_scores(record.scores, record.scores),
+            record.backbone_fingerprint,
+        ),
+    )
+
+
+def _lr_times_10(cell: dict) -> None:
+    cell["method"]["params"]["lr"] *= 10
+
+
+def _rounds_500(cell: dict) -> None:
+    cell["fl"]["rounds"] = 500
+
+
+@pytest.mark.parametrize("edit", [_lr_times_10, _rounds_500], ids=["lr-x10", "500-rounds"])
+def test_one_checkpoint_accepted_for_one_training_is_refused_for_another_in_a_later_bundle(
+    honest_folder: Path,
+    honest,
+    scratch: Path,
+    capsys,
+    monkeypatch: pytest.MonkeyPatch,
+    edit,
+) -> None:
+    from benchmark.cli import main
+    from benchmark.submission.ledger import LEDGER_SUBDIR
+    from tests.benchmark.test_hostile_round3 import _with_records
+    from tests.hostile import reseal
+
+    _reproduced_as_reported(monkeypatch)
+    results = scratch / "deep" / "er" / "results"
+    assert main(accept_argv(scratch, honest_folder)) == 0
+    ledger = sorted(p.name.split("-")[0] for p in (results / LEDGER_SUBDIR).iterdir())
+    assert ledger == ["checkpoint", "state"]
+    assert main(accept_argv(scratch, honest_folder)) == 0  # the same training again: fine
+    other = reseal(honest, edit_cell=edit)
+    assert other.pretrain_key != honest.pretrain_key
+    bundle = _with_records(honest_folder, scratch / "b2", [other])
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, bundle),
+        "was accepted before for another training",
+        honest.cell_id,
+    )
