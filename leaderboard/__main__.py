@@ -26,11 +26,19 @@ def _build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from benchmark.records.tracks import TrackError
+
+    try:  # a tracks file is bounded like a grid: one line, exit 2 (issue 52)
+        tracks = load_tracks(args.tracks) if args.tracks else None
+        config = load_site_config(args.tracks)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     model = build_model(
         results,
-        tracks=load_tracks(args.tracks) if args.tracks else None,
+        tracks=tracks,
         references_dir=args.references,
-        config=load_site_config(args.tracks),
+        config=config,
         repo_url=args.repo_url,
     )
     index = render_site(model, args.out)

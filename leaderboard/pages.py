@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from benchmark.core.canonical import to_plain
 from benchmark.records.schema import ResultRecord
@@ -74,6 +75,16 @@ def shipped_grids() -> list[str]:
     return sorted(p.stem for p in Path(benchmark.grids.__file__).parent.glob("*.yaml"))
 
 
+def _visible(value: Any) -> Any:
+    """A template value with its Unicode format characters (bidi controls, zero-width) escaped: a
+    record's machine name with U+202E reversed its track-table cell."""
+    from benchmark.core.terminal import visible
+
+    if isinstance(value, Markup):
+        return Markup(visible(str(value)))
+    return visible(value) if isinstance(value, str) else value
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")),
@@ -81,6 +92,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_visible,  # every value a page shows: format characters escaped (issue 52)
     )
     env.filters["bytes"] = fmt_bytes
     env.filters["baseline_name"] = baseline_name

@@ -9,10 +9,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmark.core.paths import TRACKS_FILE
-from benchmark.records.tracks import Track, TrackError, eval_split_of, find_track, parse_tracks
+from benchmark.records.tracks import (
+    Track,
+    TrackError,
+    eval_split_of,
+    find_track,
+    parse_tracks,
+    read_tracks_yaml,
+)
 from benchmark.records.tracks import load_tracks as _load_tracks
 
 DEFAULT_TRACKS = TRACKS_FILE  # leaderboard/site_config.yaml: its one home is benchmark.core.paths
@@ -70,7 +75,7 @@ def parse_site_config(raw: Any, where: str = "<memory>") -> SiteConfig:
 
 def load_site_config(path: Path | None = None) -> SiteConfig:
     path = Path(path) if path is not None else DEFAULT_TRACKS
-    return parse_site_config(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+    return parse_site_config(read_tracks_yaml(path), str(path))
 
 
 __all__ = [

@@ -132,6 +132,7 @@ def _tarball(path: Path, members: list[tuple[str, bytes | None, bytes]]) -> Path
 class _File:
     def __init__(self, name: str, text: str) -> None:
         self.name, self.text = name, text
+        self.size = len(text.encode())  # what the W&B API announces before a download
 
     def download(self, root: str, replace: bool = False) -> None:
         Path(root).mkdir(parents=True, exist_ok=True)

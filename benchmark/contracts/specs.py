@@ -26,6 +26,12 @@ class ComponentSpec:
         return f"{self.name}({inner})"
 
 
+# What a federation may ask for (issue 52: `plan` took 10**29 rounds and printed 2.1e21 GPU-hours).
+# The project's grids ask for at most a few hundred rounds, 100 clients and 10 local epochs; the
+# bounds leave room for cross-device studies and refuse what no run could finish.
+FL_BOUNDS = {"num_clients": 100_000, "rounds": 100_000, "local_epochs": 1_000}
+
+
 @dataclass(frozen=True, kw_only=True)
 class FLConfig:
     num_clients: int = 10
@@ -35,6 +41,13 @@ class FLConfig:
     local_epochs: int = 1
 
     def __post_init__(self) -> None:
+        for name, most in FL_BOUNDS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+                shown = f"{value:.3g}" if isinstance(value, (int, float)) else repr(value)[:40]
+                raise ConfigError(
+                    f"fl.{name} must be a whole number from 1 to {most:,}, got {shown}"
+                )
         if self.num_clients < 1:
             raise ConfigError(f"fl.num_clients must be >= 1, got {self.num_clients}")
         if not 0 < self.participation <= 1:

@@ -11,4 +11,16 @@ def printable(text: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-__all__ = ["printable"]
+def visible(text: str) -> str:
+    """``text`` with every Unicode format character (category Cf: bidi controls such as U+202E
+    RIGHT-TO-LEFT OVERRIDE, zero-width spaces and joiners) written as its escape (``\\u202e``), the
+    rest untouched: where a page shows a name from outside, such a character would reverse or hide
+    what the cell shows (issue 52)."""
+    import unicodedata
+
+    if text.isascii():
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) == "Cf" else c for c in text)
+
+
+__all__ = ["printable", "visible"]

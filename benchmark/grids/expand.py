@@ -147,31 +147,32 @@ MAX_GRID_BYTES = 1 << 20
 MAX_GRID_DEPTH = 64
 
 
-def read_grid_text(path: Path) -> str:
+def read_grid_text(path: Path, what: str = "grid") -> str:
     """The grid file's text, refused (ConfigError: one line, exit 2) unless it is a regular file (a
     link to one is followed; a device, a FIFO or a folder is not read) of at most
-    :data:`MAX_GRID_BYTES`, in UTF-8; read with that cap whatever its size said."""
+    :data:`MAX_GRID_BYTES`, in UTF-8; read with that cap whatever its size said. ``what`` names the
+    file in a refusal (a tracks file is read the same way)."""
     import stat
 
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"grid file {path} is not a regular file (refused, not read)")
+            raise ConfigError(f"{what} file {path} is not a regular file (refused, not read)")
         if info.st_size > MAX_GRID_BYTES:
             raise ConfigError(
-                f"grid file {path} holds {info.st_size:,} bytes, more than the "
-                f"{MAX_GRID_BYTES:,} a grid may hold"
+                f"{what} file {path} holds {info.st_size:,} bytes, more than the "
+                f"{MAX_GRID_BYTES:,} a {what} file may hold"
             )
         with path.open("rb") as f:
             data = f.read(MAX_GRID_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"grid file {path} cannot be read: {exc.strerror or exc}") from None
+        raise ConfigError(f"{what} file {path} cannot be read: {exc.strerror or exc}") from None
     if len(data) > MAX_GRID_BYTES:
-        raise ConfigError(f"grid file {path} is more than {MAX_GRID_BYTES:,} bytes")
+        raise ConfigError(f"{what} file {path} is more than {MAX_GRID_BYTES:,} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"grid file {path} is not UTF-8 text: {exc.reason}") from None
+        raise ConfigError(f"{what} file {path} is not UTF-8 text: {exc.reason}") from None
 
 
 def check_grid_depth(text: str, where: str) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.core import bounded_json
 from benchmark.core.canonical import digest, pretty_json
 from benchmark.records.integrity import DIGEST_FIELD
 
@@ -199,7 +200,7 @@ def read_acceptance(path: Path) -> dict[str, Any]:
     """The acceptance at ``path``; ValueError (with the reason) when unreadable or when its digest
     does not match."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = bounded_json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"unreadable acceptance: {exc}") from None
     if not isinstance(raw, dict) or raw.get("acceptance_version") != ACCEPTANCE_VERSION:

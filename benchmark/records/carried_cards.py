@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmark.core import bounded_json
 from benchmark.records.schema import ProtocolCard, ResultRecord
 
 BUNDLE_CARDS_DIR = "cards"  # inside a bundle
@@ -148,7 +149,7 @@ def read_card_file(path: Path, where: str) -> ProtocolCard:
     from benchmark.records.files import read_text_bounded
 
     try:
-        raw = json.loads(read_text_bounded(path, MAX_CARD_BYTES))
+        raw = bounded_json.loads(read_text_bounded(path, MAX_CARD_BYTES))
     except RecordError as exc:
         raise CarriedCardError(f"{where}: {exc}") from None
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:

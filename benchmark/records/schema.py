@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.core import bounded_json
 from benchmark.core.canonical import pretty_json, short_digest, to_plain
 from benchmark.records.errors import RecordError
 from benchmark.records.field_types import check_cell, check_shape, check_sizes
@@ -287,7 +288,7 @@ def _obj(value: Any, where: str) -> Mapping[str, Any]:
 
 def from_json(text: str) -> ResultRecord:
     try:
-        raw = json.loads(text)
+        raw = bounded_json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"not valid JSON: {exc}") from None
     except RecursionError:

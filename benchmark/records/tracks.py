@@ -136,11 +136,27 @@ def load_tracks(path: Path) -> list[Track]:
     path = Path(path)
     if not path.exists():
         raise TrackError(f"tracks file {path} does not exist")
+    return parse_tracks(read_tracks_yaml(path), str(path))
+
+
+def read_tracks_yaml(path: Path) -> Any:
+    """A tracks file's YAML, bounded like a grid (issue 52: one nested 50,000 deep was a
+    RecursionError): a regular file of at most 1 MB, nested at most 64 deep, at most 100,000 values
+    with its aliases expanded, all checked before it is composed; TrackError (one line) otherwise."""
+    from benchmark.core.config import ConfigError
+    from benchmark.grids.expand import check_expanded_size, check_grid_depth, read_grid_text
+
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = read_grid_text(Path(path), "tracks")
+        check_grid_depth(text, f"tracks file {path}")
+        raw = yaml.safe_load(text)
+        check_expanded_size(raw, f"tracks file {path}")
+    except ConfigError as exc:
+        raise TrackError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise TrackError(f"tracks file {path} is not valid YAML: {exc}") from None
-    return parse_tracks(raw, str(path))
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TrackError(f"tracks file {path} is not valid YAML: {problem}") from None
+    return raw
 
 
 def find_track(tracks: list[Track], track_id: str) -> Track:

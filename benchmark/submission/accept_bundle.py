@@ -352,6 +352,9 @@ def _check_before_reevaluation(
     problems: list[str] = []
     pre = _checkpoint(root, entry, record, problems)
     if pre is not None:
+        from benchmark.submission.traffic import traffic_problems
+
+        problems += traffic_problems(record, pre)  # derived from the method's declaration
         problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
     del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
     if not problems:

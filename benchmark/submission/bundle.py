@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.core import bounded_json
 from benchmark.core.canonical import bytes_sha256
 from benchmark.core.errors import UsageError
 from benchmark.core.terminal import printable
@@ -225,7 +226,7 @@ def read_manifest(root: Path, limits: BundleLimits = DEFAULT_LIMITS) -> dict[str
     from benchmark.records.files import read_text_bounded
 
     try:
-        raw = json.loads(read_text_bounded(root / MANIFEST, limits.max_manifest_bytes))
+        raw = bounded_json.loads(read_text_bounded(root / MANIFEST, limits.max_manifest_bytes))
     except RecordError as exc:
         raise BundleError(f"{MANIFEST} unreadable: {exc}") from None
     except json.JSONDecodeError as exc:

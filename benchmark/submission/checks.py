@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.contracts.cell import pretrain_key_for
+from benchmark.core import bounded_json
 from benchmark.core.canonical import bytes_sha256, to_plain
 from benchmark.records.identity import cell_id_of
 from benchmark.records.schema import (
@@ -155,7 +156,7 @@ def schema_message(version: Any) -> str:
 def check_schema(path: Path, check: RecordCheck) -> ResultRecord | None:
     try:
         text = path.read_text(encoding="utf-8")
-        raw = json.loads(text)
+        raw = bounded_json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         check.fail("schema", f"cannot read a JSON record: {exc}")
         return None
@@ -269,7 +270,7 @@ def _check_sidecars(rd: RunDir, record: ResultRecord, check: RecordCheck) -> Non
     sidecars: dict[tuple[str, str], dict[str, Any]] = {}
     for side in rd.score_files():
         try:
-            raw = json.loads(side.read_text(encoding="utf-8"))
+            raw = bounded_json.loads(side.read_text(encoding="utf-8"))
             sidecars[
                 (raw["task"], TaskScores(**{**raw, "card": _card(raw["card"])}).card.card_id)
             ] = raw

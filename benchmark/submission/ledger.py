@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmark.core import bounded_json
 from benchmark.records.schema import ResultRecord
 
 LEDGER_SUBDIR = "ledger"
@@ -62,7 +63,7 @@ def read_entry(path: Path) -> Mapping[str, Any] | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        raw = json.loads(read_text_bounded(path, MAX_ENTRY_BYTES))
+        raw = bounded_json.loads(read_text_bounded(path, MAX_ENTRY_BYTES))
     except (ValueError, RecursionError):
         raw = None
     if not isinstance(raw, dict) or not isinstance(raw.get("training"), str):

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.core import bounded_json
 from benchmark.core.canonical import bytes_sha256
 from benchmark.records.schema import ResultRecord
 from benchmark.submission.checks import RecordCheck
@@ -104,7 +105,7 @@ def known_partition_digests(against: Sequence[Path], manifests: Path | None) -> 
     if manifests is not None and Path(manifests).is_dir():
         for path in sorted(Path(manifests).glob("*.json")):
             try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
+                raw = bounded_json.loads(path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 continue
             items = (

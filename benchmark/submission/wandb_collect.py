@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.errors import UsageError
+from benchmark.core.terminal import printable
 from benchmark.records.files import read_record
 from benchmark.records.names import UnsafeName
 from benchmark.records.schema import RecordError, ResultRecord
@@ -67,16 +68,36 @@ RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _record_of(run: Any, tmp: Path) -> ResultRecord | str | RecordError:
-    """The run's record, or why there is none (a RecordError when the record itself was refused)."""
-    if getattr(run, "state", "finished") != "finished":
-        return f"run state is {run.state!r}, not finished"
+    """The run's record, or why there is none (a RecordError when the record itself was refused).
+    Every call into the W&B API is guarded: whatever it raises is the run's skip reason, one line
+    (issue 52: ``files()`` or ``download()`` raising was a traceback from collect)."""
+    try:
+        return _fetch_record(run, tmp)
+    except (RecordError, UnsafeName):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the W&B API and its objects are someone else's code
+        return f"the W&B API failed on this run: {type(exc).__name__}: {printable(str(exc))[:200]}"
+
+
+def _fetch_record(run: Any, tmp: Path) -> ResultRecord | str | RecordError:
+    from benchmark.records.files import MAX_RECORD_BYTES
+
+    state = getattr(run, "state", "finished")
+    if state != "finished":
+        return f"run state is {printable(str(state))[:40]!r}, not finished"
     if not isinstance(run.id, str) or not RUN_ID_RE.fullmatch(run.id):
-        return UnsafeName(f"run id {run.id!r} is not a W&B run id")
-    files = [f for f in run.files() if f.name == RECORD_NAME]
+        return UnsafeName(f"run id {printable(str(run.id))[:80]!r} is not a W&B run id")
+    files = [f for f in run.files() if getattr(f, "name", None) == RECORD_NAME]
     if not files:
         return (
             f"no {RECORD_NAME} among the run's files (a failed cell, or a run logged before records travelled "
             "with W&B: collect its run folder instead)"
+        )
+    size = getattr(files[0], "size", None)
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_RECORD_BYTES:
+        return (
+            f"its {RECORD_NAME} announces {printable(str(size))[:40]} bytes (a record holds 1 to "
+            f"{MAX_RECORD_BYTES:,}): not downloaded"
         )
     target = tmp / run.id
     files[0].download(root=str(target), replace=True)

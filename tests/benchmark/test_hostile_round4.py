@@ -278,3 +278,60 @@ def test_one_checkpoint_accepted_for_one_training_is_refused_for_another_in_a_la
         "was accepted before for another training",
         honest.cell_id,
     )
+
+
+def _traffic(up: list[int], down: list[int]):
+    def edit(record):
+        import dataclasses
+
+        from benchmark.records.schema import CommStats
+
+        comm = CommStats(
+            bytes_up=sum(up),
+            bytes_down=sum(down),
+            per_round_up=tuple(up),
+            per_round_down=tuple(down),
+        )
+        return dataclasses.replace(record, comm=comm)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "needle"),
+    [
+        pytest.param([1], [177376], "is not the one its checkpoint holds", id="one-byte"),
+        pytest.param([0], [0], "is not the one its checkpoint holds", id="zero"),
+    ],
+)
+def test_forged_traffic_is_refused_before_anything_is_re_run(
+    honest_folder: Path, honest, scratch: Path, capsys, monkeypatch, up, down, needle
+) -> None:
+    from benchmark.records.integrity import seal
+    from tests.benchmark.test_hostile_records import forbid_rerunning
+    from tests.benchmark.test_hostile_round3 import _with_records
+
+    forbid_rerunning(monkeypatch)
+    forged = seal(_traffic(up, down)(honest))
+    bundle = _with_records(honest_folder, scratch / "b", [forged])
+    refused(scratch, capsys, accept_argv(scratch, bundle), "traffic:", needle)
+
+
+def test_traffic_forged_in_the_checkpoint_too_is_refused_by_the_declaration(
+    honest, run_root: Path
+) -> None:
+    """Both forged (the record and the counter its checkpoint carries): the bytes the method
+    declares it sends, counted on the checkpoint's own tensors, bound every round."""
+    import dataclasses
+
+    from benchmark.engine.pretrained import Pretrained
+    from benchmark.submission.traffic import traffic_problems
+
+    (ckpt,) = run_root.rglob("final.pt")
+    pre = Pretrained.load(ckpt, untrusted=True)
+    assert traffic_problems(honest, pre) == []
+    for sent in (1, 0, 10 * 177376):
+        forged = _traffic([sent], [sent])(honest)
+        pre_forged = dataclasses.replace(pre, comm_up=(sent,), comm_down=(sent,))
+        (line,) = traffic_problems(forged, pre_forged)[:1]
+        assert f"round 1 upload is {sent:,} bytes" in line and "allows" in line

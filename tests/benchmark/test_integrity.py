@@ -150,6 +150,7 @@ def test_an_edited_record_and_sidecar_fail_submit(offline_run: Path, tmp_path: P
 class FakeFile:
     def __init__(self, name: str, text: str) -> None:
         self.name, self.text = name, text
+        self.size = len(text.encode())  # what the W&B API announces before a download
 
     def download(self, root: str, replace: bool = False) -> None:
         Path(root).mkdir(parents=True, exist_ok=True)
