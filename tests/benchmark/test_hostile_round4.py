@@ -6,6 +6,7 @@ and after)."""
 from __future__ import annotations
 
 import gzip
+import re
 import tarfile
 import time
 from pathlib import Path
@@ -335,3 +336,134 @@ def test_traffic_forged_in_the_checkpoint_too_is_refused_by_the_declaration(
         pre_forged = dataclasses.replace(pre, comm_up=(sent,), comm_down=(sent,))
         (line,) = traffic_problems(forged, pre_forged)[:1]
         assert f"round 1 upload is {sent:,} bytes" in line and "allows" in line
+
+
+# ---- item 5: every remaining input bounded, every failure one line -----------------------------------
+HUGE = "1" * 5000  # Python refuses to convert an integer of more than 4,300 digits: a ValueError
+
+
+def test_a_5000_digit_integer_in_a_manifest_is_refused_while_parsing(
+    honest, scratch: Path, capsys
+) -> None:
+    from benchmark.records.schema import to_json
+    from tests.hostile import bundle_dir
+
+    rel = f"records/x/{honest.cell_id}/record.json"
+    b = bundle_dir(scratch / "b", {rel: to_json(honest)})
+    text = (b / "manifest.json").read_text()
+    (b / "manifest.json").write_text(text[:-1] + f', "size": {HUGE}}}')
+    refused(scratch, capsys, accept_argv(scratch, b), "an integer of 5,000 digits")
+
+
+def test_a_5000_digit_integer_in_a_record_is_one_skip_line_in_collect(
+    honest, scratch: Path, capsys
+) -> None:
+    from benchmark.cli import main
+    from benchmark.records.schema import to_json
+
+    source = scratch / "src" / "records" / "v1" / honest.method
+    source.mkdir(parents=True)
+    text = to_json(honest).replace('"client_steps": 88', f'"client_steps": {HUGE}', 1)
+    assert HUGE in text
+    (source / f"{honest.cell_id}.json").write_text(text)
+    main(["collect", "--from", str(scratch / "src"), "--results", str(scratch / "results")])
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert "an integer of 5,000 digits" in line and "Traceback" not in out + err
+
+
+class _Raises:
+    def __init__(self, where: str, size: object = 2000) -> None:
+        self.where, self.id, self.state, self.name, self.size = where, "run1", "finished", "", size
+        self.downloaded = False
+
+    def files(self):
+        if self.where == "files":
+            raise RuntimeError("HTTP 500 from the W&B API")
+        return [self]
+
+    def download(self, root: str, replace: bool = False) -> None:
+        self.downloaded = True
+        if self.where == "download":
+            raise ConnectionError("connection reset")
+
+
+@pytest.mark.parametrize(
+    ("where", "size", "needle"),
+    [
+        ("files", 2000, "RuntimeError: HTTP 500"),
+        ("download", 2000, "ConnectionError: connection reset"),
+        ("none", 10 << 30, "announces 10737418240 bytes"),
+        ("none", None, "announces None bytes"),
+    ],
+)
+def test_a_failing_or_oversized_wandb_file_is_one_skip_line(
+    scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch, where, size, needle
+) -> None:
+    import benchmark.submission.wandb_collect as wc
+    from benchmark.cli import main
+    from tests.hostile import _Api
+
+    run = _Raises(where, size)
+    run.name = "record.json"
+    monkeypatch.setattr(wc, "_api", lambda: _Api([run]))
+    main(["collect", "--from", "wandb:me/proj", "--results", str(scratch / "results")])
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert needle in line and "Traceback" not in out + err
+    if where == "none":
+        assert not run.downloaded, "a file was downloaded before its size was checked"
+
+
+def _deep_tracks(scratch: Path) -> Path:
+    path = scratch / "tracks.yaml"
+    path.write_text("tracks: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    return path
+
+
+def test_a_tracks_file_nested_50000_deep_is_refused_by_submit(
+    scratch: Path, capsys, run_root: Path
+) -> None:
+    argv = ["submit", str(run_root), "--track", "x", "--tracks", str(_deep_tracks(scratch))]
+    refused(scratch, capsys, [*argv, "--out", str(scratch / "b")], "nested more than 64 levels")
+
+
+def test_a_tracks_file_nested_50000_deep_is_refused_by_leaderboard_build(
+    scratch: Path, capsys
+) -> None:
+    from leaderboard.__main__ import main as lb_main
+
+    tracks = _deep_tracks(scratch)
+    (scratch / "results").mkdir()
+    argv = ["build", "--results", str(scratch / "results"), "--tracks", str(tracks)]
+    argv += ["--out", str(scratch / "site")]
+    before = sorted(p.name for p in scratch.iterdir())
+    assert lb_main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "nested more than 64 levels" in line
+    assert sorted(p.name for p in scratch.iterdir()) == before
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u200b", "\u2066", "\ufeff"])
+def test_format_characters_in_a_name_are_escaped_on_every_page(char: str) -> None:
+    from leaderboard.pages import environment
+
+    template = environment().from_string("<td>{{ machine }}</td><td>{{ note|safe }}</td>")
+    page = template.render(machine=f"Intel{char}gninnur", note=f"a{char}b")
+    assert char not in page
+    assert repr(char)[1:-1] in page and "Intel" in page
+
+
+def test_a_grid_of_10_to_the_29_rounds_is_refused_in_one_line(scratch: Path, capsys) -> None:
+    from benchmark.grids.expand import GRIDS_DIR
+
+    text = (GRIDS_DIR / "smoke.yaml").read_text()
+    assert "rounds: 1," in text
+    for field, value in (("rounds", 10**29), ("num_clients", 10**9), ("local_epochs", 10**6)):
+        grid = scratch / f"{field}.yaml"
+        edited = re.sub(rf"{field}: \d+", f"{field}: {value}", text, count=1)
+        assert str(value) in edited
+        grid.write_text(edited)
+        refused(
+            scratch, capsys, ["plan", "--grid", str(grid)], f"fl.{field} must be a whole number"
+        )
