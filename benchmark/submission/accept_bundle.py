@@ -96,6 +96,7 @@ class RecordAcceptance:
     record: ResultRecord | None = None
     problems: list[str] = field(default_factory=list)
     checks: list[ScoreCheck] = field(default_factory=list)
+    training: Mapping[str, Any] | None = None  # the box it ran in, its re-training (acceptance)
 
     @property
     def label(self) -> str:
@@ -156,8 +157,11 @@ def accept(
     data_root: str | None = None,
     track: str | None = None,
     limits: BundleLimits = DEFAULT_LIMITS,
+    unboxed: bool = False,
+    tracks: Path | str | None = None,
 ) -> AcceptReport:
-    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    """Re-evaluate every record of ``bundle`` (re-train it in the box first, on a track that
+    re-trains: ``benchmark.submission.retrain``); when all pass, copy them into ``results`` with
     acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
     results = Path(results)
     if results.exists() and not results.is_dir():
@@ -168,7 +172,9 @@ def accept(
         problems = bundle_problems(root, manifest)
         if problems:
             raise BundleError(_one_line(f"{bundle}: ", problems))
-        spec = _track_of(manifest, track)
+        spec = _track_of(manifest, track, tracks)
+        hidden = [Path(bundle), root, results, data_root]  # out of the box's sight
+        boxed = _boxed(bundle, root, manifest, spec, hidden, unboxed)  # before any plugin import
         sources = PluginSources(Path(bundle), read_sources(manifest))
         carried = _carried_cards(bundle, root, manifest)
         records = [
@@ -194,8 +200,14 @@ def accept(
         oracle = PartitionOracle(data_root=data_root)
         for i, (entry, record) in enumerate(records):  # every record, before any is re-run
             _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+        trained = _retrained(bundle, records, spec, boxed, data_root, hidden)
         for i, (entry, record) in enumerate(records):
+            again, wrong = trained.get(record.cell_id, (None, []))
+            if wrong:  # not this cell's training: nothing to re-evaluate
+                report.records.append(RecordAcceptance(entry, record, list(wrong)))
+                continue
             report.records.append(_accept_one(root, i, entry, record, data_root))
+            report.records[-1].training = _training(again, boxed, record)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha, card_files)
@@ -247,7 +259,74 @@ def _one_line(prefix: str, problems: list[str]) -> str:
     return f"{prefix}{problems[0]}{more}; nothing re-run, nothing written"
 
 
-def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
+def _boxed(
+    bundle: Path | str,
+    root: Path,
+    manifest: Mapping[str, Any],
+    spec: Any,
+    hidden: list[Any],
+    unboxed: bool,
+) -> tuple[dict[str, Any], str | None]:
+    """The bundle's methods imported in the box (``retrain.boxed_imports``), one line on refusal;
+    a record that does not read is left to its own check."""
+    from benchmark.records.files import read_record
+    from benchmark.submission.box import BoxRefused
+    from benchmark.submission.retrain import boxed_imports
+
+    records = []
+    for entry in manifest["records"]:
+        path = inside(root, entry["path"])
+        try:
+            records += [read_record(path)] if path is not None else []
+        except Exception:  # noqa: BLE001, S112 - refused with its reason by _admit
+            continue
+    try:
+        return boxed_imports(records, reproduce=spec.reproduce, hidden=hidden, unboxed=unboxed)
+    except BoxRefused as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def _retrained(
+    bundle: Path | str,
+    records: list[tuple[Mapping[str, Any], ResultRecord]],
+    spec: Any,
+    boxed: tuple[dict[str, Any], str | None],
+    data_root: str | None,
+    hidden: list[Any],
+) -> dict[str, Any]:
+    """On a track that re-trains (``reproduce``), every record's pre-training re-run in the box:
+    cell id → (the re-run, the lines where the record disagrees with it)."""
+    if not spec.reproduce:
+        return {}
+    from benchmark.submission.retrain import retrain_cells
+
+    try:
+        return retrain_cells(
+            [r for _, r in records],
+            boxed[0],
+            kernels=spec.kernels,
+            data_root=data_root,
+            hidden=hidden,
+            unboxed=boxed[1] is not None,
+        )
+    except ValueError as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def _training(again: Any, boxed: tuple[dict[str, Any], str | None], record: ResultRecord) -> Any:
+    """What the acceptance file says of the record's training: the box it ran in, and the re-run's
+    numbers where it was re-trained (what the site shows)."""
+    from benchmark.contracts.cell import Cell
+
+    if not boxed[0]:
+        return None
+    out: dict[str, Any] = {"box": "bubblewrap" if boxed[1] is None else "none (--unboxed)"}
+    if again is not None:
+        out["retrained"] = again.summary(Cell.from_dict(record.cell).fl.local_epochs)
+    return out
+
+
+def _track_of(manifest: Mapping[str, Any], track: str | None, tracks: Path | str | None) -> Any:
     from benchmark.submission.checks import SubmitError
     from benchmark.submission.submit import find_track
 
@@ -257,7 +336,7 @@ def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
             "the manifest names no track: pass --track ID (python -m benchmark list tracks)"
         )
     try:
-        return find_track(track_id)
+        return find_track(track_id, Path(tracks) if tracks is not None else None)
     except SubmitError as exc:
         raise BundleError(str(exc)) from None
 
@@ -666,6 +745,7 @@ def _write(
                 git_dirty=env.git_dirty,
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
+                training=r.training,
             )
             files.append((t.acceptance, acceptance_text(acc)))
     from benchmark.records.carried_cards import card_text, plugin_cards

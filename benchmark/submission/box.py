@@ -50,7 +50,7 @@ GIB = 1 << 30
 # environment variables handed through (kernel and thread settings: the training's arithmetic);
 # everything else (credentials, data roots, proxies) stays outside
 PASSED_ENV_PREFIXES = ("OMP_", "MKL_", "ONEDNN_", "DNNL_", "ATEN_", "KMP_", "OPENBLAS_")
-PASSED_ENV = ("LANG", "LC_ALL", "TZ")
+PASSED_ENV = ("LANG", "LC_ALL", "TZ", "FSSL_CELL_THREADS")
 
 
 class BoxRefused(Exception):
@@ -170,11 +170,21 @@ def _bwrap_argv(scratch: Path, hidden: Sequence[Path]) -> list[str]:
         argv += ["--ro-bind", str(path), str(path)]
     for path in hidden:  # over a bound path: an empty folder, or an empty file
         if any(path == b or b in path.parents for b in seen | {Path("/usr")}) and path.exists():
-            argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+            argv += (
+                ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+            )
     argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(scratch), BOX, "--chdir", BOX]
+    argv.append("--clearenv")
+    for k, v in sorted(_child_env(BOX, pythonpath).items()):
+        argv += ["--setenv", k, v]
+    return argv
+
+
+def _child_env(home: str, pythonpath: Sequence[str]) -> dict[str, str]:
+    """The child's whole environment: no credentials, no data root, no proxy."""
     env = {
-        "HOME": BOX,
-        "TMPDIR": f"{BOX}/tmp",
+        "HOME": home,
+        "TMPDIR": f"{home}/tmp",
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": os.pathsep.join(pythonpath),
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -189,10 +199,7 @@ def _bwrap_argv(scratch: Path, hidden: Sequence[Path]) -> list[str]:
             if k.startswith(PASSED_ENV_PREFIXES) or k in PASSED_ENV
         }
     )
-    argv.append("--clearenv")
-    for k, v in sorted(env.items()):
-        argv += ["--setenv", k, v]
-    return argv
+    return env
 
 
 def run_boxed(
@@ -204,13 +211,18 @@ def run_boxed(
     limits: BoxLimits = DEFAULT_BOX_LIMITS,
     keep: Sequence[str] = (),
     into: Path | None = None,
+    unboxed: bool = False,
 ) -> dict[str, Any]:
     """Run ``job`` (``benchmark.submission.box_child``) in the box, handing it ``payload``
     (tensors and plain values, written with ``torch.save``), and return the result it wrote: a
     JSON object, read bounded. The files the result names under ``keep`` (relative names inside the
-    child's ``out/``) are moved into ``into``. ``what`` names the work in the refusal line."""
+    child's ``out/``) are moved into ``into``. ``what`` names the work in the refusal line.
+
+    ``unboxed`` (the maintainer's ``accept --unboxed`` where no box can run): the same fresh child,
+    limits, scratch folder, bare environment and deadline, without the namespaces: it can see
+    whatever this user can."""
     why = box_unavailable()
-    if why is not None:
+    if why is not None and not unboxed:
         raise BoxRefused(f"{what}: no box can run here: {why}")
     scratch = Path(tempfile.mkdtemp(prefix="fssl-box-"))
     try:
@@ -223,9 +235,12 @@ def run_boxed(
             import torch
 
             torch.save(dict(payload), scratch / PAYLOAD_FILE)
-        argv = _bwrap_argv(scratch, hidden_paths(hidden))
-        argv += [sys.executable, "-B", "-m", "benchmark.submission.box_child", BOX]
-        code, elapsed = _run(argv, scratch, limits.wall_s, what)
+        child = [sys.executable, "-B", "-m", "benchmark.submission.box_child"]
+        if why is None:
+            argv, env = [*_bwrap_argv(scratch, hidden_paths(hidden)), *child, BOX], None
+        else:
+            argv, env = [*child, str(scratch)], _child_env(str(scratch), _code_paths([])[1])
+        code, elapsed = _run(argv, scratch, limits.wall_s, what, env)
         result = _read_result(scratch, code, what)
         for name in keep:
             src = scratch / "out" / name
@@ -238,13 +253,21 @@ def run_boxed(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(argv: list[str], scratch: Path, wall_s: float, what: str) -> tuple[int, float]:
+def _run(
+    argv: list[str], scratch: Path, wall_s: float, what: str, env: dict[str, str] | None
+) -> tuple[int, float]:
     """Start the child in its own process group, wait for it until ``wall_s``, then kill the whole
     group. Returns (exit code, seconds)."""
     t0 = time.monotonic()
     with open(scratch / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from outside
-            argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True
+        proc = subprocess.Popen(  # argv is built here, not from outside
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,
+            cwd=scratch,
+            env=env,
         )
         try:
             code = proc.wait(timeout=wall_s)

@@ -55,6 +55,7 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     import numpy as np
     import torch
 
+    from benchmark.commands.smoke import cell_threads
     from benchmark.contracts.cell import Cell
     from benchmark.contracts.method import InputSpec
     from benchmark.contracts.registries import load_builtins
@@ -124,7 +125,8 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     )
     work = box / "work"
     work.mkdir()
-    pre = pretrain(prep, PretrainDir(work))
+    with cell_threads():  # the intra-op threads every launcher pins (a cell's numbers depend on it)
+        pre = pretrain(prep, PretrainDir(work))
     assert pre is not None
     (box / "out" / "final.pt").write_bytes(PretrainDir(work).final.read_bytes())
     return {"status": pre.status}

@@ -56,7 +56,10 @@ def plugin_names(record: Any) -> list[str]:
         for t in record.cell.get("tasks") or []
         if isinstance(t, Mapping) and isinstance(t.get("name"), str)
     ]
-    return [f"{kind}:{name}" for kind, reg, name in names if reg.origin(name) not in (BUILT_IN,)]
+    # an unknown name is left to accept's own check (it says what to install)
+    return [
+        f"{kind}:{name}" for kind, reg, name in names if reg.origin(name) not in (BUILT_IN, None)
+    ]
 
 
 def declare(
@@ -65,6 +68,7 @@ def declare(
     *,
     hidden: Iterable[Path | str | None] = (),
     limits: BoxLimits = DEFAULT_BOX_LIMITS,
+    unboxed: bool = False,
 ) -> Declaration:
     """Import ``method`` (and ``tasks``) in the box, with no data, and read what it declares.
     BoxRefused (one line) when the import fails, exits, hangs past the deadline, or the answer is
@@ -75,6 +79,7 @@ def declare(
         what=what,
         hidden=hidden,
         limits=limits,
+        unboxed=unboxed,
     )
     requires, federation = raw.get("requires"), raw.get("federation")
     if (
@@ -123,6 +128,7 @@ def retrain(
     data_root: str | Path | None = None,
     hidden: Iterable[Path | str | None] = (),
     limits: BoxLimits = DEFAULT_BOX_LIMITS,
+    unboxed: bool = False,
 ) -> Retrained:
     """Re-run ``record``'s pre-training in the box from its cell's configuration, handing the child
     what ``declaration`` allows. BoxRefused (one line) when the child gives no valid checkpoint."""
@@ -160,7 +166,14 @@ def retrain(
     }
     with tempfile.TemporaryDirectory(prefix="fssl-retrained-") as tmp:
         raw = run_boxed(
-            job, payload, what=what, hidden=hidden, limits=limits, keep=["final.pt"], into=Path(tmp)
+            job,
+            payload,
+            what=what,
+            hidden=hidden,
+            limits=limits,
+            keep=["final.pt"],
+            into=Path(tmp),
+            unboxed=unboxed,
         )
         final = Path(tmp) / "final.pt"
         if final.stat().st_size > MAX_RETRAINED_BYTES:
@@ -168,13 +181,17 @@ def retrain(
         try:
             pre = Pretrained.load(final, untrusted=True)
         except Exception as exc:  # noqa: BLE001 - whatever the child wrote, one line
-            raise BoxRefused(f"{what}: its checkpoint does not load: {type(exc).__name__}") from None
+            raise BoxRefused(
+                f"{what}: its checkpoint does not load: {type(exc).__name__}"
+            ) from None
     if oversized_tensor(pre) is not None:
         raise BoxRefused(f"{what}: its checkpoint holds a view larger than its storage")
     try:
         digest = pre.state_digest()
     except TypeError as exc:
-        raise BoxRefused(f"{what}: its checkpoint holds a value that is not a tensor: {exc}") from None
+        raise BoxRefused(
+            f"{what}: its checkpoint holds a value that is not a tensor: {exc}"
+        ) from None
     return Retrained(pre, digest, declaration, float(raw.get("box_wall_s", 0.0)))
 
 
@@ -219,3 +236,80 @@ __all__ = [
     "retrain",
     "training_problems",
 ]
+
+
+# ------------------------------------------------------------------------------------------------
+# accept's two steps: the boxed imports (before this process imports any plugin), the re-training
+
+
+def boxed_imports(
+    records: Sequence[Any], *, reproduce: bool, hidden: Sequence[Any], unboxed: bool
+) -> tuple[dict[str, Declaration], str | None]:
+    """Import every method the ``records`` run (and their plugin tasks) in the box, before the
+    accepting process imports any of them: (method → its declaration, why no box runs here or
+    None). Only methods with plugin code, or every method when the track re-trains (``reproduce``:
+    one path for built-ins and plugins). Where no box can run, a bundle with plugin code is
+    refused unless ``unboxed``; then (and for re-training) the children run without namespaces.
+    BoxRefused (one line) when an import fails."""
+    from benchmark.submission.box import box_unavailable
+
+    plugins = sorted({name for r in records for name in plugin_names(r)})
+    wanted: dict[str, set[str]] = {}
+    for r in records:
+        mine = [n.split(":", 1)[1] for n in plugin_names(r)]
+        if mine or reproduce:
+            wanted.setdefault(r.method, set()).update(t for t in mine if t != r.method)
+    if not wanted:
+        return {}, None
+    why = box_unavailable()
+    if why is not None and plugins and not unboxed:
+        raise BoxRefused(
+            f"its records run plugin code ({', '.join(plugins)}) and no box can run here ({why}): "
+            "pass --unboxed only if you trust that code (the rows accepted so are badged unboxed)"
+        )
+    out = {
+        method: declare(method, sorted(tasks), hidden=hidden, unboxed=why is not None)
+        for method, tasks in sorted(wanted.items())
+    }
+    return out, why
+
+
+def retrain_cells(
+    records: Sequence[Any],
+    declared: Mapping[str, Declaration],
+    *,
+    kernels: str | None,
+    data_root: str | Path | None,
+    hidden: Sequence[Any],
+    unboxed: bool,
+) -> dict[str, tuple[Retrained | None, list[str]]]:
+    """Every record's pre-training re-run in the box, once per pre-training key (sibling cells that
+    differ in their tasks share it): cell id → (the re-run, where the record disagrees with it).
+    ``kernels``: the mode the track requires (a re-training on another CPU is bit for bit only in
+    the portable mode); a cell in another mode is refused before anything runs (ValueError)."""
+    from benchmark.contracts.cell import Cell
+
+    if kernels is not None:
+        for r in records:
+            mode = Cell.from_dict(r.cell).kernels
+            if mode != kernels:
+                raise ValueError(
+                    f"{r.cell_id}: the track re-trains its cells and requires {kernels} kernels, the "
+                    f"cell ran {mode} (run it with the track's grid)"
+                )
+    done: dict[str, Retrained | str] = {}
+    out: dict[str, tuple[Retrained | None, list[str]]] = {}
+    for r in records:
+        if r.pretrain_key not in done:
+            try:
+                done[r.pretrain_key] = retrain(
+                    r, declared[r.method], data_root=data_root, hidden=hidden, unboxed=unboxed
+                )
+            except BoxRefused as exc:
+                done[r.pretrain_key] = str(exc)
+        again = done[r.pretrain_key]
+        if isinstance(again, str):
+            out[r.cell_id] = (None, [again])
+        else:
+            out[r.cell_id] = (again, training_problems(r, again))
+    return out
