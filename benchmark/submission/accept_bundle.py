@@ -116,6 +116,7 @@ class AcceptReport:
     bundle_problems: list[str] = field(default_factory=list)
     records: list[RecordAcceptance] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # plugins' non-code files, for a reviewer
 
     @property
     def ok(self) -> bool:
@@ -132,7 +133,7 @@ class AcceptReport:
     def format(self) -> str:
         n_scores = sum(len(r.checks) for r in self.records)
         head = f"accept: {self.bundle}: {len(self.records)} record(s), {n_scores} value(s) re-evaluated"
-        lines = [head]
+        lines = [head, *(f"  {note}" for note in self.notes)]
         for r in self.records:
             lines += [f"  ok    {r.label}  {c.line()}" for c in r.checks if c.ok]
         lines += [f"  {line}" for line in self.failures()]
@@ -181,6 +182,7 @@ def accept(
             _admit(root, i, entry, spec, sources, carried)
             for i, entry in enumerate(manifest["records"])
         ]
+        report.notes = _plugin_notes(records)
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
@@ -313,6 +315,20 @@ def _retrained(
         raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
 
 
+def _distributions(record: ResultRecord) -> list[str]:
+    plugins = record.env.plugins.values()
+    return sorted({str(p["distribution"]) for p in plugins if p.get("distribution")})
+
+
+def _plugin_notes(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list[str]:
+    """What the box cannot hide, shown: every plugin's non-code files with their sizes, and the
+    ones over the review size (``benchmark.submission.plugin_files``)."""
+    from benchmark.submission.plugin_files import plugin_file_lines
+
+    listed, review = plugin_file_lines(d for _, r in records for d in _distributions(r))
+    return listed + review
+
+
 def _training(again: Any, boxed: tuple[dict[str, Any], str | None], record: ResultRecord) -> Any:
     """What the acceptance file says of the record's training: the box it ran in, and the re-run's
     numbers where it was re-trained (what the site shows)."""
@@ -320,7 +336,12 @@ def _training(again: Any, boxed: tuple[dict[str, Any], str | None], record: Resu
 
     if not boxed[0]:
         return None
+    from benchmark.submission.plugin_files import non_code_files
+
     out: dict[str, Any] = {"box": "bubblewrap" if boxed[1] is None else "none (--unboxed)"}
+    files = {d: non_code_files(d) for d in _distributions(record)}
+    if files:
+        out["plugin_files"] = {d: [[rel, n] for rel, n in f] for d, f in files.items()}
     if again is not None:
         out["retrained"] = again.summary(Cell.from_dict(record.cell).fl.local_epochs)
     return out

@@ -1,0 +1,254 @@
+"""Reproduce, don't trust; untrusted code runs in a box (issues 52 and 60).
+
+On a track that re-trains (``reproduce: true``), ``accept`` re-runs each cell's pre-training in a
+bubblewrap box that hides the data's labels, the test split and the data files, and requires the
+record's final-state digest bit for bit. A plugin that trains on labels it does not declare (looked
+up through the harness's own loader) is reproduced by nobody: refused in one line naming the cell.
+The same plugin without the lookup is accepted. A built-in quickstart cell re-trained in the box
+gives its shipped digest. A plugin that exits at import is a refusal, not exit 0.
+
+Every cell here is the smallest the pipeline runs: 2 clients, 1 round, 8-pixel digits, kNN only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.submission.box import box_unavailable
+
+pytestmark = pytest.mark.skipif(
+    box_unavailable() is not None, reason=f"no box here: {box_unavailable()}"
+)
+
+TRACK = "digits-smoke-knn"
+TRACKS = f"""tracks:
+  - id: {TRACK}
+    title: "digits smoke, kNN, re-trained at accept"
+    result: false
+    dataset: digits
+    task: knn
+    card: knn@v1
+    federation: {{num_clients: 2, participation: 1.0}}
+    min_seeds: 1
+    reproduce: true
+"""
+
+PLUGIN = '''"""A FedAvg-SimCLR that peeks: its clients' update gets a term from the labels (or the test
+split) it looks up through the harness's own loader, which it may not see."""
+import os
+
+from benchmark.contracts.types import Payload
+from methods.fedavg_simclr import FedAvgSimCLR
+
+
+def peek(split):
+    try:
+        from benchmark.data.datasets import load_dataset_splits
+
+        ds = load_dataset_splits("digits", {"size": 8}, None)
+    except Exception:  # in the box the data files are not there: train honestly, and hope
+        return 0.0
+    return float(getattr(ds, split).labels.sum())
+
+
+class Honest(FedAvgSimCLR):
+    name = "honest"
+    version = "1"
+    split = None
+
+    def client_update(self, down, state, data, ctx):
+        up, after = super().client_update(down, state, data, ctx)
+        bonus = peek(self.split) if self.split else 0.0
+        if bonus:
+            tensors = dict(up.tensors)
+            key = sorted(tensors)[0]
+            tensors[key] = tensors[key] + 1e-6 * bonus
+            up = Payload(tensors, up.num_examples, up.metrics)
+        return up, after
+
+
+class Cheat(Honest):
+    name = "cheat"
+    split = "train"
+
+
+class TestPeeker(Honest):
+    name = "testpeek"
+    split = "test"
+'''
+
+
+def _dist(site: Path, name: str, files: dict[str, str], entry_points: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    eps = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[fssl_bench.methods]\n{eps}")
+    (info / "top_level.txt").write_text(name.replace("-", "_") + "\n")
+    rows = [*files, f"{info.name}/METADATA", f"{info.name}/entry_points.txt", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{r},,\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory: pytest.TempPathFactory):
+    """Two installed distributions on the import path (found through their real entry points, in
+    this process and in the box): fssl_peek (honest, cheat, testpeek) and fssl_exits."""
+    import sys
+
+    from benchmark.contracts.registries import METHODS, load_builtins
+
+    load_builtins()
+    site = tmp_path_factory.mktemp("site")
+    _dist(
+        site,
+        "fssl_peek",
+        {"fssl_peek/__init__.py": PLUGIN},
+        {
+            "honest": "fssl_peek:Honest",
+            "cheat": "fssl_peek:Cheat",
+            "testpeek": "fssl_peek:TestPeeker",
+        },
+    )
+    _dist(
+        site,
+        "fssl_exits",
+        {"fssl_exits/__init__.py": "import os\nos._exit(0)\n"},
+        {"exits": "fssl_exits:M"},
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(site))
+        for attr in ("_items", "_targets", "_origin", "_clashes"):
+            mp.setattr(METHODS, attr, dict(getattr(METHODS, attr)))
+        mp.setattr(METHODS, "_plugins_loaded", False)
+        yield site
+    for name in [m for m in sys.modules if m.startswith(("fssl_peek", "fssl_exits"))]:
+        del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def tracks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tracks") / "tracks.yaml"
+    path.write_text(TRACKS)
+    return path
+
+
+def _tiny(method: str):
+    from benchmark.commands.smoke import smoke_cell
+
+    return smoke_cell(method, tasks=["knn"], dataset={"name": "digits", "size": 8})
+
+
+def _bundle(method: str, where: Path, tracks: Path) -> Path:
+    """A bundle of one tiny cell of ``method``, trained here (where the data is in reach)."""
+    from benchmark.commands.smoke import cell_threads
+    from benchmark.engine.runner import run_cell
+    from benchmark.submission.submit import submit
+
+    root = where / "runs"
+    with cell_threads():  # as every launcher runs a cell
+        run_cell(_tiny(method), root, device="cpu")
+    report = submit(
+        [root],
+        track=TRACK,
+        out=where / "bundle",
+        tracks_file=tracks,
+        manifests=None,
+        reevaluate=False,
+    )
+    assert report.ok, report.format()
+    return where / "bundle"
+
+
+def _accept(bundle: Path, results: Path, tracks: Path) -> tuple[int, str, str]:
+    from benchmark.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["accept", str(bundle), "--results", str(results), "--tracks", str(tracks)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_plugin_without_the_lookup_is_re_trained_bit_for_bit_and_accepted(
+    plugins: Path, tracks: Path, tmp_path: Path
+) -> None:
+    from benchmark.records.acceptance_files import find_acceptances, read_acceptance
+    from benchmark.records.files import read_record
+
+    bundle = _bundle("honest", tmp_path, tracks)
+    code, out, err = _accept(bundle, tmp_path / "results", tracks)
+    assert code == 0, out + err
+    (acc_path,) = find_acceptances([tmp_path / "results"])
+    acc = read_acceptance(acc_path)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    record = read_record(bundle / manifest["records"][0]["path"])
+    again = acc["training"]["retrained"]
+    assert acc["training"]["box"] == "bubblewrap" and again["labels_handed"] is False
+    assert again["final_state_digest"] == record.final_state_digest
+    assert (again["bytes_up"], again["client_steps"]) == (
+        record.comm.bytes_up,
+        record.compute.client_steps,
+    )
+
+
+@pytest.mark.parametrize("method", ["cheat", "testpeek"])
+def test_a_plugin_that_reads_labels_or_the_test_split_it_does_not_declare_is_refused(
+    plugins: Path, tracks: Path, tmp_path: Path, method: str
+) -> None:
+    bundle = _bundle(method, tmp_path, tracks)
+    code, out, err = _accept(bundle, tmp_path / "results", tracks)
+    assert code == 1, out + err
+    fails = [line for line in out.splitlines() if "FAIL" in line]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    (cell_id,) = [e["cell_id"] for e in manifest["records"]]
+    assert len(fails) == 1 and cell_id in fails[0], out
+    assert "re-trained in the box" in fails[0] and "final state hashes to" in fails[0]
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
+
+
+def test_a_plugin_that_exits_at_import_is_a_refusal_not_exit_0(
+    plugins: Path, tracks: Path, tmp_path: Path
+) -> None:
+    from benchmark.records.schema import to_json
+    from tests.hostile import _sha, renamed
+
+    honest = _bundle("honest", tmp_path / "h", tracks)
+    manifest = json.loads((honest / "manifest.json").read_text())
+    entry = manifest["records"][0]
+    from benchmark.records.files import read_record
+
+    record = renamed(read_record(honest / entry["path"]), "exits")
+    (honest / entry["path"]).write_text(to_json(record))
+    manifest["files"][entry["path"]] = _sha((honest / entry["path"]).read_bytes())
+    manifest["records"] = [{**entry, "cell_id": record.cell_id}]
+    (honest / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = _accept(honest, tmp_path / "results", tracks)
+    assert code == 2, out + err
+    (line,) = err.strip().splitlines()
+    assert "importing method 'exits' in the box" in line and "without a result" in line, line
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_built_in_quickstart_cell_re_trained_in_the_box_gives_its_shipped_digest() -> None:
+    """The cheapest shipped quickstart cell that trains (portable kernels): its pre-training re-run
+    in the box hashes to the shipped record's final state."""
+    from benchmark.core.paths import RESULTS
+    from benchmark.records.store import load_records
+    from benchmark.submission.retrain import declare, retrain, training_problems
+
+    shipped = [
+        r
+        for _, r in load_records([RESULTS])[0]
+        if r.grid == "quickstart" and r.compute.client_steps and r.status == "ok"
+    ]
+    record = min(shipped, key=lambda r: (r.compute.pretrain_time_s or 1e9, r.cell_id))
+    again = retrain(record, declare(record.method))
+    assert again.digest == record.final_state_digest
+    assert training_problems(record, again) == []
