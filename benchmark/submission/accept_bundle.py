@@ -46,6 +46,7 @@ write is confined to ``DIR`` (docs/submitting.md)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -97,6 +98,7 @@ class RecordAcceptance:
     problems: list[str] = field(default_factory=list)
     checks: list[ScoreCheck] = field(default_factory=list)
     training: Mapping[str, Any] | None = None  # the box it ran in, its re-training (acceptance)
+    eval_time_s: float | None = None  # the re-evaluation's
 
     @property
     def label(self) -> str:
@@ -209,7 +211,8 @@ def accept(
                 report.records.append(RecordAcceptance(entry, record, list(wrong)))
                 continue
             report.records.append(_accept_one(root, i, entry, record, data_root))
-            report.records[-1].training = _training(again, boxed, record)
+            done = report.records[-1]
+            done.training = _training(again, boxed, record, done.eval_time_s)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha, card_files)
@@ -329,7 +332,12 @@ def _plugin_notes(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list
     return listed + review
 
 
-def _training(again: Any, boxed: tuple[dict[str, Any], str | None], record: ResultRecord) -> Any:
+def _training(
+    again: Any,
+    boxed: tuple[dict[str, Any], str | None],
+    record: ResultRecord,
+    eval_time_s: float | None,
+) -> Any:
     """What the acceptance file says of the record's training: the box it ran in, and the re-run's
     numbers where it was re-trained (what the site shows)."""
     from benchmark.contracts.cell import Cell
@@ -343,7 +351,10 @@ def _training(again: Any, boxed: tuple[dict[str, Any], str | None], record: Resu
     if files:
         out["plugin_files"] = {d: [[rel, n] for rel, n in f] for d, f in files.items()}
     if again is not None:
-        out["retrained"] = again.summary(Cell.from_dict(record.cell).fl.local_epochs)
+        out["retrained"] = {
+            **again.summary(Cell.from_dict(record.cell).fl.local_epochs),
+            "eval_time_s": eval_time_s,
+        }
     return out
 
 
@@ -457,8 +468,10 @@ def _accept_one(
     pre = _checkpoint(root, entry, record, problems)
     if pre is None:  # it passed a moment ago: the bundle changed under accept
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+    t0 = time.perf_counter()
     try:
         out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
+        out.eval_time_s = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
         out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")
         return out
