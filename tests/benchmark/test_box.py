@@ -146,15 +146,17 @@ def _tiny(method: str):
     return smoke_cell(method, tasks=["knn"], dataset={"name": "digits", "size": 8})
 
 
-def _bundle(method: str, where: Path, tracks: Path) -> Path:
-    """A bundle of one tiny cell of ``method``, trained here (where the data is in reach)."""
+def _bundle(methods: list[str], where: Path, tracks: Path) -> Path:
+    """A bundle of one tiny cell of each of ``methods``, trained here (where the data is in
+    reach)."""
     from benchmark.commands.smoke import cell_threads
     from benchmark.engine.runner import run_cell
     from benchmark.submission.submit import submit
 
     root = where / "runs"
     with cell_threads():  # as every launcher runs a cell
-        run_cell(_tiny(method), root, device="cpu")
+        for method in methods:
+            run_cell(_tiny(method), root, device="cpu")
     report = submit(
         [root],
         track=TRACK,
@@ -176,13 +178,24 @@ def _accept(bundle: Path, results: Path, tracks: Path) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.fixture(scope="module")
+def honest_bundle(plugins: Path, tracks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _bundle(["honest"], tmp_path_factory.mktemp("honest"), tracks)
+
+
+def _copy(bundle: Path, where: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(bundle, where))
+
+
 def test_a_plugin_without_the_lookup_is_re_trained_bit_for_bit_and_accepted(
-    plugins: Path, tracks: Path, tmp_path: Path
+    honest_bundle: Path, tracks: Path, tmp_path: Path
 ) -> None:
     from benchmark.records.acceptance_files import find_acceptances, read_acceptance
     from benchmark.records.files import read_record
 
-    bundle = _bundle("honest", tmp_path, tracks)
+    bundle = honest_bundle
     code, out, err = _accept(bundle, tmp_path / "results", tracks)
     assert code == 0, out + err
     (acc_path,) = find_acceptances([tmp_path / "results"])
@@ -198,28 +211,30 @@ def test_a_plugin_without_the_lookup_is_re_trained_bit_for_bit_and_accepted(
     )
 
 
-@pytest.mark.parametrize("method", ["cheat", "testpeek"])
 def test_a_plugin_that_reads_labels_or_the_test_split_it_does_not_declare_is_refused(
-    plugins: Path, tracks: Path, tmp_path: Path, method: str
+    plugins: Path, tracks: Path, tmp_path: Path
 ) -> None:
-    bundle = _bundle(method, tmp_path, tracks)
+    """Two cells in one bundle: one trained on the train split's labels, one on the test split's
+    (both looked up through the harness's own loader); each is refused on its own line."""
+    bundle = _bundle(["cheat", "testpeek"], tmp_path, tracks)
     code, out, err = _accept(bundle, tmp_path / "results", tracks)
     assert code == 1, out + err
     fails = [line for line in out.splitlines() if "FAIL" in line]
     manifest = json.loads((bundle / "manifest.json").read_text())
-    (cell_id,) = [e["cell_id"] for e in manifest["records"]]
-    assert len(fails) == 1 and cell_id in fails[0], out
-    assert "re-trained in the box" in fails[0] and "final state hashes to" in fails[0]
+    cells = sorted(e["cell_id"] for e in manifest["records"])
+    assert len(cells) == 2 and sorted(line.split()[1] for line in fails) == cells, out
+    for line in fails:
+        assert "re-trained in the box" in line and "final state hashes to" in line, line
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
 
 
 def test_a_plugin_that_exits_at_import_is_a_refusal_not_exit_0(
-    plugins: Path, tracks: Path, tmp_path: Path
+    honest_bundle: Path, tracks: Path, tmp_path: Path
 ) -> None:
     from benchmark.records.schema import to_json
     from tests.hostile import _sha, renamed
 
-    honest = _bundle("honest", tmp_path / "h", tracks)
+    honest = _copy(honest_bundle, tmp_path / "h")
     manifest = json.loads((honest / "manifest.json").read_text())
     entry = manifest["records"][0]
     from benchmark.records.files import read_record
@@ -252,3 +267,51 @@ def test_a_built_in_quickstart_cell_re_trained_in_the_box_gives_its_shipped_dige
     again = retrain(record, declare(record.method))
     assert again.digest == record.final_state_digest
     assert training_problems(record, again) == []
+
+
+def test_where_no_box_runs_a_plugin_bundle_is_refused_unless_unboxed(
+    honest_bundle: Path, tracks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmark.submission import box
+
+    monkeypatch.setattr(box, "box_unavailable", lambda: "no user namespaces (test)")
+    code, out, err = _accept(honest_bundle, tmp_path / "results", tracks)
+    assert code == 2, out + err
+    (line,) = err.strip().splitlines()
+    assert "plugin code (method:honest)" in line and "--unboxed" in line, line
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_plugin_digest_covers_every_file_of_the_package_and_data_files_are_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Code loaded from a data file (impl.txt) changes the digest; accept lists the non-code
+    files with their sizes and names one over the review size."""
+    import importlib
+    import sys
+
+    from benchmark.core.provenance import source_digest, source_files
+    from benchmark.submission.plugin_files import REVIEW_BYTES, plugin_file_lines
+
+    big = "x" * (REVIEW_BYTES + 1)
+    _dist(
+        tmp_path,
+        "fssl_data",
+        {"fssl_data/__init__.py": "", "fssl_data/impl.txt": "a = 1\n", "fssl_data/table.bin": big},
+        {"data": "fssl_data:M"},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("fssl_data")
+    try:
+        before = source_digest(source_files(module))
+        (tmp_path / "fssl_data" / "impl.txt").write_text("a = 2\n")
+        assert source_digest(source_files(module)) != before
+        listed, review = plugin_file_lines(["fssl_data"])
+    finally:
+        del sys.modules["fssl_data"]
+    assert listed == [
+        f"plugin fssl_data: non-code files: fssl_data/impl.txt (6 B), "
+        f"fssl_data/table.bin ({len(big):,} B)"
+    ]
+    (line,) = review
+    assert line.startswith("REVIEW  plugin fssl_data: fssl_data/table.bin"), line
