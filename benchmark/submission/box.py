@@ -146,7 +146,9 @@ def _code_paths(hidden: Sequence[Path]) -> tuple[list[Path], list[str]]:
         if not entry or not os.path.isdir(entry):
             continue
         path = Path(entry).resolve()
-        if any(path == h or path in h.parents for h in above):
+        if any(path == h or path in h.parents for h in above) or any(
+            h in path.parents for h in hidden
+        ):
             continue  # a folder that holds what the box hides (the repository holds results/)
         binds.append(path)
         pythonpath.append(str(path))
