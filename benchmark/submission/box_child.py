@@ -55,7 +55,6 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from benchmark.commands.smoke import cell_threads
     from benchmark.contracts.cell import Cell
     from benchmark.contracts.method import InputSpec
     from benchmark.contracts.registries import load_builtins
@@ -66,6 +65,7 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     from benchmark.data.client_views import ClientViews
     from benchmark.engine.rounds import SimSettings
     from benchmark.engine.stages import Prepared, build_method, pretrain
+    from benchmark.launchers.options import RunOptions
     from benchmark.runroot.rundir import PretrainDir
 
     load_builtins()
@@ -125,8 +125,10 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     )
     work = box / "work"
     work.mkdir()
-    with cell_threads():  # the intra-op threads every launcher pins (a cell's numbers depend on it)
-        pre = pretrain(prep, PretrainDir(work))
+    threads = RunOptions(device="cpu").cell_threads()  # as every launcher pins them: a cell's
+    if threads:  # numbers depend on its intra-op threads
+        torch.set_num_threads(threads)
+    pre = pretrain(prep, PretrainDir(work))
     assert pre is not None
     (box / "out" / "final.pt").write_bytes(PretrainDir(work).final.read_bytes())
     return {"status": pre.status}
