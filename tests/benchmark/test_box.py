@@ -315,3 +315,33 @@ def test_the_plugin_digest_covers_every_file_of_the_package_and_data_files_are_l
     ]
     (line,) = review
     assert line.startswith("REVIEW  plugin fssl_data: fssl_data/table.bin"), line
+
+
+def test_the_site_shows_the_re_run_s_training_and_badges_an_unboxed_row() -> None:
+    from leaderboard.loading import retrained_columns
+
+    base = {"fl_num_clients": 2, "bytes": 1, "wall_time_s": 0.001, "machine": "theirs"}
+    acc = {
+        "training": {
+            "box": "bubblewrap",
+            "retrained": {
+                "bytes_up": 300,
+                "bytes_down": 100,
+                "pretrain_time_s": 40.0,
+                "eval_time_s": 2.5,
+                "client_steps": 88,
+                "machine": "ours",
+            },
+        }
+    }
+    cols = retrained_columns(acc, base)
+    assert cols == {
+        "unboxed": False,
+        "bytes": 400,
+        "bytes_per_client": 200,
+        "wall_time_s": 42.5,
+        "client_steps": 88,
+        "machine": "ours",
+    }
+    assert retrained_columns({"training": {"box": "none (--unboxed)"}}, base) == {"unboxed": True}
+    assert retrained_columns(None, base) == {"unboxed": False}
