@@ -260,13 +260,15 @@ def boxed_imports(
     one path for built-ins and plugins). Where no box can run, a bundle with plugin code is
     refused unless ``unboxed``; then (and for re-training) the children run without namespaces.
     BoxRefused (one line) when an import fails."""
+    from benchmark.contracts.registries import METHODS
     from benchmark.submission.box import box_unavailable
 
     plugins = sorted({name for r in records for name in plugin_names(r)})
     wanted: dict[str, set[str]] = {}
     for r in records:
         mine = [n.split(":", 1)[1] for n in plugin_names(r)]
-        if mine or reproduce:
+        # a method not installed here is left to accept's own check (it says what to install)
+        if mine or (reproduce and METHODS.origin(r.method) is not None):
             wanted.setdefault(r.method, set()).update(t for t in mine if t != r.method)
     if not wanted:
         return {}, None
