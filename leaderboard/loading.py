@@ -201,6 +201,7 @@ RECORD_COLUMNS = [
     "uses_public_data",
     "verified",
     "reevaluated",
+    "unboxed",
     "reference",
     "submitted",
     "path",
@@ -264,11 +265,40 @@ def records_frame(
     acceptances = reevaluated if isinstance(reevaluated, Mapping) else {}
     for path, r in one_checkpoint_once(records):
         base = _record_base(path, r, reference=r.method in refs, reevaluated=r.cell_id in accepted)
+        base.update(retrained_columns(acceptances.get(r.cell_id), base))
         if r.scores:
             rows.extend(_score_rows(base, r, acceptances.get(r.cell_id)))
         else:
             rows.extend(_diverged_rows(base, r.cell))
     return _short_partitions(pd.DataFrame(rows, columns=RECORD_COLUMNS))
+
+
+def retrained_columns(
+    acceptance: Mapping[str, Any] | None, base: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the site shows of a cell's training, from the maintainer's re-run where ``accept``
+    re-trained it (the acceptance's ``training.retrained``, docs/integrity.md): traffic, optimizer
+    steps, compute time (re-run pre-training + re-evaluation) and machine; and whether the method's
+    code ran without a box (``--unboxed``)."""
+    training = (acceptance or {}).get("training")
+    if not isinstance(training, Mapping):
+        return {"unboxed": False}
+    out: dict[str, Any] = {"unboxed": str(training.get("box", "")).startswith("none")}
+    again = training.get("retrained")
+    if isinstance(again, Mapping):
+        number = (int, float)
+        up, down = again.get("bytes_up"), again.get("bytes_down")
+        if isinstance(up, number) and isinstance(down, number):
+            out["bytes"] = up + down
+            out["bytes_per_client"] = per_client(up + down, base.get("fl_num_clients"))
+        times = [again.get("pretrain_time_s"), again.get("eval_time_s")]
+        if all(isinstance(t, number) for t in times):
+            out["wall_time_s"] = float(sum(times))
+        if isinstance(again.get("client_steps"), number):
+            out["client_steps"] = again["client_steps"]
+        if isinstance(again.get("machine"), str) and again["machine"]:
+            out["machine"] = again["machine"]
+    return out
 
 
 def one_checkpoint_once(

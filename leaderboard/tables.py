@@ -96,6 +96,7 @@ TABLE_COLUMNS = [
     "uses_public_data",
     "verified",
     "reevaluated",
+    "unboxed",
     "submitted",
     "cell_ids",
     "card_id",
@@ -236,6 +237,8 @@ def _aggregate_one(
         "verified": bool(g["verified"].all()),
         # every seed behind the row: a row is as trusted as its weakest
         "reevaluated": bool(g["reevaluated"].all()),
+        # a seed whose method's code ran at accept without a box (accept --unboxed)
+        "unboxed": bool(g["unboxed"].any()) if "unboxed" in g else False,
         # a seed of a method whose settings were not tuned on the validation split here
         "submitted": bool(g["submitted"].any()),
         "cell_ids": sorted(g["cell_id"].unique().tolist()),
@@ -287,6 +290,7 @@ _NOTHING = {
     "uses_public_data": False,
     "verified": True,
     "reevaluated": False,
+    "unboxed": False,
     "cell_ids": [],
 }
 

@@ -384,6 +384,16 @@ def _add_accept(sub: Any) -> None:
         "--track", default=None, help="the track to accept for (default: the manifest's)"
     )
     acc.add_argument(
+        "--tracks", default=None, help="tracks file (default: leaderboard/tracks.yaml)"
+    )
+    acc.add_argument(
+        "--unboxed",
+        action="store_true",
+        help="where no box can run (no bubblewrap or user namespaces): run the bundle's plugin code "
+        "and re-training in a plain child process anyway; the rows accepted so are badged "
+        "unboxed (docs/integrity.md). Without it such a bundle is refused",
+    )
+    acc.add_argument(
         "--max-total-mb",
         type=int,
         default=limits.max_total_bytes // MB,

@@ -37,6 +37,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
             data_root=args.data_root,
             track=args.track,
             limits=limits,
+            unboxed=args.unboxed,
+            tracks=args.tracks,
         )
     finally:
         for sig, handler in previous.items():

@@ -18,11 +18,19 @@ from typing import Any
 IN_TREE = ("benchmark", "methods", "tasks", "leaderboard")
 
 
+def counted(rel: str) -> bool:
+    """Whether a file of a plugin's package counts in its source digest: every file the package
+    holds (code loaded from a data file, ``impl.txt``, changes the digest too, issue 52), but the
+    bytecode caches Python writes beside it."""
+    parts = rel.split("/")
+    return "__pycache__" not in parts and not rel.endswith((".pyc", ".pyo"))
+
+
 def source_files(module: Any) -> list[tuple[str, Path]]:
-    """(path relative to the top-level package's parent, file) of every ``.py`` file of the
-    top-level package ``module`` belongs to, read from where Python imports it, so that an editable
-    install (whose distribution lists no source files) and a regular one (whose files pip copied)
-    give the same list."""
+    """(path relative to the top-level package's parent, file) of every file (not only ``.py``:
+    :func:`counted`) of the top-level package ``module`` belongs to, read from where Python imports
+    it, so that an editable install (whose distribution lists no source files) and a regular one
+    (whose files pip copied) give the same list."""
     top_name = module.__name__.split(".")[0]
     top = sys.modules.get(top_name) or importlib.import_module(top_name)
     roots = [Path(p) for p in getattr(top, "__path__", [])]
@@ -31,9 +39,10 @@ def source_files(module: Any) -> list[tuple[str, Path]]:
         return [(file.name, file)]
     out = []
     for root in roots:
-        for path in root.rglob("*.py"):
-            if "__pycache__" not in path.parts and path.is_file():
-                out.append((f"{top_name}/{path.relative_to(root).as_posix()}", path))
+        for path in root.rglob("*"):
+            rel = f"{top_name}/{path.relative_to(root).as_posix()}"
+            if counted(rel) and path.is_file():
+                out.append((rel, path))
     return sorted(out)
 
 

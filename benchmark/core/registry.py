@@ -307,6 +307,13 @@ class Registry(Generic[T]):
     def freeze(self) -> None:
         self._frozen = True
 
+    def origin(self, name: str) -> str | None:
+        """Who registered ``name`` (``BUILT_IN``, or an entry point's distribution), read from the
+        entry points' metadata without importing anything; None for an unknown name."""
+        self._load_plugins()
+        key = self._aliases.get(name, name)
+        return self._origin.get(key) if key in self._items else None
+
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         return isinstance(name, str) and (name in self._items or name in self._aliases)

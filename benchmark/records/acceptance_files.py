@@ -160,8 +160,11 @@ def make_acceptance(
     git_dirty: bool,
     accepted_at: str,
     bundle_sha256: str | None,
+    training: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The acceptance of ``record`` (every check passed), sealed with its digest."""
+    """The acceptance of ``record`` (every check passed), sealed with its digest. ``training``
+    (when a method's code ran in accept's box): ``{"box": ..., "retrained": {...}}``, the re-run's
+    numbers (docs/integrity.md)."""
     body = {
         "acceptance_version": ACCEPTANCE_VERSION,
         "cell_id": record.cell_id,
@@ -185,6 +188,8 @@ def make_acceptance(
         "accepted_at": accepted_at,
         "bundle_manifest_sha256": bundle_sha256,
     }
+    if training is not None:
+        body["training"] = dict(training)
     return {**body, DIGEST_FIELD: digest(body)}
 
 

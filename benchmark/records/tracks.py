@@ -53,6 +53,12 @@ class Track:
     # record's cell, but for its method and seed, to be a cell of that grid (a plugin runs it with
     # ``run --grid NAME --add-method ITS_NAME``); None: no such check (the smoke track)
     grid: str | None = None
+    # true: the track's cells fit the maintainer's CPU, and ``accept`` re-trains each in the box and
+    # requires its final-state digest bit for bit (docs/integrity.md)
+    reproduce: bool = False
+    # the CPU kernels mode the track's cells must run in (re-training on another CPU is bit for bit
+    # only in "portable" mode); None: any
+    kernels: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.id):
@@ -120,8 +126,11 @@ def parse_tracks(raw: Any, where: str = "<memory>") -> list[Track]:
         min_seeds = item.get("min_seeds", 3)
         if not isinstance(min_seeds, int) or isinstance(min_seeds, bool):
             raise TrackError(f"{where}: tracks[{i}].min_seeds must be a positive integer")
-        if not isinstance(item.get("result", True), bool):
-            raise TrackError(f"{where}: tracks[{i}].result must be true or false")
+        for key in ("result", "reproduce"):
+            if not isinstance(item.get(key, key == "result"), bool):
+                raise TrackError(f"{where}: tracks[{i}].{key} must be true or false")
+        if item.get("kernels") not in (None, "portable", "native"):
+            raise TrackError(f"{where}: tracks[{i}].kernels must be portable or native")
         try:
             out.append(Track(**{**item, "federation": dict(item.get("federation") or {})}))
         except TypeError as exc:

@@ -46,6 +46,7 @@ write is confined to ``DIR`` (docs/submitting.md)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -96,6 +97,8 @@ class RecordAcceptance:
     record: ResultRecord | None = None
     problems: list[str] = field(default_factory=list)
     checks: list[ScoreCheck] = field(default_factory=list)
+    training: Mapping[str, Any] | None = None  # the box it ran in, its re-training (acceptance)
+    eval_time_s: float | None = None  # the re-evaluation's
 
     @property
     def label(self) -> str:
@@ -115,6 +118,7 @@ class AcceptReport:
     bundle_problems: list[str] = field(default_factory=list)
     records: list[RecordAcceptance] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # plugins' non-code files, for a reviewer
 
     @property
     def ok(self) -> bool:
@@ -131,7 +135,7 @@ class AcceptReport:
     def format(self) -> str:
         n_scores = sum(len(r.checks) for r in self.records)
         head = f"accept: {self.bundle}: {len(self.records)} record(s), {n_scores} value(s) re-evaluated"
-        lines = [head]
+        lines = [head, *(f"  {note}" for note in self.notes)]
         for r in self.records:
             lines += [f"  ok    {r.label}  {c.line()}" for c in r.checks if c.ok]
         lines += [f"  {line}" for line in self.failures()]
@@ -156,8 +160,11 @@ def accept(
     data_root: str | None = None,
     track: str | None = None,
     limits: BundleLimits = DEFAULT_LIMITS,
+    unboxed: bool = False,
+    tracks: Path | str | None = None,
 ) -> AcceptReport:
-    """Re-evaluate every record of ``bundle``; when all pass, copy them into ``results`` with
+    """Re-evaluate every record of ``bundle`` (re-train it in the box first, on a track that
+    re-trains: ``benchmark.submission.retrain``); when all pass, copy them into ``results`` with
     acceptance files. Anything refused before re-evaluation raises ``UsageError`` (one line)."""
     results = Path(results)
     if results.exists() and not results.is_dir():
@@ -168,13 +175,16 @@ def accept(
         problems = bundle_problems(root, manifest)
         if problems:
             raise BundleError(_one_line(f"{bundle}: ", problems))
-        spec = _track_of(manifest, track)
+        spec = _track_of(manifest, track, tracks)
+        hidden = [Path(bundle), root, results, data_root]  # out of the box's sight
+        boxed = _boxed(bundle, root, manifest, spec, hidden, unboxed)  # before any plugin import
         sources = PluginSources(Path(bundle), read_sources(manifest))
         carried = _carried_cards(bundle, root, manifest)
         records = [
             _admit(root, i, entry, spec, sources, carried)
             for i, entry in enumerate(manifest["records"])
         ]
+        report.notes = _plugin_notes(records)
         ids = [r.cell_id for _, r in records]
         if len(set(ids)) != len(ids):
             raise BundleError(f"{bundle}: a cell id is listed twice")
@@ -194,8 +204,15 @@ def accept(
         oracle = PartitionOracle(data_root=data_root)
         for i, (entry, record) in enumerate(records):  # every record, before any is re-run
             _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+        trained = _retrained(bundle, records, spec, boxed, data_root, hidden)
         for i, (entry, record) in enumerate(records):
+            again, wrong = trained.get(record.cell_id, (None, []))
+            if wrong:  # not this cell's training: nothing to re-evaluate
+                report.records.append(RecordAcceptance(entry, record, list(wrong)))
+                continue
             report.records.append(_accept_one(root, i, entry, record, data_root))
+            done = report.records[-1]
+            done.training = _training(again, boxed, record, done.eval_time_s)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha, card_files)
@@ -261,7 +278,101 @@ def _one_line(prefix: str, problems: list[str]) -> str:
     return f"{prefix}{problems[0]}{more}; nothing re-run, nothing written"
 
 
-def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
+def _boxed(
+    bundle: Path | str,
+    root: Path,
+    manifest: Mapping[str, Any],
+    spec: Any,
+    hidden: list[Any],
+    unboxed: bool,
+) -> tuple[dict[str, Any], str | None]:
+    """The bundle's methods imported in the box (``retrain.boxed_imports``), one line on refusal;
+    a record that does not read is left to its own check."""
+    from benchmark.records.files import read_record
+    from benchmark.submission.box import BoxRefused
+    from benchmark.submission.retrain import boxed_imports
+
+    records = []
+    for entry in manifest["records"]:
+        path = inside(root, entry["path"])
+        try:
+            records += [read_record(path)] if path is not None else []
+        except Exception:  # noqa: BLE001, S112 - refused with its reason by _admit
+            continue
+    try:
+        return boxed_imports(records, reproduce=spec.reproduce, hidden=hidden, unboxed=unboxed)
+    except BoxRefused as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def _retrained(
+    bundle: Path | str,
+    records: list[tuple[Mapping[str, Any], ResultRecord]],
+    spec: Any,
+    boxed: tuple[dict[str, Any], str | None],
+    data_root: str | None,
+    hidden: list[Any],
+) -> dict[str, Any]:
+    """On a track that re-trains (``reproduce``), every record's pre-training re-run in the box:
+    cell id → (the re-run, the lines where the record disagrees with it)."""
+    if not spec.reproduce:
+        return {}
+    from benchmark.submission.retrain import retrain_cells
+
+    try:
+        return retrain_cells(
+            [r for _, r in records],
+            boxed[0],
+            kernels=spec.kernels,
+            data_root=data_root,
+            hidden=hidden,
+            unboxed=boxed[1] is not None,
+        )
+    except ValueError as exc:
+        raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def _distributions(record: ResultRecord) -> list[str]:
+    plugins = record.env.plugins.values()
+    return sorted({str(p["distribution"]) for p in plugins if p.get("distribution")})
+
+
+def _plugin_notes(records: list[tuple[Mapping[str, Any], ResultRecord]]) -> list[str]:
+    """What the box cannot hide, shown: every plugin's non-code files with their sizes, and the
+    ones over the review size (``benchmark.submission.plugin_files``)."""
+    from benchmark.submission.plugin_files import plugin_file_lines
+
+    listed, review = plugin_file_lines(d for _, r in records for d in _distributions(r))
+    return listed + review
+
+
+def _training(
+    again: Any,
+    boxed: tuple[dict[str, Any], str | None],
+    record: ResultRecord,
+    eval_time_s: float | None,
+) -> Any:
+    """What the acceptance file says of the record's training: the box it ran in, and the re-run's
+    numbers where it was re-trained (what the site shows)."""
+    from benchmark.contracts.cell import Cell
+
+    if not boxed[0]:
+        return None
+    from benchmark.submission.plugin_files import non_code_files
+
+    out: dict[str, Any] = {"box": "bubblewrap" if boxed[1] is None else "none (--unboxed)"}
+    files = {d: non_code_files(d) for d in _distributions(record)}
+    if files:
+        out["plugin_files"] = {d: [[rel, n] for rel, n in f] for d, f in files.items()}
+    if again is not None:
+        out["retrained"] = {
+            **again.summary(Cell.from_dict(record.cell).fl.local_epochs),
+            "eval_time_s": eval_time_s,
+        }
+    return out
+
+
+def _track_of(manifest: Mapping[str, Any], track: str | None, tracks: Path | str | None) -> Any:
     from benchmark.submission.checks import SubmitError
     from benchmark.submission.submit import find_track
 
@@ -271,7 +382,7 @@ def _track_of(manifest: Mapping[str, Any], track: str | None) -> Any:
             "the manifest names no track: pass --track ID (python -m benchmark list tracks)"
         )
     try:
-        return find_track(track_id)
+        return find_track(track_id, Path(tracks) if tracks is not None else None)
     except SubmitError as exc:
         raise BundleError(str(exc)) from None
 
@@ -374,8 +485,10 @@ def _accept_one(
     pre = _checkpoint(root, entry, record, problems)
     if pre is None:  # it passed a moment ago: the bundle changed under accept
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+    t0 = time.perf_counter()
     try:
         out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
+        out.eval_time_s = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
         out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")
         return out
@@ -683,6 +796,7 @@ def _write(
                 git_dirty=env.git_dirty,
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
+                training=r.training,
             )
             files.append((t.acceptance, acceptance_text(acc)))
     from benchmark.records.carried_cards import card_text, plugin_cards

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.provenance import digest_of_sources
+from benchmark.core.provenance import counted, digest_of_sources
 
 WHEEL_DIR = "plugins"
 VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
@@ -87,7 +87,7 @@ def wheel_source_digest(path: Path, top: str) -> str:
             items = [
                 (name, wheel.read(name))
                 for name in wheel.namelist()
-                if name.startswith(f"{top}/") and name.endswith(".py")
+                if name.startswith(f"{top}/") and counted(name) and not name.endswith("/")
             ]
     except (OSError, zipfile.BadZipFile) as exc:
         raise PluginSourceError(f"{path}: not a readable wheel ({exc})") from None

@@ -1,0 +1,162 @@
+"""The child that runs inside the box (``benchmark.submission.box``): ``python -m
+benchmark.submission.box_child /box``.
+
+It sets its own limits (hard: the method's code cannot raise them again) before anything from
+outside is imported, reads ``/box/job.json`` and, for a re-training, ``/box/payload.pt`` (tensors
+and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
+
+``declare``  import the cell's method (and tasks) the way the registry does, and report what the
+             method declares: its requirements (``Requirement``), federation and whether its
+             encoder needs the clients' states. Nothing of the data is handed to it.
+``train``    the cell's pre-training from its configuration, on exactly the clients' images the
+             parent handed over (labels only when the method declared them), through the runner's
+             own ``pretrain`` stage; the final state goes to ``/box/out/final.pt``.
+
+Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
+result is refused by the parent whatever its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _limit(limits: dict[str, Any]) -> None:
+    for which, key in (
+        (resource.RLIMIT_AS, "address_space_bytes"),
+        (resource.RLIMIT_CPU, "cpu_s"),
+        (resource.RLIMIT_FSIZE, "file_bytes"),
+        (resource.RLIMIT_NPROC, "processes"),
+    ):
+        value = int(limits[key])
+        resource.setrlimit(which, (value, value))
+
+
+def _declare(job: dict[str, Any]) -> dict[str, Any]:
+    from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+
+    load_builtins()
+    cls = METHODS.get(job["method"])
+    for task in job.get("tasks") or []:
+        TASKS.get(task)
+    return {
+        "requires": sorted(str(getattr(r, "value", r)) for r in cls.requires),
+        "federation": str(cls.federation),
+        "encoder_needs_clients": bool(cls.encoder_needs_clients),
+    }
+
+
+def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    from benchmark.contracts.cell import Cell
+    from benchmark.contracts.method import InputSpec
+    from benchmark.contracts.registries import load_builtins
+    from benchmark.contracts.types import Requirement
+    from benchmark.contracts.unlabeled_view import UnlabeledView
+    from benchmark.core.config import from_mapping
+    from benchmark.core.precision import Precision
+    from benchmark.data.client_views import ClientViews
+    from benchmark.engine.rounds import SimSettings
+    from benchmark.engine.stages import Prepared, build_method, pretrain
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.rundir import PretrainDir
+
+    load_builtins()
+    cell = Cell.from_dict(job["cell"])
+    data = torch.load(box / "payload.pt", map_location="cpu", weights_only=True)
+    inputs = InputSpec(
+        image_size=int(job["image_size"]),
+        mean=tuple(job["mean"]),
+        std=tuple(job["std"]),
+        num_classes=int(job["num_classes"]),
+    )
+    method = build_method(cell, inputs)
+    labels = data.get("labels")
+    if (Requirement.LABELS in method.requires) != (labels is not None):
+        raise RuntimeError("the method's requirements changed between the boxed import and now")
+    sizes = [int(n) for n in data["shard_sizes"]]
+    starts = np.cumsum([0, *sizes])
+    shards = [np.arange(starts[k], starts[k + 1]) for k in range(len(sizes))]
+    cls = type(method)
+    cls.check_data(  # the partition's clients (a pooled method was handed their union as one)
+        from_mapping(cls.Config, dict(cell.method.params)),
+        client_sizes=[int(n) for n in job["client_sizes"]],
+        public_size=None if data.get("public") is None else len(data["public"]),
+    )
+    num_classes = int(job["num_classes"])
+    clients = ClientViews(
+        data["images"],
+        shards,
+        inputs.mean,
+        inputs.std,
+        labels.numpy() if labels is not None else None,
+        num_classes if labels is not None else 0,
+    )
+    public = data.get("public")
+    settings = SimSettings(
+        seed=cell.seed,
+        num_rounds=cell.fl.rounds,
+        local_epochs=cell.fl.local_epochs,
+        per_round=1 if method.federation == "pooled" else cell.fl.clients_per_round,
+        device=torch.device("cpu"),
+        precision=Precision(cell.precision),
+        channels_last=False,
+        num_classes=num_classes,
+        num_clients=len(clients),
+    )
+    prep = Prepared(
+        cell,
+        None,  # type: ignore[arg-type] - the dataset stays with the parent
+        None,  # type: ignore[arg-type]
+        "",
+        {},
+        inputs,
+        method,
+        clients,
+        None if public is None else UnlabeledView(public, inputs.mean, inputs.std),
+        settings,
+    )
+    work = box / "work"
+    work.mkdir()
+    threads = RunOptions(device="cpu").cell_threads()  # as every launcher pins them: a cell's
+    if threads:  # numbers depend on its intra-op threads
+        torch.set_num_threads(threads)
+    pre = pretrain(prep, PretrainDir(work))
+    assert pre is not None
+    (box / "out" / "final.pt").write_bytes(PretrainDir(work).final.read_bytes())
+    return {"status": pre.status}
+
+
+def main(box: Path) -> int:
+    job = json.loads((box / "job.json").read_text(encoding="utf-8"))
+    _limit(job["limits"])
+    out = box / "out" / "result.json"
+    try:
+        if job["kind"] == "train":  # the kernels mode before torch is imported
+            from benchmark.contracts.cell import Cell
+            from benchmark.portable import mode as portable
+
+            portable.activate(Cell.from_dict(job["cell"]).kernels, "cpu")
+            result = _train(job, box)
+        elif job["kind"] == "declare":
+            result = _declare(job)
+        else:
+            raise ValueError(f"unknown job {job['kind']!r}")
+        text = json.dumps({"ok": True, **result})
+    except BaseException as exc:  # noqa: BLE001 - every failure is the result, in one line
+        traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {first}"[:500]})
+    out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
