@@ -23,9 +23,12 @@ load_builtins()
 ALL_METHODS = METHODS.names()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
-    """name → (record, run root) of each method's smoke cell, run once for the module's tests."""
+    """name → (record, run root) of each method's smoke cell, run once per session (tests/
+    cell_cache.py). Session-scoped, so pytest-xdist spreads the methods over its workers (a
+    module-scoped fixture keeps its tests on one worker, tests/conftest.py); a worker copies a run
+    the other made."""
     return _Runs(tmp_path_factory)
 
 
