@@ -63,3 +63,21 @@ def _builtins() -> None:
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (the README's ``-n 2``; ``--dist loadgroup`` is in pyproject's addopts):
+    the tests of a file that share a module- or class-scoped fixture (a bundle, a site, a grid run)
+    go to one worker, so the fixture is built once rather than once per worker; every other test
+    is balanced one by one. Runs before xdist's own hook, which reads the ``xdist_group`` marks."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        defs = (d for ds in info.name2fixturedefs.values() for d in ds)
+        if any(d.scope in _SHARED_SCOPES for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

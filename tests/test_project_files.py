@@ -69,3 +69,22 @@ def test_changelog_follows_keep_a_changelog() -> None:
         "Fixed",
         "Security",
     }
+
+
+def test_ci_runs_the_readmes_install_and_test_commands_in_a_fresh_venv() -> None:
+    """Issue 59: .ci/run reads the README's test command (.ci/readme-command) and runs its two halves
+    verbatim inside a virtual environment it makes outside the clone, so a README whose command
+    changes shape, or a CI that drifts back to the machine's interpreter, fails here."""
+    import subprocess
+
+    out = subprocess.run(
+        ["bash", str(REPO / ".ci" / "readme-command")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    install, tests = out.split(" && ")
+    assert install.startswith("python -m pip install -e ") and "[dev]" in install
+    assert tests.startswith("python -m pytest ") and '-m "not gpu"' in tests and "-n " in tests
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'readme_command="$(bash .ci/readme-command)"' in ci
+    made, entered = ci.index('-m venv "$venv"'), ci.index('source "$venv/bin/activate"')
+    assert made < entered < ci.index('eval "$install_command"') < ci.index('eval "$test_command"')
+    assert "-rs --durations=10" in ci and 'venv="${CI_VENV:-${TMPDIR:-/tmp}/fssl-ci-venv}"' in ci

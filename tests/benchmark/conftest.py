@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from benchmark.commands.check_method import smoke_cell
-from benchmark.engine.runner import run_cell
 from benchmark.records.files import read_record
 from benchmark.records.schema import ResultRecord
+from tests.cell_cache import cached_run
 
 
 @pytest.fixture(scope="module")
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's own copy of one smoke cell, run once per session (tests/cell_cache.py)."""
     root = tmp_path_factory.mktemp("runs")
-    run_cell(smoke_cell("fedavg_simclr", tasks=["knn"]), root, device="cpu")
-    return root
+    return cached_run(smoke_cell("fedavg_simclr", tasks=["knn"]), root, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

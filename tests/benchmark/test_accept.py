@@ -18,7 +18,6 @@ import pytest
 
 from benchmark.cli import main
 from benchmark.commands.check_method import smoke_cell
-from benchmark.engine.runner import run_cell
 from benchmark.records.acceptance_files import (
     acceptance_path,
     find_acceptances,
@@ -30,6 +29,7 @@ from benchmark.records.files import read_record
 from benchmark.records.store import collect, verify_record
 from benchmark.submission.bundle import verify_bundle
 from benchmark.submission.submit import submit
+from tests.cell_cache import cached_run
 
 TRACK = "digits-smoke-knn"  # leaderboard/site_config.yaml: digits, K = 2, knn@v1, one seed
 
@@ -37,12 +37,8 @@ TRACK = "digits-smoke-knn"  # leaderboard/site_config.yaml: digits, K = 2, knn@v
 @pytest.fixture(scope="module")
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    run_cell(
-        smoke_cell("fedavg_simclr", tasks=["knn", {"name": "linear_probe", "epochs": 1}]),
-        root,
-        device="cpu",
-    )
-    return root
+    cell = smoke_cell("fedavg_simclr", tasks=["knn", {"name": "linear_probe", "epochs": 1}])
+    return cached_run(cell, root, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +258,7 @@ def _row_badges(page: str) -> dict[str, set[str]]:
 
 
 def test_the_site_shows_re_evaluated_and_reported_rows_with_a_legend(
-    accepted: tuple[Path, int, str], tmp_path: Path
+    accepted: tuple[Path, int, str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from leaderboard.site import build_site
 
@@ -270,7 +266,7 @@ def test_the_site_shows_re_evaluated_and_reported_rows_with_a_legend(
     shutil.copytree(accepted[0], results)
     # a record of the runner that nobody re-evaluated (like results/records' own)
     runs = tmp_path / "runs"
-    run_cell(smoke_cell("no_pretrain", tasks=["knn"]), runs, device="cpu")
+    cached_run(smoke_cell("no_pretrain", tasks=["knn"]), runs, tmp_path_factory)
     assert len(collect(runs, results)[0]) == 1
     site = tmp_path / "site"
     build_site([results], site)

@@ -1,8 +1,8 @@
 """A plugin's provenance is real however it is installed (issue 33, item 8).
 
-The scaffolded plugin is pip-installed into a throwaway virtual environment
-(``--system-site-packages``, offline, no build isolation), once editable and once as a regular
-install, and a fresh process of that environment computes the provenance a record would carry: the
+The scaffolded plugin is pip-installed into a throwaway virtual environment layered on the running
+one (it sees the packages the tests run with, never the base interpreter's; offline, no build
+isolation), once editable and once as a regular install, and a fresh process of that environment computes the provenance a record would carry: the
 same non-empty source digest both ways, no ``file://`` URL of the author's disk, and another digest
 once a source line changes.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -38,14 +40,30 @@ def _run(cmd: list[str], **kw: object) -> str:
     return done.stdout
 
 
+def running_site_dirs() -> list[str]:
+    """The running environment's site-packages folders, in sys.path order: a venv's own (where
+    the README's install put setuptools, pip and the project's dependencies), never the base
+    interpreter's that ``python -m venv --system-site-packages`` would show instead (issue 59)."""
+    found = [
+        *site.getsitepackages(),
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+    ]
+    return [d for i, d in enumerate(found) if d not in found[:i] and Path(d).is_dir()]
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv that sees the system's packages (torch, setuptools); its own older setuptools, which
-    cannot build wheels offline, is removed so that the system's builds the plugin."""
+    """A venv (no pip of its own) whose site-packages adds the running environment's with
+    ``site.addsitedir``, so its python imports the very pip, setuptools and torch the tests run
+    with (and their ``.pth`` files, editable installs included); what pip installs there lands in
+    the venv's own site-packages and is gone with it."""
     where = tmp_path_factory.mktemp("venv") / "env"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(where)])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(where)])
     python = where / "bin" / "python"
-    _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "setuptools"])
+    own = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    layer = "".join(f"import site; site.addsitedir({d!r})\n" for d in running_site_dirs())
+    (Path(own.strip()) / "_fssl_running_env.pth").write_text(layer)
     return python
 
 

@@ -23,10 +23,14 @@ def test_run_grid_runs_then_skips(tmp_path: Path) -> None:
     grid = tmp_path / "tiny.yaml"
     grid.write_text(GRID)
     seen = []
+    # in this process (workers=1): what is tested is run-then-skip, not the worker pool
+    # (tests/integration/test_launchers_agree.py spawns two); spawned workers each import torch,
+    # which was most of this test's 169 s and oversubscribes the cores under pytest-xdist
     first = run_grid(
         str(grid),
         root=tmp_path / "runs",
         options=RunOptions(device="cpu"),
+        launcher_config={"workers": 1},
         progress=lambda cell, outcome: seen.append(outcome.status),
     )
     assert (first.cells, first.count("done"), first.skipped, first.failed) == (2, 2, 0, [])

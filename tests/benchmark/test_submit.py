@@ -15,6 +15,7 @@ from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
 from benchmark.submission.bundle import verify_bundle
 from benchmark.submission.submit import submit
+from tests.cell_cache import cached_run
 
 TRACKS = """
 tracks:
@@ -30,7 +31,7 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
     # no_pretrain: no training, so the real runner writes real records in seconds
     for seed in (0, 1):
-        run_cell(smoke_cell("no_pretrain", tasks=["knn"], seed=seed), root, device="cpu")
+        cached_run(smoke_cell("no_pretrain", tasks=["knn"], seed=seed), root, tmp_path_factory)
     return root
 
 

@@ -260,6 +260,8 @@ def test_comm_bytes_match_formula(tmp_path: Path) -> None:
     )
     assert rec.comm.per_round_down == (2 * per_client, 2 * per_client)
     assert rec.comm.per_round_up == (2 * per_client, 2 * per_client)
+    # the record's totals over several rounds (the FedAvg-SimCLR formula test reads a 1-round run)
+    assert rec.comm.bytes_up == rec.comm.bytes_down == 2 * 2 * per_client
 
 
 def test_first_round_alias_option() -> None:

@@ -14,17 +14,21 @@ import pytest
 import torch
 
 from benchmark.contracts.registries import METHODS, load_builtins
-from benchmark.engine.runner import run_cell
+from benchmark.records.files import read_record
 from benchmark.records.schema import from_json, to_json
+from tests.cell_cache import cached_run
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 
 load_builtins()
 ALL_METHODS = METHODS.names()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
-    """name → (record, run root) of each method's smoke cell, run once for the module's tests."""
+    """name → (record, run root) of each method's smoke cell, run once per session (tests/
+    cell_cache.py). Session-scoped, so pytest-xdist spreads the methods over its workers (a
+    module-scoped fixture keeps its tests on one worker, tests/conftest.py); a worker copies a run
+    the other made."""
     return _Runs(tmp_path_factory)
 
 
@@ -34,8 +38,12 @@ class _Runs(dict):
         self.factory = factory
 
     def __missing__(self, name: str) -> tuple[Any, Path]:
+        # run once per session (tests/cell_cache.py): test_accept and the FedAvg-SimCLR byte
+        # formula read the same cell
         root = self.factory.mktemp(f"smoke-{name}")
-        self[name] = (run_cell(smoke_cell(name), root, device="cpu"), root)
+        cell = smoke_cell(name)
+        cached_run(cell, root, self.factory)
+        self[name] = (read_record(root / name / cell.cell_id / "record.json"), root)
         return self[name]
 
 
