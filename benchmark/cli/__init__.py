@@ -175,9 +175,11 @@ def _add_run(sub: Any) -> None:
         type=int,
         default=0,
         help="local launcher: cells in this many worker processes (default 0: one per core, on CUDA "
-        "one per GPU x --cells-per-gpu; each cell "
-        "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
-        "after another in this process)",
+        "one per GPU x --cells-per-gpu; each cell runs on one CPU thread, so the records are the "
+        "same as with 1). 1 runs the cells one at a time: in this process, except a cell whose "
+        "kernel mode this process cannot enter (torch already imported in another), which runs "
+        "in a fresh worker process. A worker dies with this process (killed, it leaves its cell "
+        "claimed by a dead pid; the next run takes the cell over and resumes it)",
     )
     run.add_argument(
         "--cells-per-gpu",
