@@ -107,6 +107,44 @@ def with_methods(grid: GridSpec, names: Sequence[str]) -> GridSpec:
     return dataclasses.replace(grid, base=base, axes=axes)
 
 
+def with_tasks(grid: GridSpec, names: Sequence[str]) -> GridSpec:
+    """The grid with the tasks ``names`` added to every task list of its cells (``run --grid
+    quickstart --add-task ncm_probe``): its base's ``tasks``, or each entry of its ``tasks`` axis.
+    Each added task takes its defaults; every other setting is the grid's own, so the cells
+    pre-train exactly as the grid's do (cells that differ only in their tasks share one
+    pre-training, and a finished one is reused). A task a list already holds is refused."""
+    if not names:
+        return grid
+    twice = [n for n in names if list(names).count(n) > 1]
+    if twice:
+        raise ConfigError(f"--add-task {twice[0]!r} given twice")
+    axes, base = dict(grid.axes), dict(grid.base)
+
+    def added(tasks: Any) -> list[Any]:
+        tasks = list(tasks or [])
+        have = {t if isinstance(t, str) else dict(t).get("name") for t in tasks}
+        already = [n for n in names if n in have]
+        if already:
+            raise ConfigError(f"--add-task {already[0]!r}: grid {grid.name!r} already runs it")
+        return [*tasks, *names]
+
+    if "tasks" in axes:
+        axes["tasks"] = [added(t) for t in axes["tasks"]]
+    else:
+        base["tasks"] = added(base.get("tasks"))
+
+    def entry(m: Any) -> Any:  # a method entry's own task list (``with: {tasks: [...]}``)
+        if isinstance(m, Mapping) and isinstance(m.get("with"), Mapping) and "tasks" in m["with"]:
+            return {**m, "with": {**m["with"], "tasks": added(m["with"]["tasks"])}}
+        return m
+
+    if "method" in axes:
+        axes["method"] = [entry(m) for m in axes["method"]]
+    elif "method" in base:
+        base["method"] = entry(base["method"])
+    return dataclasses.replace(grid, base=base, axes=axes)
+
+
 def grid_names() -> list[str]:
     return sorted(p.stem for p in GRIDS_DIR.glob("*.yaml"))
 
