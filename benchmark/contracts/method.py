@@ -145,7 +145,7 @@ class Inert:
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.3"
+API_VERSION = "2.4"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 

@@ -427,6 +427,21 @@ def _settings(cell: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in dict(cell).items() if k not in ("method", "seed")}
 
 
+def _task_name(spec: Any) -> Any:
+    return spec.get("name") if isinstance(spec, Mapping) else spec
+
+
+def _without_added_tasks(mine: dict[str, Any], grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's settings without the tasks no cell of the grid runs (``run --add-task``: a
+    plugin task scored beside the track's own; the cells pre-train as the grid's do, and its scores
+    are on no track)."""
+    known = {_task_name(t) for g in grid for t in g.get("tasks") or []}
+    tasks = mine.get("tasks")
+    if not isinstance(tasks, list):
+        return mine
+    return {**mine, "tasks": [t for t in tasks if _task_name(t) in known]}
+
+
 def check_settings(
     record: ResultRecord, track: Track, settings: list[str] | None, check: RecordCheck
 ) -> None:
@@ -438,10 +453,10 @@ def check_settings(
 
     from benchmark.core.canonical import canonical_json
 
-    mine = _settings(record.cell)
+    grid = [json.loads(s) for s in settings]
+    mine = _without_added_tasks(_settings(record.cell), grid)
     if canonical_json(mine) in settings:
         return
-    grid = [json.loads(s) for s in settings]
     differ = min(
         (
             [

@@ -45,3 +45,28 @@ def test_run_lists_the_cells_with_the_added_task(tmp_path, capsys) -> None:
     assert main([*args, "--dry-run", "--add-task", "perclient"]) == 0
     out = capsys.readouterr().out
     assert out.count("tasks=knn,linear_probe,perclient") == 6
+
+
+def test_submit_takes_a_record_with_an_added_task_as_the_tracks_settings() -> None:
+    """A record of ``run --grid quickstart --add-task T`` is the track's cell plus T: ``submit``'s
+    settings check passes it; a changed setting of a task the grid runs still fails."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from benchmark.submission.checks import RecordCheck, check_settings, grid_settings
+
+    track = SimpleNamespace(grid="quickstart")
+    settings = grid_settings(track)
+    cell = expand_grid(with_tasks(load_grid("quickstart"), ["perclient"]))[0].to_dict()
+    check = RecordCheck(Path("record.json"), None)
+    check_settings(
+        SimpleNamespace(cell=cell, method=cell["method"]["name"]), track, settings, check
+    )
+    assert check.ok, check.problems
+    knn = next(t for t in cell["tasks"] if t["name"] == "knn")
+    knn["params"] = {**knn["params"], "k": int(knn["params"]["k"]) + 1}
+    check = RecordCheck(Path("record.json"), None)
+    check_settings(
+        SimpleNamespace(cell=cell, method=cell["method"]["name"]), track, settings, check
+    )
+    assert not check.ok and "tasks" in str(check.problems)
