@@ -46,17 +46,19 @@ def _group(pgid: int) -> list[int]:
     return out
 
 
-def _run(grid: Path, root: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchmark", "run", "--grid", str(grid), "--root", str(root)]
-        + ["--no-wandb", "--workers", "2"],
-        cwd=REPO,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: every worker it starts is in it
-    )
+def _run(grid: Path, root: Path, log: Path) -> subprocess.Popen:
+    """``run`` with its output in ``log`` (a file, not a pipe: an orphaned worker holding the pipe
+    would keep a reader waiting, which is how the bug looked)."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "benchmark", "run", "--grid", str(grid), "--root", str(root)]
+            + ["--no-wandb", "--workers", "2"],
+            cwd=REPO,
+            env=cli_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: every worker it starts is in it
+        )
 
 
 def test_sigkill_of_run_leaves_no_worker_and_the_rerun_takes_the_cells_over(
@@ -64,16 +66,17 @@ def test_sigkill_of_run_leaves_no_worker_and_the_rerun_takes_the_cells_over(
 ) -> None:
     grid, root = tmp_path / "worker_death.yaml", tmp_path / "runs"
     grid.write_text(GRID)
-    proc = _run(grid, root)
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    proc = _run(grid, root, first)
     deadline = time.monotonic() + 600
     while not list(root.glob("**/ckpt/round_*.pt")):
-        assert proc.poll() is None, proc.communicate()[0]
+        assert proc.poll() is None, first.read_text()
         assert time.monotonic() < deadline, "no round checkpoint in 600 s"
         time.sleep(0.1)
     workers = [p for p in _group(proc.pid) if p != proc.pid]
     assert workers, "the cells were expected to run in worker processes"
     proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    proc.wait()
     left = _group(proc.pid)
     for _ in range(50):  # a few seconds
         if not left:
@@ -85,8 +88,9 @@ def test_sigkill_of_run_leaves_no_worker_and_the_rerun_takes_the_cells_over(
     assert not left, f"processes of the killed run still alive: {left}"
     assert not list(root.glob("*/*/record.json")), "a cell finished after its run was killed"
 
-    rerun = _run(grid, root)
-    out, _ = rerun.communicate(timeout=900)
+    rerun = _run(grid, root, second)
+    rerun.wait(timeout=900)
+    out = second.read_text()
     assert rerun.returncode == 0, out
     assert "took over the claim of a runner that is gone" in out and "is dead" in out, out
     assert "resuming from the checkpoint of round" in out, out
