@@ -56,7 +56,6 @@ from methods._shared.aggregate import FedAvgServer
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
-    BLUR_INERT,
     NAN_POLICY_INERT,
     SIMCLR_INERT,
     SimCLRConfig,
@@ -188,8 +187,6 @@ class DecSL(FedAvgServer, MethodBase):
             live_with={"optimizer": "sgd"},
         ),
         "nan_policy": NAN_POLICY_INERT,
-        "augment.blur_sigma": BLUR_INERT,
-        "augment.blur_kernel": BLUR_INERT,
     }
     fedavg_merge: ClassVar[bool] = False  # supervised FedAvg: the average is the whole model
 

@@ -46,6 +46,11 @@ ADD_METHOD_HELP = (
     "add this registered method (a plugin's) to the grid's method axis, with the grid's other "
     "settings: the cells the grid's track ranks (repeatable)"
 )
+ADD_TASK_HELP = (
+    "add this registered task (a plugin's) to every task list of the grid's cells, with its "
+    "defaults; the cells pre-train as the grid's own (a finished pre-training is reused; "
+    "repeatable)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--root", default="runs", help="run root (default: runs/)")
     status.add_argument("--only", default=None, help="filter, e.g. method=fedema")
     status.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
+    status.add_argument("--add-task", action="append", default=[], help=ADD_TASK_HELP)
     status.add_argument(
         "--seeds",
         default=None,
@@ -138,6 +144,7 @@ def _add_plan(sub: Any) -> None:
     )
     plan.add_argument("--calibration", default=None, help=CALIBRATION_HELP)
     plan.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
+    plan.add_argument("--add-task", action="append", default=[], help=ADD_TASK_HELP)
 
 
 def _add_run(sub: Any) -> None:
@@ -147,6 +154,7 @@ def _add_run(sub: Any) -> None:
     )
     run.add_argument("--grid", required=True, help="grid name (benchmark/grids/NAME.yaml) or path")
     run.add_argument("--add-method", action="append", default=[], help=ADD_METHOD_HELP)
+    run.add_argument("--add-task", action="append", default=[], help=ADD_TASK_HELP)
     run.add_argument("--root", default="runs", help="run root (default: runs/)")
     run.add_argument(
         "--only",
@@ -175,9 +183,11 @@ def _add_run(sub: Any) -> None:
         type=int,
         default=0,
         help="local launcher: cells in this many worker processes (default 0: one per core, on CUDA "
-        "one per GPU x --cells-per-gpu; each cell "
-        "runs on one CPU thread, so the records are the same as with 1, which runs the cells one "
-        "after another in this process)",
+        "one per GPU x --cells-per-gpu; each cell runs on one CPU thread, so the records are the "
+        "same as with 1). 1 runs the cells one at a time: in this process, except a cell whose "
+        "kernel mode this process cannot enter (torch already imported in another), which runs "
+        "in a fresh worker process. A worker dies with this process (killed, it leaves its cell "
+        "claimed by a dead pid; the next run takes the cell over and resumes it)",
     )
     run.add_argument(
         "--cells-per-gpu",

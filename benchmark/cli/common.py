@@ -16,19 +16,25 @@ EXIT_BAD_INPUT = 2
 
 
 def _load_cells(
-    grid_arg: Any, only: str | None, seeds: str | None = None, add_method: Any = ()
+    grid_arg: Any,
+    only: str | None,
+    seeds: str | None = None,
+    add_method: Any = (),
+    add_task: Any = (),
 ) -> tuple[Any, list[Any]]:
     from benchmark.launchers.run_grid import load_cells
 
-    spec = grid_spec(grid_arg, add_method)
+    spec = grid_spec(grid_arg, add_method, add_task)
     return load_cells(spec, only=only, seeds=parse_seeds(seeds) if seeds is not None else None)
 
 
-def grid_spec(grid_arg: Any, add_method: Any = ()) -> Any:
-    """The grid ``--grid`` names, with the methods of ``--add-method`` added to its method axis."""
-    from benchmark.grids.expand import load_grid, with_methods
+def grid_spec(grid_arg: Any, add_method: Any = (), add_task: Any = ()) -> Any:
+    """The grid ``--grid`` names, with the methods of ``--add-method`` added to its method axis
+    and the tasks of ``--add-task`` to its cells' task lists."""
+    from benchmark.grids.expand import load_grid, with_methods, with_tasks
 
-    return with_methods(load_grid(grid_arg), list(add_method or ()))
+    grid = with_methods(load_grid(grid_arg), list(add_method or ()))
+    return with_tasks(grid, list(add_task or ()))
 
 
 def parse_seeds(text: str) -> list[int]:

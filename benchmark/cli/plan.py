@@ -11,7 +11,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchmark.grids.cost import cost_table
     from benchmark.grids.plan import plan_grid
 
-    grid, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method)
+    grid, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method, args.add_task)
     print(plan_grid(grid, cells, throughput=args.throughput))
     print("\n".join(cost_table(cells)))
     print(grid_cost(cells, args.device, args.calibration))

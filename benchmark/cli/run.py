@@ -28,7 +28,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from benchmark.launchers.run_grid import plan_run
     from benchmark.runroot.rundir import RunDir
 
-    grid, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method)
+    grid, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method, args.add_task)
     for cell in cells:
         state = RunDir.of(cell, args.root).status(cell.fl.rounds).state
         print(
@@ -37,7 +37,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     print(grid_cost(cells, args.device, args.calibration))
     try:
         plan = plan_run(
-            grid_spec(args.grid, args.add_method),
+            grid_spec(args.grid, args.add_method, args.add_task),
             root=args.root,
             options=_options(args),
             only=args.only,
@@ -80,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             tqdm.write(f"  {outcome.status} {outcome.cell_id}: {outcome.error}")
 
     summary = run_grid(
-        grid_spec(args.grid, args.add_method),
+        grid_spec(args.grid, args.add_method, args.add_task),
         root=args.root,
         options=_options(args),
         launcher=args.launcher,

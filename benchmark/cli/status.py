@@ -11,7 +11,7 @@ from benchmark.cli.common import _load_cells
 def cmd_status(args: argparse.Namespace) -> int:
     from benchmark.runroot.status import grid_status_counts
 
-    _, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method)
+    _, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method, args.add_task)
     text, counts = grid_status_counts(cells, Path(args.root))
     print(text)
     return 1 if counts["failed"] or counts["diverged"] else 0  # the run's exit-code policy

@@ -128,6 +128,30 @@ def _changes(value: Any, hint: Any) -> list[Any]:
     return []
 
 
+def config_declarations(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """The inertness the configs inside ``cfg`` declare for their own fields (a config dataclass's
+    ``inert_settings`` class attribute, e.g. :class:`~benchmark.data.augment.AugmentConfig`'s blur
+    settings, read only when ``blur_p > 0``), re-rooted under the path at which each config sits:
+    ``{"augment.blur_sigma": Inert(..., live_with={"augment": {"blur_p": 0.5}})}``. A method
+    inherits these; its own ``inert_settings`` win for the paths they name. The top-level config
+    (a method's ``Config``) is included: a plugin may declare its config's fields there too."""
+    from benchmark.contracts.method import Inert
+
+    out: dict[str, Any] = {}
+    for name, decl in dict(getattr(type(cfg), "inert_settings", None) or {}).items():
+        if isinstance(decl, Inert) and decl.live_with and prefix:
+            rooted: Mapping[str, Any] = dict(decl.live_with)
+            for head in reversed(prefix.rstrip(".").split(".")):
+                rooted = {head: rooted}
+            decl = dataclasses.replace(decl, live_with=rooted)
+        out[prefix + name] = decl
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.init and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(config_declarations(value, prefix + f.name + "."))
+    return out
+
+
 def with_path(params: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
     """``params`` (a method's config as a mapping) with ``path`` (dotted) set to ``value``."""
     head, _, rest = path.partition(".")
@@ -325,12 +349,23 @@ def _try_changes(
 
 
 def check_field(
-    cell: LiveCell, path: str, value: Any, hint: Any, ref: RoundDigests, declared: Any, export: bool
+    cell: LiveCell,
+    path: str,
+    value: Any,
+    hint: Any,
+    ref: RoundDigests,
+    declared: Any,
+    export: bool,
+    inherited: bool = False,
 ) -> FieldOutcome:
+    """The outcome of one field. ``inherited``: ``declared`` comes from the config that owns the
+    field (:func:`config_declarations`), not from the method; such a declaration is conditional
+    ("read only when blur_p > 0"), so a field that moves the round is live here (the method's
+    settings meet the condition), not a stale declaration."""
     from benchmark.contracts.method import Inert
 
     verdict, detail = _try_changes(cell, cell.base, path, value, hint, ref)
-    if declared is None and not export:
+    if (declared is None and not export) or (inherited and verdict == "moved"):
         status = {"moved": "live", "still": "dead", "invalid": "untestable"}[verdict]
         return FieldOutcome(path, status, detail)
     reason = (
@@ -382,7 +417,10 @@ class LiveCheck:
         self.cell = LiveCell(method, method_params)
         cfg = from_mapping(self.cls.Config, self.cell.base)
         self.fields = {p: (v, h) for p, v, h in setting_paths(cfg)}
-        self.declared = dict(self.cls.inert_settings)
+        # the configs' own declarations (AugmentConfig's blur settings), then the method's, which
+        # win for the paths they name
+        self.inherited = config_declarations(cfg)
+        self.declared = {**self.inherited, **dict(self.cls.inert_settings)}
         self._ref: RoundDigests | None = None
 
     @property
@@ -403,7 +441,11 @@ class LiveCheck:
             return FieldOutcome(path, "untestable", "no client took a step in two rounds")
         value, hint = self.fields[path]
         export = path.split(".")[0] in self.cls.export_params
-        return check_field(self.cell, path, value, hint, self.ref, self.declared.get(path), export)
+        declared = self.declared.get(path)
+        inherited = path not in self.cls.inert_settings and path in self.inherited
+        return check_field(
+            self.cell, path, value, hint, self.ref, declared, export, inherited=inherited
+        )
 
 
 def check_live_settings(
@@ -450,6 +492,7 @@ __all__ = [
     "LiveCheck",
     "changes",
     "check_live_settings",
+    "config_declarations",
     "conformance_result",
     "format_outcomes",
     "setting_paths",

@@ -104,7 +104,6 @@ from benchmark.api import (
     ClientState,
     ComponentSpec,
     Encoder,
-    Inert,
     InputSpec,
     MethodBase,
     Payload,
@@ -158,9 +157,6 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     return ntxent_2b(z1, z2, tau)
 
 
-BLUR = "the blur's sigma range and kernel: read only when blur_p > 0 (no blur by default)"
-
-
 {register}class {cls}(MethodBase):
     """{cls} (TODO({name}): paper, venue, sections implemented)."""
 
@@ -175,11 +171,10 @@ BLUR = "the blur's sigma range and kernel: read only when blur_p > 0 (no blur by
     smoke_settings: ClassVar[dict] = {{"method": {{"proj_dim": 16}}}}
     # config fields whose change moves nothing in the first round of check-method's tiny cell, each
     # with why and where it does (check-method's live_settings verifies every declaration; every
-    # other field must move the round): the blur's settings act only with blur_p > 0
-    inert_settings: ClassVar[dict] = {{
-        "augment.blur_sigma": Inert(BLUR, live_with={{"augment": {{"blur_p": 0.5}}}}),
-        "augment.blur_kernel": Inert(BLUR, live_with={{"augment": {{"blur_p": 0.5}}}}),
-    }}
+    # other field must move the round). AugmentConfig declares its own (the blur's settings act only
+    # with blur_p > 0), inherited here: declare only fields of {cls}Config, e.g.
+    # "momentum": Inert("read only under optimizer sgd", live_with={{"optimizer": "sgd"}})
+    inert_settings: ClassVar[dict] = {{}}
 
     def __init__(self, cfg: {cls}Config, backbone: ComponentSpec, inputs: InputSpec) -> None:
         super().__init__(cfg, backbone, inputs)

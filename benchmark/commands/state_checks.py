@@ -11,8 +11,8 @@ reloaded from the broadcast). These checks can:
                    before the client's round 2, and round 2 is re-run: the client's upload, or
                    another piece of the state it returns, must change. A piece nothing reads leaves
                    both as they were.
-``state_evolves``  each piece the method declares evolving (``evolving_client_state``, default every
-                   tensor) differs between the client's state after round 1 and after round 2: a
+``state_evolves``  each piece the method declares evolving (``evolving_client_state``; undeclared:
+                   every floating-point piece, what a round trains) differs between the client's state after round 1 and after round 2: a
                    piece read but never written back is caught here.
 
 Perturbation: floating tensors get Gaussian noise of their own scale (at least 1e-2), integer
@@ -319,11 +319,23 @@ def _check_evolves(
     trace: ClientTrace,
     groups: Mapping[str, list[str]],
 ) -> str:
+    from benchmark.contracts.method import MethodBase
+
     patterns = tuple(getattr(cls, "evolving_client_state", ("*",)))
+    # undeclared (MethodBase's default, all a plugin written before API 2.3 can have): the pieces a
+    # round trains, its floating-point ones; an integer or boolean piece (a ring pointer back at its
+    # slot, a counter, a mask) may legitimately end a round where it began (issue 57)
+    declared = any("evolving_client_state" in vars(c) for c in cls.__mro__ if c is not MethodBase)
+    floats = {
+        p
+        for p, names in groups.items()
+        if all(trace.states[1].tensors[n].is_floating_point() for n in names)
+    }
     evolving = [
         p
         for p, names in groups.items()
         if any(fnmatch.fnmatch(n, pat) for n in names for pat in patterns)
+        and (declared or p in floats)
     ]
     changed = _changed_pieces(dict(trace.states[1].tensors), dict(trace.states[2].tensors))
     frozen = [p for p in evolving if p not in changed]

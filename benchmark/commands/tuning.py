@@ -27,7 +27,7 @@ import argparse
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +57,21 @@ def _scores(record: Any) -> Iterable[tuple[str, float]]:
             yield "knn", float(s.values["top1"])
 
 
-def _grid_records(roots: list[Path], grid: str) -> list[Any]:
-    from benchmark.grids.expand import expand_grid, load_grid
+def _grid_records(roots: list[Path], grid: str, add_method: Sequence[str] = ()) -> list[Any]:
+    from benchmark.grids.expand import expand_grid, load_grid, with_methods
 
-    ids = {c.cell_id for c in expand_grid(load_grid(grid))}
+    ids = {c.cell_id for c in expand_grid(with_methods(load_grid(grid), list(add_method)))}
     records, _ = load_records([Path(r) for r in roots])
     return [r for _, r in records if r.cell_id in ids]
 
 
-def score_table(roots: list[Path], grid: str = "quickstart_tune") -> list[dict[str, Any]]:
+def score_table(
+    roots: list[Path], grid: str = "quickstart_tune", add_method: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """One row per (method, backbone, variant, task, partition, seed) with its value and paired
-    margin."""
-    records = [r for r in _grid_records(roots, grid) if r.status == "ok"]
+    margin; ``add_method``: the plugins ``run --grid GRID --add-method M`` swept beside the
+    built-ins (their cells count too)."""
+    records = [r for r in _grid_records(roots, grid, add_method) if r.status == "ok"]
     for r in records:
         if r.cell["dataset"]["params"].get("eval_split") != "validation":
             raise ValueError(
@@ -119,8 +122,10 @@ def finetune_epochs(
     return (max(means, key=lambda e: means[e]) if means else None), means
 
 
-def select(roots: list[Path], grid: str = "quickstart_tune") -> dict[str, Any]:
-    rows = score_table(roots, grid)
+def select(
+    roots: list[Path], grid: str = "quickstart_tune", add_method: Sequence[str] = ()
+) -> dict[str, Any]:
+    rows = score_table(roots, grid, add_method)
     epochs, vit_means = finetune_epochs(roots, grid)
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
@@ -266,6 +271,15 @@ def markdown(selection: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def track_command(grid: str, method: str, params: dict[str, Any]) -> str:
+    """The ``run`` line that runs ``method`` on the track's grid (the sweep grid's name without
+    ``_tune``) at the settings the sweep chose."""
+    settings = ",".join(f"{k}={v:g}" for k, v in sorted(params.items()))
+    track_grid = grid.removesuffix("_tune")
+    added = f"{method}:{settings}" if settings else method
+    return f"python -m benchmark run --grid {track_grid} --add-method '{added}'"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmark.commands.tuning", description=summary(__doc__)
@@ -286,6 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         "--write", type=Path, default=None, help="write the selection as JSON (and a .md beside it)"
     )
     p.add_argument(
+        "--add-method",
+        action="append",
+        default=[],
+        help="a plugin swept with `run --grid quickstart_tune --add-method M`: its cells count, "
+        "chosen by the same rule, and the line to run it on the track with its choice is printed",
+    )
+    p.add_argument(
         "--finetune",
         action="store_true",
         help=f"choose FedMAE's fine-tune recipe from a {FINETUNE_GRID} run instead (grid default then "
@@ -298,8 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         text = finetune_markdown(selection)
         title = f"# {grid}: the choice"
     else:
-        selection = select(args.root, args.grid or "quickstart_tune")
-        text, title = markdown(selection), "# quickstart_tune: the choice"
+        grid = args.grid or "quickstart_tune"
+        selection = select(args.root, grid, args.add_method)
+        text, title = markdown(selection), f"# {grid}: the choice"
+        text += "".join(
+            f"\n{m} on the track: {track_command(grid, m, selection['chosen'][m]['params'])}\n"
+            for m in args.add_method
+            if m in selection["chosen"]
+        )
     print(text)
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)

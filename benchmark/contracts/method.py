@@ -145,7 +145,7 @@ class Inert:
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.3"
+API_VERSION = "2.4"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 
@@ -200,7 +200,8 @@ class MethodBase:
     # momentum network, local BN statistics, optimizer moments): check-method requires them to differ
     # between a client's rounds 1 and 2. The default, every tensor, fits state that is trained or
     # written every round; a method keeping a tensor constant by design (a per-client mask fixed at
-    # init) narrows it
+    # init) narrows it. Left undeclared (a plugin written before API 2.3), only the floating-point
+    # tensors are required to change: an integer pointer or counter may end a round where it began
     evolving_client_state: ClassVar[tuple[str, ...]] = ("*",)
     # fnmatch pattern of ClientState tensors -> why check-method's state_read check may not see
     # them read on its smoke cell (read only under another config or a condition the cell does not

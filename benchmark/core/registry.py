@@ -145,6 +145,10 @@ class Registry(Generic[T]):
         self._refused: dict[str, list[str]] = {}
         self._frozen = False
         self._plugins_loaded = False
+        # called once before a name is reported unknown (benchmark.contracts.registries sets it to
+        # load_builtins): code that never imported the built-ins (a plugin's own tests) still finds
+        # them by name
+        self.load_missing: Callable[[], None] | None = None
 
     def register(
         self, name: str, *, aliases: Sequence[str] = (), target: str | None = None
@@ -253,6 +257,10 @@ class Registry(Generic[T]):
             return name
         if name in self._aliases:
             return self._aliases[name]
+        load, self.load_missing = self.load_missing, None
+        if load is not None:
+            load()
+            return self.canonical(name)
         known = sorted(set(self._items) | set(self._aliases))
         hint = difflib.get_close_matches(name, known, n=1)
         msg = f"unknown {self.kind} {name!r}."

@@ -22,12 +22,14 @@ Semantics follow torchvision's ``RandomResizedCrop``, ``RandomHorizontalFlip``, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 
+from benchmark.contracts.method import Inert
 from benchmark.core.transfer import Parcel, Received, Shipment
 from benchmark.portable import math_ops as pmath
 
@@ -48,6 +50,18 @@ class AugmentConfig:
     blur_p: float = 0.0  # Dec-SSL: no blur on CIFAR
     blur_sigma: tuple[float, float] = (0.1, 2.0)
     blur_kernel: int = 3
+
+    # fields read only under a condition on the others, declared here once for every method whose
+    # config holds an AugmentConfig (benchmark.commands.live_settings re-roots them under the
+    # method's field: ``augment.blur_sigma`` with ``live_with={"augment": {"blur_p": 0.5}}``). Not
+    # dataclass fields: no cell id, record or digest sees them
+    inert_settings: ClassVar[Mapping[str, Inert]] = {
+        name: Inert(
+            "the Gaussian blur is drawn only when blur_p > 0 (the default 0 blurs nothing)",
+            live_with={"blur_p": 0.5},
+        )
+        for name in ("blur_sigma", "blur_kernel")
+    }
 
 
 def _rand(gen: torch.Generator, *shape: int) -> torch.Tensor:

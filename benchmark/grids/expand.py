@@ -63,7 +63,19 @@ CELL_FIELDS = (
     "precision",
     "kernels",
 )
-GRID_KEYS = {"name", "description", "base", "axes", "exclude", "method_common", "budget", "smoke"}
+GRID_KEYS = {
+    "name",
+    "description",
+    "base",
+    "axes",
+    "exclude",
+    "method_common",
+    "budget",
+    "smoke",
+    "sweep",
+}
+# the keys of a grid's ``sweep`` (what ``--add-method`` gives a method on a validation-sweep grid)
+SWEEP_KEYS = {"batch_size", "batch_fields", "lr_scale", "lr_fields"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,9 @@ class GridSpec:
     # each cell takes its method's ``smoke_settings`` (backbone, public split, small heads), as
     # check-method does; the grid's explicit method params still win (a smoke grid runs small)
     smoke: bool = False
+    # a validation sweep (quickstart_tune): what ``--add-method M`` gives a method the grid does not
+    # run, the variants the built-ins were chosen from (:func:`sweep_variants`); {} elsewhere
+    sweep: Mapping[str, Any] = field(default_factory=dict)
 
 
 def with_seeds(grid: GridSpec, seeds: Sequence[int]) -> GridSpec:
@@ -90,20 +105,114 @@ def with_seeds(grid: GridSpec, seeds: Sequence[int]) -> GridSpec:
     return dataclasses.replace(grid, base=base, axes=axes)
 
 
+def parse_added_method(text: str) -> dict[str, Any]:
+    """``--add-method``'s value: ``NAME`` or ``NAME:field=value,field=value`` (the settings the
+    track's validation sweep chose, as ``python -m benchmark.commands.tuning`` prints them), as a
+    grid's method entry; values read as YAML scalars."""
+    name, _, rest = text.partition(":")
+    entry: dict[str, Any] = {"name": name.strip()}
+    for item in filter(None, (i.strip() for i in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--add-method {text!r}: expected NAME:field=value,field=value")
+        entry[key.strip()] = yaml.safe_load(value)
+    return entry
+
+
+def _scaled(value: float, factor: float) -> float:
+    return float(f"{value * factor:.12g}")  # 0.032 x 10 = 0.32, not 0.32000000000000006
+
+
+def sweep_variants(
+    sweep: Mapping[str, Any], name: str, rates: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
+    """The method entries a validation sweep gives method ``name`` (its config's defaults): every
+    batch size of ``batch_size`` in each of the ``batch_fields`` the config has, times every factor
+    of ``lr_scale`` applied to all of the ``lr_fields`` it has together (FLESD's local and
+    distillation rates move as one), as quickstart_tune swept the built-ins. ``rates``: the 1x
+    learning rates where they are not the config's defaults (Orchestra's grid sweeps its paper's
+    grid value 0.03). A config with none of the fields gets one entry, its defaults."""
+    cfg = METHODS.get(name).Config()
+    have = {f.name for f in dataclasses.fields(cfg)}
+    batch_fields = [f for f in sweep.get("batch_fields", ["batch_size"]) if f in have]
+    lr_fields = [f for f in sweep.get("lr_fields", ["lr"]) if f in have]
+    batches = [{f: int(b) for f in batch_fields} for b in sweep.get("batch_size", [])] or [{}]
+    if not batch_fields:
+        batches = [{}]
+    scales = [
+        {f: _scaled((rates or {}).get(f, getattr(cfg, f)), float(s)) for f in lr_fields}
+        for s in sweep.get("lr_scale", [])
+    ] or [{}]
+    if not lr_fields:
+        scales = [{}]
+    return [{"name": name, **b, **lr} for b in batches for lr in scales]
+
+
 def with_methods(grid: GridSpec, names: Sequence[str]) -> GridSpec:
     """The grid with the methods ``names`` added to its method axis (``run --grid quickstart
     --add-method fedfoo``): every other setting is the grid's own, and each added method gets the
     grid's ``method_common`` and its own defaults, so its cells are the ones the grid's track ranks.
-    A name the grid already runs is refused (its entry there may carry tuned parameters)."""
+    On a grid with a ``sweep`` (``run --grid quickstart_tune --add-method fedfoo``) each added method
+    gets the sweep's variants instead (:func:`sweep_variants`): the validation sweep the built-ins'
+    settings were chosen by. ``NAME:field=value,...`` adds the method with those settings
+    (:func:`parse_added_method`). A name the grid already runs is refused (its entry there may carry
+    tuned parameters)."""
     if not names:
         return grid
+    entries = [parse_added_method(n) for n in names]
+    added = [e["name"] for e in entries]
     axes, base = dict(grid.axes), dict(grid.base)
     current = list(axes["method"]) if "method" in axes else [base.pop("method")]
     have = {m if isinstance(m, str) else dict(m).get("name") for m in current}
-    twice = [n for n in names if n in have or list(names).count(n) > 1]
+    twice = [n for n in added if n in have or added.count(n) > 1]
     if twice:
         raise ConfigError(f"--add-method {twice[0]!r}: grid {grid.name!r} already runs it")
-    axes["method"] = [*current, *({"name": n} for n in names)]
+    new: list[Any] = []
+    for entry in entries:
+        if grid.sweep and len(entry) == 1:
+            load_builtins()
+            new += sweep_variants(grid.sweep, entry["name"])
+        else:
+            new.append(entry)
+    axes["method"] = [*current, *new]
+    return dataclasses.replace(grid, base=base, axes=axes)
+
+
+def with_tasks(grid: GridSpec, names: Sequence[str]) -> GridSpec:
+    """The grid with the tasks ``names`` added to every task list of its cells (``run --grid
+    quickstart --add-task ncm_probe``): its base's ``tasks``, or each entry of its ``tasks`` axis.
+    Each added task takes its defaults; every other setting is the grid's own, so the cells
+    pre-train exactly as the grid's do (cells that differ only in their tasks share one
+    pre-training, and a finished one is reused). A task a list already holds is refused."""
+    if not names:
+        return grid
+    twice = [n for n in names if list(names).count(n) > 1]
+    if twice:
+        raise ConfigError(f"--add-task {twice[0]!r} given twice")
+    axes, base = dict(grid.axes), dict(grid.base)
+
+    def added(tasks: Any) -> list[Any]:
+        tasks = list(tasks or [])
+        have = {t if isinstance(t, str) else dict(t).get("name") for t in tasks}
+        already = [n for n in names if n in have]
+        if already:
+            raise ConfigError(f"--add-task {already[0]!r}: grid {grid.name!r} already runs it")
+        return [*tasks, *names]
+
+    if "tasks" in axes:
+        axes["tasks"] = [added(t) for t in axes["tasks"]]
+    else:
+        base["tasks"] = added(base.get("tasks"))
+
+    def entry(m: Any) -> Any:  # a method entry's own task list (``with: {tasks: [...]}``)
+        if isinstance(m, Mapping) and isinstance(m.get("with"), Mapping) and "tasks" in m["with"]:
+            return {**m, "with": {**m["with"], "tasks": added(m["with"]["tasks"])}}
+        return m
+
+    if "method" in axes:
+        axes["method"] = [entry(m) for m in axes["method"]]
+    elif "method" in base:
+        base["method"] = entry(base["method"])
     return dataclasses.replace(grid, base=base, axes=axes)
 
 
@@ -266,6 +375,9 @@ def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
     if not isinstance(common, Mapping):
         raise ConfigError(f"{where}: method_common must be a mapping")
     name = raw.get("name") or (Path(path).stem if path else "grid")
+    sweep = raw.get("sweep") or {}
+    if not isinstance(sweep, Mapping) or set(sweep) - SWEEP_KEYS:
+        raise ConfigError(f"{where}: sweep must be a mapping of {sorted(SWEEP_KEYS)}")
     smoke = raw.get("smoke", False)
     if not isinstance(smoke, bool):
         raise ConfigError(f"{where}: smoke must be true or false")
@@ -279,6 +391,7 @@ def parse_grid(raw: Any, path: str | None = None) -> GridSpec:
         dict(raw.get("budget") or {}),
         path,
         smoke=smoke,
+        sweep=dict(sweep),
     )
 
 

@@ -3,6 +3,7 @@ cells another runner held (settle_claimed)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,14 @@ def execute_cell(
             "claimed",
             error=f"claimed by {locks.describe(locks.read_claim(rd.claim_path))}",
         )
+    if claim.took_over is not None:
+        rd.log_attempt("took_over", previous=claim.took_over)
+        print(
+            f"{cell.cell_id}: took over the claim of a runner that is gone ({claim.took_over}); "
+            "resuming its cell",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         # re-check under the claim: another runner may have finished or failed it between our plan
         # and our claim
@@ -112,6 +121,16 @@ def _run_claimed(
             on_round(r, metrics)
 
     rd.log_attempt("start", owner=owner, pretrained=rd.pretrain.pretrained)
+    done_rounds = [] if rd.pretrain.pretrained else rd.pretrain.checkpoint_rounds()
+    if done_rounds:  # the engine resumes from the latest round checkpoint: say which
+        rounds = cell.fl.rounds
+        print(
+            f"{cell.cell_id}: resuming from the checkpoint of round {done_rounds[-1]} of {rounds} "
+            f"(rounds {done_rounds[-1] + 1}..{rounds} to run)",
+            file=sys.stderr,
+            flush=True,
+        )
+        rd.log_attempt("resume", round=done_rounds[-1], pretrain_key=cell.pretrain_key)
     threads, threads_before = options.cell_threads(), torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)

@@ -1,7 +1,9 @@
 """The local launcher: cells run in worker processes on this machine (one per core by default, each
 cell on one CPU thread; on CUDA one per GPU, or ``cells_per_gpu`` per GPU where its free memory
 holds them, each pinned to its GPU with the cores shared out: ``benchmark.launchers.gpu_policy``),
-or one after another in this process (``workers=1``); a failing cell never stops the grid.
+or one at a time (``workers=1``: in this process where it can run the cell's kernel mode, else in
+one fresh worker process at a time); a failing cell never stops the grid. A worker dies with the
+process that started it (:func:`die_with_parent`), leaving its cell to be resumed.
 
 Every cell's numbers depend only on the cell: a worker pins the cell's intra-op threads exactly as
 the in-process path does (``RunOptions.cell_threads``), so a grid run with four workers writes the
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +75,50 @@ def runs_here(kernels: str) -> bool:
     return "torch" not in sys.modules or portable.process_kernels() == kernels
 
 
+# seconds between two looks of a worker at its parent (the watch behind the parent-death signal)
+PARENT_POLL_S = 1.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(poll_s: float = PARENT_POLL_S) -> None:
+    """Make this worker process end when the process that started it is gone (``run`` killed with
+    SIGKILL cannot tell its workers): on Linux the kernel sends it SIGKILL at once
+    (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread checks every ``poll_s`` seconds that
+    its parent is still its parent and ends the process if not (a worker blocked in a pipe read
+    included). Its cell stays claimed by a dead pid, so the next ``run`` takes the claim over and
+    resumes the cell from its last round checkpoint (issue 57)."""
+    import multiprocessing
+    import threading
+
+    # the pid that started us as multiprocessing recorded it (getppid() already names init or a
+    # subreaper when the parent died before this line)
+    started_by = multiprocessing.parent_process()
+    parent = started_by.pid if started_by is not None and started_by.pid else os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl (another libc): the watch below remains
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)  # no cleanup that could block: the claim and checkpoints are on disk
+
+    if os.getppid() != parent:  # gone before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
+
+
 def _enter_worker(kernels: str, gpus: Any) -> None:
-    """A worker process's initializer: its kernel mode, and on CUDA its GPU (one slot of the
-    launcher's queue, as ``CUDA_VISIBLE_DEVICES``, before torch is imported)."""
+    """A worker process's initializer: it dies with its parent (:func:`die_with_parent`), enters
+    its kernel mode, and on CUDA takes its GPU (one slot of the launcher's queue, as
+    ``CUDA_VISIBLE_DEVICES``, before torch is imported)."""
+    die_with_parent()
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus.get(timeout=60)
     portable.enter(kernels)

@@ -125,6 +125,9 @@ class Claim:
     path: Path
     token: str
     heartbeat_s: float = HEARTBEAT_S
+    # the claim this one broke, and why it was stale ("host:pid ...: pid N on this host is dead"),
+    # or None: a runner that takes over a dead one's cell says so (issue 57)
+    took_over: str | None = None
     _stop: threading.Event | None = None
     _thread: threading.Thread | None = None
 
@@ -203,17 +206,20 @@ def try_claim(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = _create(path, owner, purpose)
+    took_over = None
     if token is None:
         with _flock(path.with_name(path.name + ".lock")):
             info = read_claim(path)
             if info is not None:
-                if stale_reason(info, timeout_s=timeout_s, owner=owner) is None:
+                why = stale_reason(info, timeout_s=timeout_s, owner=owner)
+                if why is None:
                     return None
+                took_over = f"{describe(info)}: {why}"
                 path.unlink(missing_ok=True)
             token = _create(path, owner, purpose)
         if token is None:
             return None
-    claim = Claim(path, token, heartbeat_s=heartbeat_s)
+    claim = Claim(path, token, heartbeat_s=heartbeat_s, took_over=took_over)
     claim.start_heartbeat()
     return claim
 

@@ -79,6 +79,8 @@ class SubmitReport:
     # records that are not on the track (Track.admits said why), decided before any other check:
     # listed, not bundled, never re-evaluated
     left_out: list[tuple[Path, str, str]] = field(default_factory=list)  # (path, cell id, why)
+    # said, not failed: e.g. a plugin whose settings the track's validation sweep did not choose
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +111,7 @@ class SubmitReport:
             lines.append(f"  FAIL  {name}: {reason}")
         for path, cell_id, why in self.left_out:
             lines.append(f"  LEFT OUT  {cell_id}  {path}: not on the track: {why}")
+        lines += [f"  NOTE  {note}" for note in self.notes]
         n_bad = sum(not c.ok for c in self.checks)
         head = f"submit: {len(self.checks)} record(s), {n_bad} rejected" + (
             f", track {self.track.id}" if self.track else ""
@@ -425,6 +428,21 @@ def _settings(cell: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in dict(cell).items() if k not in ("method", "seed")}
 
 
+def _task_name(spec: Any) -> Any:
+    return spec.get("name") if isinstance(spec, Mapping) else spec
+
+
+def _without_added_tasks(mine: dict[str, Any], grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's settings without the tasks no cell of the grid runs (``run --add-task``: a
+    plugin task scored beside the track's own; the cells pre-train as the grid's do, and its scores
+    are on no track)."""
+    known = {_task_name(t) for g in grid for t in g.get("tasks") or []}
+    tasks = mine.get("tasks")
+    if not isinstance(tasks, list):
+        return mine
+    return {**mine, "tasks": [t for t in tasks if _task_name(t) in known]}
+
+
 def check_settings(
     record: ResultRecord, track: Track, settings: list[str] | None, check: RecordCheck
 ) -> None:
@@ -436,10 +454,10 @@ def check_settings(
 
     from benchmark.core.canonical import canonical_json
 
-    mine = _settings(record.cell)
+    grid = [json.loads(s) for s in settings]
+    mine = _without_added_tasks(_settings(record.cell), grid)
     if canonical_json(mine) in settings:
         return
-    grid = [json.loads(s) for s in settings]
     differ = min(
         (
             [
@@ -457,6 +475,46 @@ def check_settings(
         f"{track.grid!r} (run the grid itself: python -m benchmark run --grid {track.grid} "
         f"--add-method {record.method})",
     )
+
+
+def sweep_notes(records: Iterable[ResultRecord], track: Track) -> list[str]:
+    """One line per plugin method whose settings the track's validation sweep cannot have chosen:
+    the track's grid NAME has a sweep grid ``NAME_tune`` (quickstart_tune, whose sweep chose every
+    built-in's batch size and learning rate) and the record's values of the swept fields are none
+    of the variants ``run --grid NAME_tune --add-method M`` runs (FedSimSiam at its paper's
+    B = 512 on clients of ~144 images). A plugin at one of the variants is not flagged: which one
+    the sweep chose is in its validation records, not in these."""
+    if track.grid is None:
+        return []
+    from benchmark.grids.expand import GRIDS_DIR, load_grid, sweep_variants
+
+    tune = f"{track.grid}_tune"
+    if not (GRIDS_DIR / f"{tune}.yaml").is_file():
+        return []
+    sweep = load_grid(tune).sweep
+    if not sweep:
+        return []
+    out: dict[str, str] = {}
+    for record in records:
+        method = record.method
+        if method in out or f"method:{method}" not in dict(record.env.plugins):
+            continue
+        try:
+            variants = sweep_variants(sweep, method)
+        except Exception:  # noqa: BLE001, S112 - the plugin is not installed here: nothing to compare
+            continue
+        params = dict(record.cell.get("method", {}).get("params") or {})
+        mine = {k: params.get(k) for k in variants[0] if k != "name"}
+        if not mine or any(all(params.get(k) == v[k] for k in mine) for v in variants):
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(mine.items()))
+        out[method] = (
+            f"plugin {method!r}: its settings ({shown}) were not chosen by the track's validation "
+            f"sweep, as every built-in's were: python -m benchmark run --grid {tune} "
+            f"--add-method {method}, then python -m benchmark.commands.tuning --root RUNS "
+            f"--add-method {method} prints the run line with its choice"
+        )
+    return list(out.values())
 
 
 def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:

@@ -73,6 +73,7 @@ from benchmark.submission.checks import (
     check_settings,
     check_track,
     grid_settings,
+    sweep_notes,
 )
 from benchmark.submission.oracle import PartitionOracle, known_partition_digests
 
@@ -188,6 +189,8 @@ def submit(
         report.group_problems.extend(
             check_seeds([c.record for c in checks if c.record is not None], spec)
         )
+    if spec is not None:
+        report.notes += sweep_notes([c.record for c in checks if c.record is not None], spec)
     if report.ok:
         report.plugin_sources = _plugin_sources(checks, plugin_sources)
     if report.ok and out is not None:

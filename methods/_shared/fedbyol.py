@@ -63,10 +63,6 @@ SHARED_PREFIXES = (ONLINE, PREDICTOR)
 # blur.
 EASYFL_AUGMENT = AugmentConfig(jitter=(0.8, 0.8, 0.8, 0.2))
 
-BLUR_INERT = Inert(
-    "the blur's σ range and kernel: read only when blur_p > 0 (EasyFL's transform has no blur)",
-    live_with={"augment": {"blur_p": 0.5}},
-)
 # BYOLConfig's fields that do not move the first round of the live-settings cell
 # (benchmark.commands.live_settings), each with why and where they do
 BYOL_INERT: dict[str, str | Inert] = {
@@ -79,8 +75,6 @@ BYOL_INERT: dict[str, str | Inert] = {
         "acts only on a non-finite loss (raise, or skip the step); "
         "tests/benchmark/test_local_train.py holds both"
     ),
-    "augment.blur_sigma": BLUR_INERT,
-    "augment.blur_kernel": BLUR_INERT,
 }
 
 # smoke-sized heads: the spec's 4096/2048 heads would dominate a micro backbone's cost in CPU tests

@@ -86,10 +86,6 @@ NAN_POLICY_INERT = (
     "acts only on a non-finite loss (raise, or skip the step); "
     "tests/benchmark/test_local_train.py holds both"
 )
-BLUR_INERT = Inert(
-    "the blur's σ range and kernel: read only when blur_p > 0 (no blur in this default)",
-    live_with={"augment": {"blur_p": 0.5}},
-)
 # SimCLRConfig's fields that do not move the first round of the live-settings cell
 # (benchmark.commands.live_settings), each with why and where they do
 SIMCLR_INERT: dict[str, str | Inert] = {
@@ -102,8 +98,6 @@ SIMCLR_INERT: dict[str, str | Inert] = {
         live_with={"bn": "local"},
     ),
     "nan_policy": NAN_POLICY_INERT,
-    "augment.blur_sigma": BLUR_INERT,
-    "augment.blur_kernel": BLUR_INERT,
 }
 
 

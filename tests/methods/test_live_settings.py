@@ -68,8 +68,12 @@ def test_a_setting_the_method_does_not_read_fails_the_check(monkeypatch) -> None
 
 
 def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None:
-    """``check-method`` runs the same check on a plugin: the toy plugin (tests/plugins) passes with
-    its blur settings declared inert, and fails naming them without the declaration."""
+    """``check-method`` runs the same check on a plugin. The toy plugin (tests/plugins) declares
+    nothing: its ``augment.blur_*`` settings inherit ``AugmentConfig``'s own declaration (read only
+    when blur_p > 0; issue 57: before, every method had to repeat it, and a plugin that did not
+    failed). A field of the plugin's own config that nothing reads still fails, by name; a
+    declaration in the config itself covers it."""
+    import dataclasses
     import importlib.util
     import sys
     from pathlib import Path
@@ -86,20 +90,59 @@ def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None
     monkeypatch.setitem(sys.modules, spec.name, toy)
     spec.loader.exec_module(toy)
 
-    blur = Inert("no blur by default", live_with={"augment": {"blur_p": 0.5}})
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class DeadConfig(toy.ToyPluginConfig):
+        unused: float = 1.0  # read by nothing
 
-    class LiveToy(toy.ToyPlugin):
-        name = "_live_toy"
-        inert_settings = {"augment.blur_sigma": blur, "augment.blur_kernel": blur}
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class DeclaredConfig(DeadConfig):
+        pass
+
+    # a class attribute, as `inert_settings: ClassVar[dict] = {...}` in a plugin's module declares it
+    DeclaredConfig.inert_settings = {"unused": Inert("kept for the paper's table")}
 
     class UndeclaredToy(toy.ToyPlugin):
         name = "_undeclared_toy"
 
-    for cls in (LiveToy, UndeclaredToy):
+    class DeadToy(toy.ToyPlugin):
+        name = "_dead_toy"
+        Config = DeadConfig
+
+    class DeclaredToy(toy.ToyPlugin):
+        name = "_declared_toy"
+        Config = DeclaredConfig
+
+    for cls in (UndeclaredToy, DeadToy, DeclaredToy):
         monkeypatch.setitem(METHODS._items, cls.name, cls)
     fast = {"max_steps": 2}
-    good = check_method("_live_toy", rounds=1, knn=False, method_params=fast, live=True)
+    good = check_method("_undeclared_toy", rounds=1, knn=False, method_params=fast, live=True)
     assert good.result("live_settings").status == "pass", good.format()
-    bad = check_method("_undeclared_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert "2 declared inert" in good.result("live_settings").detail
+    bad = check_method("_dead_toy", rounds=1, knn=False, method_params=fast, live=True)
     assert bad.failed == ["live_settings"], bad.format()
-    assert "augment.blur_sigma dead" in bad.result("live_settings").detail
+    detail = bad.result("live_settings").detail
+    assert "unused dead" in detail and "blur" not in detail
+    fixed = check_method("_declared_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert fixed.result("live_settings").status == "pass", fixed.format()
+
+
+def test_augment_config_declares_its_blur_settings_for_every_method() -> None:
+    """The declaration lives with the config that owns the fields, re-rooted under the method's
+    field; a method's own declaration of the same path wins; under blur_p > 0 the inherited
+    declaration does not make a live field stale (it is live there)."""
+    from benchmark.commands.live_settings import config_declarations
+    from benchmark.data.augment import AugmentConfig
+    from methods.orchestra import OrchestraConfig
+
+    own = config_declarations(AugmentConfig())
+    assert set(own) == {"blur_sigma", "blur_kernel"}
+    assert own["blur_sigma"].live_with == {"blur_p": 0.5}
+    orchestra = config_declarations(OrchestraConfig())
+    assert {k for k in orchestra if k.endswith("blur_sigma")} == {
+        "augment_target.blur_sigma",
+        "augment_online.blur_sigma",
+    }
+    assert orchestra["augment_target.blur_kernel"].live_with == {"augment_target": {"blur_p": 0.5}}
+    # Orchestra's views blur (blur_p 0.5 / 0.1): there the fields are live, not stale
+    orch = check("orchestra")
+    assert orch.field("augment_target.blur_sigma").status == "live"

@@ -1,0 +1,1 @@
+"""FedMoCo written against plugin API 2.2, frozen (a compatibility fixture)."""
