@@ -202,6 +202,7 @@ RECORD_COLUMNS = [
     "verified",
     "reevaluated",
     "unboxed",
+    "retrained",
     "reference",
     "submitted",
     "path",
@@ -282,9 +283,10 @@ def retrained_columns(
     code ran without a box (``--unboxed``)."""
     training = (acceptance or {}).get("training")
     if not isinstance(training, Mapping):
-        return {"unboxed": False}
+        return {"unboxed": False, "retrained": False}
     out: dict[str, Any] = {"unboxed": str(training.get("box", "")).startswith("none")}
     again = training.get("retrained")
+    out["retrained"] = isinstance(again, Mapping)
     if isinstance(again, Mapping):
         number = (int, float)
         up, down = again.get("bytes_up"), again.get("bytes_down")

@@ -97,6 +97,7 @@ TABLE_COLUMNS = [
     "verified",
     "reevaluated",
     "unboxed",
+    "retrained",
     "submitted",
     "cell_ids",
     "card_id",
@@ -239,6 +240,8 @@ def _aggregate_one(
         "reevaluated": bool(g["reevaluated"].all()),
         # a seed whose method's code ran at accept without a box (accept --unboxed)
         "unboxed": bool(g["unboxed"].any()) if "unboxed" in g else False,
+        # every seed's training re-run by accept (a re-training track); else only re-evaluated
+        "retrained": bool(g["retrained"].all()) if "retrained" in g else False,
         # a seed of a method whose settings were not tuned on the validation split here
         "submitted": bool(g["submitted"].any()),
         "cell_ids": sorted(g["cell_id"].unique().tolist()),
@@ -291,6 +294,7 @@ _NOTHING = {
     "verified": True,
     "reevaluated": False,
     "unboxed": False,
+    "retrained": False,
     "cell_ids": [],
 }
 
