@@ -56,10 +56,14 @@ def prefetch_grid(grid_arg: str, data_root: str | None) -> int:
     root = resolve_data_root(data_root)
     needs = grid_data_needs(spec, data_root)
     todo = [n for n in needs if not n.available and n.fetchable]
-    print(f"grid {printable(repr(spec.name))} reads {len(needs)} dataset(s) under {printable(root)}:")
+    print(
+        f"grid {printable(repr(spec.name))} reads {len(needs)} dataset(s) under {printable(root)}:"
+    )
     for n in needs:
         size = format_bytes(n.download_bytes) if n.download_bytes else "size not stated"
-        state = "present" if n.available else ("to fetch" if n.fetchable else "ships with its package")
+        state = (
+            "present" if n.available else ("to fetch" if n.fetchable else "ships with its package")
+        )
         login = "; needs a Hugging Face login" if n.gated else ""
         url = getattr(n.config, "source_url", "") or ""
         source = f"HF hub {n.hub_id}" if n.hub_id else url.split("/")[2] if "//" in url else "-"
@@ -67,7 +71,9 @@ def prefetch_grid(grid_arg: str, data_root: str | None) -> int:
     for n in needs:
         if n.gated and not n.available:
             have = "this machine has one" if hub_token_present() else "this machine has none yet"
-            print(f"  {n.name} needs a Hugging Face login ({have}): {LOGIN_HOW.format(hub_id=n.hub_id)}")
+            print(
+                f"  {n.name} needs a Hugging Face login ({have}): {LOGIN_HOW.format(hub_id=n.hub_id)}"
+            )
     run = f"python -m benchmark run --grid {printable(grid_arg)}"
     if data_root:
         run += f" --data-root {printable(data_root)}"

@@ -38,24 +38,31 @@ class MissingData(UsageError):
         self.prefetch_command = command
         size = f" ({download} to download)" if download else ""
         head = [
-            f"{len(self.lines)} dataset(s) missing for grid {printable(repr(grid))}{size}. "
-            "Fetch them all with one command, on a machine with network:",
+            f"{len(self.lines)} dataset(s) missing for grid {printable(repr(grid))}{size}; "
+            "fetch them all with:",
             f"    {command}",
-            "then run the grid again. What each one needs:",
+            "(on a machine with network), then run the grid again. Each one:",
         ]
-        body = [
-            textwrap.fill(
-                printable(line),
-                width=100,
-                initial_indent="  - ",
-                subsequent_indent="    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-            for line in self.lines
-        ]
+        body = [_paragraph(printable(line)) for line in self.lines]
         self.text_lines = tuple("\n".join(head + body).split("\n"))
         super().__init__("\n".join(self.text_lines))
+
+
+def _paragraph(text: str) -> str:
+    """``text`` wrapped at 100 columns as a list item, never inside a `command` (it stays one
+    piece to copy)."""
+    glue = "\x00"  # not printable, so never in ``text`` (escaped by ``printable``)
+    parts = text.split("`")
+    text = "`".join(p.replace(" ", glue) if i % 2 else p for i, p in enumerate(parts))
+    wrapped = textwrap.fill(
+        text,
+        width=100,
+        initial_indent="  - ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return wrapped.replace(glue, " ")
 
 
 def lines_of(exc: BaseException) -> list[str]:

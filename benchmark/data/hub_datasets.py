@@ -299,7 +299,9 @@ class Coco2017:
 
     def how_to_get(self, root: Path) -> str:
         f = self.folder(root)
-        absent = [str(Path(p).relative_to(f)) if p.startswith(str(f)) else p for p in self.missing(root)]
+        absent = [
+            str(Path(p).relative_to(f)) if p.startswith(str(f)) else p for p in self.missing(root)
+        ]
         return (
             f"COCO 2017 is not complete under {f} (missing: {', '.join(absent)}). Fetch it once "
             f"(about {sum(COCO_BYTES.values()) / 1e9:.0f} GB): `python -m benchmark prefetch coco2017 "

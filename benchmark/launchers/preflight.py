@@ -9,8 +9,8 @@ anything is written.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
