@@ -206,3 +206,14 @@ def test_an_interrupted_download_resumes_where_it_stopped(tmp_path: Path, server
     download_resumable(server, target)
     assert RangeHandler.ranges == ["bytes=1000-"]
     assert target.read_bytes() == RangeHandler.payload and not (tmp_path / "f.zip.part").exists()
+
+
+def test_the_readme_gives_the_two_commands_in_order_with_the_download_size() -> None:
+    from benchmark.grids.expand import load_grid
+    from benchmark.launchers.preflight import grid_data_needs
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    total = sum(n.download_bytes or 0 for n in grid_data_needs(load_grid("main"), "/nonexistent"))
+    assert f"about {total / 1e9:.0f} GB to\ndownload" in text
+    first = text.index("python -m benchmark prefetch --grid main\n")
+    assert text.index("python -m benchmark run --grid main\n") > first
