@@ -100,6 +100,16 @@ def _parser() -> argparse.ArgumentParser:
         "(env.git_dirty) or without a commit (the repository's shipped records are collected so)",
     )
 
+    _add_prefetch(sub)
+    _add_tools(sub)
+    _add_submission(sub)
+    _add_doctor(sub)
+    _add_verify(sub)
+    return p
+
+
+def _add_prefetch(sub: Any) -> None:
+    """``prefetch``: one dataset, or every dataset of a grid."""
     pre = sub.add_parser(
         "prefetch",
         help="download a dataset, or every dataset of a grid (--grid), once into the data root "
@@ -123,12 +133,6 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument(
         "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
     )
-
-    _add_tools(sub)
-    _add_submission(sub)
-    _add_doctor(sub)
-    _add_verify(sub)
-    return p
 
 
 def _add_plan(sub: Any) -> None:
