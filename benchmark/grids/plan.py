@@ -147,28 +147,24 @@ def estimate_hours(cell: Cell, throughput: float | None = None) -> float:
 
 
 def plan_grid(grid: Any, cells: Sequence[Cell], throughput: float | None = None) -> str:
+    """The cells of ``plan``: rounds, client steps, forward GFLOP per image and precision, then the
+    total client steps (``--throughput`` images/s: the pre-training's hours at that rate). The
+    grid's cost is the one figure of ``benchmark.grids.cost`` printed after it."""
     lines = [f"grid {grid.name!r}: {len(cells)} cells"]
-    total_steps = total_hours = 0.0
-    rows = []
+    total_steps = total_images = 0.0
     for cell in cells:
         c = cell_cost(cell)
         precision = getattr(cell, "precision", "fp32")
-        hours = estimate_hours(cell, throughput)
         total_steps += c["client_steps"]
-        total_hours += hours
-        rows.append(
+        total_images += c["images"]
+        lines.append(
             f"  {cell.cell_id}  rounds={cell.fl.rounds:<4d} steps={int(c['client_steps']):<8d} "
-            f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} est_gpu_h={hours:8.3f} {precision}  {cell.label()}"
+            f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} {precision}  {cell.label()}"
         )
-    lines += rows
-    basis = (
-        f"{throughput:g} images/s"
-        if throughput
-        else "40% of an A100's dense peak in each cell's precision"
-    )
-    lines.append(
-        f"pre-training: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis})"
-    )
+    summary = f"pre-training: {int(total_steps)} client steps, {int(total_images):,} images"
+    if throughput:
+        summary += f", {total_images / throughput / 3600:.2f} hours at {throughput:g} images/s"
+    lines.append(summary)
     return "\n".join(lines)
 
 

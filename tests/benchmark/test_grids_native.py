@@ -146,8 +146,8 @@ def test_dry_run_lists_and_validates_every_main_cell(
     at = next(i for i, line in enumerate(out) if line.startswith("cost: "))
     ids = {line.split()[0] for line in out[:at]}
     assert ids == {c.cell_id for c in cells_of("main")}
-    # what the cells cost (no calibration of this machine: plan's fixed estimate, and where it looked)
-    assert out[at].startswith("cost: plan's fixed estimate") and "no calibration of" in out[at]
+    # what the cells cost (no calibration of this machine: plan's FLOP model, and where it looked)
+    assert "H200-hours by plan's FLOP model" in out[at] and "no calibration of" in out[at]
     assert out[at + 1].startswith(
         f"{len(ids)} cells in grid 'main': configuration validated; data missing"
     )
@@ -589,7 +589,7 @@ def test_plan_works_for_every_grid_offline() -> None:
         grid = load_grid(name)
         out = plan_grid(grid, cells_of(name))
         assert out.splitlines()[0] == f"grid {grid.name!r}: {len(cells_of(name))} cells"
-        assert "GPU-hours" in out.splitlines()[-1]
+        assert out.splitlines()[-1].startswith("pre-training: ")
 
 
 def test_reference_mapping_points_at_existing_rows_and_cells() -> None:
