@@ -37,7 +37,7 @@ from benchmark.core.errors import UsageError, lines_of
 CALIBRATION_HELP = (
     "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
     "$FSSL_CALIBRATION, else the report of the device the run would use in $FSSL_CALIBRATION_DIR or "
-    "~/.cache/fssl-bench/calibration; none: plan's fixed estimate)"
+    "~/.cache/fssl-bench/calibration; none: plan's FLOP model on an H200)"
 )
 
 

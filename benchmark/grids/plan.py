@@ -3,14 +3,14 @@ GPU-hours, then the whole grid's cost (pre-training, server steps, downstream ta
 as a range on one H200 with its assumptions (``benchmark.grids.cost``).
 
 Client steps are counted as the engine runs them (rounds × clients per round × local epochs ×
-batches of an average client; one client holding all the data for a pooled method). A cell's
-pre-training GPU-hours come from its method's training FLOPs per image (the backbone's forward
-FLOPs, torch's FlopCounterMode at the dataset's resolution, times the method's passes:
-``train_flops_per_image``: :data:`TRAIN_PASSES`, FedMAE counted from its own model) divided by an effective device throughput
-(``--throughput`` images/s overrides; default: 40 % of an A100's dense peak in the cell's precision:
-312 TFLOP/s in bf16/fp16, 156 in fp32, which torch runs as TF32 on its convolutions by default).
-Cells of methods that train nothing (``MethodBase.pretrains = False``: random init, calibrated BN)
-cost no pre-training.
+batches of an average client; one client holding all the data for a pooled method), with each
+cell's forward FLOPs per image (torch's FlopCounterMode at the dataset's resolution). The grid's
+cost is one figure, ``benchmark.grids.cost``'s (pre-training, server steps, tasks and detection on
+one H200, with its assumptions). :func:`estimate_hours` (a cell's training FLOPs at 40 % of an
+A100's dense peak in its precision, or ``--throughput`` images/s) is kept only to order and weigh
+the calibration's configurations and as the calibration report's comparison column; ``plan`` prints
+it nowhere. Cells of methods that train nothing (``MethodBase.pretrains = False``: random init,
+calibrated BN) cost no pre-training.
 """
 
 from __future__ import annotations
