@@ -111,6 +111,7 @@ def download_size(needs: Sequence[DataNeed]) -> str | None:
 
 
 def format_bytes(n: int) -> str:
+    """``n`` bytes as people read a download: GB from 1 GB, else MB."""
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
