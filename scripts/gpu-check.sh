@@ -28,7 +28,7 @@
 # $OUT defaults to ./gpu-check-out. Exit code: doctor's (0 every check passed and everything planned
 # ran; 1 a check failed, named in the log; 2 a usage error; 3 incomplete: the budget left part of the
 # plan unrun, each part named); 4 the wheels did not install (see $OUT/pip.log); 5 a step ran out of
-# its time (named on stderr).
+# its time (named on stderr); 6 torch sees no GPU (one line; nothing installed or run).
 # Copy $OUT/calibration.json to ~/.cache/fssl-bench/calibration/<device>.json (the name the log's
 # last line gives) on the machine that plans the grids, or pass it to `run --dry-run --calibration`.
 set -uo pipefail
@@ -46,6 +46,20 @@ MARGIN_S=${MARGIN_S:-45}
 MIN_S=${MIN_S:-60}  # the least budget doctor is started with
 export WANDB_MODE=offline HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1 \
   RAY_USAGE_STATS_ENABLED=0 PIP_DISABLE_PIP_VERSION_CHECK=1
+# a GPU the check can use, or one line and exit 6 before anything is installed or run (a machine whose
+# CUDA is broken would otherwise calibrate its CPU: `auto` falls back to it). DOCTOR_ARGS with
+# "--device cpu" tries the script on a CPU machine on purpose and skips this.
+case " ${DOCTOR_ARGS:-} " in
+  *" --device cpu "*) ;;
+  *)
+    if ! why=$(timeout -k 2 "${ENV_S:-20}" "$PY" -c "import sys, torch
+if torch.cuda.is_available() and torch.cuda.device_count() > 0: sys.exit(0)
+print(f'torch {torch.__version__} (CUDA build {torch.version.cuda}) sees no GPU'); sys.exit(1)" 2>&1); then
+      echo "gpu-check: refused, ${why##*$'\n'}: nothing calibrated (DOCTOR_ARGS=\"--tiny --device cpu\" tries it on a CPU)" >&2
+      exit 6
+    fi
+    ;;
+esac
 site=/tmp/fssl-site
 if compgen -G "$wheels/*.whl" >/dev/null; then
   echo "installing $(ls "$wheels"/*.whl | wc -l) carried wheels from $wheels into $site (at most ${PIP_S} s)"

@@ -145,3 +145,40 @@ def test_gpu_check_bounds_every_step_and_fits_twice_in_fifteen_minutes(tmp_path)
     )
     # killed at its limit: the stand-in would have exited 0 after its sleep
     assert proc.returncode == 5 and "did not finish within" in proc.stderr
+
+
+def test_gpu_check_refuses_in_one_line_when_torch_sees_no_gpu(tmp_path) -> None:
+    """A machine whose CUDA is broken must not calibrate its CPU under the GPU check's name: the
+    script asks torch first and stops (exit 6, one line) before installing or running anything."""
+    script = REPO / "scripts" / "gpu-check.sh"
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "${1:-}" = "-c" ]; then echo "torch 2.9.0 (CUDA build 12.8) sees no GPU"; exit 1; fi\n'
+        'if [ "${1:-}" = "-m" ] && [ "${2:-}" = "benchmark" ]; then touch "$OUT/doctor-ran"; fi\n'
+        "echo fake\n"
+    )
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "PYTHON": str(fake)}
+    proc = subprocess.run(
+        ["bash", str(script), str(tmp_path / "no-wheels")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 6 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert "torch 2.9.0 (CUDA build 12.8) sees no GPU" in line and "refused" in line
+    assert not (tmp_path / "out" / "doctor-ran").exists()
+    # on purpose on a CPU: the check is skipped and doctor runs
+    env["DOCTOR_ARGS"] = "--tiny --device cpu"
+    env.update(TOTAL_S="6", MARGIN_S="2", MIN_S="1")
+    proc = subprocess.run(
+        ["bash", str(script), str(tmp_path / "no-wheels")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and (tmp_path / "out" / "doctor-ran").exists(), proc.stderr

@@ -27,11 +27,12 @@ Nothing here writes a record: a capped update is not the cell's training.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -384,6 +385,28 @@ class HostPeak:
         return self.peak or None
 
 
+@contextlib.contextmanager
+def cuda_flags(dev: Any, precision: str) -> Iterator[None]:
+    """On CUDA, TF32 and cuDNN set for ``precision`` as the runner sets them for a cell
+    (``benchmark.core.precision.cuda_precision``), the process's flags restored afterwards;
+    elsewhere nothing is touched. A configuration is then measured in the precision it runs in."""
+    from benchmark.core.precision import (
+        apply_cuda_precision,
+        cuda_precision,
+        current_cuda_precision,
+    )
+
+    if dev.type != "cuda":
+        yield
+        return
+    before = current_cuda_precision()
+    apply_cuda_precision(cuda_precision(precision))
+    try:
+        yield
+    finally:
+        apply_cuda_precision(before)
+
+
 def measure(target: Target, cal: Any, settings: Settings, data_root: Path, device: str) -> dict:
     """One calibration cell on ``device``: the measurement's fields (Measurement) as a dict."""
     import torch
@@ -397,6 +420,7 @@ def measure(target: Target, cal: Any, settings: Settings, data_root: Path, devic
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     with (
+        cuda_flags(dev, cal.precision),
         HostPeak() as host,
         probe_steps(settings.steps) as probe,
         tempfile.TemporaryDirectory(prefix="fssl-cal-") as w,

@@ -272,9 +272,20 @@ def measure_all(
 
 def measurements_check(out: Sequence[Any], device: str) -> Check:
     """ok when every planned configuration was measured; incomplete (listing what was not, and
-    why) otherwise. Running out of device memory counts as measured: it is the answer."""
+    why) otherwise. Running out of device memory counts as measured: it is the answer, for some
+    configurations; when no configuration at all was measured the check fails (nothing was
+    measured that a projection could use, whatever the reason)."""
     ok = sum(m.ok for m in out)
     detail = f"{ok} of {len(out)} configurations measured on {device}"
+    if out and not ok:
+        why: dict[str, int] = {}
+        for m in out:
+            why[m.status] = why.get(m.status, 0) + 1
+        return Check(
+            "measurements",
+            FAILED,
+            detail + "".join(f"; {n} {status}" for status, n in why.items()),
+        )
     missing = [m for m in out if not m.ok and not m.status.startswith(("failed", "out of memory"))]
     if not missing and out:
         return Check("measurements", OK, detail)
@@ -330,7 +341,7 @@ def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> d
     """The smoke grid, Detectron2's figures, the measurements and the projection."""
     import torch
 
-    from benchmark.calibration.sync import sync_watch
+    from benchmark.calibration.sync import sync_check, sync_watch
     from benchmark.launchers.run_grid import load_cells
 
     out: dict[str, Any] = {}
@@ -366,6 +377,7 @@ def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> d
                 torch.set_num_threads(threads)
             checks += more + failed
         clock.say(f"host synchronisations caught: {out['sync'].get('detail', '-')}")
+        checks.append(sync_check(out["sync"]))
     clock.say("projecting every shipped grid's cost")
     return {**out, "grids": grids}
 

@@ -346,23 +346,35 @@ def usable_calibration(
 
 
 def cost_line(cells: Sequence[Cell], calibration: Calibration | None, why: str) -> str:
-    """The one line ``run --dry-run`` and ``plan`` print about what ``cells`` cost."""
-    s = summarise([cell_cost(c, calibration) for c in cells])
-    plan = f"plan's fixed estimate {s.estimate_hours:.2f} GPU-hours (40% of an A100's dense peak)"
+    """The one line ``run --dry-run`` and ``plan`` print about what ``cells`` cost: without a
+    calibration, plan's FLOP model on one H200 (``benchmark.grids.cost``, the figure ``plan``'s
+    table breaks down); with one, its measured pre-training and the FLOP model's rest at the
+    measured FLOP rate. One figure either way."""
     if calibration is None:
-        rest = rest_hours(cells, achieved_flops(None, cells))
-        return (
-            f"cost: {plan} of pre-training and {rest:.2f} for server steps, tasks and detection; "
-            f"{why}"
+        from benchmark.grids.cost import fmt_range, grid_hours
+
+        h = grid_hours(cells)
+        parts = ", ".join(
+            f"{label} {fmt_range(*h[key])}"
+            for key, label in (
+                ("pretrain", "pre-training"),
+                ("server", "server steps"),
+                ("tasks", "tasks"),
+                ("detection", "detection"),
+            )
         )
+        return (
+            f"cost: {fmt_range(*h['total'])} H200-hours by plan's FLOP model ({parts}; `plan` "
+            f"gives the assumptions); {why}"
+        )
+    s = summarise([cell_cost(c, calibration) for c in cells])
     rest = rest_hours(cells, achieved_flops(calibration, cells))
     share = s.measured_share
     measured = "no pre-training" if math.isnan(share) else f"{share:.0%} of it measured"
     return (
         f"cost: about {s.hours:.2f} device-hours of pre-training on {calibration.device} "
         f"({measured}; {why}) and {rest:.2f} for server steps, tasks and detection (its measured "
-        f"FLOP rate); {plan}; what is and is not counted: docs/performance.md, 'Reading the "
-        "projection'"
+        "FLOP rate); what is and is not counted: docs/performance.md, 'Reading the projection'"
     )
 
 

@@ -32,13 +32,12 @@ from benchmark.cli.status import cmd_status
 from benchmark.cli.submit import cmd_submit
 from benchmark.cli.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
-from benchmark.core.errors import UsageError
-from benchmark.core.terminal import printable
+from benchmark.core.errors import UsageError, lines_of
 
 CALIBRATION_HELP = (
     "with --dry-run (run) or plan: the `doctor --calibrate` report that costs the cells (default: "
     "$FSSL_CALIBRATION, else the report of the device the run would use in $FSSL_CALIBRATION_DIR or "
-    "~/.cache/fssl-bench/calibration; none: plan's fixed estimate)"
+    "~/.cache/fssl-bench/calibration; none: plan's FLOP model on an H200)"
 )
 
 
@@ -107,21 +106,39 @@ def _parser() -> argparse.ArgumentParser:
         "(env.git_dirty) or without a commit (the repository's shipped records are collected so)",
     )
 
-    pre = sub.add_parser(
-        "prefetch", help="download a hub dataset once into the data root (needs network)"
-    )
-    pre.add_argument(
-        "dataset", help="a registered dataset name (python -m benchmark list datasets)"
-    )
-    pre.add_argument(
-        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
-    )
-
+    _add_prefetch(sub)
     _add_tools(sub)
     _add_submission(sub)
     _add_doctor(sub)
     _add_verify(sub)
     return p
+
+
+def _add_prefetch(sub: Any) -> None:
+    """``prefetch``: one dataset, or every dataset of a grid."""
+    pre = sub.add_parser(
+        "prefetch",
+        help="download a dataset, or every dataset of a grid (--grid), once into the data root "
+        "(needs network)",
+        epilog="exit codes: 0 everything fetched or already there (--grid ends by printing the run "
+        "command); 2 unknown name, unreachable source or missing hub login, said before anything is "
+        "downloaded",
+    )
+    pre.add_argument(
+        "dataset",
+        nargs="?",
+        default=None,
+        help="a registered dataset name (python -m benchmark list datasets)",
+    )
+    pre.add_argument(
+        "--grid",
+        default=None,
+        help="fetch every dataset this grid reads (listed first with sizes and which need a login); "
+        "complete ones are skipped, interrupted ones resumed",
+    )
+    pre.add_argument(
+        "--data-root", default=None, help="where datasets live (default: $FSSL_DATA_ROOT)"
+    )
 
 
 def _add_plan(sub: Any) -> None:
@@ -557,7 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (UsageError, ConfigError, RegistryError, PartitionError) as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)  # names from outside, escaped
+        first, *rest = lines_of(exc)  # names from outside escaped; the project's lines kept
+        print("\n".join([f"error: {first}", *rest]), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C, or a termination signal a command turned into one
         signum = getattr(exc, "signum", signal.SIGINT)

@@ -62,7 +62,7 @@ def device_name(device: str) -> str:
 
 def grid_cost(cells: list[Cell], device: str, explicit: str | None) -> str:
     """The cost line of ``run --dry-run`` and ``plan``: from the calibration of the device the run
-    would use (benchmark/calibration/projection.py says where it looks), else plan's fixed estimate."""
+    would use (benchmark/calibration/projection.py says where it looks), else plan's FLOP model."""
     from benchmark.calibration.projection import cost_line, usable_calibration
 
     calibration, why = usable_calibration(device_name(device), explicit)

@@ -15,15 +15,20 @@ from benchmark.cli.common import (
     grid_spec,
     parse_seeds,
 )
+from benchmark.core.terminal import printable
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
 
 
+# run --dry-run: the plan is valid but datasets are missing (`prefetch --grid NAME` fetches them)
+EXIT_DATA_MISSING = 3
+
+
 def _dry_run(args: argparse.Namespace) -> int:
     """Everything ``run`` checks at the door, nothing run or written: configuration, device,
-    precision, data presence, partitions and each method's own data check (a missing dataset is exit
-    2, as in a real run)."""
+    precision, data presence, partitions and each method's own data check. Missing data is part of
+    the plan: per dataset, the cells waiting on it and what fetching it downloads (exit 3)."""
     from benchmark.core.errors import MissingData
     from benchmark.launchers.run_grid import plan_run
     from benchmark.runroot.rundir import RunDir
@@ -44,17 +49,55 @@ def _dry_run(args: argparse.Namespace) -> int:
             seeds=parse_seeds(args.seeds) if args.seeds is not None else None,
             retry_failed=False,
         )
-    except MissingData:
+    except MissingData as exc:
         print(
-            f"{len(cells)} cells in grid {grid.name!r}: configuration validated; data missing, so partitions and "
-            "method settings were not checked"
+            f"{len(cells)} cells in grid {grid.name!r}: configuration validated; data missing, so "
+            "partitions and method settings were not checked"
         )
-        raise
+        _print_missing(cells, args.data_root, exc)
+        return EXIT_DATA_MISSING
     print(
         f"{len(plan.cells)} cells in grid {plan.grid.name!r}: configuration, device, data presence and partitions "
         f"validated; {len(plan.todo)} would run"
     )
     return 0
+
+
+def _print_missing(cells: list[Cell], data_root: str | None, exc: Any) -> None:
+    """The missing part of the plan: per absent dataset the cells of this plan waiting on it and
+    what fetching it downloads, then the one command that fetches them all."""
+    from benchmark.contracts.registries import DATASETS
+    from benchmark.contracts.task import task_datasets
+    from benchmark.core.config import from_mapping
+    from benchmark.data.datasets import resolve_data_root
+    from benchmark.launchers.preflight import download_size, format_bytes
+
+    root = resolve_data_root(data_root)
+    waiting: dict[str, int] = {}
+    for cell in cells:
+        names = {cell.dataset.name} | {
+            DATASETS.canonical(n) for t in cell.tasks for n in task_datasets(t.name, t.params)
+        }
+        for name in names:
+            waiting[name] = waiting.get(name, 0) + 1
+    absent = []
+    for name in sorted(waiting):
+        cfg = from_mapping(DATASETS.get(name), {})
+        if not cfg.available(root):
+            absent.append((name, cfg))
+    print(f"missing data ({len(absent)} dataset(s) under {printable(root)}):")
+    for name, cfg in absent:
+        size = getattr(cfg, "download_bytes", None)
+        shown = f"{format_bytes(size)} to fetch" if size else "size not stated"
+        login = ", needs a Hugging Face login" if getattr(cfg, "gated", False) else ""
+        print(f"  {name:14s} {waiting[name]:5d} cells waiting  {shown}{login}")
+    total = download_size([_Sized(getattr(cfg, "download_bytes", None)) for _, cfg in absent])
+    print(f"fetch {total or 'them'} with: {exc.prefetch_command}")
+
+
+class _Sized:
+    def __init__(self, download_bytes: int | None) -> None:
+        self.download_bytes = download_bytes
 
 
 def cmd_run(args: argparse.Namespace) -> int:

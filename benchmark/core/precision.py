@@ -39,6 +39,14 @@ if TYPE_CHECKING:
 # torch is imported inside the functions: the grid validates ``precision`` without loading torch
 # (benchmark.grids.expand)
 PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
+# The evaluation precision policy (docs/precision.md, "Evaluation"): every downstream task, COCO
+# detection with Detectron2 included (it runs in the cell's process), evaluates in fp32 tensors
+# without autocast and, on CUDA, with TF32 tensor-core maths allowed for matrix products and cuDNN
+# convolutions (deterministic cuDNN, no algorithm chosen by timing): ``cuda_precision`` of this name.
+# The runner sets it after the pre-training (``env.cuda_precision["evaluation"]`` of a GPU record
+# says what ran); ``plan`` prices the tasks and detection at its peak (benchmark.grids.cost). On a
+# CPU there is no TF32: evaluation is plain fp32 and a CPU record carries no CUDA flags.
+EVALUATION_PRECISION = "tf32"
 F = TypeVar("F")
 _SCALED = "_fssl_scaled_step"  # set on an optimizer by LossScaler.step for the one step it takes
 

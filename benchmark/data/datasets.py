@@ -221,6 +221,10 @@ class HubImageDataset:
     eval_split: EvalSplit = "test"  # see EvalSplit
     # with eval_split "validation": the share of each class's train images held out
     val_fraction: float = 0.2
+    # what `prefetch` downloads, about (the hub's file listing), said before it starts; None: not stated
+    download_bytes: ClassVar[int | None] = None
+    # a gated hub set: the licence accepted on its hub page and a Hugging Face login (token) needed
+    gated: ClassVar[bool] = False
 
     def folder(self, root: Path) -> Path:
         return Path(root) / self.name
@@ -386,6 +390,7 @@ def write_cache_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
 class CIFAR10(HubImageDataset):
     name: ClassVar[str] = "cifar10"
     hub_id: ClassVar[str] = "uoft-cs/cifar10"
+    download_bytes: ClassVar[int | None] = 144_000_000
     mean: ClassVar[tuple[float, ...]] = (0.4914, 0.4822, 0.4465)
     std: ClassVar[tuple[float, ...]] = (0.2470, 0.2435, 0.2616)
 
@@ -395,6 +400,7 @@ class CIFAR10(HubImageDataset):
 class CIFAR100(HubImageDataset):
     name: ClassVar[str] = "cifar100"
     hub_id: ClassVar[str] = "uoft-cs/cifar100"
+    download_bytes: ClassVar[int | None] = 141_000_000
     label_column: ClassVar[str] = "fine_label"
     mean: ClassVar[tuple[float, ...]] = (0.5071, 0.4865, 0.4409)
     std: ClassVar[tuple[float, ...]] = (0.2673, 0.2564, 0.2762)

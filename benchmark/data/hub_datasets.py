@@ -160,6 +160,8 @@ class ImageNet100(HubClassification):
 
     name: ClassVar[str] = "imagenet100"
     hub_id: ClassVar[str] = "clane9/imagenet-100"
+    download_bytes: ClassVar[int | None] = 17_000_000_000
+    gated: ClassVar[bool] = True
     image_column: ClassVar[str] = "image"
     label_column: ClassVar[str] = "label"
     test_split: ClassVar[str] = "validation"
@@ -227,6 +229,14 @@ COCO_URLS = {  # cocodataset.org/#download
 }
 
 
+COCO_BYTES = {  # the three archives' sizes as served: said before `prefetch` starts (the download
+    # itself trusts the server's Content-Length)
+    "train2017.zip": 19_336_861_798,
+    "val2017.zip": 815_585_330,
+    "annotations_trainval2017.zip": 252_907_541,
+}
+
+
 @dataclass(frozen=True)
 class CocoLayout:
     """Where the COCO 2017 detection files are (what Detectron2's ``register_coco_instances``
@@ -256,6 +266,8 @@ class Coco2017:
     version: ClassVar[str] = "1"
     hub_id: ClassVar[str | None] = None
     source_url: ClassVar[str] = COCO_URLS["val2017.zip"]  # prefetch's reachability check probes it
+    download_bytes: ClassVar[int | None] = sum(COCO_BYTES.values())
+    gated: ClassVar[bool] = False
     # tasks/coco_detection reads <data root>/coco unless its coco_root is set
     folder_name: str = "coco"
 
@@ -287,12 +299,16 @@ class Coco2017:
 
     def how_to_get(self, root: Path) -> str:
         f = self.folder(root)
+        absent = [
+            str(Path(p).relative_to(f)) if p.startswith(str(f)) else p for p in self.missing(root)
+        ]
         return (
-            f"COCO 2017 is not complete under {f} (missing: {', '.join(self.missing(root))}). Fetch it once "
-            f"(about 19 GB): `python -m benchmark prefetch coco2017 --data-root {root}`, or download "
-            + ", ".join(COCO_URLS.values())
-            + f" and unzip them into {f} (train2017/, val2017/, annotations/); or set FSSL_DATA_ROOT / --data-root "
-            "to a folder whose coco/ holds them."
+            f"COCO 2017 is not complete under {f} (missing: {', '.join(absent)}). Fetch it once "
+            f"(about {sum(COCO_BYTES.values()) / 1e9:.0f} GB): `python -m benchmark prefetch coco2017 "
+            f"--data-root {root}`, or download "
+            + ", ".join(p.rsplit("/", 1)[-1] for p in COCO_URLS.values())
+            + f" from {COCO_URLS['val2017.zip'].rsplit('/', 2)[0]}/ (zips/, annotations/) and unzip "
+            f"them into {f}."
         )
 
     def load(self, root: Path) -> CocoLayout:
@@ -307,17 +323,48 @@ class Coco2017:
         return list(json.loads(path.read_text(encoding="utf-8"))["categories"])
 
     def prefetch(self, root: Path) -> Path:  # network; never called during a run
-        import urllib.request
+        """Download the three archives (each resumed where an earlier attempt stopped, with a
+        progress bar) and unpack each once: an archive whose ``.unpacked`` mark is there is skipped."""
         import zipfile
 
         out = self.folder(root)
         out.mkdir(parents=True, exist_ok=True)
         for fname, url in COCO_URLS.items():
-            target = out / fname
+            target, mark = out / fname, out / f".{fname}.unpacked"
+            if mark.exists():
+                continue
             if not target.exists():
-                tmp = target.with_suffix(".part")
-                urllib.request.urlretrieve(url, tmp)
-                tmp.replace(target)
+                download_resumable(url, target)
             with zipfile.ZipFile(target) as z:
                 z.extractall(out)
+            mark.touch()
         return out
+
+
+def download_resumable(url: str, target: Path, *, chunk: int = 1 << 20) -> None:
+    """``url`` into ``target``: bytes go to ``target.part`` first, an existing ``.part`` is resumed
+    with an HTTP Range request (started over when the server ignores it), the file takes its name
+    only once the server's Content-Length is reached. Shows a tqdm bar."""
+    import urllib.request
+
+    from tqdm import tqdm
+
+    part = target.with_name(target.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    with urllib.request.urlopen(request, timeout=60) as resp:
+        if have and resp.status != 206:  # no range support: from the start
+            have = 0
+        length = resp.headers.get("Content-Length")
+        total = have + int(length) if length is not None else None
+        with (
+            open(part, "ab" if have else "wb") as f,
+            tqdm(total=total, initial=have, unit="B", unit_scale=True, desc=target.name) as bar,
+        ):
+            while block := resp.read(chunk):
+                f.write(block)
+                bar.update(len(block))
+    size = part.stat().st_size
+    if total is not None and size != total:
+        raise OSError(f"{url}: {size:,} of {total:,} bytes received; run prefetch again to resume")
+    part.replace(target)

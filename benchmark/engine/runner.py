@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from benchmark.contracts.cell import Cell
-from benchmark.core.precision import apply_cuda_precision, cuda_precision
+from benchmark.core.precision import EVALUATION_PRECISION, apply_cuda_precision, cuda_precision
 from benchmark.engine.stages import (
     Evaluation,
     RoundHook,
@@ -128,8 +128,9 @@ def _run(
         on_pretrained()
     t_eval = time.perf_counter()
     ev, fingerprint = Evaluation(), ""
-    # the tasks evaluate in fp32, whatever the pre-training's precision
-    flags["evaluation"] = _set_cuda_precision(dev, "fp32")
+    # the tasks evaluate under the evaluation policy (fp32 tensors, TF32 on CUDA), whatever the
+    # pre-training's precision
+    flags["evaluation"] = _set_cuda_precision(dev, EVALUATION_PRECISION)
     if pre.ok:
         encoder = export_encoder(prep.method, pre.server, pre.client_states())
         fingerprint = encoder.fingerprint

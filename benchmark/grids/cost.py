@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from benchmark.core.precision import EVALUATION_PRECISION
 from benchmark.grids.plan import (
     TRAIN_PASSES,
     TRAIN_SIZES,
@@ -92,9 +93,10 @@ UTILISATION = (0.10, 0.30)
 # ROI ops, the CPU side grow slower than tensor-core peaks); a cross-check is Detectron2's model zoo,
 # Mask R-CNN R50-FPN 1x at 0.261 s an iteration on 8 V100s, 52 V100-hours a run
 DETECTION_UTILISATION = (0.05, 0.20)
-# the tasks and Detectron2 run without autocast, in fp32: counted at the TF32 rate cuDNN gives fp32
-# convolutions by torch's default; with TF32 off they would take peak(tf32) / peak(fp32) times longer
-EVAL_PRECISION = "tf32"
+# the tasks and Detectron2 run under the evaluation policy the runner sets (fp32 tensors, no
+# autocast, TF32 tensor cores on CUDA: benchmark.core.precision.EVALUATION_PRECISION), so they are
+# priced at its peak; one name for both, so the price cannot drift from what runs
+EVAL_PRECISION = EVALUATION_PRECISION
 
 
 @dataclass(frozen=True)
@@ -272,9 +274,10 @@ def assumptions(device: str = "H200") -> list[str]:
         f"counted plus {DETECTION_HEADS_FLOPS[0] / 1e9:.0f}-{DETECTION_HEADS_FLOPS[1] / 1e9:.0f} "
         "GFLOPs of FPN and heads (from mmdetection's published count), 3x for the backward; at "
         f"{DETECTION_UTILISATION[0]:.0%}-{DETECTION_UTILISATION[1]:.0%} of the peak (assumed)",
-        "pre-training and server steps in the cell's precision; tasks and detection (no autocast) "
-        f"at the {EVAL_PRECISION} peak, torch's default for fp32 convolutions; with TF32 off, "
-        f"{ratio:.1f}x their hours",
+        "pre-training and server steps in the cell's precision; tasks and detection at the "
+        f"{EVAL_PRECISION} peak: the evaluation precision the runner sets on CUDA (fp32 tensors, "
+        "TF32 tensor cores, deterministic cuDNN; docs/precision.md, recorded in a GPU record's "
+        f"env.cuda_precision.evaluation); in true fp32 they would take {ratio:.1f}x their hours",
         "one cell on one device at a time; data loading and evaluation I/O not counted",
     ]
 

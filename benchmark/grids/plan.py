@@ -3,14 +3,14 @@ GPU-hours, then the whole grid's cost (pre-training, server steps, downstream ta
 as a range on one H200 with its assumptions (``benchmark.grids.cost``).
 
 Client steps are counted as the engine runs them (rounds × clients per round × local epochs ×
-batches of an average client; one client holding all the data for a pooled method). A cell's
-pre-training GPU-hours come from its method's training FLOPs per image (the backbone's forward
-FLOPs, torch's FlopCounterMode at the dataset's resolution, times the method's passes:
-``train_flops_per_image``: :data:`TRAIN_PASSES`, FedMAE counted from its own model) divided by an effective device throughput
-(``--throughput`` images/s overrides; default: 40 % of an A100's dense peak in the cell's precision:
-312 TFLOP/s in bf16/fp16, 156 in fp32, which torch runs as TF32 on its convolutions by default).
-Cells of methods that train nothing (``MethodBase.pretrains = False``: random init, calibrated BN)
-cost no pre-training.
+batches of an average client; one client holding all the data for a pooled method), with each
+cell's forward FLOPs per image (torch's FlopCounterMode at the dataset's resolution). The grid's
+cost is one figure, ``benchmark.grids.cost``'s (pre-training, server steps, tasks and detection on
+one H200, with its assumptions). :func:`estimate_hours` (a cell's training FLOPs at 40 % of an
+A100's dense peak in its precision, or ``--throughput`` images/s) is kept only to order and weigh
+the calibration's configurations and as the calibration report's comparison column; ``plan`` prints
+it nowhere. Cells of methods that train nothing (``MethodBase.pretrains = False``: random init,
+calibrated BN) cost no pre-training.
 """
 
 from __future__ import annotations
@@ -147,28 +147,24 @@ def estimate_hours(cell: Cell, throughput: float | None = None) -> float:
 
 
 def plan_grid(grid: Any, cells: Sequence[Cell], throughput: float | None = None) -> str:
+    """The cells of ``plan``: rounds, client steps, forward GFLOP per image and precision, then the
+    total client steps (``--throughput`` images/s: the pre-training's hours at that rate). The
+    grid's cost is the one figure of ``benchmark.grids.cost`` printed after it."""
     lines = [f"grid {grid.name!r}: {len(cells)} cells"]
-    total_steps = total_hours = 0.0
-    rows = []
+    total_steps = total_images = 0.0
     for cell in cells:
         c = cell_cost(cell)
         precision = getattr(cell, "precision", "fp32")
-        hours = estimate_hours(cell, throughput)
         total_steps += c["client_steps"]
-        total_hours += hours
-        rows.append(
+        total_images += c["images"]
+        lines.append(
             f"  {cell.cell_id}  rounds={cell.fl.rounds:<4d} steps={int(c['client_steps']):<8d} "
-            f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} est_gpu_h={hours:8.3f} {precision}  {cell.label()}"
+            f"GFLOP/img={c['fwd_flops'] / 1e9:<8.3f} {precision}  {cell.label()}"
         )
-    lines += rows
-    basis = (
-        f"{throughput:g} images/s"
-        if throughput
-        else "40% of an A100's dense peak in each cell's precision"
-    )
-    lines.append(
-        f"pre-training: {int(total_steps)} client steps, about {total_hours:.2f} GPU-hours ({basis})"
-    )
+    summary = f"pre-training: {int(total_steps)} client steps, {int(total_images):,} images"
+    if throughput:
+        summary += f", {total_images / throughput / 3600:.2f} hours at {throughput:g} images/s"
+    lines.append(summary)
     return "\n".join(lines)
 
 

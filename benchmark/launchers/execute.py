@@ -197,11 +197,16 @@ def run_then_settle(
     then settled (:func:`settle_claimed`, ``run`` running a released one here)."""
     by_id = {c.cell_id: c for c in cells}
     claimed = []
-    for outcome in first:
-        if outcome.status == "claimed" and wait:
-            claimed.append(by_id[outcome.cell_id])
-        else:
-            yield outcome
+    try:
+        for outcome in first:
+            if outcome.status == "claimed" and wait:
+                claimed.append(by_id[outcome.cell_id])
+            else:
+                yield outcome
+    finally:  # closed with this generator: the first pass's workers stop now, not at GC
+        close = getattr(first, "close", None)
+        if close is not None:
+            close()
     yield from settle_claimed(claimed, root, run, poll_s=poll_s)
 
 

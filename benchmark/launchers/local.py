@@ -220,8 +220,11 @@ class LocalLauncher:
         settled = run_then_settle(
             first(), cells, root, run_here, poll_s=self.claim_poll_s, wait=self.wait_claimed
         )
-        for outcome in settled:
-            yield emit(outcome)
+        try:
+            for outcome in settled:
+                yield emit(outcome)
+        finally:  # a caller that stops listening stops the workers now (see _in_pool), not at GC
+            settled.close()
 
     def _placed(self, gpu: GpuPlan | None, workers: int) -> tuple[RunOptions, list[str] | None]:
         """The options the cells run with and, for worker processes on CUDA, each worker's
@@ -280,6 +283,12 @@ class LocalLauncher:
                         reason = f"worker failed: {type(exc).__name__}: {exc}"
                         write_failure(cell, root, reason)
                         yield CellOutcome(cell.cell_id, "failed", error=reason)
+            except GeneratorExit:
+                # the caller stopped listening (doctor --calibrate's budget): the cells not started
+                # are cancelled and the running ones finish before this returns, so that nothing
+                # still writes under ``root`` when the caller removes it
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,10 +43,24 @@ def _grid_dataset_values(grid: Any) -> list[Any]:
     return [v for v in values if v is not None]
 
 
-def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
-    """The datasets a grid's cells and tasks name that are absent, found without importing torch or
-    any method, so that a run on a machine without the data stops at once (the full preflight then
-    checks partitions)."""
+@dataclass(frozen=True)
+class DataNeed:
+    """One dataset a grid reads: whether it is under the data root, how to get it, what fetching it
+    downloads (bytes, about; None: not stated) and whether it needs a Hugging Face login."""
+
+    name: str
+    available: bool
+    how_to_get: str
+    download_bytes: int | None
+    gated: bool
+    hub_id: str | None
+    fetchable: bool  # has a ``prefetch`` (digits ships with scikit-learn)
+    config: Any
+
+
+def grid_data_needs(grid: Any, data_root: str | Path | None) -> list[DataNeed]:
+    """Every registered dataset a grid's cells and tasks name, by name, found without importing
+    torch or any method (unknown names are left to the full expansion to report)."""
     import benchmark.data.datasets
     import benchmark.data.hub_datasets  # noqa: F401
     from benchmark.contracts.registries import DATASETS
@@ -53,7 +68,7 @@ def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
     from benchmark.data.datasets import resolve_data_root
 
     root = resolve_data_root(data_root)
-    missing: dict[str, str] = {}
+    needs: dict[str, DataNeed] = {}
     for value in _grid_dataset_values(grid):
         comp = {"name": value} if isinstance(value, str) else dict(value)
         name = comp.pop("name", None)
@@ -61,9 +76,43 @@ def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
         if not isinstance(name, str) or name not in DATASETS:
             continue  # unknown names are reported by the full expansion
         cfg = from_mapping(DATASETS.get(name), comp)
-        if not cfg.available(root):
-            missing[DATASETS.canonical(name)] = cfg.how_to_get(root)
-    return [missing[k] for k in sorted(missing)]
+        key = DATASETS.canonical(name)
+        if key in needs and not needs[key].available:
+            continue
+        ok = cfg.available(root)
+        needs[key] = DataNeed(
+            name=key,
+            available=ok,
+            how_to_get="" if ok else cfg.how_to_get(root),
+            download_bytes=getattr(cfg, "download_bytes", None),
+            gated=bool(getattr(cfg, "gated", False)),
+            hub_id=getattr(cfg, "hub_id", None) or None,
+            fetchable=hasattr(cfg, "prefetch"),
+            config=cfg,
+        )
+    return [needs[k] for k in sorted(needs)]
+
+
+def missing_datasets_fast(grid: Any, data_root: str | Path | None) -> list[str]:
+    """The datasets a grid's cells and tasks name that are absent (how to get each), found without
+    importing torch or any method, so that a run on a machine without the data stops at once (the
+    full preflight then checks partitions)."""
+    return [n.how_to_get for n in grid_data_needs(grid, data_root) if not n.available]
+
+
+def download_size(needs: Sequence[DataNeed]) -> str | None:
+    """'about 36.5 GB' for what fetching ``needs`` downloads ('at least' when a size is not
+    stated); None when no size is stated."""
+    known = [n.download_bytes for n in needs if n.download_bytes]
+    if not known:
+        return None
+    prefix = "about" if len(known) == len(needs) else "at least"
+    return f"{prefix} {format_bytes(sum(known))}"
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes as people read a download: GB from 1 GB, else MB."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
 def _task_datasets_missing(cell: Cell, root: Path, missing: dict[str, str]) -> None:
@@ -152,4 +201,13 @@ def check_precision(cells: Sequence[Cell], device: str | None) -> None:
         )
 
 
-__all__ = ["check_method_data", "check_precision", "missing_datasets_fast", "preflight"]
+__all__ = [
+    "DataNeed",
+    "check_method_data",
+    "check_precision",
+    "download_size",
+    "format_bytes",
+    "grid_data_needs",
+    "missing_datasets_fast",
+    "preflight",
+]

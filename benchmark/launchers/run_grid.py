@@ -86,6 +86,16 @@ def load_cells(
     )
 
 
+def grid_argument(spec: Any) -> str:
+    """What ``--grid`` takes to name ``spec`` again: a shipped grid's name, else its file."""
+    from benchmark.grids.expand import GRIDS_DIR
+
+    path = Path(spec.path) if spec.path else None
+    if path is None or (path.parent == GRIDS_DIR and path.stem == spec.name):
+        return str(spec.name)
+    return str(path)
+
+
 def plan_run(
     grid: Any,
     *,
@@ -99,17 +109,27 @@ def plan_run(
     ``MissingData``."""
     from benchmark.grids.expand import GridSpec, load_grid
     from benchmark.launchers.options import check_device
-    from benchmark.launchers.preflight import check_precision, missing_datasets_fast, preflight
+    from benchmark.launchers.preflight import (
+        check_precision,
+        download_size,
+        grid_data_needs,
+        preflight,
+    )
 
     check_device(options.device)
     spec = grid if isinstance(grid, GridSpec) else load_grid(grid)
-    missing = missing_datasets_fast(spec, options.data_root)  # before torch is imported
-    if missing:
-        raise MissingData(spec.name, missing)
+    said = {  # how the missing-data error names the grid and data root in its prefetch command
+        "grid_arg": grid_argument(spec),
+        "data_root": None if options.data_root is None else str(options.data_root),
+    }
+    absent = [n for n in grid_data_needs(spec, options.data_root) if not n.available]
+    if absent:  # found before torch is imported
+        lines = [n.how_to_get for n in absent]
+        raise MissingData(spec.name, lines, download=download_size(absent), **said)
     spec, cells = load_cells(spec, only=only, seeds=seeds)
     missing = preflight(cells, options.data_root)
     if missing:
-        raise MissingData(spec.name, missing)
+        raise MissingData(spec.name, missing, **said)
     check_precision(cells, options.device)
     todo, skipped, failed_before = [], 0, 0
     for cell in cells:

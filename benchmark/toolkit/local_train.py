@@ -92,6 +92,15 @@ class StepProbe:
 
 
 _PROBE: ContextVar[StepProbe | None] = ContextVar("fssl_step_probe", default=None)
+# True while a local update's step loop runs (``run_local_epochs``): what the calibration's
+# synchronisation watch (benchmark.calibration.sync) reads to tell a step's host synchronisation
+# (a failed check) from one outside the steps (data copies, evaluation, checkpoints: reported)
+_IN_STEPS: ContextVar[bool] = ContextVar("fssl_in_steps", default=False)
+
+
+def in_step_loop() -> bool:
+    """Whether the caller runs inside a local update's step loop."""
+    return _IN_STEPS.get()
 
 
 @contextlib.contextmanager
@@ -185,46 +194,54 @@ def run_local_epochs(
     probe = _PROBE.get()  # doctor --calibrate's measurement (probe_steps), else None
     t0 = probe.start(ctx.device) if probe is not None else 0.0
     batch = None
-    for idx in _batches(view, batch_size, ctx, epochs, drop_last, probe and probe.max_steps):
-        # the batch's indices, drawn on the host: copied without making the host wait
-        batch = view.images[idx.to(view.images.device, non_blocking=True)]
-        with ctx.precision.autocast(ctx.device):
-            loss = step_loss(batch)
-        stats.batches += 1
-        if nan_policy == "raise":
-            pending.append(loss.detach())
-        else:
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                stats.skipped += 1
-                optimizer.zero_grad(set_to_none=True)
-                continue
-            stats.loss_sum += value
-            stats.losses.append(value)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.backward(loss)
-        scaler.step(optimizer)
-        if after_step is not None:
-            after_step()
-        stats.steps += 1
-        stats.samples += len(idx)
+    in_steps = _IN_STEPS.set(True)  # the synchronisation watch attributes what it catches
+    try:
+        for idx in _batches(view, batch_size, ctx, epochs, drop_last, probe and probe.max_steps):
+            # the batch's indices, drawn on the host: copied without making the host wait
+            batch = view.images[idx.to(view.images.device, non_blocking=True)]
+            with ctx.precision.autocast(ctx.device):
+                loss = step_loss(batch)
+            stats.batches += 1
+            if nan_policy == "raise":
+                pending.append(loss.detach())
+            else:
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    stats.skipped += 1
+                    optimizer.zero_grad(set_to_none=True)
+                    continue
+                stats.loss_sum += value
+                stats.losses.append(value)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.backward(loss)
+            scaler.step(optimizer)
+            if after_step is not None:
+                after_step()
+            stats.steps += 1
+            stats.samples += len(idx)
+    finally:
+        _IN_STEPS.reset(in_steps)
     if probe is not None:
         step = (step_loss, optimizer, after_step, batch, batch_size)
         probe.finish(t0, stats.steps, stats.samples, ctx, step)
     if pending:
-        # the one host read of this update's losses (float64 holds a float32/bf16/fp16/float64 loss
-        # exactly)
-        values = torch.stack([v.reshape(()) for v in pending]).double().cpu().tolist()
-        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
-        if bad is not None:
-            raise Diverged(
-                f"non-finite loss {values[bad]} at client {ctx.client_id}, round {ctx.round}, step {bad + 1}"
-            )
-        for value in values:  # the same float64 sum, in the same order, as reading each step
-            stats.loss_sum += value
-        stats.losses = values
+        _read_losses(pending, stats, ctx)
     stats.scaler_skipped = scaler.skipped - skipped_before
     return stats
+
+
+def _read_losses(pending: list[torch.Tensor], stats: LocalStats, ctx: RoundContext) -> None:
+    """The one host read of an update's losses (float64 holds a float32/bf16/fp16/float64 loss
+    exactly): a non-finite one raises Diverged naming its step, else their sum into ``stats``."""
+    values = torch.stack([v.reshape(()) for v in pending]).double().cpu().tolist()
+    bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+    if bad is not None:
+        raise Diverged(
+            f"non-finite loss {values[bad]} at client {ctx.client_id}, round {ctx.round}, step {bad + 1}"
+        )
+    for value in values:  # the same float64 sum, in the same order, as reading each step
+        stats.loss_sum += value
+    stats.losses = values
 
 
 class IndexView:

@@ -133,7 +133,12 @@ def test_list(what: str, capsys) -> None:
 def test_plan_offline(capsys) -> None:
     assert main(["plan", "--grid", "smoke"]) == 0
     out = capsys.readouterr().out
-    assert "cells" in out and "GPU-hours" in out
+    assert "cells" in out and "whole-grid cost on one H200" in out
+    # one figure: the table's total is the cost line's, no second model (issue 56)
+    total = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("total"))
+    (cost,) = [line for line in out.splitlines() if line.startswith("cost: ")]
+    assert cost.startswith(f"cost: {total} H200-hours by plan's FLOP model")
+    assert "A100" not in out and "GPU-hours" not in out
 
 
 def test_module_entry_point() -> None:

@@ -133,24 +133,31 @@ def test_main_detection_subgrid() -> None:
 
 
 def test_dry_run_lists_and_validates_every_main_cell(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from benchmark.cli import main
 
-    # no CIFAR / ImageNet-100 here: every cell is listed and validated, then the absent data is exit
-    # 2
-    assert main(["run", "--grid", "main", "--dry-run", "--root", str(tmp_path)]) == 2
+    # no CIFAR / ImageNet-100 / COCO here: every cell is listed and validated, and the absent data is
+    # part of the plan (per dataset: the cells waiting on it, what it downloads), exit 3
+    monkeypatch.setenv("FSSL_DATA_ROOT", str(tmp_path / "data"))
+    assert main(["run", "--grid", "main", "--dry-run", "--root", str(tmp_path / "r")]) == 3
     captured = capsys.readouterr()
     out = captured.out.splitlines()
-    ids = {line.split()[0] for line in out[:-2]}
+    at = next(i for i, line in enumerate(out) if line.startswith("cost: "))
+    ids = {line.split()[0] for line in out[:at]}
     assert ids == {c.cell_id for c in cells_of("main")}
-    # what the cells cost (no calibration of this machine: plan's fixed estimate, and where it looked)
-    assert out[-2].startswith("cost: plan's fixed estimate") and "no calibration of" in out[-2]
-    assert out[-1].startswith(
+    # what the cells cost (no calibration of this machine: plan's FLOP model, and where it looked)
+    assert "H200-hours by plan's FLOP model" in out[at] and "no calibration of" in out[at]
+    assert out[at + 1].startswith(
         f"{len(ids)} cells in grid 'main': configuration validated; data missing"
     )
-    assert "dataset(s) missing" in captured.err and "cifar10" in captured.err
-    assert not any(tmp_path.iterdir())
+    missing = {line.split()[0]: line for line in out[at + 3 : -1]}
+    assert set(missing) == {"cifar10", "cifar100", "coco2017", "imagenet100"}
+    det = sum(c.dataset.name == "imagenet100" for c in cells_of("main"))
+    assert f"{det} cells waiting" in missing["coco2017"] and "login" in missing["imagenet100"]
+    assert "GB to fetch" in missing["coco2017"]
+    assert out[-1].endswith("with: python -m benchmark prefetch --grid main")
+    assert captured.err == "" and not (tmp_path / "r").exists()
 
 
 def test_run_main_without_data_stops_with_the_missing_datasets(tmp_path: Path) -> None:
@@ -177,9 +184,15 @@ def test_run_main_without_data_stops_with_the_missing_datasets(tmp_path: Path) -
         check=False,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    for name in ("cifar10", "cifar100", "imagenet100"):
+    lines = proc.stderr.splitlines()
+    # one command first, then one short paragraph per dataset on its own lines; no literal \n
+    assert lines[0].startswith("error: 4 dataset(s) missing for grid 'main'") and "GB" in lines[0]
+    assert lines[1].strip() == "python -m benchmark prefetch --grid main"
+    # wrapped at 100 columns; a `command` is never broken, so a line may hold a whole data-root path
+    assert "\\n" not in proc.stderr and all(len(line) <= 100 + len(str(empty)) for line in lines)
+    for name in ("cifar10", "cifar100", "imagenet100", "coco2017"):
         assert f"python -m benchmark prefetch {name}" in proc.stderr
-    assert "missing" in proc.stderr
+    assert sum(line.startswith("  - ") for line in lines) == 4
     assert not root.exists() or not any(root.rglob("*"))  # nothing written
 
 
@@ -577,7 +590,7 @@ def test_plan_works_for_every_grid_offline() -> None:
         grid = load_grid(name)
         out = plan_grid(grid, cells_of(name))
         assert out.splitlines()[0] == f"grid {grid.name!r}: {len(cells_of(name))} cells"
-        assert "GPU-hours" in out.splitlines()[-1]
+        assert out.splitlines()[-1].startswith("pre-training: ")
 
 
 def test_reference_mapping_points_at_existing_rows_and_cells() -> None:
