@@ -26,7 +26,7 @@ import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +86,33 @@ def share_key(cell: Cell, partition: Partition) -> str | None:
     }
     body["pretraining_sees"] = seen
     return short_digest(body)
+
+
+def shareable(cell: Cell) -> bool:
+    """Can the cell's numbers be another cell's (before its partition is drawn: a partition-free or
+    pooled method, and tasks that do not read the partition)?"""
+    cls = METHODS.get(cell.method.name)
+    free = getattr(cls, "partition_free", False) or getattr(cls, "federation", "") == "pooled"
+    return bool(free) and not tasks_read_partition(cell)
+
+
+def shared_last(cells: Sequence[Cell]) -> list[Cell]:
+    """``cells`` in their order, except that of the shareable cells that differ only in their
+    partition, all but the first go to the end: by the time a worker reaches one, the cell it
+    copies has finished, so no worker waits on the lock of a class another worker is computing."""
+    first, later, seen = [], [], set()
+    for cell in cells:
+        if shareable(cell):
+            body = {
+                k: v for k, v in cell.to_dict().items() if k not in ("partition", "partition_seed")
+            }
+            key = short_digest(body)
+            if key in seen:
+                later.append(cell)
+                continue
+            seen.add(key)
+        first.append(cell)
+    return first + later
 
 
 @dataclass(frozen=True)
@@ -159,5 +186,7 @@ __all__ = [
     "copy_pretrained",
     "pretraining_sees",
     "share_key",
+    "shareable",
+    "shared_last",
     "tasks_read_partition",
 ]
