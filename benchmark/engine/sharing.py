@@ -12,7 +12,8 @@ differs from it only in its partition (and partition seed) and pools the same im
 :func:`share_key` names that class of cells: the cell without ``partition`` and ``partition_seed``,
 plus what of the partition the pre-training sees (nothing, or the digest of the pooled union and of
 the public split). The first cell of a class to finish registers itself under
-``<root>/_pretrain/_shared/<key>.json``; the others copy its pre-trained state into their own
+``<root>/_pretrain/_shared/<key>.source.json`` (not named like a record: ``collect`` reads a
+``*.json`` with a 16-hex name as one); the others copy its pre-trained state into their own
 pre-training folder (so every record keeps its own checkpoint, whose digest is the record's
 ``final_state_digest``) and its task scores into their own score files, and their record says where
 they came from (``compute.reused_from``). Each record keeps its own partition digest, partition
@@ -128,7 +129,7 @@ class Shared:
 
     @property
     def pointer(self) -> Path:
-        return self.folder / f"{self.key}.json"
+        return self.folder / f"{self.key}.source.json"
 
     @property
     def lock_path(self) -> Path:

@@ -156,3 +156,19 @@ def test_cells_that_copy_another_run_after_it() -> None:
     c2 = smoke_cell("pixels")
     order = [x.cell_id for x in shared_last([a, a2, b, c, c2])]
     assert order == [x.cell_id for x in (a, b, c, a2, c2)]
+
+
+def test_the_pointer_is_not_read_as_a_record(tmp_path: Path) -> None:
+    from benchmark.records.store import load_records
+
+    iid, dirichlet = (
+        smoke_cell("pixels", tasks=["knn"]),
+        smoke_cell("pixels", partition=DIR, tasks=["knn"]),
+    )
+    run_cell(iid, tmp_path)
+    run_cell(dirichlet, tmp_path)
+    key = _key(iid)
+    assert key is not None and Shared(tmp_path, key).pointer.exists()
+    good, bad = load_records([tmp_path])
+    assert sorted(r.cell_id for _, r in good) == sorted([iid.cell_id, dirichlet.cell_id])
+    assert bad == []
