@@ -275,6 +275,8 @@ class NoPretrain(MethodBase):
     name: ClassVar[str] = "no_pretrain"
     version: ClassVar[str] = "1"
     pretrains: ClassVar[bool] = False  # trains nothing: plan counts no pre-training
+    # reads neither the clients nor the partition: shared across partitions (benchmark.engine.sharing)
+    partition_free: ClassVar[bool] = True
     # every step through ctx.precision (benchmark.core.precision)
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
     Config: ClassVar[type] = NoPretrainConfig

@@ -57,6 +57,8 @@ class Pixels(MethodBase):
     name: ClassVar[str] = "pixels"
     version: ClassVar[str] = "1"
     pretrains: ClassVar[bool] = False  # trains nothing: plan counts no pre-training
+    # reads neither the clients nor the partition: shared across partitions (benchmark.engine.sharing)
+    partition_free: ClassVar[bool] = True
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS  # no training step at all
     Config: ClassVar[type] = PixelsConfig
     payload_up: ClassVar[tuple[str, ...]] = ()

@@ -95,6 +95,7 @@ class Reconstruction(TaskBase):
     ``recon/mae@v1``)."""
 
     name: ClassVar[str] = "reconstruction"
+    reads_partition: ClassVar[bool] = False  # the cell's dataset splits only
     main_metric: ClassVar[str] = "mse"
     higher_is_better: ClassVar[bool] = False
     Config: ClassVar[type] = ReconstructionConfig

@@ -32,6 +32,10 @@ class TaskBase:
     main_metric: ClassVar[str] = "top1"
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type]
+    # False when ``score`` reads neither ``ctx.partition`` nor ``ctx.partition_seed``: a run then
+    # scores the cells of a partition-free method once and shares the score across partitions
+    # (benchmark.engine.sharing). True (the safe default) for a task that does not say
+    reads_partition: ClassVar[bool] = True
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg

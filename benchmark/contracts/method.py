@@ -189,6 +189,12 @@ class MethodBase:
     # False for reference points that train nothing (random init): `plan` counts no pre-training for
     # their cells
     pretrains: ClassVar[bool] = True
+    # True when nothing the method computes reads the clients' data or the partition (no_pretrain's
+    # seeded initialisation, pixels): its cells that differ only in their partition are computed
+    # once per run root and shared (benchmark.engine.sharing; a pooled method is shared by its
+    # pooled union without declaring anything). Calibrating BatchNorm on the clients
+    # (no_pretrain_bn) reads them: False
+    partition_free: ClassVar[bool] = False
     # config fields (dotted paths into nested configs: "augment.blur_sigma") that do not move the
     # first round of the live-settings cell, each with why (a reason, or an :class:`Inert` naming the
     # settings under which it does): every other field must move it (benchmark.commands.live_settings)

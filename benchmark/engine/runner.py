@@ -20,8 +20,10 @@ import torch
 
 from benchmark.contracts.cell import Cell
 from benchmark.core.precision import EVALUATION_PRECISION, apply_cuda_precision, cuda_precision
+from benchmark.engine.sharing import Shared, copy_pretrained, share_key
 from benchmark.engine.stages import (
     Evaluation,
+    Prepared,
     RoundHook,
     Timings,
     assemble_record,
@@ -115,6 +117,68 @@ def _run(
         if on_round is not None:
             on_round(r, metrics)
 
+    key = share_key(cell, part)
+    if key is None:
+        return _compute(
+            prep,
+            rd,
+            dev,
+            tracker,
+            grid,
+            stop_after_round,
+            log_round,
+            on_pretrained,
+            concurrency,
+            t_start,
+            data_root,
+        )
+    # a cell whose numbers cannot depend on its partition (benchmark.engine.sharing): computed once
+    # per run root, by the first cell of its class; the others copy it
+    shared = Shared(rd.root, key)
+    with shared.lock(purpose=f"shared numbers of {cell.cell_id}"):
+        source = shared.source()
+        if source is not None and source.cell_id != cell.cell_id:
+            copy_pretrained(source, rd)
+        record = _compute(
+            prep,
+            rd,
+            dev,
+            tracker,
+            grid,
+            stop_after_round,
+            log_round,
+            on_pretrained,
+            concurrency,
+            t_start,
+            data_root,
+            shared_from=source,
+        )
+        if record is not None and record.compute.reused_from is None:
+            shared.register(rd)
+        return record
+
+
+def _compute(
+    prep: Prepared,
+    rd: RunDir,
+    dev: torch.device,
+    tracker: Tracker,
+    grid: str | None,
+    stop_after_round: int | None,
+    log_round: RoundHook,
+    on_pretrained: Callable[[], None] | None,
+    concurrency: int,
+    t_start: float,
+    data_root: str | Path | None,
+    *,
+    shared_from: RunDir | None = None,
+) -> ResultRecord | None:
+    """Pre-train (or read the saved pre-training), evaluate, assemble, seal and write the record.
+    ``shared_from``: the cell of the run root whose pre-training (already copied into ``rd``'s own
+    folder) and task scores this cell takes (``benchmark.engine.sharing``)."""
+    cell, part = prep.cell, prep.partition
+    if shared_from is not None and shared_from.cell_id == cell.cell_id:
+        shared_from = None
     t_pre = time.perf_counter()
     flags = {"pretrain": _set_cuda_precision(dev, cell.precision)}
     pre = pretrain(prep, rd.pretrain, on_round=log_round, stop_after=stop_after_round)
@@ -134,7 +198,16 @@ def _run(
     if pre.ok:
         encoder = export_encoder(prep.method, pre.server, pre.client_states())
         fingerprint = encoder.fingerprint
-        ev = evaluate(cell, encoder, prep.dataset, part, rd, device=dev, data_root=data_root)
+        ev = evaluate(
+            cell,
+            encoder,
+            prep.dataset,
+            part,
+            rd,
+            device=dev,
+            data_root=data_root,
+            shared_from=shared_from,
+        )
     timings = Timings(
         wall_s=time.perf_counter() - t_start,
         pretrain_s=pretrain_s,
@@ -153,6 +226,9 @@ def _run(
     if dev.type == "cuda":
         env = dataclasses.replace(record.env, cuda_precision=flags)
         record = dataclasses.replace(record, env=env)
+    if shared_from is not None:
+        compute = dataclasses.replace(record.compute, reused_from=shared_from.cell_id)
+        record = dataclasses.replace(record, compute=compute)
     record = _finish_tracking(tracker, record, rd)
     rd.clear_error()
     return record

@@ -286,10 +286,13 @@ def evaluate(
     *,
     device: torch.device,
     data_root: str | Path | None = None,
+    shared_from: RunDir | None = None,
 ) -> Evaluation:
     """Stage 4: the cell's tasks, in order. Each score is cached in the run directory as the task
     finishes (a resumed cell does not redo it); a task whose evaluation diverges is left out with
-    its reason (and not retried); a task that does not apply to the encoder is left out."""
+    its reason (and not retried); a task that does not apply to the encoder is left out.
+    ``shared_from``: a cell of the run root whose scores are this cell's (``benchmark.engine.
+    sharing``): a task it scored (or saw diverge) is copied into this cell's cache, not re-run."""
     cache: dict[Any, Any] = {}
     scores: list[TaskScores] = []
     failures: dict[str, str] = {}
@@ -297,6 +300,12 @@ def evaluate(
         task = build_task(spec)
         card_id = task.card().card_id
         label = rd.task_label(spec.name, card_id)
+        if shared_from is not None and rd.read_scores(spec.name, card_id) is None:
+            theirs = shared_from.read_scores(spec.name, card_id)
+            if theirs is not None:
+                rd.write_scores(spec.name, theirs)
+            elif (why := shared_from.task_divergence(spec.name, card_id)) is not None:
+                rd.mark_task_diverged(spec.name, card_id, why)
         cached, diverged = (
             rd.read_scores(spec.name, card_id),
             rd.task_divergence(spec.name, card_id),

@@ -42,6 +42,8 @@ def record_digest(record: Any) -> str:
         compute.pop("client_samples", None)  # so do records written before client_samples
     if isinstance(compute, dict) and compute.get("clients_without_step") is None:
         compute.pop("clients_without_step", None)  # and before clients_without_step
+    if isinstance(compute, dict) and compute.get("reused_from") is None:
+        compute.pop("reused_from", None)  # and records computed by their own cell
     # and CPU records (none of these is recorded off a GPU), and records written before them
     for part, key in OPTIONAL_GPU_FIELDS:
         section = body.get(part)

@@ -114,6 +114,10 @@ class ComputeStats:
     # torch.cuda.max_memory_allocated over the cell (peak_mem_bytes is the host's peak RSS); 0 on
     # the CPU
     peak_gpu_mem_bytes: int = 0
+    # the cell of the same run whose pre-training and task scores this record copies, because its
+    # numbers cannot depend on the partition (benchmark.engine.sharing: central_ssl, no_pretrain,
+    # pixels); None = computed here. Left out of the digest when None
+    reused_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +279,8 @@ def record_from_dict(raw: Mapping[str, Any]) -> ResultRecord:
     # names that become paths under results/ (benchmark.records.names)
     check_name("method", record.method)
     check_id("cell_id", record.cell_id)
+    if record.compute.reused_from is not None:
+        check_id("compute.reused_from", record.compute.reused_from)
     check_shape(record)
     check_cell(record.cell)
     return record

@@ -17,6 +17,8 @@ Layout under a run root (docs/architecture.md)::
                               states/            client states spilled to disk (benchmark.engine.client_store.ClientStateStore)
                               final.pt           the pre-trained state (benchmark.engine.pretrained.Pretrained)
                               lock.json          held while one runner pre-trains
+    <root>/_pretrain/_shared/<key>.source.json   the cell that computed numbers other cells copy, because
+                                                 they cannot depend on the partition (benchmark.engine.sharing)
 
 Every other module asks :class:`RunDir` / :class:`PretrainDir` for a path or a state
 (tests/benchmark/test_rundir.py fails if another module spells one of these names). Torch-free:

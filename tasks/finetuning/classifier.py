@@ -119,6 +119,8 @@ class LabelledFineTune(TaskBase):
 
     # whether test images are resized to the encoder's input size (when they differ from it)
     resize_test: ClassVar[bool] = False
+    # the labelled subset and the test split of ``data(...)``, never the partition
+    reads_partition: ClassVar[bool] = False
 
     def data(self, encoder: Encoder, ctx: TaskContext) -> DatasetSplits:
         """The dataset fine-tuned and tested on (the cell's own unless overridden)."""

@@ -274,12 +274,48 @@ def train_transform(cfg: FinetuneConfig, size: int, mean: Sequence[float], std: 
     return t
 
 
+def _batched_tail(transform) -> tuple[list, Any] | None:
+    """(the per-image PIL steps, the Normalize) of a ``Compose`` that ends in ToTensor (timm's
+    ``MaybeToTensor`` included) then Normalize, or None for any other transform."""
+    from torchvision import transforms as T
+
+    steps = list(getattr(transform, "transforms", ()))
+    if len(steps) < 2 or type(transform) is not T.Compose:
+        return None
+    to_tensor, norm = steps[-2:]
+    if not isinstance(to_tensor, T.ToTensor) or type(norm) is not T.Normalize:
+        return None
+    return steps[:-2], norm
+
+
 def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
-    """uint8 (B, 3, H, W) → float (B, 3, size, size): ``transform`` applied per image on PIL."""
+    """uint8 (B, 3, H, W) → float (B, 3, size, size): ``transform`` applied per image on PIL.
+
+    When ``transform`` ends in ToTensor then Normalize (the recipe without RandomErasing), the
+    random PIL steps still run image by image, in order (the same draws), and the two last steps
+    run once on the stacked batch: uint8 → float, / 255, − mean, / std are the same elementwise
+    operations on the same values, so the batch is bit for bit the per-image one, without the
+    per-image tensor overhead (issue 53)."""
     from PIL import Image
 
     arr = images.permute(0, 2, 3, 1).contiguous().numpy()
-    return torch.stack([transform(Image.fromarray(a)) for a in arr])
+    split = _batched_tail(transform)
+    if split is None:
+        return torch.stack([transform(Image.fromarray(a)) for a in arr])
+    steps, norm = split
+    pics = []
+    for a in arr:
+        pic = Image.fromarray(a)
+        for step in steps:
+            pic = step(pic)
+        pics.append(pic)
+    if any(not isinstance(p, Image.Image) or p.mode != "RGB" for p in pics):
+        # not the 8-bit RGB images the batched conversion assumes: the transform as written
+        tail = transform.transforms[-2:]
+        return torch.stack([tail[1](tail[0](p)) for p in pics])
+    batch = torch.from_numpy(np.stack([np.asarray(p, dtype=np.uint8) for p in pics]))
+    batch = batch.permute(0, 3, 1, 2).contiguous().to(dtype=torch.get_default_dtype()).div(255)
+    return norm(batch)
 
 
 def make_mixup(cfg: FinetuneConfig, num_classes: int):

@@ -69,6 +69,7 @@ class KNN(FeatureProbe):
     code)."""
 
     name: ClassVar[str] = "knn"
+    reads_partition: ClassVar[bool] = False  # the cell's dataset splits only
     Config: ClassVar[type] = KNNConfig
 
     def card(self) -> ProtocolCard:

@@ -125,6 +125,7 @@ class LinearProbe(FeatureProbe):
     test selection)."""
 
     name: ClassVar[str] = "linear_probe"
+    reads_partition: ClassVar[bool] = False  # the cell's dataset splits only
     Config: ClassVar[type] = LinearProbeConfig
 
     def card(self) -> ProtocolCard:

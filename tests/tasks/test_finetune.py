@@ -450,3 +450,41 @@ def test_fine_tune_reports_the_first_non_finite_step_without_reading_each_loss()
     with pytest.raises(Diverged, match=rf"at step {n - 1}\b"):
         run(n - 1, 3 * n)
     assert seen["n"] == n
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        # the embedded default's recipe: crop + resize on PIL, then ToTensor and Normalize (batched)
+        {"crop_scale": [0.2, 1.0], "flip_p": 0.0, "rand_augment": "", "reprob": 0.0},
+        # MAE's own: RandAugment and a flip before, RandomErasing after (image by image throughout)
+        {},
+    ],
+)
+def test_transform_batch_is_the_per_image_transform_bit_for_bit(recipe) -> None:
+    """transform_batch converts and normalises the batch at once where the recipe allows it
+    (issue 53): the same draws, the same values as applying the timm transform to each image."""
+    from PIL import Image
+
+    from tasks.finetuning.finetune import train_transform, transform_batch
+
+    ds = load_dataset_splits("digits", {"size": 16})
+    images = ds.train.images[:48]
+    transform = train_transform(
+        from_mapping(FinetuneConfig, recipe), 16, tuple(ds.mean), tuple(ds.std)
+    )
+
+    def seeded() -> None:
+        random.seed(3)
+        np.random.seed(3)
+        torch.manual_seed(3)
+
+    seeded()
+    arr = images.permute(0, 2, 3, 1).contiguous().numpy()
+    expected = torch.stack([transform(Image.fromarray(a)) for a in arr])
+    seeded()
+    got = transform_batch(images, transform)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert torch.equal(got, expected)
+    # the draws differ between images: a batch that repeated one image's crop would not be equal
+    assert not torch.equal(got[0], got[1])
