@@ -152,8 +152,8 @@ def read_tracks_yaml(path: Path) -> Any:
     """A tracks file's YAML, bounded like a grid (issue 52: one nested 50,000 deep was a
     RecursionError): a regular file of at most 1 MB, nested at most 64 deep, at most 100,000 values
     with its aliases expanded, all checked before it is composed; TrackError (one line) otherwise."""
+    from benchmark.core.bounded_yaml import check_expanded_size, check_grid_depth, read_grid_text
     from benchmark.core.config import ConfigError
-    from benchmark.grids.expand import check_expanded_size, check_grid_depth, read_grid_text
 
     try:
         text = read_grid_text(Path(path), "tracks")

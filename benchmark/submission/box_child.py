@@ -51,6 +51,26 @@ def _declare(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _settings(cell: Any, method: Any, num_classes: int, num_clients: int) -> Any:
+    """The round loop's settings, as the runner builds them for a CPU cell."""
+    import torch
+
+    from benchmark.core.precision import Precision
+    from benchmark.engine.rounds import SimSettings
+
+    return SimSettings(
+        seed=cell.seed,
+        num_rounds=cell.fl.rounds,
+        local_epochs=cell.fl.local_epochs,
+        per_round=1 if method.federation == "pooled" else cell.fl.clients_per_round,
+        device=torch.device("cpu"),
+        precision=Precision(cell.precision),
+        channels_last=False,
+        num_classes=num_classes,
+        num_clients=num_clients,
+    )
+
+
 def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     import numpy as np
     import torch
@@ -61,9 +81,7 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     from benchmark.contracts.types import Requirement
     from benchmark.contracts.unlabeled_view import UnlabeledView
     from benchmark.core.config import from_mapping
-    from benchmark.core.precision import Precision
     from benchmark.data.client_views import ClientViews
-    from benchmark.engine.rounds import SimSettings
     from benchmark.engine.stages import Prepared, build_method, pretrain
     from benchmark.launchers.options import RunOptions
     from benchmark.runroot.rundir import PretrainDir
@@ -100,17 +118,7 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
         num_classes if labels is not None else 0,
     )
     public = data.get("public")
-    settings = SimSettings(
-        seed=cell.seed,
-        num_rounds=cell.fl.rounds,
-        local_epochs=cell.fl.local_epochs,
-        per_round=1 if method.federation == "pooled" else cell.fl.clients_per_round,
-        device=torch.device("cpu"),
-        precision=Precision(cell.precision),
-        channels_last=False,
-        num_classes=num_classes,
-        num_clients=len(clients),
-    )
+    settings = _settings(cell, method, num_classes, len(clients))
     prep = Prepared(
         cell,
         None,  # type: ignore[arg-type] - the dataset stays with the parent
