@@ -323,6 +323,12 @@ def headline_view(h: Headline) -> dict[str, Any]:
             "label": row_label(h.runner_up),
             "entry_file": entry_file(h.runner_up["entry_id"]),
         }
+        # runners-up tied on one mean are named together: the verdict is the one least sure of
+        # the lead (leaderboard.headline), whatever their order
+        view["runners"] = [
+            {"label": row_label(r), "entry_file": entry_file(r["entry_id"])}
+            for r in (h.runners_up or (h.runner_up,))
+        ]
         how = (
             f"paired over {d.n} seed{'s' if d.n != 1 else ''}"
             if d.paired
@@ -334,6 +340,9 @@ def headline_view(h: Headline) -> dict[str, Any]:
             "how": how,
             "verdict": "within noise" if d.within_noise else "beyond noise",
         }
+    view["also_within"] = [
+        {"label": row_label(r), "entry_file": entry_file(r["entry_id"])} for r in h.also_within
+    ]
     view["lines"] = [
         {
             "label": row_label(x.row),
