@@ -99,6 +99,10 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
             f"{index[n]},{col}": {
                 "mean": _round(r["mean"]),
                 "entry": entry_file(r["entry_id"]),
+                # what sets the cell apart from its pool (tables.pool_differences: backbone, data,
+                # budget), kept where a reader compares
+                "flag": str(r.get("differs") or ""),
+                "backbone": str(r.get("backbone") or ""),
             }
             for (n, col), r in cells.items()
         },
@@ -155,8 +159,20 @@ def pair_rows(data: Mapping[str, Any], a: int, b: int) -> list[dict[str, Any]]:
                 "ahead": "" if within else data["configs"][a if better else b]["label"],
                 "a": data["cells"].get(f"{a},{col}"),
                 "b": data["cells"].get(f"{b},{col}"),
+                "flags": _flags(data, a, b, col),
             }
         )
+    return out
+
+
+def _flags(data: Mapping[str, Any], a: int, b: int, col: int) -> list[dict[str, str]]:
+    """The not-like-for-like flags of the pair's two cells in one column: which side, its label and
+    what differs (the same words as the track page's flags column)."""
+    out = []
+    for side, k in (("A", a), ("B", b)):
+        cell = data["cells"].get(f"{k},{col}") or {}
+        if cell.get("flag"):
+            out.append({"side": side, "label": data["configs"][k]["label"], "why": cell["flag"]})
     return out
 
 

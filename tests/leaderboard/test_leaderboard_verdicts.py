@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -161,15 +162,21 @@ def test_every_page_states_one_verdict_per_pair(cells: list[list[float]], higher
     assert not math.isnan(h.leader["mean"])
 
 
-def test_the_shipped_quickstart_track_puts_every_cell_within_noise_of_the_best_in_group_one() -> (
-    None
-):
-    """The six cells of issue 54 (IID: flesd, fedema, fedu, orchestra; Dir 0.1: fedema, featarc),
-    shown outside group 1 by the chained rule although the test cannot tell them from the best."""
+@pytest.fixture(scope="module")
+def shipped():
+    """The model of the shipped records (results/), built once."""
     from benchmark.core.paths import RESULTS
     from leaderboard.build import build_model
 
-    model = build_model([RESULTS])
+    return build_model([RESULTS])
+
+
+def test_the_shipped_quickstart_track_puts_every_cell_within_noise_of_the_best_in_group_one(
+    shipped,
+) -> None:
+    """The six cells of issue 54 (IID: flesd, fedema, fedu, orchestra; Dir 0.1: fedema, featarc),
+    shown outside group 1 by the chained rule although the test cannot tell them from the best."""
+    model = shipped
     (tt,) = [t for t in model.tracks if t.track.id == "digits-quickstart-knn"]
     ranked = tt.table[tt.table["rank"].notna()]
     for label in dict.fromkeys(ranked["partition_label"]):
@@ -190,3 +197,21 @@ def test_the_shipped_quickstart_track_puts_every_cell_within_noise_of_the_best_i
     iid = ranked[ranked["partition_short"] == "IID"]["partition_label"].iloc[0]
     h = headline(tt, iid, [])
     assert {r["method"] for r in h.runners_up} == {"featarc", "flesd"} and h.delta.within_noise
+
+
+def test_flags_travel_with_the_numbers_to_the_compare_page_and_fedmae_is_flagged(shipped) -> None:
+    """Orchestra's 3.6x optimizer steps on Dir 0.1 beside "beyond noise: fedavg_simclr ahead", and
+    FedMAE's ViT in a pool of ResNets, are said where a reader compares."""
+    (tt,) = [t for t in shipped.tracks if t.track.id == "digits-quickstart-knn"]
+    fedmae = tt.table[(tt.table["method"] == "fedmae") & tt.table["rank"].notna()]
+    assert len(fedmae) and all("other backbone: vit_micro" in d for d in fedmae["differs"])
+    data = compare_data(shipped.tracks)
+    labels = [c["label"] for c in data["configs"]]
+    rows = pair_rows(data, labels.index("orchestra"), labels.index("fedavg_simclr"))
+    dir01 = [r for r in rows if r["track"] == "kNN" and r["partition"] == "Dir(0.1)"]
+    (row,) = dir01
+    assert row["verdict"] == "beyond noise" and row["ahead"] == "fedavg_simclr"
+    ((flag,),) = [row["flags"]]
+    assert flag["side"] == "A" and "optimizer steps" in flag["why"]
+    back = [r for r in pair_rows(data, labels.index("fedavg_simclr"), labels.index("orchestra"))]
+    assert any(f["side"] == "B" for r in back for f in r["flags"])
