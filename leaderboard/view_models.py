@@ -370,13 +370,12 @@ def answers(model: SiteModel) -> list[dict[str, Any]]:
         tables = [tt for tt in model.tracks if tt.track.dataset == dataset and tt.track.result]
         hs = dataset_headlines(tables, model.config.margin_baselines)
         if hs:
-            out.append(
-                {
-                    "dataset": dataset,
-                    "file": dataset_file(dataset),
-                    "headlines": [headline_view(h) for h in hs],
-                }
-            )
+            views = [headline_view(h) for h in hs]
+            # what each reference point is, beside its number (the pixels row above every method)
+            for v, h in zip(views, hs):
+                for ref, raw in zip(v["references"], h.references):
+                    ref["what"] = model.config.reference_points.get(str(raw["method"]), "")
+            out.append({"dataset": dataset, "file": dataset_file(dataset), "headlines": views})
     return out
 
 
