@@ -349,7 +349,7 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
         if done.empty:
             continue
         ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
-        # paired over seeds where a cell and its group's leader share them, Welch's otherwise: the
+        # paired over seeds where a cell and its group's best cell share them, Welch's otherwise: the
         # test the index's "beyond noise" verdict on the same pair uses (stats.difference)
         groups = stats.noise_groups_tested(
             done["values"].tolist(), higher_is_better, done["seeds"].tolist()
