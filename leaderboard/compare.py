@@ -17,6 +17,7 @@ from typing import Any
 
 from leaderboard import stats
 from leaderboard.formatting import entry_file, method_file
+from leaderboard.headline import headline
 
 # the decimals written into the page's data (the page shows two)
 DIGITS = 4
@@ -66,13 +67,22 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
                         "method": str(r["method"]),
                         "method_file": method_file(r["method"]),
                         "reference": bool(r["reference"]),
-                        "rank1": [],
+                        # the columns where it leads / is the runner-up named, kept across tracks
+                        "rank1": known["rank1"] if known else [],
+                        "rank2": known.get("rank2", []) if known else [],
                     }
-                if r.get("rank") == 1:
-                    configs[key]["rank1"].append(col)
-                elif r.get("rank") == 2:
-                    configs[key].setdefault("rank2", []).append(col)
                 cells[(key, col)] = r
+            # the index's answer for this column names the pair: its leader and the runner-up the
+            # verdict is about (tied runners-up: the one the test is least sure of, never the first
+            # in table order)
+            h = (
+                headline(tt, label, [])
+                if done[done["partition_label"] == label]["rank"].notna().any()
+                else None
+            )
+            if h is not None and h.leader is not None and h.runner_up is not None:
+                configs[str(h.leader["config_key"])]["rank1"].append(col)
+                configs[str(h.runner_up["config_key"])]["rank2"].append(col)
     names = sorted(configs, key=lambda k: (configs[k]["label"], k))
     index = {n: i for i, n in enumerate(names)}
     pairs: dict[str, list[list[Any]]] = {}
@@ -115,7 +125,7 @@ def _leaders(configs: Mapping[str, Any], names: Sequence[str], n_columns: int) -
     opens with."""
     for col in range(n_columns):
         first = [i for i, n in enumerate(names) if col in configs[n]["rank1"]]
-        second = [i for i, n in enumerate(names) if col in configs[n].get("rank2", [])]
+        second = [i for i, n in enumerate(names) if col in configs[n]["rank2"]]
         if len(first) == 1 and second:
             return [first[0], second[0]]
     return []

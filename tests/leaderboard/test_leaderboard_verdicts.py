@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from leaderboard import stats
-from leaderboard.compare import compare_data, pair_rows
+from leaderboard.compare import compare_data, default_pair, pair_rows
 from leaderboard.headline import headline
 from leaderboard.tables import TABLE_COLUMNS, rank_table
 
@@ -101,6 +101,10 @@ def test_tied_runners_up_are_named_as_a_tie_and_the_verdict_does_not_follow_thei
         h = headline(tt, "iid", [])
         assert {r["method"] for r in h.runners_up} == set(names)
         assert h.runner_up["method"] == names[1] and h.delta.within_noise
+        # the compare page opens on the pair the index's verdict is about
+        data = compare_data([tt])
+        a, b = default_pair(data)
+        assert (data["configs"][a]["method"], data["configs"][b]["method"]) == ("lead", names[1])
 
 
 def test_the_headline_names_every_other_cell_within_noise_of_the_leader() -> None:
