@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leaderboard import stats
-from leaderboard.formatting import entry_file, method_file
+from leaderboard.formatting import entry_file, method_file, partition_words
 from leaderboard.headline import headline
 
 # the decimals written into the page's data (the page shows two)
@@ -46,17 +46,7 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
         for label in dict.fromkeys(done["partition_label"]):
             rows = done[done["partition_label"] == label].to_dict("records")
             col = len(columns)
-            columns.append(
-                {
-                    "track": tt.track.short,
-                    "track_file": f"{tt.track.id}.html",
-                    "dataset": tt.track.dataset,
-                    "partition": str(rows[0]["partition_short"]),
-                    "partition_full": str(label),
-                    "metric": tt.metric or "score",
-                    "higher": bool(tt.higher_is_better),
-                }
-            )
+            columns.append(_column(tt, label, rows))
             for r in rows:
                 # one configuration across tracks (its label may name a variant on one track only)
                 key = str(r["config_key"])
@@ -75,14 +65,10 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
             # the index's answer for this column names the pair: its leader and the runner-up the
             # verdict is about (tied runners-up: the one the test is least sure of, never the first
             # in table order)
-            h = (
-                headline(tt, label, [])
-                if done[done["partition_label"] == label]["rank"].notna().any()
-                else None
-            )
-            if h is not None and h.leader is not None and h.runner_up is not None:
-                configs[str(h.leader["config_key"])]["rank1"].append(col)
-                configs[str(h.runner_up["config_key"])]["rank2"].append(col)
+            pair = _answer_pair(tt, done, label)
+            if pair is not None:
+                configs[pair[0]]["rank1"].append(col)
+                configs[pair[1]]["rank2"].append(col)
     names = sorted(configs, key=lambda k: (configs[k]["label"], k))
     index = {n: i for i, n in enumerate(names)}
     pairs: dict[str, list[list[Any]]] = {}
@@ -118,6 +104,29 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
         },
         "pairs": pairs,
     }
+
+
+def _column(tt: Any, label: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        "track": tt.track.short,
+        "track_file": f"{tt.track.id}.html",
+        "dataset": tt.track.dataset,
+        "partition": str(rows[0]["partition_short"]),
+        "partition_full": str(label),
+        "partition_words": partition_words(str(label)),
+        "metric": tt.metric or "score",
+        "higher": bool(tt.higher_is_better),
+    }
+
+
+def _answer_pair(tt: Any, done: Any, label: str) -> tuple[str, str] | None:
+    """(leader, runner-up) config keys of the index's answer for one column, or None."""
+    if not done[done["partition_label"] == label]["rank"].notna().any():
+        return None
+    h = headline(tt, label, [])
+    if h.leader is None or h.runner_up is None:
+        return None
+    return str(h.leader["config_key"]), str(h.runner_up["config_key"])
 
 
 def _leaders(configs: Mapping[str, Any], names: Sequence[str], n_columns: int) -> list[int]:

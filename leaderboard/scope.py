@@ -8,7 +8,6 @@ of every record. Pure functions over the :class:`leaderboard.build.SiteModel`; n
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,10 @@ from typing import Any
 from benchmark.records.schema import record_plain
 from leaderboard.build import SiteModel
 from leaderboard.exports import clean
-from leaderboard.formatting import display_path
+from leaderboard.formatting import display_path, partition_words
 
 RECORDS_FILE = "records.json"
+__all__ = ["RECORDS_FILE", "partition_words", "records_scope", "write_records"]
 
 
 def _ranges(seeds: Sequence[int]) -> str:
@@ -82,25 +82,6 @@ def records_scope(model: SiteModel) -> dict[str, Any] | None:
         "planned": planned,
         "planned_datasets": sorted({t.dataset for t in empty}),
     }
-
-
-_ALPHA = re.compile(r"alpha=([0-9.eE+-]+)")
-
-
-def partition_words(label: str) -> str:
-    """A partition label in words, for the tooltip where its short form (``IID``, ``Dir(0.1)``)
-    appears; the label itself closes it."""
-    text = str(label)
-    if text.startswith("iid"):
-        return f"IID: every client's data is a uniform random share of the training set ({text})"
-    m = _ALPHA.search(text)
-    if "dir" in text.lower() and m:
-        return (
-            f"Dirichlet label skew, α = {m.group(1)}: each client's class proportions are drawn "
-            "from a Dirichlet distribution with this α; the smaller α, the fewer classes a client "
-            f"holds ({text})"
-        )
-    return text
 
 
 def write_records(model: SiteModel, out: Path) -> int:

@@ -78,6 +78,12 @@ class Expected:
     columns: tuple[str, ...] = ()
 
 
+# issue 54: a partition label's tooltip says it in words, the label itself in parentheses at its end
+WORDS_UNDO: tuple[tuple[str, str], ...] = (
+    (r'<abbr title="(?:IID|Dirichlet label skew)[^"]*? \(([^"]*)\)">', r'<abbr title="\1">'),
+)
+
+
 # Issue 40's site fixes, then issue 48's (the intended table changes); each is undone on its own
 # pages only.
 EXPECTED: tuple[Expected, ...] = (
@@ -207,8 +213,8 @@ EXPECTED: tuple[Expected, ...] = (
             "issue 54: group 1 is every cell the test cannot tell from the best, wherever it ranks, "
             "and a flagged ranked row shows its flag in the sticky method cell at 400 px"
         ),
-        tables=r'^<table class="sortable sticky" id="track-table">',
         undo=(
+            *WORDS_UNDO,
             (
                 r'<span class="narrow-only"> <span class="badge warn narrow-flag"[^>]*>[^<]*</span></span>',
                 "",
@@ -233,8 +239,8 @@ EXPECTED: tuple[Expected, ...] = (
             "issue 54: an entry's group follows the one rule (tested against the group's best cell), "
             "and a row on another backbone than its pool is flagged"
         ),
-        tables=r'^<table class="kv">',
         undo=(
+            *WORDS_UNDO,
             (
                 r" \((paired|Welch) test against the group's best cell\)",
                 r" (\1 test against the group's leader)",
@@ -253,6 +259,7 @@ EXPECTED: tuple[Expected, ...] = (
             "backbone than its pool (FedMAE) is flagged, also at 400 px"
         ),
         undo=(
+            *WORDS_UNDO,
             (r'<br><span class="badge warn narrow-flag"[^>]*>[^<]*</span>', ""),
             (
                 r'<br><span class="badge warn" title="other backbone: [^"]*">not like for like</span>',
@@ -278,6 +285,7 @@ EXPECTED: tuple[Expected, ...] = (
             "flagged for its backbone"
         ),
         undo=(
+            *WORDS_UNDO,
             (r"(?s)\n<tr><th>code that ran</th>.*?</td></tr>", "\n"),
             (r" at the build's commit <code>", " at commit <code>"),
             (
@@ -305,6 +313,11 @@ EXPECTED: tuple[Expected, ...] = (
             "'other backbone' flag"
         ),
         columns=("noise_group", "backbone", "differs"),
+    ),
+    Expected(
+        pages=r".",
+        reason="issue 54: a partition's short label has its meaning in words as its tooltip",
+        undo=WORDS_UNDO,
     ),
     # Issue 49's layout (code moved, not changed), against main at d5ddcf3
     Expected(

@@ -68,7 +68,7 @@
       place.appendChild(link);
       place.appendChild(document.createTextNode(" "));
       var part = document.createElement("abbr");
-      part.title = r.c.partition_full;
+      part.title = r.c.partition_words;
       part.textContent = r.c.partition;
       place.appendChild(part);
       var verdict = cell(tr, (r.within ? "within noise" : "beyond noise") + (r.ahead ? ": " + r.ahead + " ahead" : ""), "verdict");
