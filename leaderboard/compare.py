@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leaderboard import stats
-from leaderboard.formatting import entry_file, method_file
+from leaderboard.formatting import entry_file, method_file, partition_words
+from leaderboard.headline import headline
 
 # the decimals written into the page's data (the page shows two)
 DIGITS = 4
@@ -45,17 +46,7 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
         for label in dict.fromkeys(done["partition_label"]):
             rows = done[done["partition_label"] == label].to_dict("records")
             col = len(columns)
-            columns.append(
-                {
-                    "track": tt.track.short,
-                    "track_file": f"{tt.track.id}.html",
-                    "dataset": tt.track.dataset,
-                    "partition": str(rows[0]["partition_short"]),
-                    "partition_full": str(label),
-                    "metric": tt.metric or "score",
-                    "higher": bool(tt.higher_is_better),
-                }
-            )
+            columns.append(_column(tt, label, rows))
             for r in rows:
                 # one configuration across tracks (its label may name a variant on one track only)
                 key = str(r["config_key"])
@@ -66,13 +57,18 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
                         "method": str(r["method"]),
                         "method_file": method_file(r["method"]),
                         "reference": bool(r["reference"]),
-                        "rank1": [],
+                        # the columns where it leads / is the runner-up named, kept across tracks
+                        "rank1": known["rank1"] if known else [],
+                        "rank2": known.get("rank2", []) if known else [],
                     }
-                if r.get("rank") == 1:
-                    configs[key]["rank1"].append(col)
-                elif r.get("rank") == 2:
-                    configs[key].setdefault("rank2", []).append(col)
                 cells[(key, col)] = r
+            # the index's answer for this column names the pair: its leader and the runner-up the
+            # verdict is about (tied runners-up: the one the test is least sure of, never the first
+            # in table order)
+            pair = _answer_pair(tt, done, label)
+            if pair is not None:
+                configs[pair[0]]["rank1"].append(col)
+                configs[pair[1]]["rank2"].append(col)
     names = sorted(configs, key=lambda k: (configs[k]["label"], k))
     index = {n: i for i, n in enumerate(names)}
     pairs: dict[str, list[list[Any]]] = {}
@@ -99,6 +95,10 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
             f"{index[n]},{col}": {
                 "mean": _round(r["mean"]),
                 "entry": entry_file(r["entry_id"]),
+                # what sets the cell apart from its pool (tables.pool_differences: backbone, data,
+                # budget), kept where a reader compares
+                "flag": str(r.get("differs") or ""),
+                "backbone": str(r.get("backbone") or ""),
             }
             for (n, col), r in cells.items()
         },
@@ -106,12 +106,35 @@ def compare_data(tracks: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _column(tt: Any, label: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        "track": tt.track.short,
+        "track_file": f"{tt.track.id}.html",
+        "dataset": tt.track.dataset,
+        "partition": str(rows[0]["partition_short"]),
+        "partition_full": str(label),
+        "partition_words": partition_words(str(label)),
+        "metric": tt.metric or "score",
+        "higher": bool(tt.higher_is_better),
+    }
+
+
+def _answer_pair(tt: Any, done: Any, label: str) -> tuple[str, str] | None:
+    """(leader, runner-up) config keys of the index's answer for one column, or None."""
+    if not done[done["partition_label"] == label]["rank"].notna().any():
+        return None
+    h = headline(tt, label, [])
+    if h.leader is None or h.runner_up is None:
+        return None
+    return str(h.leader["config_key"]), str(h.runner_up["config_key"])
+
+
 def _leaders(configs: Mapping[str, Any], names: Sequence[str], n_columns: int) -> list[int]:
     """(rank 1, rank 2) of the first column with both, as config indices: the pair the index
     opens with."""
     for col in range(n_columns):
         first = [i for i, n in enumerate(names) if col in configs[n]["rank1"]]
-        second = [i for i, n in enumerate(names) if col in configs[n].get("rank2", [])]
+        second = [i for i, n in enumerate(names) if col in configs[n]["rank2"]]
         if len(first) == 1 and second:
             return [first[0], second[0]]
     return []
@@ -155,8 +178,20 @@ def pair_rows(data: Mapping[str, Any], a: int, b: int) -> list[dict[str, Any]]:
                 "ahead": "" if within else data["configs"][a if better else b]["label"],
                 "a": data["cells"].get(f"{a},{col}"),
                 "b": data["cells"].get(f"{b},{col}"),
+                "flags": _flags(data, a, b, col),
             }
         )
+    return out
+
+
+def _flags(data: Mapping[str, Any], a: int, b: int, col: int) -> list[dict[str, str]]:
+    """The not-like-for-like flags of the pair's two cells in one column: which side, its label and
+    what differs (the same words as the track page's flags column)."""
+    out = []
+    for side, k in (("A", a), ("B", b)):
+        cell = data["cells"].get(f"{k},{col}") or {}
+        if cell.get("flag"):
+            out.append({"side": side, "label": data["configs"][k]["label"], "why": cell["flag"]})
     return out
 
 

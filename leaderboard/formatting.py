@@ -282,3 +282,22 @@ def cell_commands(
         "run": f"python -m benchmark run {only} --seeds {seed} --no-wandb --root runs",
         "verify": f"python -m benchmark verify {only} --seeds {seed}",
     }
+
+
+_ALPHA = re.compile(r"alpha=([0-9.eE+-]+)")
+
+
+def partition_words(label: str) -> str:
+    """A partition label in words, for the tooltip where its short form (``IID``, ``Dir(0.1)``)
+    appears; the label itself closes it."""
+    text = str(label)
+    if text.startswith("iid"):
+        return f"IID: every client's data is a uniform random share of the training set ({text})"
+    m = _ALPHA.search(text)
+    if "dir" in text.lower() and m:
+        return (
+            f"Dirichlet label skew, α = {m.group(1)}: each client's class proportions are drawn "
+            "from a Dirichlet distribution with this α; the smaller α, the fewer classes a client "
+            f"holds ({text})"
+        )
+    return text

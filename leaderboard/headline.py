@@ -11,6 +11,7 @@ margins are :func:`leaderboard.margins.paired_margins` over each baseline.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,9 @@ class Headline:
     leader: Mapping[str, Any] | None  # None: nobody ranked, or a tie for first (see ``tie``)
     runner_up: Mapping[str, Any] | None
     tie: bool  # two or more cells share rank 1
-    delta: stats.Difference | None  # leader − runner-up
+    # leader − runner-up; with runners-up tied on one mean, the difference to the one the test is
+    # least sure of (the lowest interval bound), so that the verdict never depends on their order
+    delta: stats.Difference | None
     baselines: tuple[str, ...]
     lines: tuple[MethodLine, ...] = field(default_factory=tuple)  # every ranked method, by rank
     # the best-ranked row whose data and budget are its pool's ("not like for like" rows skipped),
@@ -62,6 +65,11 @@ class Headline:
     # random init, ... score beside the ranking
     references: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     higher_is_better: bool = True
+    # every cell that shares the runner-up's mean (two or more: a tie, named as such), by method
+    runners_up: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    # the other ranked cells the test cannot tell from the leader (its noise group 1 on the track
+    # page) that are not runners-up: a "beyond noise" Δ to the runner-up is not a clear lead then
+    also_within: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
 
 
 def _margin(table: pd.DataFrame | None, row: Mapping[str, Any], baseline: str) -> MarginCell | None:
@@ -89,16 +97,24 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
     first = table[table["partition_label"] == partition_label].iloc[0]
     tie = sum(r["rank"] == 1 for r in rows) > 1
     leader = rows[0] if rows and not tie else None
-    runner = rows[1] if len(rows) > 1 and not tie else None
+    runner = None
+    runners: list[Mapping[str, Any]] = []
     delta = None
-    if leader is not None and runner is not None:
-        delta = stats.difference(
-            leader["values"], leader["seeds"], runner["values"], runner["seeds"]
-        )
-        if not tt.higher_is_better:  # Δ is how much the leader is better: positive either way
-            delta = stats.Difference(
-                -delta.delta, -delta.ci_high, -delta.ci_low, delta.paired, delta.n
-            )
+    if leader is not None and len(rows) > 1:
+        runners = sorted((r for r in rows[1:] if r["mean"] == rows[1]["mean"]), key=_name)
+        diffs = [_lead(tt, leader, r) for r in runners]
+        # the runner-up the verdict is least sure about: within noise of the leader if any tied one
+        # is; ties in the bound are broken by name, never by table order
+        k = min(range(len(runners)), key=lambda k: (_unsure(diffs[k]), _name(runners[k])))
+        runner, delta = runners[k], diffs[k]
+    named = {id(r) for r in runners}
+    also = tuple(
+        r
+        for r in rows[1:]
+        if leader is not None
+        and id(r) not in named
+        and stats.indistinguishable(leader["values"], leader["seeds"], r["values"], r["seeds"])[0]
+    )
     like = None
     if leader is not None and leader.get("differs"):
         like = next((r for r in rows if not r.get("differs")), None)
@@ -131,7 +147,27 @@ def headline(tt: Any, partition_label: str, baselines: Sequence[str]) -> Headlin
         like_for_like=like,
         references=references,
         higher_is_better=bool(tt.higher_is_better),
+        runners_up=tuple(runners),
+        also_within=also,
     )
+
+
+def _name(r: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(r["method"]), str(r.get("variant") or ""), str(r.get("config_key") or "")
+
+
+def _unsure(d: stats.Difference) -> tuple[int, float]:
+    """Sorts the difference the test is least sure of first: within noise, then the lowest bound."""
+    low = d.ci_low if math.isfinite(d.ci_low) else -math.inf
+    return (0 if d.within_noise else 1, low)
+
+
+def _lead(tt: Any, leader: Mapping[str, Any], runner: Mapping[str, Any]) -> stats.Difference:
+    """How much the leader is better than ``runner``: positive either way of the metric."""
+    d = stats.difference(leader["values"], leader["seeds"], runner["values"], runner["seeds"])
+    if tt.higher_is_better:
+        return d
+    return stats.Difference(-d.delta, -d.ci_high, -d.ci_low, d.paired, d.n)
 
 
 def dataset_headlines(tables: Sequence[Any], baselines: Sequence[str]) -> list[Headline]:

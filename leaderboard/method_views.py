@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,11 +17,19 @@ from typing import Any
 
 from benchmark.core.canonical import to_plain
 from benchmark.core.deviations import deviations as parse_deviations_of
+from benchmark.core.deviations import parse_deviations
 from benchmark.records.reference import ReferenceTable, ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
 from leaderboard.build import SiteModel
-from leaderboard.formatting import blob_base, method_file, safe_url, short_source, slug
+from leaderboard.formatting import (
+    blob_base,
+    commit_url,
+    method_file,
+    safe_url,
+    short_source,
+    slug,
+)
 from leaderboard.loading import plugin_provenance, submitted
 from leaderboard.papers import MethodPapers, all_papers
 from leaderboard.view_models import ref_dataset, ref_view, track_rows_for
@@ -218,6 +227,107 @@ def provenance_rows(recs: Sequence[ResultRecord]) -> list[dict[str, Any]]:
     ]
 
 
+SHA = re.compile(r"[0-9a-f]{7,40}")
+# a source file read back from git is bounded like any input: a method file is far smaller
+MAX_SOURCE_BYTES = 2_000_000
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    """``git -C repo args`` (its stdout), or None when git, the repository or the object is not
+    there. Only called with shas that match :data:`SHA` (a record's ``env.git_sha`` is input)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0 or len(done.stdout) > MAX_SOURCE_BYTES:
+        return None
+    try:
+        return done.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _full_sha(repo: Path, sha: str) -> str | None:
+    out = _git(repo, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
+    return out.strip() if out and SHA.fullmatch(out.strip()) else None
+
+
+def record_commits(
+    recs: Sequence[ResultRecord], rel: str, repo: Path, build: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The commits a method's records were made at (``env.git_sha``), most records first, each with
+    the link to the method's file at that commit and what changed in the file between it and the
+    build's commit: lines added and deleted (``git diff --numstat``) and the link to the diff.
+    ``known`` is False for a commit this checkout does not hold (then nothing is said about
+    changes); ``changed`` is None when the file is the same."""
+    counts = Counter(str(r.env.git_sha or "") for r in recs)
+    head = str(build.get("commit") or "")
+    head_full = _full_sha(repo, head) if SHA.fullmatch(head) else None
+    url = str(build.get("repo_url") or "")
+    out = []
+    for sha, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        entry: dict[str, Any] = {
+            "sha": sha,
+            "short": sha[:12] if sha else "not recorded",
+            "n": n,
+            "url": None,
+            "known": False,
+            "changed": None,
+            "text": None,
+        }
+        if not SHA.fullmatch(sha):
+            out.append(entry)
+            continue
+        if commit_url(sha, url):
+            entry["url"] = f"{url}/blob/{sha}/{rel}"
+        full = _full_sha(repo, sha)
+        text = _git(repo, "show", f"{full}:{rel}") if full else None
+        entry["known"] = text is not None
+        entry["text"] = text
+        if text is not None and head_full and head_full != full:
+            stat = _git(repo, "diff", "--numstat", full, head_full, "--", rel) or ""
+            added = deleted = 0
+            for line in stat.splitlines():
+                parts = line.split("\t")
+                if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                    added, deleted = added + int(parts[0]), deleted + int(parts[1])
+            if added or deleted:
+                entry["changed"] = {
+                    "added": added,
+                    "deleted": deleted,
+                    "head": head[:12],
+                    "url": f"{url}/compare/{sha}...{head}" if commit_url(head, url) else None,
+                }
+        out.append(entry)
+    return out
+
+
+def ran_deviations(
+    commits: Sequence[Mapping[str, Any]], rel: str, fallback: Sequence[Mapping[str, str]]
+) -> tuple[list[dict[str, str]], str | None]:
+    """The ``# DEVIATION`` comments of the code that ran: parsed from the method's file at the
+    commit most of its records were made at, each linked to its line there; the checkout's
+    (``fallback``) when that commit is not in this checkout. Returns (deviations, the sha read)."""
+    first = next((c for c in commits if c.get("text") is not None), None)
+    if first is None:
+        return [dict(d) for d in fallback], None
+    base = first["url"]
+    devs = [
+        {
+            "where": f"{rel}:{d.line}",
+            "text": d.text,
+            "url": f"{base}#L{d.line}" if base else "",
+        }
+        for d in parse_deviations(first["text"])
+    ]
+    return devs, first["sha"]
+
+
 @dataclass(frozen=True)
 class _Shared:
     """What every method page reads: sources, reference tables, papers, the repository link."""
@@ -266,6 +376,14 @@ def method_page(
     ]
     mine, others = own_reference_values(name, shared.tables, shared.papers)
     src = method_source(name, recs, shared.sources, model.repo, shared.blob)
+    commits = (
+        record_commits(recs, src.shown, model.repo, model.build)
+        if src.shown and not src.plugin
+        else []
+    )
+    devs, devs_at = (
+        ran_deviations(commits, src.shown, src.deviations) if commits else (src.deviations, None)
+    )
     readme = [
         (k, mdtext.inline(v, blob_base=shared.blob, source_dir="methods"))
         for k, v in _readme_row(model.repo, name)
@@ -288,7 +406,9 @@ def method_page(
         "plugin": src.plugin,
         "provenance": provenance_rows(recs),
         "submitted": sum(submitted(r) for r in recs),
-        "deviations": src.deviations,
+        "deviations": devs,
+        "deviations_at": devs_at[:12] if devs_at else None,
+        "record_commits": [{k: v for k, v in c.items() if k != "text"} for c in commits],
         "readme": readme,
         "results": results,
         "configs": _configs(recs),

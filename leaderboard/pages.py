@@ -48,6 +48,7 @@ from leaderboard.formatting import (
 from leaderboard.labels import round_stat
 from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client
 from leaderboard.method_views import method_pages, reference_papers
+from leaderboard.scope import RECORDS_FILE, partition_words, records_scope, write_records
 from leaderboard.submitted import UNRANKED
 from leaderboard.tables import TrackTable
 from leaderboard.view_models import (
@@ -96,6 +97,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["bytes"] = fmt_bytes
     env.filters["baseline_name"] = baseline_name
+    env.filters["partition_words"] = partition_words
     from benchmark.records.acceptance_files import tolerance_text
 
     # the legend's statement of the re-evaluation tolerance
@@ -163,6 +165,7 @@ def render_site(model: SiteModel, out: Path) -> Path:
         site.page(f"methods/{m['file']}", "method.html", m=m)
     _write_misc(site, summaries, methods, views)
     write_data(model, out, ExportContext(site.common["build"], site.rows, site.sources))
+    write_records(model, out)
     return out / "index.html"
 
 
@@ -414,8 +417,10 @@ def _write_misc(
         answers=site.answers,
         submitted=model.submitted,
         unranked=UNRANKED,
+        scope=records_scope(model),
+        records_file=RECORDS_FILE,
     )
-    site.page("legend.html", "legend.html")
+    site.page("legend.html", "legend.html", reference_points=model.config.reference_points)
     if model.submitted:  # only when an accepted bundle carried a plugin task's card
         site.page("submitted.html", "submitted.html", cards=model.submitted, unranked=UNRANKED)
     _write_compare(site)

@@ -3,10 +3,10 @@ functions, no I/O.
 
 A leaderboard cell aggregates the seeds of one (method, partition) setting. Its number is the mean
 over seeds with the sample standard deviation (ddof = 1) and a two-sided Student-t confidence
-interval. Ranks are competition ranks by mean among *complete* cells only; "within noise" groups
-chain cells whose difference to the group's leader is not significant at 95 %: paired over seeds
-when the two cells share their seeds (the test every other verdict of the site uses for such a
-pair, :func:`difference`), Welch's t-test only when their seeds differ.
+interval. Ranks are competition ranks by mean among *complete* cells only; the "within noise" group
+1 holds the best cell and every cell whose difference to it is not significant at 95 %, wherever it
+ranks: paired over seeds when the two cells share their seeds (the test every other verdict of the
+site uses for such a pair, :func:`difference`), Welch's t-test only when their seeds differ.
 """
 
 from __future__ import annotations
@@ -104,9 +104,12 @@ def indistinguishable(
     b_seeds: Sequence[int],
     alpha: float = 1 - CONFIDENCE,
 ) -> tuple[bool, str]:
-    """(the data cannot tell ``a`` from ``b`` at level ``alpha``, the test used). Paired cells: the
-    Student-t interval of the per-seed differences holds 0; otherwise Welch's test. One value on a
-    side (one seed pair) says nothing about noise: distinguishable, as under Welch.
+    """(the data cannot tell ``a`` from ``b`` at level ``alpha``, the test used): the site's one
+    rule, :attr:`Difference.within_noise` of :func:`difference` (the interval of ``a − b`` holds 0,
+    or is undefined with one value on a side). Paired cells: the Student-t interval of the per-seed
+    differences; otherwise Welch's interval, which holds 0 exactly when Welch's test does not
+    reject. Every page that states a verdict (track groups, index headlines, compare page,
+    summaries) goes through here or :func:`difference`, so one pair never gets two verdicts.
 
     >>> indistinguishable([80, 81, 82], [0, 1, 2], [79, 80, 81.5], [0, 1, 2])
     (False, 'paired')
@@ -114,10 +117,6 @@ def indistinguishable(
     (True, 'Welch')
     """
     test = noise_test(a_seeds, b_seeds, len(a), len(b))
-    if test == WELCH:
-        return welch_indistinguishable(a, b, alpha), test
-    if len(a) < 2:
-        return False, test
     d = difference(a, a_seeds, b, b_seeds, 1 - alpha)
     return d.within_noise, test
 
@@ -130,10 +129,12 @@ def noise_groups(
     """Group ids (1 = best) over cells, given each cell's per-seed values (and, optionally, the seed
     of each value).
 
-    Cells are visited from best to worst mean; a group's leader is its first cell, and a later cell
-    joins the current group while :func:`indistinguishable` cannot tell it apart from the leader
-    (paired over seeds when the two share their seeds, Welch's test otherwise; without ``seeds``,
-    Welch's test throughout); otherwise it starts the next group.
+    Group 1 is the best cell (every cell that shares the best mean, when two or more tie) and every
+    cell that :func:`indistinguishable` cannot tell from it (paired over seeds when the two share
+    their seeds, Welch's test otherwise; without ``seeds``, Welch's test throughout), wherever it
+    ranks: a cell ranked below one that is beyond noise of the best is still in group 1 when the
+    test cannot tell it from the best. Group 2 is the same rule over the cells left, and so on. No
+    group depends on the order of tied cells.
 
     >>> noise_groups([[80, 81, 79], [79.5, 80.5, 80], [60, 61, 59]])
     [1, 1, 2]
@@ -141,28 +142,46 @@ def noise_groups(
     return [g for g, _ in noise_groups_tested(samples, higher_is_better, seeds)]
 
 
+def _same(
+    samples: Sequence[Sequence[float]],
+    seeds: Sequence[Sequence[int]] | None,
+    i: int,
+    j: int,
+) -> tuple[bool, str]:
+    if seeds is None:
+        return welch_indistinguishable(samples[i], samples[j]), WELCH
+    return indistinguishable(samples[i], seeds[i], samples[j], seeds[j])
+
+
 def noise_groups_tested(
     samples: Sequence[Sequence[float]],
     higher_is_better: bool = True,
     seeds: Sequence[Sequence[int]] | None = None,
 ) -> list[tuple[int, str]]:
-    """:func:`noise_groups` with, per cell, the test that compared it with its group's leader ("" for
-    a leader)."""
+    """:func:`noise_groups` with, per cell, the test that compared it with its group's best cell
+    ("" for a best cell; with a tie for best, the test against the first tied cell, in input order,
+    that it cannot be told from)."""
     sign = -1.0 if higher_is_better else 1.0
     means = [summarize(s).mean for s in samples]
-    order = sorted(range(len(samples)), key=lambda i: (sign * means[i], i))
+    left = sorted(range(len(samples)), key=lambda i: (sign * means[i], i))
     out: list[tuple[int, str]] = [(0, "")] * len(samples)
-    group, leader = 0, None
-    for i in order:
-        test = ""
-        if leader is not None:
-            if seeds is None:
-                same, test = welch_indistinguishable(samples[leader], samples[i]), WELCH
+    group = 0
+    while left:
+        group += 1
+        best = [i for i in left if means[i] == means[left[0]]]
+        rest = []
+        for i in left:
+            if i in best:
+                out[i] = (group, "")
+                continue
+            for b in best:
+                same, test = _same(samples, seeds, b, i)
+                if same:
+                    out[i] = (group, test)
+                    break
             else:
-                same, test = indistinguishable(samples[leader], seeds[leader], samples[i], seeds[i])
-        if leader is None or not same:
-            group, leader, test = group + 1, i, ""
-        out[i] = (group, test)
+                rest.append(i)
+        left = rest
     return out
 
 

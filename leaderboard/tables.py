@@ -57,6 +57,7 @@ TABLE_COLUMNS = [
     "method",
     "method_version",
     "variant",
+    "backbone",
     "config_key",
     "row_key",
     "partition_label",
@@ -195,6 +196,7 @@ def _aggregate_one(
     return {
         **key,
         "variant": variants.get(key["config_key"], ""),
+        "backbone": first.get("backbone") or "",
         "row_key": first["row_key"],
         "partition_short": first["partition_short"],
         "partition_name": first["partition_name"],
@@ -262,6 +264,7 @@ _CONFIG_KEYS = (
     "method",
     "method_version",
     "variant",
+    "backbone",
     "config_key",
     "row_key",
     "reference",
@@ -354,7 +357,7 @@ def rank_table(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFra
         if done.empty:
             continue
         ranks = stats.competition_ranks(done["mean"].tolist(), higher_is_better)
-        # paired over seeds where a cell and its group's leader share them, Welch's otherwise: the
+        # paired over seeds where a cell and its group's best cell share them, Welch's otherwise: the
         # test the index's "beyond noise" verdict on the same pair uses (stats.difference)
         groups = stats.noise_groups_tested(
             done["values"].tolist(), higher_is_better, done["seeds"].tolist()
@@ -398,7 +401,8 @@ BUDGET_RATIO = 1.5
 
 def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
     """index → what sets a row apart from the rest of its ranking pool, in words ("" rows are left
-    out): clients' data (a partition digest other than the pool's most common one, e.g. after a
+    out): the backbone (another than the pool's most common one: FedMAE's ViT beside ResNets),
+    clients' data (a partition digest other than the pool's most common one, e.g. after a
     public split) and training budget: rounds R × local epochs E other than the pool's most common,
     and optimizer steps or training samples summed over clients :data:`BUDGET_RATIO` times the
     pool's median or more (or less). A pool of one differs from nothing."""
@@ -411,9 +415,15 @@ def pool_differences(rows: pd.DataFrame) -> dict[Any, str]:
     typical = {key: _typical(rows[key]) for key in ("client_steps", "client_samples")}
     no_steps = rows.get("clients_without_step", pd.Series(math.nan, index=rows.index))
     no_step = _mode([v for v in no_steps.tolist() if finite(v)])
+    backbones = rows["backbone"].tolist() if "backbone" in rows else []
+    backbone = _mode([b for b in backbones if b])
     out: dict[Any, str] = {}
     for idx, r, b in zip(rows.index, rows.to_dict("records"), budgets):
         why = []
+        if backbone and r.get("backbone") and r["backbone"] != backbone:
+            # one pool per partition, whatever the backbone: a method that only runs on another
+            # backbone (FedMAE's ViT) is ranked with the rest and says so
+            why.append(f"other backbone: {r['backbone']} (most of the pool: {backbone})")
         if r["partition_digest"] != digest:
             public = " (a public split carved out of the training set)"
             why.append(

@@ -323,6 +323,12 @@ def headline_view(h: Headline) -> dict[str, Any]:
             "label": row_label(h.runner_up),
             "entry_file": entry_file(h.runner_up["entry_id"]),
         }
+        # runners-up tied on one mean are named together: the verdict is the one least sure of
+        # the lead (leaderboard.headline), whatever their order
+        view["runners"] = [
+            {"label": row_label(r), "entry_file": entry_file(r["entry_id"])}
+            for r in (h.runners_up or (h.runner_up,))
+        ]
         how = (
             f"paired over {d.n} seed{'s' if d.n != 1 else ''}"
             if d.paired
@@ -334,6 +340,9 @@ def headline_view(h: Headline) -> dict[str, Any]:
             "how": how,
             "verdict": "within noise" if d.within_noise else "beyond noise",
         }
+    view["also_within"] = [
+        {"label": row_label(r), "entry_file": entry_file(r["entry_id"])} for r in h.also_within
+    ]
     view["lines"] = [
         {
             "label": row_label(x.row),
@@ -361,13 +370,12 @@ def answers(model: SiteModel) -> list[dict[str, Any]]:
         tables = [tt for tt in model.tracks if tt.track.dataset == dataset and tt.track.result]
         hs = dataset_headlines(tables, model.config.margin_baselines)
         if hs:
-            out.append(
-                {
-                    "dataset": dataset,
-                    "file": dataset_file(dataset),
-                    "headlines": [headline_view(h) for h in hs],
-                }
-            )
+            views = [headline_view(h) for h in hs]
+            # what each reference point is, beside its number (the pixels row above every method)
+            for v, h in zip(views, hs):
+                for ref, raw in zip(v["references"], h.references):
+                    ref["what"] = model.config.reference_points.get(str(raw["method"]), "")
+            out.append({"dataset": dataset, "file": dataset_file(dataset), "headlines": views})
     return out
 
 

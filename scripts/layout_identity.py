@@ -78,6 +78,12 @@ class Expected:
     columns: tuple[str, ...] = ()
 
 
+# issue 54: a partition label's tooltip says it in words, the label itself in parentheses at its end
+WORDS_UNDO: tuple[tuple[str, str], ...] = (
+    (r'<abbr title="(?:IID|Dirichlet label skew)[^"]*? \(([^"]*)\)">', r'<abbr title="\1">'),
+)
+
+
 # Issue 40's site fixes, then issue 48's (the intended table changes); each is undone on its own
 # pages only.
 EXPECTED: tuple[Expected, ...] = (
@@ -198,6 +204,120 @@ EXPECTED: tuple[Expected, ...] = (
         pages=r"^csv/(tracks|summaries|digits-[a-z0-9-]+)\.csv$",
         reason="noise groups under the paired test (the same change as the track pages)",
         columns=("noise_group",),
+    ),
+    # Issue 54's site changes, against main at c2ccfe5 (records unchanged: the same 84; no mean,
+    # interval or rank moves)
+    Expected(
+        pages=r"^tracks/",
+        reason=(
+            "issue 54: group 1 is every cell the test cannot tell from the best, wherever it ranks, "
+            "and a flagged ranked row shows its flag in the sticky method cell at 400 px"
+        ),
+        undo=(
+            *WORDS_UNDO,
+            (
+                r'<span class="narrow-only"> <span class="badge warn narrow-flag"[^>]*>[^<]*</span></span>',
+                "",
+            ),
+            (
+                r'<span class="badge warn">not like for like</span> '
+                r'<span class="std flag">other backbone: [^<]*</span> ',
+                "",
+            ),
+        ),
+        mask=(
+            (
+                r'(title="seed \d+">s\d+</a></td>\n<td class="num" data-sort="[^"]*">[^\n]*</td>\n)'
+                r'<td class="num" data-sort="[^"]*">[^\n]*</td>',
+                r"\1<td>GROUP</td>",
+            ),
+        ),
+    ),
+    Expected(
+        pages=r"^entries/",
+        reason=(
+            "issue 54: an entry's group follows the one rule (tested against the group's best cell), "
+            "and a row on another backbone than its pool is flagged"
+        ),
+        undo=(
+            *WORDS_UNDO,
+            (
+                r" \((paired|Welch) test against the group's best cell\)",
+                r" (\1 test against the group's leader)",
+            ),
+            (
+                r' <span class="badge warn" title="other backbone: [^"]*">not like for like</span>',
+                "",
+            ),
+        ),
+        mask=((r"(rank, group</th><td class=\"num\">[^,<]*, )[^ <]+", r"\1G"),),
+    ),
+    Expected(
+        pages=r"^(datasets/|index\.html$)",
+        reason=(
+            "issue 54: group 1 ('within noise of the best') follows the one rule; a row on another "
+            "backbone than its pool (FedMAE) is flagged, also at 400 px"
+        ),
+        undo=(
+            *WORDS_UNDO,
+            (r'<br><span class="badge warn narrow-flag"[^>]*>[^<]*</span>', ""),
+            (
+                r'<br><span class="badge warn" title="other backbone: [^"]*">not like for like</span>',
+                "",
+            ),
+            (
+                r'<tr class="differs" data-f-method="fedmae">',
+                '<tr class="" data-f-method="fedmae">',
+            ),
+            (
+                r' <span class="badge warn">not like for like</span><br>'
+                r'<span class="std flag">other backbone: [^<]*</span>',
+                "",
+            ),
+        ),
+        mask=((r" near\b", ""), (r" · within noise of the best", "")),
+    ),
+    Expected(
+        pages=r"^methods/",
+        reason=(
+            "issue 54: a method page links the code that ran (its file at the records' commit, the "
+            "lines changed since), an empty reference-page row says none, and FedMAE's rank is "
+            "flagged for its backbone"
+        ),
+        undo=(
+            *WORDS_UNDO,
+            (r"(?s)\n<tr><th>code that ran</th>.*?</td></tr>", "\n"),
+            (r" at the build's commit <code>", " at commit <code>"),
+            (
+                r' <span class="badge warn" title="other backbone: [^"]*">not like for like</span>',
+                "",
+            ),
+            (
+                r'<span class="none">none</span> <span class="muted">\(no page in docs/methods/[^)]*\)</span>',
+                ' <span class="muted">(what the benchmark implements, and where it departs from the paper)</span>',
+            ),
+        ),
+    ),
+    Expected(
+        pages=r"^compare\.html$",
+        reason=(
+            "issue 54: the compare table puts the verdict second, with each cell's "
+            "not-like-for-like flag under it"
+        ),
+        drop=r'^<table id="compare-table">',
+    ),
+    Expected(
+        pages=r"^csv/(?!margins\.csv$|paper-pairs\.csv$)",
+        reason=(
+            "issue 54: noise groups under the one rule, the backbone column, and FedMAE's "
+            "'other backbone' flag"
+        ),
+        columns=("noise_group", "backbone", "differs"),
+    ),
+    Expected(
+        pages=r".",
+        reason="issue 54: a partition's short label has its meaning in words as its tooltip",
+        undo=WORDS_UNDO,
     ),
     # Issue 49's layout (code moved, not changed), against main at d5ddcf3
     Expected(

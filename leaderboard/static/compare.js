@@ -55,21 +55,42 @@
     if (!list.length) {
       var tr = document.createElement("tr");
       var td = cell(tr, a === b ? "Pick two different methods." : "These two have no track column in common.", "muted");
-      td.colSpan = 9;
+      td.colSpan = 7;
       body.appendChild(tr);
     }
     list.forEach(function (r) {
       var tr = document.createElement("tr");
       var ca = data.cells[a + "," + r.col], cb = data.cells[b + "," + r.col];
-      cell(tr, r.c.dataset);
-      cell(tr, r.c.track, "", "tracks/" + r.c.track_file);
-      cell(tr, r.c.partition).title = r.c.partition_full;
-      cell(tr, ca.mean.toFixed(2), "num", "entries/" + ca.entry);
-      cell(tr, cb.mean.toFixed(2), "num", "entries/" + cb.entry);
+      var place = cell(tr, "", "", null);
+      var link = document.createElement("a");
+      link.href = "tracks/" + r.c.track_file;
+      link.textContent = r.c.dataset + " " + r.c.track;
+      place.appendChild(link);
+      place.appendChild(document.createTextNode(" "));
+      var part = document.createElement("abbr");
+      part.title = r.c.partition_words;
+      part.textContent = r.c.partition;
+      place.appendChild(part);
+      var verdict = cell(tr, (r.within ? "within noise" : "beyond noise") + (r.ahead ? ": " + r.ahead + " ahead" : ""), "verdict");
+      [["A", a, ca], ["B", b, cb]].forEach(function (side) {
+        if (!side[2].flag) { return; }
+        verdict.appendChild(document.createElement("br"));
+        var badge = document.createElement("span");
+        badge.className = "badge warn";
+        badge.title = side[2].flag;
+        badge.textContent = side[0] + " not like for like";
+        verdict.appendChild(badge);
+        verdict.appendChild(document.createTextNode(" "));
+        var why = document.createElement("span");
+        why.className = "std flag";
+        why.textContent = data.configs[side[1]].label + ": " + side[2].flag;
+        verdict.appendChild(why);
+      });
       cell(tr, signed(r.delta), "num");
       cell(tr, r.low === null || r.high === null ? "—" : "[" + signed(r.low) + ", " + signed(r.high) + "]", "num");
+      cell(tr, ca.mean.toFixed(2), "num", "entries/" + ca.entry);
+      cell(tr, cb.mean.toFixed(2), "num", "entries/" + cb.entry);
       cell(tr, r.test);
-      cell(tr, (r.within ? "within noise" : "beyond noise") + (r.ahead ? ": " + r.ahead + " ahead" : ""));
       body.appendChild(tr);
     });
     var hash = "#a=" + encodeURIComponent(data.configs[a].label) + "&b=" + encodeURIComponent(data.configs[b].label);

@@ -141,9 +141,17 @@ def test_the_compare_page_works_from_file_and_agrees_with_the_python_side(
     labels = [c["label"] for c in data["configs"]]
     a, b = labels.index("orchestra"), labels.index("fedavg_simclr")
     want = [
-        [r["dataset"], r["track"], r["partition"], r["delta"], r["ci"], r["test"]]
+        [f"{r['dataset']} {r['track']} {r['partition']}", r["delta"], r["ci"], r["test"]]
         for r in pair_rows(data, a, b)
     ]
+    # issue 54: orchestra's 3.6x optimizer steps travel with the pair (its track flag)
+    flagged = [
+        f"{f['side']} not like for like"
+        for r in pair_rows(data, a, b)
+        for f in r["flags"]
+        if f["label"] == "orchestra"
+    ]
+    assert flagged and all(f.startswith("A ") for f in flagged)
     assert want
     driver = _driver(tmp_path / "profile")
     try:
@@ -156,11 +164,21 @@ def test_the_compare_page_works_from_file_and_agrees_with_the_python_side(
             [
                 td.text
                 for i, td in enumerate(r.find_elements(By.TAG_NAME, "td"))
-                if i in (0, 1, 2, 5, 6, 7)
+                if i in (0, 2, 3, 6)
             ]
             for r in rows
         ]
         assert got == want
+        verdicts = [r.find_element(By.CSS_SELECTOR, "td.verdict").text for r in rows]
+        assert sum("A not like for like" in v for v in verdicts) == len(flagged)
+        # at 400 px the verdict and its flags are on screen, not a column past the right edge
+        _resize(driver, 400)
+        width = driver.execute_script("return document.documentElement.clientWidth")
+        for cell in driver.find_elements(By.CSS_SELECTOR, "#compare-body td.verdict"):
+            box = driver.execute_script("return arguments[0].getBoundingClientRect()", cell)
+            assert cell.is_displayed() and 0 <= box["left"] and box["right"] <= width, box
+        driver.save_screenshot(str(artifacts_dir / "leaderboard_compare_400.png"))
+        _resize(driver, 1400)
         assert "#a=orchestra&b=fedavg_simclr" in driver.current_url
         driver.save_screenshot(str(artifacts_dir / "leaderboard_compare.png"))
         urls, _ = _network(driver)

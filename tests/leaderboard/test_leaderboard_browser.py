@@ -409,3 +409,54 @@ def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts
         server.shutdown()
         server.server_close()
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+RANK_COLUMN = 5  # the track table's rank column (0-based): method, partition, mean, CI, seeds, rank
+
+
+def test_no_ranked_row_hides_its_flag_at_400_px(tmp_path: Path, artifacts_dir: Path) -> None:
+    """Issue 54: at 400 px the not-like-for-like flag is the 11th column of the track table, off
+    screen while the rank is on it. Scrolled to its rank, every flagged ranked row shows its flag
+    on screen (the badge in the sticky method cell); the summary's flagged rows show theirs too."""
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "site"
+    build_site([REPO / "results"], out)
+    server, base = _serve(out)
+    driver = _driver(tmp_path / "profile")
+    try:
+        _resize(driver, 400)
+        driver.get(f"{base}/tracks/digits-quickstart-knn.html")
+        width = driver.execute_script("return document.documentElement.clientWidth")
+        flagged = [
+            r
+            for r in driver.find_elements(By.CSS_SELECTOR, "#track-table > tbody:not(.refs) > tr")
+            if "not like for like" in r.find_element(By.CSS_SELECTOR, "td.flags").text
+            and r.find_elements(By.TAG_NAME, "td")[RANK_COLUMN].text.strip().isdigit()
+        ]
+        assert len(flagged) >= 4  # flesd and orchestra (budget, data), fedmae (backbone) ×2
+        for row in flagged:
+            rank = row.find_elements(By.TAG_NAME, "td")[RANK_COLUMN]
+            driver.execute_script(
+                "var box = arguments[0].closest('.scroll');"
+                "box.scrollLeft = arguments[0].offsetLeft - 150;"
+                "arguments[0].scrollIntoView({block: 'center', inline: 'nearest'});",
+                rank,
+            )
+            r_box = driver.execute_script("return arguments[0].getBoundingClientRect()", rank)
+            assert 0 <= r_box["left"] and r_box["right"] <= width, r_box
+            badge = row.find_element(By.CSS_SELECTOR, ".narrow-flag")
+            b_box = driver.execute_script("return arguments[0].getBoundingClientRect()", badge)
+            assert badge.is_displayed() and 0 <= b_box["left"] and b_box["right"] <= width, b_box
+        driver.save_screenshot(str(artifacts_dir / "leaderboard_track_flags_400.png"))
+        driver.get(f"{base}/datasets/digits.html")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#summary-table > tbody:not(.refs) > tr")
+        shown = [r for r in rows if r.find_elements(By.CSS_SELECTOR, ".narrow-flag")]
+        assert shown and all(
+            r.find_element(By.CSS_SELECTOR, ".narrow-flag").is_displayed() for r in shown
+        )
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)

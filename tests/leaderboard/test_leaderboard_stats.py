@@ -36,7 +36,7 @@ def test_welch_indistinguishable() -> None:
     assert not stats.welch_indistinguishable([5], [5, 5])  # one seed says nothing about noise
 
 
-def test_noise_groups_chain_from_the_leader() -> None:
+def test_noise_groups_from_the_best() -> None:
     samples = [[71.5, 72.5, 70.5], [75.0, 75.5, 76.0], [71.0, 70.0, 72.0], [40.0, 41.0, 42.0]]
     assert stats.noise_groups(samples) == [2, 1, 2, 3]
     assert stats.noise_groups([[1.0, 1.1, 0.9], [5.0, 5.1, 4.9]], higher_is_better=False) == [1, 2]
