@@ -46,7 +46,7 @@ from leaderboard.formatting import (
     wandb_url,
 )
 from leaderboard.labels import round_stat
-from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client
+from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client, retrained_columns
 from leaderboard.method_views import method_pages, reference_papers
 from leaderboard.scope import RECORDS_FILE, partition_words, records_scope, write_records
 from leaderboard.submitted import UNRANKED
@@ -269,6 +269,9 @@ def _write_entries(site: Site) -> None:
                         "verified": rec.env.runner == VERIFIED_RUNNER,
                         "runner": rec.env.runner,
                         "reevaluated": c in site.model.acceptances,
+                        "retrained": bool(
+                            retrained_columns(site.model.acceptances.get(c), {}).get("retrained")
+                        ),
                     }
                 )
             site.page(

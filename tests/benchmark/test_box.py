@@ -337,11 +337,28 @@ def test_the_site_shows_the_re_run_s_training_and_badges_an_unboxed_row() -> Non
     cols = retrained_columns(acc, base)
     assert cols == {
         "unboxed": False,
+        "retrained": True,
         "bytes": 400,
         "bytes_per_client": 200,
         "wall_time_s": 42.5,
         "client_steps": 88,
         "machine": "ours",
     }
-    assert retrained_columns({"training": {"box": "none (--unboxed)"}}, base) == {"unboxed": True}
-    assert retrained_columns(None, base) == {"unboxed": False}
+    assert retrained_columns({"training": {"box": "none (--unboxed)"}}, base) == {
+        "unboxed": True,
+        "retrained": False,
+    }
+    assert retrained_columns(None, base) == {"unboxed": False, "retrained": False}
+
+
+def test_a_re_trained_row_is_badged_reproduced_and_only_a_re_evaluated_one_not() -> None:
+    """The badge a row gets follows what accept did: re-trained (a re-training track) says the
+    training was reproduced; re-evaluated only says it was not (door's GPU-track badge)."""
+    from leaderboard.pages import environment
+
+    macros = environment().get_template("macros.html").module
+    trained = str(macros.reeval(True, True))
+    only_scores = str(macros.reeval(True, False))
+    assert "training reproduced" in trained and "not reproduced" not in trained
+    assert "training not reproduced here" in only_scores
+    assert "reproduced" not in str(macros.reeval(False, False))
