@@ -1,0 +1,240 @@
+"""The declared mutants of scripts/mutation.py (issue 55): per target (one method, partitioner or
+training-loop file) the tests that pin it and its mutants, each an exact snippet of the file (it
+must occur exactly once; tests/test_mutants.py checks that every snippet still does) and what it
+becomes. ``tests`` on a mutant narrows the run to the tests that pin that behaviour (fast); the
+target's ``tests`` are the default. ``equivalent`` (with the reason) marks a mutant that changes no
+behaviour: listed, not run, not counted.
+
+A new method or partitioner adds its target here (docs/adding-a-method.md): the mutants a reviewer
+would worry about (an operator flipped, an index misaligned, a default changed, a branch dropped),
+then ``python scripts/mutation.py NAME --write-docs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    what: str
+    original: str
+    mutant: str
+    tests: tuple[str, ...] = ()
+    equivalent: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    file: str
+    tests: tuple[str, ...]
+    mutants: tuple[Mutant, ...]
+
+
+FA = "tests/methods/test_featarc.py"
+SH = "tests/benchmark/data/test_partitioner_behaviour.py"
+OR = "tests/methods/test_orchestra.py"
+DD = "tests/methods/test_documented_defaults.py"
+
+TARGETS: dict[str, Target] = {
+    "featarc": Target(
+        "methods/featarc.py",
+        (FA,),
+        (
+            Mutant(
+                "flip-targets",
+                "each image aligned to another image's cluster feature",
+                "alignment_loss(a1, a2, targets[idx])",
+                "alignment_loss(a1, a2, targets[idx.flip(0)])",
+                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
+            ),
+            Mutant(
+                "unindexed-targets",
+                "targets in data order, not the batch's rows",
+                "alignment_loss(a1, a2, targets[idx])",
+                "alignment_loss(a1, a2, targets[: idx.numel()])",
+                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
+            ),
+            Mutant(
+                "sub-alignment",
+                "the alignment term subtracted",
+                "return loss + cfg.reg_scale * alignment_loss(",
+                "return loss - cfg.reg_scale * alignment_loss(",
+                (f"{FA}::test_step_loss_is_contrastive_plus_lambda_times_alignment",),
+            ),
+            Mutant(
+                "no-detach",
+                "the targets carry a gradient",
+                "t = targets.detach()",
+                "t = targets",
+                (f"{FA}::test_alignment_targets_carry_no_gradient",),
+            ),
+            Mutant(
+                "argmax-cluster",
+                "the worst-aligned cluster picked",
+                "best = scores.min()",
+                "best = scores.max()",
+                (
+                    f"{FA}::test_pick_cluster_breaks_exact_ties_to_the_smallest_index",
+                    f"{FA}::test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl",
+                ),
+            ),
+            Mutant(
+                "loss-halves",
+                "L_align without the 1/2 weights",
+                "return 0.5 * neg_cosine(p1, t).mean() + 0.5 * neg_cosine(p2, t).mean()",
+                "return neg_cosine(p1, t).mean() + neg_cosine(p2, t).mean()",
+                (
+                    f"{FA}::test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_"
+                    "pulls_together",
+                ),
+            ),
+        ),
+    ),
+    "shards": Target(
+        "benchmark/data/partitioners/shards.py",
+        (SH, "tests/benchmark/data/test_partitioner_scale.py"),
+        (
+            Mutant(
+                "arange-order",
+                "shards cut from the index order, not a label sort (IID shards)",
+                'order = np.argsort(labels, kind="stable")',
+                "order = np.arange(labels.size)",
+                (f"{SH}::test_fedavg_shards_pathological",),
+            ),
+            Mutant(
+                "with-replacement",
+                "a shard drawn twice",
+                "rs.choice(remaining, self.shards_per_client, replace=False)",
+                "rs.choice(remaining, self.shards_per_client, replace=True)",
+                (f"{SH}::test_fedavg_shards_pathological",),
+            ),
+            Mutant(
+                "size-off-by-one",
+                "shards one sample short",
+                "size = labels.size // n_shards",
+                "size = labels.size // n_shards - 1",
+                (f"{SH}::test_fedavg_shards_pathological",),
+            ),
+        ),
+    ),
+    "orchestra": Target(
+        "methods/orchestra.py",
+        (OR,),
+        (
+            Mutant(
+                "init-ignores-small-client-policy",
+                "the initialisation round drops a client smaller than B (no centroids)",
+                "drop_last = local_drop_last(len(view), cfg.batch_size, True)",
+                "drop_last = True",
+                (f"{OR}::test_initialisation_round_follows_the_small_client_policy",),
+            ),
+            Mutant(
+                "blur-0",
+                "view A without its Gaussian blur",
+                "    gray_p=0.2,\n    blur_p=0.5,",
+                "    gray_p=0.2,\n    blur_p=0.0,",
+                (f"{OR}::test_views_are_the_documented_augmentations",),
+            ),
+            Mutant(
+                "blur-prime-swapped",
+                "view A' with A's blur probability",
+                "    gray_p=0.2,\n    blur_p=0.1,",
+                "    gray_p=0.2,\n    blur_p=0.5,",
+                (f"{OR}::test_views_are_the_documented_augmentations",),
+            ),
+            Mutant(
+                "server-sk-10",
+                "the server's Sinkhorn-Knopp at 10 iterations, not 100",
+                "sk_iters_server: int = 100",
+                "sk_iters_server: int = 10",
+                (f"{DD}::test_defaults_are_the_documented_values_with_their_sources[orchestra]",),
+            ),
+            Mutant(
+                "server-sk-iters-local",
+                "the server clusters with the clients' Sinkhorn budget",
+                "sk_iters=cfg.sk_iters_server,",
+                "sk_iters=cfg.sk_iters_local,",
+                ("tests/methods/test_orchestra_clustering.py",),
+            ),
+        ),
+    ),
+    "fedmae": Target(
+        "methods/fedmae.py",
+        ("tests/methods/test_fedmae.py",),
+        (
+            Mutant(
+                "pool-5",
+                "a block pool of 5, not 10",
+                "pool_size: int = 10",
+                "pool_size: int = 5",
+                (f"{DD}::test_defaults_are_the_documented_values_with_their_sources[fedmae]",),
+            ),
+        ),
+    ),
+    "fedema": Target(
+        "methods/fedema.py",
+        ("tests/methods/test_fedema.py",),
+        (
+            Mutant(
+                "dapu-swapped",
+                "predictor_update dapu keeps the local predictor below the threshold",
+                "select(glob if d < cfg.dapu_threshold else local, PREDICTOR)",
+                "select(local if d < cfg.dapu_threshold else glob, PREDICTOR)",
+                ("tests/methods/test_fedema.py::test_predictor_update_dapu",),
+            ),
+            Mutant(
+                "dapu-is-global",
+                "predictor_update dapu always takes the global predictor",
+                "select(glob if d < cfg.dapu_threshold else local, PREDICTOR)",
+                "select(glob, PREDICTOR)",
+                ("tests/methods/test_fedema.py::test_predictor_update_dapu",),
+            ),
+        ),
+    ),
+    "semi_supervised": Target(
+        "tasks/finetuning/semi_supervised.py",
+        ("tests/tasks/test_semi_supervised.py",),
+        (
+            Mutant(
+                "no-cosine",
+                "fine-tuning at a constant learning rate (scheduler never stepped)",
+                "after_step=sched.step,",
+                "after_step=None,",
+                ("tests/tasks/test_semi_supervised.py::test_lr_follows_a_per_step_cosine_to_zero",),
+            ),
+            Mutant(
+                "cosine-over-double",
+                "the cosine spread over twice the steps (ends at half the lr)",
+                "CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=0.0)",
+                "CosineAnnealingLR(opt, T_max=2 * cfg.steps, eta_min=0.0)",
+                ("tests/tasks/test_semi_supervised.py::test_lr_follows_a_per_step_cosine_to_zero",),
+            ),
+        ),
+    ),
+    "loss_watch": Target(
+        "tasks/divergence.py",
+        ("tests/tasks/test_loss_watch.py",),
+        (
+            Mutant(
+                "isnan",
+                "an infinite loss not seen as divergence",
+                "~torch.isfinite(last)",
+                "torch.isnan(last)",
+            ),
+            Mutant(
+                "last-bad",
+                "the last, not the first, non-finite step reported",
+                "new_bad = (self._first_bad == 0) & ~torch.isfinite(last)",
+                "new_bad = ~torch.isfinite(last)",
+            ),
+            Mutant(
+                "never-checks",
+                "no check every ``every`` steps",
+                "if self.every and self.steps % self.every == 0:",
+                "if False:",
+            ),
+        ),
+    ),
+}
