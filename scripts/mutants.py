@@ -36,6 +36,7 @@ FA = "tests/methods/test_featarc.py"
 SH = "tests/benchmark/data/test_partitioner_behaviour.py"
 OR = "tests/methods/test_orchestra.py"
 DD = "tests/methods/test_documented_defaults.py"
+PT = "tests/benchmark/data/test_partitioners.py"
 
 TARGETS: dict[str, Target] = {
     "featarc": Target(
@@ -119,6 +120,74 @@ TARGETS: dict[str, Target] = {
             ),
         ),
     ),
+    "dirichlet": Target(
+        "benchmark/data/partitioners/dirichlet.py",
+        (SH, PT),
+        (
+            Mutant(
+                "cap-inclusive",
+                "a client exactly at the N/K cap still draws (``<=`` for ``<``)",
+                "p = p * (sizes < cap)",
+                "p = p * (sizes <= cap)",
+                (f"{SH}::test_labeldir_cap_excludes_a_client_exactly_at_n_over_k",),
+            ),
+            Mutant(
+                "labeldir-min-size-exclusive",
+                "a draw whose smallest client is exactly min_size rejected",
+                "if not draw.degenerate and smallest >= self.min_size:",
+                "if not draw.degenerate and smallest > self.min_size:",
+                (f"{SH}::test_min_size_is_inclusive",),
+            ),
+            Mutant(
+                "plain-min-size-inclusive",
+                "dirichlet_plain raises for a client exactly at min_size",
+                "if smallest < self.min_size:",
+                "if smallest <= self.min_size:",
+                (f"{SH}::test_min_size_is_inclusive",),
+            ),
+            Mutant(
+                "cuts-rounded",
+                "cut points rounded instead of truncated",
+                "cuts = (np.cumsum(p) * n_c).astype(int)[:-1]",
+                "cuts = np.round(np.cumsum(p) * n_c).astype(int)[:-1]",
+                (f"{PT}::test_bit_faithful_labeldir_and_band",),
+            ),
+            Mutant(
+                "remainder-to-smallest",
+                "dirichlet_plain's leftovers to the smallest fractional parts",
+                'order = np.argsort(-(exact - counts), kind="stable")',
+                'order = np.argsort(exact - counts, kind="stable")',
+                (f"{PT}::test_golden_digest",),
+            ),
+        ),
+    ),
+    "quantity": Target(
+        "benchmark/data/partitioners/quantity.py",
+        (SH, PT),
+        (
+            Mutant(
+                "leftover-from-client-0",
+                "quantity_weights' leftovers dealt from client 0, not client 1",
+                "pieces[j % num_clients].append(perm[n - j : n - j + 1])",
+                "pieces[(j - 1) % num_clients].append(perm[n - j : n - j + 1])",
+                (f"{SH}::test_quantity_weights_leftovers_follow_easyfl",),
+            ),
+            Mutant(
+                "leftover-forward",
+                "quantity_weights' leftovers taken in permutation order, not from the end",
+                "pieces[j % num_clients].append(perm[n - j : n - j + 1])",
+                "pieces[j % num_clients].append(perm[n - leftover + j - 1 : n - leftover + j])",
+                (f"{SH}::test_quantity_weights_leftovers_follow_easyfl",),
+            ),
+            Mutant(
+                "dirichlet-cuts-rounded",
+                "quantity_dirichlet's cut points rounded",
+                "cuts = (np.cumsum(q) * n).astype(int)[:-1]",
+                "cuts = np.round(np.cumsum(q) * n).astype(int)[:-1]",
+                (f"{PT}::test_bit_faithful_quantity_and_homo",),
+            ),
+        ),
+    ),
     "orchestra": Target(
         "methods/orchestra.py",
         (OR,),
@@ -153,10 +222,10 @@ TARGETS: dict[str, Target] = {
             ),
             Mutant(
                 "server-sk-iters-local",
-                "the server clusters with the clients' Sinkhorn budget",
+                "the server clusters with the clients' Sinkhorn budget (10, not 100)",
                 "sk_iters=cfg.sk_iters_server,",
                 "sk_iters=cfg.sk_iters_local,",
-                ("tests/methods/test_orchestra_clustering.py",),
+                (f"{OR}::test_server_clustering_runs_with_the_server_settings",),
             ),
         ),
     ),

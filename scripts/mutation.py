@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         only.setdefault(tname, set()).add(mid)
     names = list(dict.fromkeys([*args.targets, *only]))
     unknown = [n for n in names if n not in targets]
-    if unknown or not names:
+    if unknown or (not names and not args.write_docs):
         print(
             f"unknown target(s) {unknown}; choose from {sorted(targets)}"
             if unknown
@@ -277,7 +277,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
     bad = False
     for name in names:
         sel = only.get(name) if name not in args.targets else None
@@ -291,11 +290,20 @@ def main(argv: list[str] | None = None) -> int:
                 date=dt.date.today().isoformat(),
                 machine=f"{platform.machine()}, {os.cpu_count()} cpus",
             )
-            results[name] = r
-    if args.write_docs:
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        DOC.write_text(render_doc(targets, results), encoding="utf-8")
+            record(targets, {name: r})
+    if args.write_docs and not names:
+        record(targets, {})
     return 1 if bad else 0
+
+
+def record(targets: dict, new: dict) -> None:
+    """Merge ``new`` into the results file (re-read now: another run may have written it) and
+    re-render docs/mutation.md."""
+    results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+    results.update(new)
+    results = {k: v for k, v in results.items() if k in targets}
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    DOC.write_text(render_doc(targets, results), encoding="utf-8")
 
 
 if __name__ == "__main__":
