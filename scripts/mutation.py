@@ -16,7 +16,8 @@ unmutated copy runs the same tests first and must pass, otherwise the target is 
 
 Score = killed / (mutants - equivalent). Results are kept per target in
 ``scripts/mutation_results.json`` (with the commit, the date and the machine) and
-``--write-docs`` renders docs/mutation.md from it. The run is CPU-heavy (each mutant starts pytest)
+``--write-docs`` renders docs/mutation.md from it (and the summary table of
+docs/official-code.md). The run is CPU-heavy (each mutant starts pytest)
 and is not part of the test suite; tests/test_mutants.py checks only that every declared mutant
 still applies to the code.
 
@@ -42,6 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "scripts" / "mutation_results.json"
 DOC = REPO / "docs" / "mutation.md"
+OFFICIAL = REPO / "docs" / "official-code.md"  # its summary table sits between these markers
+START, END = "<!-- mutation-scores: start -->", "<!-- mutation-scores: end -->"
 COMMAND = "python scripts/mutation.py TARGET --write-docs"
 
 
@@ -186,6 +189,39 @@ def git_head() -> str:
     return out.stdout.decode().strip() + ("+dirty" if dirty.strip() else "")
 
 
+def score_table(targets: dict, results: dict) -> list[str]:
+    """The markdown table of one row per target."""
+    lines = [
+        "| target | file | mutants | equivalent | killed | survived | score | measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in targets.items():
+        r = results.get(name)
+        n = len(t.mutants)
+        n_eq = sum(1 for m in t.mutants if m.equivalent)
+        if not r or r.get("baseline") != "pass":
+            row = f"| `{name}` | `{t.file}` | {n} | {n_eq} | - | - | not measured | - |"
+        else:
+            k, s, _ = score(r["mutants"])
+            ran = k + s
+            pct = f"{100 * k / ran:.0f} %" if ran else "-"
+            missing = n - n_eq - ran
+            note = f" ({missing} not run)" if missing else ""
+            when = f"{r['date']}, `{r['commit']}`, {r['machine']}"
+            row = f"| `{name}` | `{t.file}` | {n} | {n_eq} | {k} | {s} | {pct}{note} | {when} |"
+        lines.append(row)
+    return lines
+
+
+def splice(text: str, lines: list[str]) -> str:
+    """``text`` with the block between the OFFICIAL markers replaced by ``lines``."""
+    head, sep, rest = text.partition(START)
+    _, sep2, tail = rest.partition(END)
+    if not (sep and sep2):
+        raise SystemExit(f"{OFFICIAL.relative_to(REPO)}: no {START} ... {END} block")
+    return head + START + "\n" + "\n".join(lines) + "\n" + END + tail
+
+
 def render_doc(targets: dict, results: dict) -> str:
     """docs/mutation.md: the score table, then every mutant with its status."""
     lines = [
@@ -207,24 +243,8 @@ def render_doc(targets: dict, results: dict) -> str:
         "(`--list` names the targets; `--only TARGET:ID` runs one mutant). A target marked *not",
         "measured* has declared mutants that were not run for this table.",
         "",
-        "| target | file | mutants | equivalent | killed | survived | score | measured |",
-        "|---|---|---|---|---|---|---|---|",
+        *score_table(targets, results),
     ]
-    for name, t in targets.items():
-        r = results.get(name)
-        n = len(t.mutants)
-        n_eq = sum(1 for m in t.mutants if m.equivalent)
-        if not r or r.get("baseline") != "pass":
-            row = f"| `{name}` | `{t.file}` | {n} | {n_eq} | - | - | not measured | - |"
-        else:
-            k, s, _ = score(r["mutants"])
-            ran = k + s
-            pct = f"{100 * k / ran:.0f} %" if ran else "-"
-            missing = n - n_eq - ran
-            note = f" ({missing} not run)" if missing else ""
-            when = f"{r['date']}, `{r['commit']}`, {r['machine']}"
-            row = f"| `{name}` | `{t.file}` | {n} | {n_eq} | {k} | {s} | {pct}{note} | {when} |"
-        lines.append(row)
     lines += ["", "## Mutants", ""]
     for name, t in targets.items():
         rows = (results.get(name) or {}).get("mutants", {})
@@ -304,6 +324,8 @@ def record(targets: dict, new: dict) -> None:
     results = {k: v for k, v in results.items() if k in targets}
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     DOC.write_text(render_doc(targets, results), encoding="utf-8")
+    text = OFFICIAL.read_text(encoding="utf-8")
+    OFFICIAL.write_text(splice(text, score_table(targets, results)), encoding="utf-8")
 
 
 if __name__ == "__main__":
