@@ -37,6 +37,7 @@ SH = "tests/benchmark/data/test_partitioner_behaviour.py"
 OR = "tests/methods/test_orchestra.py"
 DD = "tests/methods/test_documented_defaults.py"
 PT = "tests/benchmark/data/test_partitioners.py"
+FM = "tests/methods/test_fedmae.py"
 
 TARGETS: dict[str, Target] = {
     "featarc": Target(
@@ -240,6 +241,44 @@ TARGETS: dict[str, Target] = {
                 "pool_size: int = 5",
                 (f"{DD}::test_defaults_are_the_documented_values_with_their_sources[fedmae]",),
             ),
+            Mutant(
+                "pool-round-ascending",
+                "the pool ordered oldest round first",
+                "key=lambda e: (-e.round, e.client)",
+                "key=lambda e: (e.round, e.client)",
+                (f"{FM}::test_pool_order_replacement_and_size",),
+            ),
+            Mutant(
+                "pool-keeps-stale",
+                "a client's older upload kept beside its new one",
+                "kept = [e for e in entries if e.client not in uploads]",
+                "kept = list(entries)",
+                (f"{FM}::test_pool_order_replacement_and_size",),
+            ),
+            Mutant(
+                "keep-rounded",
+                "the number of visible patches rounded instead of truncated",
+                "return int(num_patches * (1 - mask_ratio))",
+                "return round(num_patches * (1 - mask_ratio))",
+                equivalent="L (1 - rho) is an integer for every shipped size (L = 16 in the "
+                "shipped grids, 196 in the paper preset, at rho = 0.75): truncating and rounding "
+                "agree",
+            ),
+            Mutant(
+                "noise-descending",
+                "masks from a descending argsort of the noise",
+                "return torch.argsort(noise, dim=1).to(device, non_blocking=True)",
+                "return torch.argsort(-noise, dim=1).to(device, non_blocking=True)",
+                equivalent="the noise is i.i.d. uniform: sorting it descending draws the same "
+                "distribution of masks (a per-seed difference, not a wrong implementation)",
+            ),
+            Mutant(
+                "mean-sum",
+                "the shared-tensor mean not divided by the count",
+                "return (acc / len(tensors)).to(tensors[0].dtype)",
+                "return acc.to(tensors[0].dtype)",
+                (f"{FM}::test_cascade_mean_shared_tensors",),
+            ),
         ),
     ),
     "fedema": Target(
@@ -259,6 +298,29 @@ TARGETS: dict[str, Target] = {
                 "select(glob if d < cfg.dapu_threshold else local, PREDICTOR)",
                 "select(glob, PREDICTOR)",
                 ("tests/methods/test_fedema.py::test_predictor_update_dapu",),
+            ),
+        ),
+    ),
+    "local_train": Target(
+        "benchmark/toolkit/local_train.py",
+        ("tests/benchmark/test_local_train.py",),
+        (
+            Mutant(
+                "drop-at-exactly-b",
+                "the partial batch dropped also when n = B",
+                "return drop_last is not False and num_examples > batch_size",
+                "return drop_last is not False and num_examples >= batch_size",
+                equivalent="a client of exactly B images has no partial batch to drop",
+            ),
+            Mutant(
+                "small-client-no-step",
+                "a client smaller than a batch takes no step (the loaders' drop_last)",
+                "return drop_last is not False and num_examples > batch_size",
+                "return drop_last is not False",
+                (
+                    "tests/benchmark/test_local_train.py::"
+                    "test_a_client_smaller_than_a_batch_trains_one_batch_in_every_method",
+                ),
             ),
         ),
     ),
