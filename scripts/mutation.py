@@ -185,7 +185,11 @@ def score(rows: dict) -> tuple[int, int, int]:
 
 def git_head() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True)
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True).stdout
+    # the files this script writes do not make the tree dirty
+    mine = [f":!{p.relative_to(REPO)}" for p in (RESULTS, DOC, OFFICIAL)]
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", ".", *mine], cwd=REPO, capture_output=True
+    ).stdout
     return out.stdout.decode().strip() + ("+dirty" if dirty.strip() else "")
 
 
