@@ -143,8 +143,9 @@ def imports_from(copy: Path, target_file: str) -> bool:
     return out.returncode == 0 and Path(out.stdout.strip()).resolve().is_relative_to(copy.resolve())
 
 
-def run_target(name: str, t, only: set[str] | None, timeout: float) -> dict:
-    """Baseline, then every selected non-equivalent mutant of ``t``; its result record."""
+def run_target(name: str, t, only: set[str] | None, timeout: float, progress=None) -> dict:
+    """Baseline, then every selected non-equivalent mutant of ``t``; its result record.
+    ``progress(record)`` is called after each mutant (a long run keeps what it measured)."""
     mutants = [m for m in t.mutants if only is None or m.id in only]
     with tempfile.TemporaryDirectory(prefix=f"mut-{name}-") as tmp:
         copy = Path(tmp)
@@ -173,6 +174,8 @@ def run_target(name: str, t, only: set[str] | None, timeout: float) -> dict:
             if res == "fail":
                 rows[m.id]["by"] = tail.splitlines()[-1][:300] if tail else ""
             print(f"[{name}] {m.id}: {status} ({secs:.0f} s)", flush=True)
+            if progress is not None:
+                progress({"baseline": "pass", "mutants": dict(rows)})
     return {"baseline": "pass", "mutants": rows}
 
 
@@ -304,20 +307,30 @@ def main(argv: list[str] | None = None) -> int:
     bad = False
     for name in names:
         sel = only.get(name) if name not in args.targets else None
-        r = run_target(name, targets[name], sel, args.timeout)
+        progress = None
+        if args.write_docs and sel is None:
+
+            def progress(partial: dict, name: str = name) -> None:
+                record(targets, {name: {**partial, **stamp()}})
+
+        r = run_target(name, targets[name], sel, args.timeout, progress)
         k, s, e = score(r["mutants"])
         print(f"[{name}] killed {k}, survived {s}, equivalent {e}", flush=True)
         bad |= r["baseline"] != "pass" or s > 0
         if args.write_docs and sel is None:
-            r.update(
-                commit=git_head(),
-                date=dt.date.today().isoformat(),
-                machine=f"{platform.machine()}, {os.cpu_count()} cpus",
-            )
-            record(targets, {name: r})
+            record(targets, {name: {**r, **stamp()}})
     if args.write_docs and not names:
         record(targets, {})
     return 1 if bad else 0
+
+
+def stamp() -> dict[str, str]:
+    """Where and when a result was measured."""
+    return {
+        "commit": git_head(),
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+    }
 
 
 def record(targets: dict, new: dict) -> None:
