@@ -45,20 +45,6 @@ TARGETS: dict[str, Target] = {
         (FA,),
         (
             Mutant(
-                "flip-targets",
-                "each image aligned to another image's cluster feature",
-                "alignment_loss(a1, a2, targets[idx])",
-                "alignment_loss(a1, a2, targets[idx.flip(0)])",
-                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
-            ),
-            Mutant(
-                "unindexed-targets",
-                "targets in data order, not the batch's rows",
-                "alignment_loss(a1, a2, targets[idx])",
-                "alignment_loss(a1, a2, targets[: idx.numel()])",
-                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
-            ),
-            Mutant(
                 "sub-alignment",
                 "the alignment term subtracted",
                 "return loss + cfg.reg_scale * alignment_loss(",
@@ -77,10 +63,7 @@ TARGETS: dict[str, Target] = {
                 "the worst-aligned cluster picked",
                 "best = scores.min()",
                 "best = scores.max()",
-                (
-                    f"{FA}::test_pick_cluster_breaks_exact_ties_to_the_smallest_index",
-                    f"{FA}::test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl",
-                ),
+                (f"{FA}::test_pick_cluster_breaks_exact_ties_to_the_smallest_index",),
             ),
             Mutant(
                 "loss-halves",
@@ -91,6 +74,20 @@ TARGETS: dict[str, Target] = {
                     f"{FA}::test_alignment_loss_is_minus_one_at_identical_features_and_its_sign_"
                     "pulls_together",
                 ),
+            ),
+            Mutant(
+                "flip-targets",
+                "each image aligned to another image's cluster feature",
+                "alignment_loss(a1, a2, targets[idx])",
+                "alignment_loss(a1, a2, targets[idx.flip(0)])",
+                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
+            ),
+            Mutant(
+                "unindexed-targets",
+                "targets in data order, not the batch's rows",
+                "alignment_loss(a1, a2, targets[idx])",
+                "alignment_loss(a1, a2, targets[: idx.numel()])",
+                (f"{FA}::test_each_image_is_aligned_to_its_own_target",),
             ),
         ),
     ),
@@ -278,6 +275,33 @@ TARGETS: dict[str, Target] = {
                 "return (acc / len(tensors)).to(tensors[0].dtype)",
                 "return acc.to(tensors[0].dtype)",
                 (f"{FM}::test_cascade_mean_shared_tensors",),
+            ),
+        ),
+    ),
+    "fedu": Target(
+        "methods/fedu.py",
+        ("tests/methods/test_fedu.py",),
+        (
+            Mutant(
+                "dapu-inclusive",
+                "the global predictor also when D equals the threshold (D >= mu keeps the local)",
+                "take_global = d < self.cfg.dapu_threshold",
+                "take_global = d <= self.cfg.dapu_threshold",
+                ("tests/methods/test_fedu.py::test_dapu_branches",),
+            ),
+            Mutant(
+                "dapu-swapped",
+                "the branches of DAPU swapped",
+                "take_global = d < self.cfg.dapu_threshold",
+                "take_global = d >= self.cfg.dapu_threshold",
+                ("tests/methods/test_fedu.py::test_dapu_branches",),
+            ),
+            Mutant(
+                "online-local",
+                "the online encoder starts from the client's own, not the global one",
+                "**select(glob, ONLINE),",
+                "**select(state.tensors, ONLINE),",
+                ("tests/methods/test_fedu.py::test_dapu_branches",),
             ),
         ),
     ),
