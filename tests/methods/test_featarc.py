@@ -463,3 +463,49 @@ def test_alignment_targets_carry_no_gradient(monkeypatch) -> None:
         kit.ctx(1, 0),
     )
     assert seen and all(rg is False and fn is None for rg, fn in seen)
+
+
+def test_each_image_is_aligned_to_its_own_target(monkeypatch) -> None:
+    """Algorithm 2: L_align pulls image i's local feature towards *its own* cluster feature T_i.
+    ``features`` is replaced by a tag of each image (a function of the pixels only), so the targets
+    of a step (``align_target: backbone``, the default) must be the tags of that step's batch, row
+    for row; a misaligned regulariser (the targets of another image, e.g. ``targets[idx.flip(0)]``
+    or rows in data order) differs (issue 55)."""
+    from methods import featarc
+
+    def tag(self, net, tensors, images, view, *, projector=False):
+        d = net.encoder(view.normalize(images[:1])).shape[1]
+        x = images.flatten(1).double()
+        x = x.repeat(1, -(-d // x.shape[1]))[:, :d] + torch.arange(d, dtype=torch.float64)
+        return torch.nn.functional.normalize(x, dim=1).float()
+
+    batches: list[torch.Tensor] = []
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    real_views = featarc.two_views
+
+    def views(batch, *a, **k):
+        batches.append(batch.clone())
+        return real_views(batch, *a, **k)
+
+    def spy(a1, a2, targets):
+        pairs.append((batches[-1], targets.detach().clone()))
+        return featarc.alignment_loss.__wrapped__(a1, a2, targets)
+
+    spy.__wrapped__ = featarc.alignment_loss  # type: ignore[attr-defined]
+    monkeypatch.setattr(featarc.FeatARC, "features", tag)
+    monkeypatch.setattr(featarc, "two_views", views)
+    monkeypatch.setattr(featarc, "alignment_loss", spy)
+    kit = make_kit("featarc", clients=2, method_params={"batch_size": 16})
+    m = kit.method
+    net = m.nets.get(torch.device("cpu"))
+    view = kit.clients[0].train
+    m.client_update(
+        m.broadcast(kit.server(), kit.sctx(1)),
+        m.init_client(0, kit.server()),
+        kit.clients[0],
+        kit.ctx(1, 0),
+    )
+    assert len(pairs) >= 2
+    for batch, targets in pairs:
+        want = tag(m, net, None, batch, view)
+        assert batch.shape[0] > 1 and torch.equal(targets, want)

@@ -303,3 +303,30 @@ def test_mu_over_rounds(divergence_ref: str, tmp_path: Path) -> None:
     # is checked on the mean)
     means = [sum(mus[k][i] for k in mus) / len(mus) for i in range(5)]
     assert all(b < a for a, b in itertools.pairwise(means)), means
+
+
+def test_predictor_update_dapu() -> None:
+    """§6.5 ``predictor_update: dapu``: FedU's rule (fedu.md §2.4 step 2) for the predictor only:
+    the global predictor when the divergence d is below ``dapu_threshold``, the client's own one
+    otherwise (d equal to the threshold keeps its own); the online encoder is FedEMA's EMA either
+    way (issue 55: the branch had no test)."""
+    kit = make_kit("fedema", method_params={**PRINTED, "predictor_update": "dapu"})
+    states, server = round1(kit)
+    m = kit.method
+    down = m.broadcast(server, kit.sctx(2))
+    local = states[0].tensors
+    pred = [k for k in down.tensors if k.startswith("predictor.")]
+    assert pred and any(not torch.equal(down.tensors[k], local[k]) for k in pred)
+    d = divergence(down.tensors, local, m.divergence_names())
+    assert d > 0
+    online = None
+    for threshold, takes_global in ((2 * d, True), (d, False), (d / 2, False)):
+        with_cfg(kit, dapu_threshold=threshold)
+        up, _ = m.client_update(down, states[0], kit.clients[0], kit.ctx(2, 0, 0))
+        assert math.isclose(up.metrics["divergence"], d, rel_tol=1e-12)
+        want = down.tensors if takes_global else local
+        for k in pred:
+            assert torch.equal(up.tensors[k], want[k]), (threshold, k)
+        now = {k: v for k, v in up.tensors.items() if k.startswith("online.")}
+        assert online is None or equal(now, online)  # the encoder does not depend on the rule
+        online = now

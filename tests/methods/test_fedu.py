@@ -103,17 +103,16 @@ def _trained_state(kit, rounds=1):
     return st, m.broadcast(server, kit.sctx(2))
 
 
-@pytest.mark.parametrize("above", [True, False])
-def test_dapu_branches(above: bool) -> None:
-    """§7.4: μ_dapu above D → global predictor; below → the persisted local predictor; online = θ_g
-    always."""
+@pytest.mark.parametrize("factor", [2.0, 1.0, 0.5])
+def test_dapu_branches(factor: float) -> None:
+    """§7.4: μ_dapu above D → global predictor; at or below (D ≥ μ_dapu, §2.4) → the persisted
+    local predictor; online = θ_g always."""
     kit = make_kit("fedu")
     st, down2 = _trained_state(kit)
     d = divergence(down2.tensors, st.tensors, kit.method.divergence_names())
     assert d > 0
-    kit.method.cfg = FedUConfig(
-        **{**kit.method.cfg.__dict__, "dapu_threshold": d * (2 if above else 0.5)}
-    )
+    above = factor > 1
+    kit.method.cfg = FedUConfig(**{**kit.method.cfg.__dict__, "dapu_threshold": d * factor})
     up, _ = kit.method.client_update(down2, st, kit.clients[0], kit.ctx(2, 0, 0))
     assert equal(up.tensors, down2.tensors, "online.")
     assert equal(up.tensors, down2.tensors if above else st.tensors, "predictor.")

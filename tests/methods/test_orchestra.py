@@ -23,6 +23,7 @@ from benchmark.api import (
     torch_gen,
 )
 from benchmark.contracts.specs import ComponentSpec
+from benchmark.data.augment import AugmentConfig
 from benchmark.engine.rounds import payload_nbytes
 from benchmark.engine.runner import run_cell
 from methods._shared.ema import momentum_update_
@@ -118,6 +119,100 @@ def test_initialisation_round() -> None:
     assert torch.allclose(c1.norm(dim=1), torch.ones(len(c1)), atol=1e-5)
     # no encoder aggregation
     assert all(torch.equal(new.model[k], server.model[k]) for k in server.model)
+
+
+def test_initialisation_round_follows_the_small_client_policy() -> None:
+    """docs/protocols/small-clients.md §1: the initialisation round fills its memory under the same
+    policy as the local loop, so a client of 2 <= n < B images (here 12 < B = 16, at least N_l)
+    sends local centroids from one batch of all its images instead of none (issue 55)."""
+    m = method()
+    server = m.init_server(ctx(0))
+    up, _ = m.client_update(
+        m.broadcast(server, ctx(1)), ClientState(), client_data(n=12), ctx(1, 0)
+    )
+    assert up.metrics["init"] == 1.0 and up.num_examples == 12
+    assert up.tensors["local_centroids"].shape == (8, m.proj_dim())
+
+
+def test_views_are_the_documented_augmentations() -> None:
+    """docs/methods/orchestra.md §2.10, word for word: view A (target, and the base of the rotation
+    view) and view A' (online: A with blur p 0.1, then solarize p 0.2). The augmentation configs are
+    exempt from the documented-defaults table test because they are held here (issue 55: A's blur
+    p 0.5 -> 0 passed every test)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs/methods/orchestra.md").read_text("utf-8")
+    section = doc.split("### 2.10 Augmentations", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    view_a = {
+        "RandomResizedCrop(32, scale = (0.5, 1.0), bicubic)": {
+            "crop_scale": (0.5, 1.0),
+            "interpolation": "bicubic",
+        },
+        "HorizontalFlip(p = 0.5)": {"flip_p": 0.5},
+        "ColorJitter(brightness 0.4, contrast 0.4, saturation 0.2, hue 0.1) with p = 0.8": {
+            "jitter": (0.4, 0.4, 0.2, 0.1),
+            "jitter_p": 0.8,
+        },
+        "RandomGrayscale(p = 0.2)": {"gray_p": 0.2},
+        "GaussianBlur(kernel 3, sigma ~ U[0.1, 2.0]) with p = 0.5": {
+            "blur_kernel": 3,
+            "blur_sigma": (0.1, 2.0),
+            "blur_p": 0.5,
+        },
+    }
+    a: dict = {}
+    for words, fields in view_a.items():
+        assert words in section, words
+        a.update(fields)
+    assert "the same as A, except the blur has p = 0.1" in section
+    assert "Solarize with p = 0.2" in section
+    cfg = OrchestraConfig()
+    assert cfg.augment_target == AugmentConfig(**a)  # crop_ratio: RandomResizedCrop's default
+    assert cfg.augment_online == AugmentConfig(**{**a, "blur_p": 0.1})
+    assert cfg.solarize_p == 0.2
+
+
+def test_server_clustering_runs_with_the_server_settings(monkeypatch) -> None:
+    """§2.9: the server clusters the uploaded centroids with its own settings (500 SGD steps, SK
+    lambda, tolerance and 100 server iterations, not the clients' 10), warm-started from the current
+    global centroids (issue 55: the server's Sinkhorn at 10 iterations passed)."""
+    from methods import orchestra
+
+    m = method(
+        global_steps=3,
+        global_lr=0.02,
+        global_momentum=0.8,
+        global_weight_decay=2e-4,
+        temperature=0.2,
+        sk_lambda=20.0,
+        sk_iters_server=37,
+        sk_iters_local=4,
+        sk_tol=0.03,
+    )
+    calls = []
+    real = orchestra.global_clustering
+
+    def spy(y, c, **kw):
+        calls.append((y.clone(), c.clone(), kw))
+        return real(y, c, **kw)
+
+    monkeypatch.setattr(orchestra, "global_clustering", spy)
+    server = m.init_server(ctx(0))
+    cents = {k: F.normalize(torch.randn(8, m.proj_dim()), dim=1) for k in (0, 1)}
+    ups = {k: Payload({"local_centroids": cents[k]}, num_examples=10) for k in (0, 1)}
+    m.server_aggregate(server, ups, ctx(1), None)
+    ((y, c, kw),) = calls
+    assert torch.equal(y, torch.cat([cents[0], cents[1]]))
+    assert torch.equal(c, server.extra["global_centroids"])
+    assert kw == {
+        "steps": 3,
+        "lr": 0.02,
+        "momentum": 0.8,
+        "weight_decay": 2e-4,
+        "temperature": 0.2,
+        "lam": 20.0,
+        "sk_iters": 37,
+        "tol": 0.03,
+    }
 
 
 def _enc_keys(server_model, prefix):

@@ -99,3 +99,21 @@ def test_fine_tuning_learns_on_digits(tmp_path):
     """A real (short) fine-tuning beats chance clearly on digits, so the loop really trains."""
     s = _task(label_fraction=0.5, steps=60, batch_size=32, lr=0.05).run(_encoder(), _ctx(tmp_path))
     assert s.values["top1"] > 40.0, s.values
+
+
+def test_lr_follows_a_per_step_cosine_to_zero(tmp_path, monkeypatch):
+    """docs/protocols/evaluation.md §3.5: SGD with a per-step cosine from lr to 0 over the fixed
+    step budget, no warm-up: step t (0-based) runs at lr (1 + cos(pi t / T)) / 2. A constant rate
+    or a cosine over another horizon differs (issue 55: dropping the schedule passed the module)."""
+    seen: list[float] = []
+    real = torch.optim.SGD.step
+
+    def step(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.SGD, "step", step)
+    steps, lr = 5, 0.04
+    _task(label_fraction=0.1, steps=steps, lr=lr).run(_encoder(), _ctx(tmp_path))
+    want = [lr * (1 + np.cos(np.pi * t / steps)) / 2 for t in range(steps)]
+    assert seen == pytest.approx(want, rel=1e-9, abs=1e-12)

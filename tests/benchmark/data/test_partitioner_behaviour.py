@@ -24,6 +24,7 @@ from benchmark.data.partitioners.decssl import (
     rotation_degrees,
     skew_lists,
 )
+from benchmark.data.partitioners.dirichlet import label_dirichlet_draw
 from benchmark.data.partitioners.modifiers import subsample_count
 
 CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
@@ -176,6 +177,15 @@ def test_fedavg_shards_pathological() -> None:
     part = make("fedavg_shards", shards_per_client=2)(CIFAR10, 100, 0)
     counts = part.label_counts(CIFAR10, 10)
     assert (part.sizes() == 500).all() and ((counts > 0).sum(axis=1) <= 2).all()
+    # labels in any order (issue 55: every sorted test array hid shards cut without the label sort):
+    # each client still holds its s = 2 shards of one class each, every index at most once
+    shuffled = np.random.RandomState(5).permutation(CIFAR10)
+    part = make("fedavg_shards", shards_per_client=2)(shuffled, 100, 0)
+    counts = part.label_counts(shuffled, 10)
+    assert (part.sizes() == 500).all() and ((counts > 0).sum(axis=1) <= 2).all()
+    assert (counts % 250 == 0).all() and len(
+        np.unique(np.concatenate(part.client_indices))
+    ) == 50000
     odd = make("fedavg_shards", shards_per_client=3)(CIFAR10, 7, 0)
     assert len(odd.dropped) == 50000 % 21 and (odd.sizes() == 50000 // 21 * 3).all()
     with pytest.raises(PartitionError, match="more shards than samples"):
@@ -187,6 +197,74 @@ def test_dirichlet_plain_min_size() -> None:
     assert len(part.dropped) == 0 and part.meta["empty_clients"] == int((part.sizes() == 0).sum())
     with pytest.raises(PartitionError, match="min_size"):
         make("dirichlet_plain", alpha=0.01, min_size=10)(CIFAR10, 10, 0)
+
+
+def test_labeldir_cap_excludes_a_client_exactly_at_n_over_k() -> None:
+    """§3.2 (NIID-Bench ``len(idx_j) < N / K``): a client holding exactly N/K samples gets no share
+    of the next class; one below the cap still does (issue 55: ``<=`` passed every test)."""
+
+    class Scripted:  # a RandomState that does not shuffle and hands out the given weights
+        def __init__(self, weights: list[list[float]]) -> None:
+            self.weights = [np.asarray(w, dtype=np.float64) for w in weights]
+
+        def shuffle(self, x: np.ndarray) -> None:
+            pass
+
+        def dirichlet(self, alpha: np.ndarray) -> np.ndarray:
+            return self.weights.pop(0)
+
+    per_class = [np.arange(0, 10), np.arange(10, 20), np.arange(20, 30)]
+    # N = 30, K = 3: cap 10. Class 0 -> sizes (10, 0, 0); class 1 split evenly between the two
+    # uncapped clients -> (10, 5, 5); class 2 evenly again -> (10, 10, 10)
+    w = [[1.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]]
+    draw = label_dirichlet_draw(Scripted(w), per_class, 3, 0.5, 30)
+    assert draw.sizes.tolist() == [10, 10, 10]
+    # 9 < 10: client 0, one below the cap, takes its share of the next class
+    per_class = [np.arange(0, 9), np.arange(9, 17)]
+    draw = label_dirichlet_draw(
+        Scripted([[1.0, 0.0, 0.0], [0.5, 0.25, 0.25]]), per_class, 3, 0.5, 30
+    )
+    assert draw.sizes.tolist() == [9 + 4, 2, 2]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_min_size_is_inclusive(seed: int) -> None:
+    """A client exactly at ``min_size`` is accepted (NIID-Bench ``while min_size <
+    min_require_size``; FedU2 rejects only below): re-run at min_size = the smallest client of an
+    unconstrained draw, the same draw comes back on the first try (issue 55)."""
+    free = make("niid_bench_labeldir", alpha=0.3, min_size=0)(CIFAR10, 10, seed)
+    smallest = int(free.sizes().min())
+    again = make("niid_bench_labeldir", alpha=0.3, min_size=smallest)(CIFAR10, 10, seed)
+    assert again.meta["tries"] == 1 and again.digest() == free.digest()
+    plain = make("dirichlet_plain", alpha=0.3)(CIFAR10, 10, seed)
+    smallest = int(plain.sizes().min())
+    assert make("dirichlet_plain", alpha=0.3, min_size=smallest)(CIFAR10, 10, seed).digest() == (
+        plain.digest()
+    )
+    with pytest.raises(PartitionError, match="min_size"):
+        make("dirichlet_plain", alpha=0.3, min_size=smallest + 1)(CIFAR10, 10, seed)
+
+
+@pytest.mark.parametrize(
+    "n,weights", [(10, (0.25,) * 4), (1003, (0.1, 0.2, 0.3, 0.4)), (7, (0.5, 0.5))]
+)
+def test_quantity_weights_leftovers_follow_easyfl(n: int, weights: tuple[float, ...]) -> None:
+    """EasyFL ``quantity_hetero``: client k takes the next floor(N w_k) of the permutation, and when
+    N w_k is not an integer the r leftovers, taken from the end of the permutation, go one each to
+    clients 1, 2, ... (mod K): ``split[(-i) % K].append(x[i]) for i in range(-r, 0)`` (issue 55)."""
+    labels = np.arange(n) % 3
+    k = len(weights)
+    perm = np.random.RandomState(4).permutation(n)
+    x, split, start = list(perm), [], 0
+    for w in weights:
+        size = int(np.floor(n * w))
+        split.append(x[start : start + size])
+        start += size
+    for i in range(-(n - start), 0):
+        split[(-i) % k].append(x[i])
+    assert n - start > 0  # the case under test: N w not integral
+    part = make("quantity_weights", weights=list(weights))(labels, k, 4)
+    assert [sorted(ix.tolist()) for ix in part.client_indices] == [sorted(s) for s in split]
 
 
 def test_quantity_weights_sizes() -> None:
