@@ -87,4 +87,4 @@ def test_ci_runs_the_readmes_install_and_test_commands_in_a_fresh_venv() -> None
     assert 'readme_command="$(bash .ci/readme-command)"' in ci
     made, entered = ci.index('-m venv "$venv"'), ci.index('source "$venv/bin/activate"')
     assert made < entered < ci.index('eval "$install_command"') < ci.index('eval "$test_command"')
-    assert "-rs --durations=10" in ci and 'venv="${CI_VENV:-${TMPDIR:-/tmp}/fssl-ci-venv}"' in ci
+    assert "-rfEs --durations=10" in ci and 'venv="${CI_VENV:-${TMPDIR:-/tmp}/fssl-ci-venv}"' in ci

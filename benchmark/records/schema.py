@@ -210,11 +210,15 @@ class ResultRecord:
 
 def record_plain(record: ResultRecord) -> dict[str, Any]:
     """The record as plain JSON values, without the fields that are empty where they do not apply
-    (``env.cuda_precision`` off CUDA)."""
+    (``env.cuda_precision`` off CUDA, ``compute.reused_from`` for a cell computed by itself): a
+    record that does not use them is byte for byte what it was before they existed."""
     body = to_plain(record)
     env = body.get("env")
     if isinstance(env, dict) and not env.get("cuda_precision"):
         env.pop("cuda_precision", None)
+    compute = body.get("compute")
+    if isinstance(compute, dict) and compute.get("reused_from") is None:
+        compute.pop("reused_from", None)
     return body
 
 

@@ -44,6 +44,7 @@ BOX = "/box"  # the child's scratch folder, working directory and home, as it se
 RESULT_FILE = "result.json"
 JOB_FILE = "job.json"
 PAYLOAD_FILE = "payload.pt"
+TRAINED = "trained.pt"  # the re-trained final state the child leaves in out/ for the parent
 MAX_RESULT_BYTES = 1 << 20  # the result file the parent reads (a checkpoint travels beside it)
 GIB = 1 << 30
 

@@ -10,7 +10,8 @@ and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
              encoder needs the clients' states. Nothing of the data is handed to it.
 ``train``    the cell's pre-training from its configuration, on exactly the clients' images the
              parent handed over (labels only when the method declared them), through the runner's
-             own ``pretrain`` stage; the final state goes to ``/box/out/final.pt``.
+             own ``pretrain`` stage; the final state goes to ``/box/out/trained.pt``
+             (:data:`benchmark.submission.box.TRAINED`).
 
 Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
 result is refused by the parent whatever its exit code.
@@ -24,6 +25,8 @@ import sys
 import traceback
 from pathlib import Path
 from typing import Any
+
+from benchmark.submission.box import TRAINED
 
 
 def _limit(limits: dict[str, Any]) -> None:
@@ -138,7 +141,7 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
         torch.set_num_threads(threads)
     pre = pretrain(prep, PretrainDir(work))
     assert pre is not None
-    (box / "out" / "final.pt").write_bytes(PretrainDir(work).final.read_bytes())
+    (box / "out" / TRAINED).write_bytes(PretrainDir(work).final.read_bytes())
     return {"status": pre.status}
 
 

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.submission.box import DEFAULT_BOX_LIMITS, BoxLimits, BoxRefused, run_boxed
+from benchmark.submission.box import (
+    DEFAULT_BOX_LIMITS,
+    TRAINED,
+    BoxLimits,
+    BoxRefused,
+    run_boxed,
+)
 
 KNOWN_REQUIREMENTS = frozenset({"labels", "public_data"})
 # the re-trained checkpoint the parent reads back (the child wrote it; it is read as tensors and
@@ -173,11 +179,11 @@ def retrain(
             what=what,
             hidden=hidden,
             limits=limits,
-            keep=["final.pt"],
+            keep=[TRAINED],
             into=Path(tmp),
             unboxed=unboxed,
         )
-        final = Path(tmp) / "final.pt"
+        final = Path(tmp) / TRAINED
         if final.stat().st_size > MAX_RETRAINED_BYTES:
             raise BoxRefused(f"{what}: its checkpoint is over {MAX_RETRAINED_BYTES} bytes")
         try:
