@@ -110,7 +110,9 @@ def _run_claimed(
     from benchmark.runroot import locks
 
     pre_lock = None
-    if not rd.pretrain.pretrained:
+    if rd.pretrain.pretrained:  # a runner killed before releasing the lock of a finished one
+        locks.clear_stale(rd.pretrain.lock, timeout_s=timeout)
+    else:
         pre_lock = locks.wait_claim(
             rd.pretrain.lock, owner=owner, timeout_s=timeout, purpose=f"pretrain for {cell.cell_id}"
         )

@@ -243,6 +243,22 @@ def wait_claim(
         time.sleep(poll_s)
 
 
+def clear_stale(path: Path, *, timeout_s: float = TIMEOUT_S) -> str | None:
+    """Remove the claim at ``path`` if it is stale and return why; None (nothing removed) when there
+    is none or a live runner holds it. For a claim nobody needs to take any more: a pre-training
+    lock whose pre-training is finished, left by a runner killed between writing the final state and
+    releasing it (a worker dies with its run since issue 57, so nobody else releases it)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with _flock(path.with_name(path.name + ".lock")):
+        info = read_claim(path)
+        why = None if info is None else stale_reason(info, timeout_s=timeout_s)
+        if why is not None:
+            path.unlink(missing_ok=True)
+    return why
+
+
 def live_claim(path: Path, *, timeout_s: float = TIMEOUT_S) -> dict[str, Any] | None:
     """The claim at ``path`` if a live runner holds it (for ``status``), else None."""
     info = read_claim(Path(path))

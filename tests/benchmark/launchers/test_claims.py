@@ -137,6 +137,38 @@ def test_racing_runners_break_a_stale_claim_exactly_once(tmp_path: Path) -> None
     assert len(winners) == 1
 
 
+def test_clear_stale_removes_only_a_stale_claim(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    assert locks.clear_stale(path) is None  # nothing there
+    _fake_claim(path, pid=os.getppid())
+    assert locks.clear_stale(path, timeout_s=300) is None and path.exists()  # live: kept
+    _fake_claim(path, pid=_dead_pid())
+    assert "is dead" in locks.clear_stale(path, timeout_s=300) and not path.exists()
+
+
+def test_a_finished_pretraining_s_lock_left_by_a_killed_runner_is_cleared(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A runner killed between the pre-training's final state and releasing its lock left the lock
+    for good (its worker dies with it): the cell that finds the pre-training done clears it."""
+    from benchmark.launchers.execute import execute_cell
+    from benchmark.launchers.options import RunOptions
+    from benchmark.runroot.rundir import RunDir
+    from tests.cell_cache import cached_run
+    from tests.helpers import smoke_cell
+
+    cell = smoke_cell()
+    done = tmp_path / "done"
+    cached_run(cell, done, tmp_path_factory)
+    rd = RunDir.of(cell, done)
+    assert rd.pretrain.pretrained
+    rd.record_path.unlink()  # the cell's record not yet written when the runner was killed
+    _fake_claim(rd.pretrain.lock, pid=_dead_pid())
+    outcome = execute_cell(cell, done, RunOptions(device="cpu"))
+    assert outcome.status == "done" and rd.done, outcome
+    assert not rd.pretrain.lock.exists()
+
+
 def test_execute_cell_skips_a_cell_claimed_by_a_live_runner(tmp_path: Path) -> None:
     from benchmark.launchers.execute import execute_cell
     from benchmark.launchers.options import RunOptions
