@@ -22,7 +22,9 @@ import pytest
 from benchmark.submission.box import box_unavailable
 
 pytestmark = pytest.mark.skipif(
-    box_unavailable() is not None, reason=f"no box here: {box_unavailable()}"
+    box_unavailable() is not None,
+    reason=f"bubblewrap (/usr/bin/bwrap) cannot run here ({box_unavailable()}): "
+    "bash .ci/install-bubblewrap.sh installs it",
 )
 
 TRACK = "digits-smoke-knn"

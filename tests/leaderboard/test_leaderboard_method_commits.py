@@ -57,7 +57,7 @@ def _git(repo: Path, *args: str) -> str:
 @pytest.fixture()
 def repo(tmp_path: Path) -> tuple[Path, str, str]:
     if shutil.which("git") is None:
-        pytest.skip("needs git")
+        pytest.skip("git is not installed: these tests build a small repository with its history")
     repo = tmp_path / "repo"
     (repo / "methods").mkdir(parents=True)
     _git(repo, "init", "-q")
