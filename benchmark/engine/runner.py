@@ -117,8 +117,7 @@ def _run(
         if on_round is not None:
             on_round(r, metrics)
 
-    key = share_key(cell, part)
-    if key is None:
+    def compute(shared_from: RunDir | None = None) -> ResultRecord | None:
         return _compute(
             prep,
             rd,
@@ -131,7 +130,12 @@ def _run(
             concurrency,
             t_start,
             data_root,
+            shared_from=shared_from,
         )
+
+    key = share_key(cell, part)
+    if key is None:
+        return compute()
     # a cell whose numbers cannot depend on its partition (benchmark.engine.sharing): computed once
     # per run root, by the first cell of its class; the others copy it
     shared = Shared(rd.root, key)
@@ -139,20 +143,7 @@ def _run(
         source = shared.source()
         if source is not None and source.cell_id != cell.cell_id:
             copy_pretrained(source, rd)
-        record = _compute(
-            prep,
-            rd,
-            dev,
-            tracker,
-            grid,
-            stop_after_round,
-            log_round,
-            on_pretrained,
-            concurrency,
-            t_start,
-            data_root,
-            shared_from=source,
-        )
+        record = compute(source)
         if record is not None and record.compute.reused_from is None:
             shared.register(rd)
         return record
