@@ -215,11 +215,12 @@ def run_boxed(
     keep: Sequence[str] = (),
     into: Path | None = None,
     unboxed: bool = False,
+    keep_optional: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``job`` (``benchmark.submission.box_child``) in the box, handing it ``payload``
     (tensors and plain values, written with ``torch.save``), and return the result it wrote: a
-    JSON object, read bounded. The files the result names under ``keep`` (relative names inside the
-    child's ``out/``) are moved into ``into``. ``what`` names the work in the refusal line.
+    JSON object, read bounded. The files named in ``keep`` (relative names inside the child's
+    ``out/``) are moved into ``into``, and those of ``keep_optional`` the child wrote (plain files). ``what`` names the work in the refusal line.
 
     ``unboxed`` (the maintainer's ``accept --unboxed`` where no box can run): the same fresh child,
     limits, scratch folder, bare environment and deadline, without the namespaces: it can see
@@ -250,6 +251,10 @@ def run_boxed(
             if into is None or not src.is_file() or src.is_symlink():
                 raise BoxRefused(f"{what}: the boxed child wrote no {name}")
             shutil.move(str(src), str(Path(into) / name))
+        for name in keep_optional:
+            src = scratch / "out" / name
+            if into is not None and src.is_file() and not src.is_symlink():
+                shutil.move(str(src), str(Path(into) / name))
         result["box_wall_s"] = elapsed
         return result
     finally:

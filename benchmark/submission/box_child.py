@@ -12,6 +12,11 @@ and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
              parent handed over (labels only when the method declared them), through the runner's
              own ``pretrain`` stage; the final state goes to ``/box/out/trained.pt``
              (:data:`benchmark.submission.box.TRAINED`).
+``export``   for each record handed over: the method built from its cell, given the checkpoint's
+             state (``/box/payload.pt``), sized on the meta device first (the re-evaluation's byte
+             budget), then its ``encoder`` export, written as modules and plain fields
+             (``benchmark.submission.exported``) for the parent to rebuild from trusted classes.
+             Nothing of the data is handed to it.
 
 Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
 result is refused by the parent whatever its exit code.
@@ -145,6 +150,49 @@ def _train(job: dict[str, Any], box: Path) -> dict[str, Any]:
     return {"status": pre.status}
 
 
+def _export(job: dict[str, Any], box: Path) -> dict[str, Any]:
+    import torch
+
+    from benchmark.contracts.cell import Cell
+    from benchmark.contracts.method import InputSpec
+    from benchmark.contracts.registries import load_builtins
+    from benchmark.contracts.types import ClientState, ServerState
+    from benchmark.engine.stages import build_method, export_encoder
+    from benchmark.submission.bounds import encoder_bytes
+    from benchmark.submission.exported import ENCODER_FILE, describe
+
+    load_builtins()
+    data = torch.load(box / "payload.pt", map_location="cpu", weights_only=True)
+    inputs = InputSpec(
+        image_size=int(job["image_size"]),
+        mean=tuple(job["mean"]),
+        std=tuple(job["std"]),
+        num_classes=int(job["num_classes"]),
+    )
+    out = []
+    for i, (cell_dict, state) in enumerate(zip(job["cells"], data["states"], strict=True)):
+        cell = Cell.from_dict(cell_dict)
+        server = ServerState(model=state["model"], extra=state["extra"])
+        clients = {int(k): ClientState(tensors=dict(v)) for k, v in state["clients"].items()}
+        try:
+            with torch.device("meta"):  # sized before anything of that size is allocated
+                sized = export_encoder(build_method(cell, inputs), server, clients)
+        except Exception as exc:  # noqa: BLE001 - the record's problem, in one line
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            out.append({"unfit": f"{type(exc).__name__}: {first[:300]}"})
+            continue
+        size = encoder_bytes(sized)
+        if size > int(job["max_bytes"]):
+            out.append({"bytes": int(size)})
+            continue
+        del sized
+        encoder = export_encoder(build_method(cell, inputs), server, clients)
+        modules, fields = describe(encoder)
+        torch.save(modules, box / "out" / ENCODER_FILE.format(i=i))
+        out.append({"fields": fields})
+    return {"exported": out}
+
+
 def main(box: Path) -> int:
     job = json.loads((box / "job.json").read_text(encoding="utf-8"))
     _limit(job["limits"])
@@ -156,6 +204,8 @@ def main(box: Path) -> int:
 
             portable.activate(Cell.from_dict(job["cell"]).kernels, "cpu")
             result = _train(job, box)
+        elif job["kind"] == "export":
+            result = _export(job, box)
         elif job["kind"] == "declare":
             result = _declare(job)
         else:

@@ -13,12 +13,20 @@ from benchmark.records.schema import ResultRecord
 
 
 def reevaluate(
-    record: ResultRecord, pre: Any, *, data_root: str | Path | None = None
+    record: ResultRecord,
+    pre: Any,
+    *,
+    data_root: str | Path | None = None,
+    encoder: Any = None,
 ) -> tuple[list[ScoreCheck], str]:
     """Rebuild the encoder from the pre-trained state ``pre``
     (``benchmark.engine.pretrained.Pretrained``) and re-run the record's tasks (the runner's stage
     functions, in a scratch run directory, on CPU). Returns every value of every reported score
-    beside its reproduction, and the rebuilt encoder's architecture fingerprint."""
+    beside its reproduction, and the rebuilt encoder's architecture fingerprint.
+
+    ``encoder``: the encoder already exported (``accept``: by the method's code in the box, rebuilt
+    here from trusted classes, ``benchmark.submission.exported``); the method is then neither
+    built nor called here."""
     import torch
 
     from benchmark.contracts.cell import Cell
@@ -36,7 +44,10 @@ def reevaluate(
     load_builtins()
     cell = Cell.from_dict(record.cell)
     ds = load_data(cell, data_root)
-    encoder = export_encoder(build_method(cell, input_spec(ds)), pre.server, pre.client_states())
+    if encoder is None:
+        encoder = export_encoder(
+            build_method(cell, input_spec(ds)), pre.server, pre.client_states()
+        )
     with tempfile.TemporaryDirectory() as tmp:
         part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
         ev = evaluate(
