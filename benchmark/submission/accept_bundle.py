@@ -203,14 +203,25 @@ def accept(
 
         oracle = PartitionOracle(data_root=data_root)
         for i, (entry, record) in enumerate(records):  # every record, before any is re-run
-            _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+            _check_before_reevaluation(
+                root,
+                i,
+                entry,
+                record,
+                oracle,
+                data_root,
+                limits,
+                exported=record.method in boxed[0],
+            )
+        encoders = _exported(bundle, root, records, boxed, data_root, hidden, limits)
         trained = _retrained(bundle, records, spec, boxed, data_root, hidden)
         for i, (entry, record) in enumerate(records):
             again, wrong = trained.get(record.cell_id, (None, []))
             if wrong:  # not this cell's training: nothing to re-evaluate
                 report.records.append(RecordAcceptance(entry, record, list(wrong)))
                 continue
-            report.records.append(_accept_one(root, i, entry, record, data_root))
+            encoder = encoders.get(record.cell_id)
+            report.records.append(_accept_one(root, i, entry, record, data_root, encoder))
             done = report.records[-1]
             done.training = _training(again, boxed, record, done.eval_time_s)
         if report.ok:
@@ -303,6 +314,71 @@ def _boxed(
         return boxed_imports(records, reproduce=spec.reproduce, hidden=hidden, unboxed=unboxed)
     except BoxRefused as exc:
         raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+
+
+def _exported(
+    bundle: Path | str,
+    root: Path,
+    records: list[tuple[Mapping[str, Any], ResultRecord]],
+    boxed: tuple[dict[str, Any], str | None],
+    data_root: str | None,
+    hidden: list[Any],
+    limits: BundleLimits,
+) -> dict[str, Any]:
+    """The encoders of the records whose methods were imported in the box, exported there by their
+    methods' own code and rebuilt here from trusted classes (``benchmark.submission.exported``):
+    cell id → Encoder. Evaluation then runs here, on the exported encoder only: no code of the
+    method runs in this process. The first problem is refused in one line (exit 2)."""
+    from benchmark.submission.box import BoxRefused
+    from benchmark.submission.exported import export_in_box
+
+    out: dict[str, Any] = {}
+    todo = [(i, e, r) for i, (e, r) in enumerate(records) if r.method in boxed[0]]
+    for batch in _batches(root, todo):
+        items = [(r, pre) for _, _, r, pre in batch]
+        try:
+            done = export_in_box(
+                items,
+                data_root=data_root,
+                max_bytes=limits.max_encoder_bytes,
+                hidden=hidden,
+                unboxed=boxed[1] is not None,
+            )
+        except BoxRefused as exc:
+            raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+        for i, entry, record, _ in batch:
+            got = done[record.cell_id]
+            if isinstance(got, list):
+                raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", got))
+            out[record.cell_id] = got
+    return out
+
+
+# the checkpoints one boxed export is handed together (a batch holds at least one)
+EXPORT_BATCH_BYTES = 1 << 30
+
+
+def _batches(root: Path, todo: list[tuple[int, Mapping[str, Any], ResultRecord]]) -> Any:
+    """``todo``'s records with their checkpoints (checked again as they are loaded), in batches of
+    one dataset and at most :data:`EXPORT_BATCH_BYTES` of checkpoint."""
+    from benchmark.submission.bounds import checkpoint_tensors
+
+    batch: list[tuple[int, Mapping[str, Any], ResultRecord, Any]] = []
+    size = 0
+    for i, entry, record in todo:
+        problems: list[str] = []
+        pre = _checkpoint(root, entry, record, problems)
+        if pre is None:  # it passed a moment ago: the bundle changed under accept
+            raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+        n = sum(t.numel() * t.element_size() for _, _, t in checkpoint_tensors(pre))
+        dataset = record.cell.get("dataset")
+        if batch and (size + n > EXPORT_BATCH_BYTES or batch[0][2].cell.get("dataset") != dataset):
+            yield batch
+            batch, size = [], 0
+        batch.append((i, entry, record, pre))
+        size += n
+    if batch:
+        yield batch
 
 
 def _retrained(
@@ -452,11 +528,15 @@ def _check_before_reevaluation(
     oracle: Any,
     data_root: str | None,
     limits: BundleLimits,
+    *,
+    exported: bool = False,
 ) -> None:
     """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
     tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
     than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
-    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition."""
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition.
+    ``exported``: the method's encoder is exported in the box (``_exported``), which sizes it there
+    and is checked here as it is rebuilt; its code is not called here."""
     from benchmark.submission.bounds import encoder_problems
     from benchmark.submission.checks import RecordCheck
 
@@ -466,7 +546,8 @@ def _check_before_reevaluation(
         from benchmark.submission.traffic import traffic_problems
 
         problems += traffic_problems(record, pre)  # derived from the method's declaration
-        problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
+        if not exported:
+            problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
     del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
     if not problems:
         part = RecordCheck(Path(entry["path"]), record)
@@ -477,9 +558,15 @@ def _check_before_reevaluation(
 
 
 def _accept_one(
-    root: Path, i: int, entry: Mapping[str, Any], record: ResultRecord, data_root: str | None
+    root: Path,
+    i: int,
+    entry: Mapping[str, Any],
+    record: ResultRecord,
+    data_root: str | None,
+    encoder: Any = None,
 ) -> RecordAcceptance:
-    """Re-run the record's tasks from its checkpoint (checked again as it is loaded)."""
+    """Re-run the record's tasks from its checkpoint (checked again as it is loaded); ``encoder``:
+    the encoder exported in the box (``_exported``), evaluated as it is."""
     out = RecordAcceptance(entry, record)
     problems: list[str] = []
     pre = _checkpoint(root, entry, record, problems)
@@ -487,7 +574,7 @@ def _accept_one(
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
     t0 = time.perf_counter()
     try:
-        out.checks, fingerprint = reevaluate(record, pre, data_root=data_root)
+        out.checks, fingerprint = reevaluate(record, pre, data_root=data_root, encoder=encoder)
         out.eval_time_s = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
         out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")

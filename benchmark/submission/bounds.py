@@ -65,7 +65,7 @@ def config_problems(record: ResultRecord) -> list[str]:
     return out
 
 
-def _tensors(pre: Any) -> Iterator[tuple[str, str, Any]]:
+def checkpoint_tensors(pre: Any) -> Iterator[tuple[str, str, Any]]:
     yield from (("model", k, v) for k, v in pre.server.model.items())
     yield from (("extra", k, v) for k, v in pre.server.extra.items())
     for client, tensors in pre.client_tensors.items():
@@ -79,7 +79,7 @@ def oversized_tensor(pre: Any) -> str | None:
     when there is none."""
     import torch
 
-    for where, name, t in _tensors(pre):
+    for where, name, t in checkpoint_tensors(pre):
         if not isinstance(t, torch.Tensor):
             continue  # refused by the digest with its own message
         if t.numel() * t.element_size() > t.untyped_storage().nbytes():
@@ -184,6 +184,7 @@ def _number(value: Any) -> bool:
 __all__ = [
     "BATCH_FIELDS",
     "batch_problems",
+    "checkpoint_tensors",
     "config_problems",
     "encoder_bytes",
     "encoder_problems",

@@ -102,9 +102,7 @@ def _in_checkout(path: str | None) -> bool:
     if not path:
         return False
     here = Path(path).resolve()
-    return any(
-        (REPO / name).resolve() in here.parents for name in PROJECT_PACKAGES
-    )
+    return any((REPO / name).resolve() in here.parents for name in PROJECT_PACKAGES)
 
 
 def load_exported(
@@ -211,7 +209,9 @@ def _check_tensors(modules: Mapping[str, Any], max_bytes: int, what: str) -> Non
     import torch
 
     roots = [modules["module"], *modules["members"], *modules["extras"].values()]
-    roots += [*modules["client_models"]] + ([modules["classifier"]] if modules["classifier"] else [])
+    roots += [*modules["client_models"]] + (
+        [modules["classifier"]] if modules["classifier"] else []
+    )
     seen: set[int] = set()
     total = 0
     for root in roots:
@@ -264,8 +264,10 @@ def _encoder(modules: Mapping[str, Any], fields: Mapping[str, Any], what: str) -
         return v
 
     index = fields.get("client_index")
-    if not isinstance(index, list) or len(index) > 1 << 20 or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in index
+    if (
+        not isinstance(index, list)
+        or len(index) > 1 << 20
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in index)
     ):
         raise ExportRefused(f"{what}: the exported encoder's client index is not a list of ints")
     try:
@@ -288,17 +290,6 @@ def _encoder(modules: Mapping[str, Any], fields: Mapping[str, Any], what: str) -
         )
     except ValueError as exc:  # the encoder's own checks (member rule, indices)
         raise ExportRefused(f"{what}: the exported encoder is refused: {exc}") from None
-
-
-__all__ = [
-    "ENCODER_FILE",
-    "ExportRefused",
-    "TRUSTED_PACKAGES",
-    "describe",
-    "export_in_box",
-    "load_exported",
-    "trusted_class",
-]
 
 
 def export_in_box(
@@ -357,9 +348,7 @@ def export_in_box(
             raise BoxRefused(f"{what}: the child's answer is not one export per record")
         out: dict[str, Any] = {}
         for i, ((record, _), answer) in enumerate(zip(items, answers, strict=True)):
-            out[record.cell_id] = _one(
-                record, answer, Path(tmp) / names[i], inputs, max_bytes
-            )
+            out[record.cell_id] = _one(record, answer, Path(tmp) / names[i], inputs, max_bytes)
     return out
 
 
@@ -396,3 +385,14 @@ def _one(record: Any, answer: Any, path: Path, inputs: Any, max_bytes: int) -> A
             f"fingerprint {encoder.fingerprint}, the record states {record.backbone_fingerprint}"
         ]
     return encoder
+
+
+__all__ = [
+    "ENCODER_FILE",
+    "TRUSTED_PACKAGES",
+    "ExportRefused",
+    "describe",
+    "export_in_box",
+    "load_exported",
+    "trusted_class",
+]

@@ -1,0 +1,223 @@
+"""Evaluation runs in the trusted parent, on the exported encoder only (issue 60 item 1).
+
+``accept`` has the method's own code export its encoder inside the box and rebuilds the modules
+here from trusted classes only (``benchmark.submission.exported``): a plugin's own module class,
+whose ``forward`` would run where the test split and its labels are, is refused in one line and
+never runs in the accepting process. A plugin whose encoder is a registered backbone, and every
+built-in method, is scored with exactly the numbers of the in-process path.
+
+Every cell here is the smallest the pipeline runs: 2 clients, 1 round, 8-pixel digits, kNN only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.submission.box import box_unavailable
+from tests.benchmark.test_box import PLUGIN, TRACKS, _bundle, _dist, _tiny
+
+pytestmark = pytest.mark.skipif(
+    box_unavailable() is not None,
+    reason=f"bubblewrap (/usr/bin/bwrap) cannot run here ({box_unavailable()}): "
+    "bash .ci/install-bubblewrap.sh installs it",
+)
+
+# A FedAvg-SimCLR whose exported encoder wraps the backbone in its own module class. Armed (the
+# variable set, as in the accepting process of the test below), the wrapper's forward does what a
+# hostile plugin would at scoring time: reads the labels of the test split through the harness's
+# own loader, writes them to a file, and ends the process with exit code 0.
+SPY = '''"""An encoder whose forward misbehaves at scoring time."""
+import os
+
+import torch
+from torch import nn
+
+from methods.fedavg_simclr import FedAvgSimCLR
+
+
+class Spy(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.feat_dim = inner.feat_dim
+
+    def forward(self, x):
+        mark = os.environ.get("FSSL_SPY_MARK")
+        if mark:
+            from benchmark.data.datasets import load_dataset_splits
+
+            ds = load_dataset_splits("digits", {"size": 8}, None)
+            with open(mark, "w") as fh:
+                fh.write(str(ds.test.labels.tolist()))
+            os._exit(0)
+        return self.inner(x)
+
+
+class SpyMethod(FedAvgSimCLR):
+    name = "spy"
+    version = "1"
+
+    def encoder(self, server, clients=None):
+        plain = super().encoder(server, clients)
+        return self.export(Spy(plain.module), plain.feat_dim)
+'''
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory):
+    """Two installed distributions on the import path (found through their entry points, here and
+    in the box): fssl_peek (the honest plugin of test_box) and fssl_spy."""
+    from benchmark.contracts.registries import METHODS, load_builtins
+
+    load_builtins()
+    where = tmp_path_factory.mktemp("site")
+    _dist(where, "fssl_peek", {"fssl_peek/__init__.py": PLUGIN}, {"honest": "fssl_peek:Honest"})
+    _dist(where, "fssl_spy", {"fssl_spy/__init__.py": SPY}, {"spy": "fssl_spy:SpyMethod"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(where))
+        for attr in ("_items", "_targets", "_origin", "_clashes"):
+            mp.setattr(METHODS, attr, dict(getattr(METHODS, attr)))
+        mp.setattr(METHODS, "_plugins_loaded", False)
+        yield where
+    for name in [m for m in sys.modules if m.startswith(("fssl_peek", "fssl_spy"))]:
+        del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def tracks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tracks") / "tracks.yaml"
+    path.write_text(TRACKS)
+    return path
+
+
+def test_a_plugin_encoder_whose_forward_reads_labels_and_exits_cannot_touch_accept(
+    site: Path, tracks: Path, tmp_path: Path
+) -> None:
+    """Accepted in a separate process with the spy armed: on the old path its forward ran there
+    (labels written to a file, exit 0 with nothing said); now its class is refused in one line
+    (exit 2), nothing is written and its forward never ran in the accepting process."""
+    bundle = _bundle(["spy"], tmp_path, tracks)  # trained and scored here, the spy not armed
+    mark, results = tmp_path / "labels.txt", tmp_path / "results"
+    env = {
+        **os.environ,
+        "FSSL_SPY_MARK": str(mark),
+        "PYTHONPATH": os.pathsep.join([str(site), *sys.path]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmark", "accept", str(bundle), "--results", str(results)]
+        + ["--tracks", str(tracks)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
+    )
+    assert not mark.exists(), "the plugin's forward ran in the accepting process"
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "fssl_spy.Spy" in line and "not a class of PyTorch" in line, line
+    assert not results.exists()
+
+
+def _checks(record, pre, encoder=None) -> list[tuple]:
+    from benchmark.submission.reevaluation import reevaluate
+
+    checks, fingerprint = reevaluate(record, pre, encoder=encoder)
+    return [fingerprint, *((c.task, c.key, c.reproduced) for c in checks)]
+
+
+def test_registered_backbones_score_bit_for_bit_as_in_process(site: Path, tmp_path: Path) -> None:
+    """A plugin whose encoder is a registered backbone (honest) and built-ins of every export
+    shape (members, client models, extras, a ViT) re-evaluated on the encoder exported in the box
+    and rebuilt here: every reproduced value equal, bit for bit, to the in-process path's."""
+    from benchmark.commands.smoke import cell_threads
+    from benchmark.engine.pretrained import Pretrained
+    from benchmark.engine.runner import run_cell
+    from benchmark.submission.exported import export_in_box
+
+    methods = ["honest", "featarc", "local_ssl", "fedmae"]
+    items = []
+    with cell_threads():
+        for method in methods:
+            record = run_cell(_tiny(method), tmp_path, device="cpu")
+            assert record is not None and record.scores
+            final = tmp_path / "_pretrain" / record.pretrain_key / "final.pt"
+            items.append((record, Pretrained.load(final, untrusted=True)))
+        exported = export_in_box(items, data_root=None, max_bytes=1 << 30)
+        for record, pre in items:
+            encoder = exported[record.cell_id]
+            assert not isinstance(encoder, list), encoder
+            assert _checks(record, pre, encoder) == _checks(record, pre), record.method
+
+
+def test_the_parent_rebuilds_only_trusted_classes(tmp_path: Path) -> None:
+    """The allow-list: PyTorch's and the project's module classes pass; a class of another
+    package, one not imported here, a function and a plugin's class posing as built-in do not."""
+    from torch import nn
+
+    from benchmark.submission.exported import trusted_class
+
+    assert trusted_class("torch.nn.modules.conv.Conv2d") is nn.Conv2d
+    assert trusted_class("benchmark.toolkit.backbones.ResNet") is not None
+    assert trusted_class("fssl_spy.Spy") is None
+    assert trusted_class("torch.nn.functional.relu") is None  # not a class
+    assert trusted_class("os.system") is None
+    assert trusted_class("benchmark.never_imported_module.Thing") is None
+    assert trusted_class("torch.nn.modules.conv.Conv2d.__init__") is None
+
+
+def _local_module():
+    from torch import nn
+
+    class Local(nn.Linear):  # a class of this test module: not a trusted package
+        pass
+
+    Local.__qualname__ = "Local"
+    globals()["Local"] = Local
+    return Local(3, 4)
+
+
+def test_an_exported_file_naming_an_untrusted_class_is_refused_before_it_is_unpickled(
+    tmp_path: Path,
+) -> None:
+    """A file whose modules include a class the parent does not trust is refused on the names
+    it holds (``get_unsafe_globals_in_checkpoint``), before anything of it is unpickled; so is a
+    module that carries more bytes than the re-evaluation's budget."""
+    import torch
+    from torch import nn
+
+    from benchmark.contracts.method import InputSpec
+    from benchmark.submission.exported import ExportRefused, describe, load_exported
+
+    inputs = InputSpec(image_size=8, mean=(0.5,), std=(0.5,), num_classes=10)
+    fields = {
+        "feat_dim": 4,
+        "backbone": "x",
+        "input_size": 8,
+        "mean": [0.5],
+        "std": [0.5],
+        "member_rule": "mean",
+        "designated_member": 0,
+        "member_weights": [],
+        "client_index": [],
+    }
+    modules = {"module": _local_module(), "members": [], "classifier": None}
+    torch.save({**modules, "extras": {}, "client_models": []}, tmp_path / "e.pt")
+    with pytest.raises(ExportRefused, match="test_evalbox.*Local.*not a class of PyTorch"):
+        load_exported(tmp_path / "e.pt", fields, max_bytes=1 << 20, inputs=inputs, what="t")
+    seq = nn.Sequential(nn.Linear(64, 4))
+    torch.save({**modules, "module": seq, "extras": {}, "client_models": []}, tmp_path / "e.pt")
+    encoder = load_exported(tmp_path / "e.pt", fields, max_bytes=1 << 20, inputs=inputs, what="t")
+    assert torch.equal(encoder.module[0].weight, seq[0].weight)
+    with pytest.raises(ExportRefused, match="holds 1,040 bytes, more than the 1,000"):
+        load_exported(tmp_path / "e.pt", fields, max_bytes=1000, inputs=inputs, what="t")
+    bad = json.loads(json.dumps(fields)) | {"member_rule": "max_over_everything"}
+    with pytest.raises(ExportRefused, match="member_rule"):
+        load_exported(tmp_path / "e.pt", bad, max_bytes=1 << 20, inputs=inputs, what="t")
+    assert describe(encoder)[1] == fields
