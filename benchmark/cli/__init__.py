@@ -279,6 +279,12 @@ def _add_tools(sub: Any) -> None:
         action="store_true",
         help="skip the live-settings check (every config field moves the first round)",
     )
+    chk.add_argument(
+        "--unboxed",
+        action="store_true",
+        help="where no box can run (no bubblewrap): run a plugin's checks without one (only for "
+        "code you trust; a plugin's code otherwise runs in the box, docs/integrity.md)",
+    )
 
 
 def _add_verify(sub: Any) -> None:

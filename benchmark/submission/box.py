@@ -107,10 +107,12 @@ def _system_binds() -> list[str]:
     return out
 
 
-def hidden_paths(extra: Iterable[Path | str | None] = ()) -> list[Path]:
+def hidden_paths(
+    extra: Iterable[Path | str | None] = (), *, embedded_data: bool = False
+) -> list[Path]:
     """What the box must not show even where it lies inside a path it binds: the data roots and
-    caches, the embedded data's source files, the results folder, plus ``extra`` (the bundle, the
-    --results folder)."""
+    caches, the embedded data's source files (unless ``embedded_data``: ``check-method``'s digits),
+    the results folder, plus ``extra`` (the bundle, the --results folder)."""
     from benchmark.core.paths import RESULTS
     from benchmark.data.datasets import default_data_root
 
@@ -118,6 +120,8 @@ def hidden_paths(extra: Iterable[Path | str | None] = ()) -> list[Path]:
     out += [os.environ.get(k) for k in ("HF_HOME", "HF_DATASETS_CACHE", "TORCH_HOME")]
     out.append(Path.home() / ".cache")
     try:  # scikit-learn's data files (the digits dataset is one of them)
+        if embedded_data:
+            raise ImportError
         import importlib.util
 
         spec = importlib.util.find_spec("sklearn")
@@ -216,6 +220,7 @@ def run_boxed(
     into: Path | None = None,
     unboxed: bool = False,
     keep_optional: Sequence[str] = (),
+    embedded_data: bool = False,
 ) -> dict[str, Any]:
     """Run ``job`` (``benchmark.submission.box_child``) in the box, handing it ``payload``
     (tensors and plain values, written with ``torch.save``), and return the result it wrote: a
@@ -224,7 +229,8 @@ def run_boxed(
 
     ``unboxed`` (the maintainer's ``accept --unboxed`` where no box can run): the same fresh child,
     limits, scratch folder, bare environment and deadline, without the namespaces: it can see
-    whatever this user can."""
+    whatever this user can. ``embedded_data``: the box shows the embedded data's source files
+    (scikit-learn's, the digits of ``check-method``), nothing else of the data."""
     why = box_unavailable()
     if why is not None and not unboxed:
         raise BoxRefused(f"{what}: no box can run here: {why}")
@@ -241,7 +247,8 @@ def run_boxed(
             torch.save(dict(payload), scratch / PAYLOAD_FILE)
         child = [sys.executable, "-B", "-m", "benchmark.submission.box_child"]
         if why is None:
-            argv, env = [*_bwrap_argv(scratch, hidden_paths(hidden)), *child, BOX], None
+            shown = hidden_paths(hidden, embedded_data=embedded_data)
+            argv, env = [*_bwrap_argv(scratch, shown), *child, BOX], None
         else:
             argv, env = [*child, str(scratch)], _child_env(str(scratch), _code_paths([])[1])
         code, elapsed = _run(argv, scratch, limits.wall_s, what, env)

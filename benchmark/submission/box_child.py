@@ -17,6 +17,9 @@ and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
              budget), then its ``encoder`` export, written as modules and plain fields
              (``benchmark.submission.exported``) for the parent to rebuild from trusted classes.
              Nothing of the data is handed to it.
+``check``    ``check-method`` of a plugin method (a maintainer may run it on a stranger's code):
+             the conformance checks, on the embedded digits data (the one data set the box
+             shows for this job), reported as plain values for the parent to validate.
 
 Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
 result is refused by the parent whatever its exit code.
@@ -193,6 +196,20 @@ def _export(job: dict[str, Any], box: Path) -> dict[str, Any]:
     return {"exported": out}
 
 
+def _check(job: dict[str, Any]) -> dict[str, Any]:
+    import dataclasses
+
+    from benchmark.commands.check_method import check_method
+
+    report = check_method(
+        str(job["method"]), rounds=int(job["rounds"]), knn=bool(job["knn"]), live=bool(job["live"])
+    )
+    return {
+        "method": report.method,
+        "results": [dataclasses.asdict(r) for r in report.results],
+    }
+
+
 def main(box: Path) -> int:
     job = json.loads((box / "job.json").read_text(encoding="utf-8"))
     _limit(job["limits"])
@@ -206,6 +223,8 @@ def main(box: Path) -> int:
             result = _train(job, box)
         elif job["kind"] == "export":
             result = _export(job, box)
+        elif job["kind"] == "check":
+            result = _check(job)
         elif job["kind"] == "declare":
             result = _declare(job)
         else:

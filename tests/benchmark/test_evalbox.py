@@ -68,24 +68,48 @@ class SpyMethod(FedAvgSimCLR):
         return self.export(Spy(plain.module), plain.feat_dim)
 '''
 
+# A FedAvg-SimCLR that reads a credential from its environment (and fails the checks when it finds
+# one) and plants a file in the home folder of whoever runs it.
+CREDS = """import os
+
+from methods.fedavg_simclr import FedAvgSimCLR
+
+KEY = os.environ.get("WANDB_API_KEY")
+
+
+class Creds(FedAvgSimCLR):
+    name = "creds"
+    version = "1"
+
+    def client_update(self, down, state, data, ctx):
+        if KEY:
+            raise RuntimeError(f"read the key {KEY}")
+        with open(os.path.join(os.path.expanduser("~"), "planted.txt"), "w") as fh:
+            fh.write("planted")
+        return super().client_update(down, state, data, ctx)
+"""
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory):
-    """Two installed distributions on the import path (found through their entry points, here and
-    in the box): fssl_peek (the honest plugin of test_box) and fssl_spy."""
+    """Installed distributions on the import path (found through their entry points, here and in
+    the box): fssl_peek (the honest plugin of test_box), fssl_spy, fssl_creds, fssl_exits."""
     from benchmark.contracts.registries import METHODS, load_builtins
 
     load_builtins()
     where = tmp_path_factory.mktemp("site")
     _dist(where, "fssl_peek", {"fssl_peek/__init__.py": PLUGIN}, {"honest": "fssl_peek:Honest"})
     _dist(where, "fssl_spy", {"fssl_spy/__init__.py": SPY}, {"spy": "fssl_spy:SpyMethod"})
+    _dist(where, "fssl_creds", {"fssl_creds/__init__.py": CREDS}, {"creds": "fssl_creds:Creds"})
+    exits = "import os\nos._exit(0)\n"
+    _dist(where, "fssl_exits", {"fssl_exits/__init__.py": exits}, {"exits": "fssl_exits:M"})
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(where))
         for attr in ("_items", "_targets", "_origin", "_clashes"):
             mp.setattr(METHODS, attr, dict(getattr(METHODS, attr)))
         mp.setattr(METHODS, "_plugins_loaded", False)
         yield where
-    for name in [m for m in sys.modules if m.startswith(("fssl_peek", "fssl_spy"))]:
+    for name in [m for m in sys.modules if m.startswith(("fssl_peek", "fssl_spy", "fssl_"))]:
         del sys.modules[name]
 
 
@@ -136,24 +160,29 @@ def test_registered_backbones_score_bit_for_bit_as_in_process(site: Path, tmp_pa
     """A plugin whose encoder is a registered backbone (honest) and built-ins of every export
     shape (members, client models, extras, a ViT) re-evaluated on the encoder exported in the box
     and rebuilt here: every reproduced value equal, bit for bit, to the in-process path's."""
-    from benchmark.commands.smoke import cell_threads
+    from benchmark.commands.smoke import cell_threads, smoke_cell
     from benchmark.engine.pretrained import Pretrained
     from benchmark.engine.runner import run_cell
     from benchmark.submission.exported import export_in_box
 
-    methods = ["honest", "featarc", "local_ssl", "fedmae"]
-    items = []
+    # one boxed export per dataset (fedmae's ViT takes the 16-pixel digits of its smoke cell)
+    batches = [
+        [_tiny(method) for method in ("honest", "featarc", "local_ssl")],
+        [smoke_cell("fedmae", tasks=["knn"])],
+    ]
     with cell_threads():
-        for method in methods:
-            record = run_cell(_tiny(method), tmp_path, device="cpu")
-            assert record is not None and record.scores
-            final = tmp_path / "_pretrain" / record.pretrain_key / "final.pt"
-            items.append((record, Pretrained.load(final, untrusted=True)))
-        exported = export_in_box(items, data_root=None, max_bytes=1 << 30)
-        for record, pre in items:
-            encoder = exported[record.cell_id]
-            assert not isinstance(encoder, list), encoder
-            assert _checks(record, pre, encoder) == _checks(record, pre), record.method
+        for cells in batches:
+            items = []
+            for cell in cells:
+                record = run_cell(cell, tmp_path, device="cpu")
+                assert record is not None and record.scores
+                final = tmp_path / "_pretrain" / record.pretrain_key / "final.pt"
+                items.append((record, Pretrained.load(final, untrusted=True)))
+            exported = export_in_box(items, data_root=None, max_bytes=1 << 30)
+            for record, pre in items:
+                encoder = exported[record.cell_id]
+                assert not isinstance(encoder, list), encoder
+                assert _checks(record, pre, encoder) == _checks(record, pre), record.method
 
 
 def test_the_parent_rebuilds_only_trusted_classes(tmp_path: Path) -> None:
@@ -221,3 +250,70 @@ def test_an_exported_file_naming_an_untrusted_class_is_refused_before_it_is_unpi
     with pytest.raises(ExportRefused, match="member_rule"):
         load_exported(tmp_path / "e.pt", bad, max_bytes=1 << 20, inputs=inputs, what="t")
     assert describe(encoder)[1] == fields
+
+
+def _check_method(site: Path, home: Path, name: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "WANDB_API_KEY": "the-maintainers-key",
+        "PYTHONPATH": os.pathsep.join([str(site), *sys.path]),
+    }
+    argv = ["check-method", name, "--rounds", "1", "--no-live", "--no-knn"]
+    return subprocess.run(
+        [sys.executable, "-m", "benchmark", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=900,
+        check=False,
+    )
+
+
+def test_check_method_runs_a_plugin_in_the_box(site: Path, tmp_path: Path) -> None:
+    """check-method on a stranger's plugin (issue 52 item 3): the plugin sees no credential and
+    plants nothing in the maintainer's home (its checks pass in the box's own); a plugin that
+    exits at import is a refusal in one line (exit 2), not exit 0 with nothing said."""
+    home = tmp_path / "home"
+    home.mkdir()
+    done = _check_method(site, home, "creds")
+    assert done.returncode == 0 and "creds: all checks passed" in done.stdout, (
+        done.stdout + done.stderr
+    )
+    assert not (home / "planted.txt").exists()
+    exits = _check_method(site, home, "exits")
+    assert exits.returncode == 2, exits.stdout + exits.stderr
+    (line,) = exits.stderr.strip().splitlines()
+    assert "check-method exits in the box" in line and "without a result" in line, line
+
+
+def test_check_method_refuses_a_plugin_where_no_box_runs_unless_unboxed(
+    site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmark.cli import main
+    from benchmark.submission import box
+
+    monkeypatch.setattr(box, "box_unavailable", lambda: "no user namespaces (test)")
+    assert main(["check-method", "honest", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no box can run here" in err[0] and "--unboxed" in err[0], err
+
+
+def test_the_parent_trusts_only_a_valid_check_report() -> None:
+    from benchmark.core.errors import UsageError
+    from benchmark.submission.boxed_check import report_of
+
+    good = {"name": "interface", "status": "pass", "detail": "ok", "seconds": 1.0}
+    assert report_of({"method": "m", "results": [good]}, "m").ok
+    for bad in (
+        {"method": "m", "results": []},
+        {"method": "m", "results": [{**good, "status": "PASS"}]},
+        {"method": "m", "results": [{**good, "seconds": float("nan")}]},
+        {"method": "m", "results": [{**good, "extra": 1}]},
+        {"method": 1, "results": [good]},
+    ):
+        with pytest.raises(UsageError, match="not a report"):
+            report_of(bad, "m")
+    shown = report_of({"method": "m", "results": [{**good, "detail": "a\u202eb"}]}, "m")
+    assert "\u202e" not in shown.format()
