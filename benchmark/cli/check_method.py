@@ -8,7 +8,7 @@ from benchmark.core.errors import UsageError
 
 
 def cmd_check_method(args: argparse.Namespace) -> int:
-    from benchmark.submission.boxed_check import check_in_box, is_plugin
+    from benchmark.commands.boxed_check import check_in_box, is_plugin
 
     if args.rounds < 1:
         raise UsageError(f"--rounds must be >= 1, got {args.rounds}")

@@ -221,6 +221,7 @@ def run_boxed(
     unboxed: bool = False,
     keep_optional: Sequence[str] = (),
     embedded_data: bool = False,
+    child: str = "benchmark.submission.box_child",
 ) -> dict[str, Any]:
     """Run ``job`` (``benchmark.submission.box_child``) in the box, handing it ``payload``
     (tensors and plain values, written with ``torch.save``), and return the result it wrote: a
@@ -230,7 +231,9 @@ def run_boxed(
     ``unboxed`` (the maintainer's ``accept --unboxed`` where no box can run): the same fresh child,
     limits, scratch folder, bare environment and deadline, without the namespaces: it can see
     whatever this user can. ``embedded_data``: the box shows the embedded data's source files
-    (scikit-learn's, the digits of ``check-method``), nothing else of the data."""
+    (scikit-learn's, the digits of ``check-method``), nothing else of the data. ``child``: the
+    module run as the child (``box_child``, or a later layer's that serves its own jobs through
+    ``box_child.serve``)."""
     why = box_unavailable()
     if why is not None and not unboxed:
         raise BoxRefused(f"{what}: no box can run here: {why}")
@@ -245,12 +248,12 @@ def run_boxed(
             import torch
 
             torch.save(dict(payload), scratch / PAYLOAD_FILE)
-        child = [sys.executable, "-B", "-m", "benchmark.submission.box_child"]
+        command = [sys.executable, "-B", "-m", child]
         if why is None:
             shown = hidden_paths(hidden, embedded_data=embedded_data)
-            argv, env = [*_bwrap_argv(scratch, shown), *child, BOX], None
+            argv, env = [*_bwrap_argv(scratch, shown), *command, BOX], None
         else:
-            argv, env = [*child, str(scratch)], _child_env(str(scratch), _code_paths([])[1])
+            argv, env = [*command, str(scratch)], _child_env(str(scratch), _code_paths([])[1])
         code, elapsed = _run(argv, scratch, limits.wall_s, what, env)
         result = _read_result(scratch, code, what)
         for name in keep:

@@ -17,9 +17,6 @@ and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
              budget), then its ``encoder`` export, written as modules and plain fields
              (``benchmark.submission.exported``) for the parent to rebuild from trusted classes.
              Nothing of the data is handed to it.
-``check``    ``check-method`` of a plugin method (a maintainer may run it on a stranger's code):
-             the conformance checks, on the embedded digits data (the one data set the box
-             shows for this job), reported as plain values for the parent to validate.
 
 Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
 result is refused by the parent whatever its exit code.
@@ -31,6 +28,7 @@ import json
 import resource
 import sys
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -196,40 +194,32 @@ def _export(job: dict[str, Any], box: Path) -> dict[str, Any]:
     return {"exported": out}
 
 
-def _check(job: dict[str, Any]) -> dict[str, Any]:
-    import dataclasses
+def _train_job(job: dict[str, Any], box: Path) -> dict[str, Any]:
+    from benchmark.contracts.cell import Cell
+    from benchmark.portable import mode as portable
 
-    from benchmark.commands.check_method import check_method
-
-    report = check_method(
-        str(job["method"]), rounds=int(job["rounds"]), knn=bool(job["knn"]), live=bool(job["live"])
-    )
-    return {
-        "method": report.method,
-        "results": [dataclasses.asdict(r) for r in report.results],
-    }
+    portable.activate(Cell.from_dict(job["cell"]).kernels, "cpu")  # before torch is imported
+    return _train(job, box)
 
 
-def main(box: Path) -> int:
+JOBS: dict[str, Callable[[dict[str, Any], Path], dict[str, Any]]] = {
+    "train": _train_job,
+    "export": _export,
+    "declare": lambda job, _box: _declare(job),
+}
+
+
+def serve(box: Path, jobs: Mapping[str, Callable[[dict[str, Any], Path], dict[str, Any]]]) -> int:
+    """Read ``box/job.json``, set the limits it names, run the job of its kind (``jobs``), write
+    ``box/out/result.json``: the job's answer, or its failure in one line. A later layer's child
+    (``check-method``'s, ``benchmark.commands.boxed_check``) serves its own jobs through this."""
     job = json.loads((box / "job.json").read_text(encoding="utf-8"))
     _limit(job["limits"])
     out = box / "out" / "result.json"
     try:
-        if job["kind"] == "train":  # the kernels mode before torch is imported
-            from benchmark.contracts.cell import Cell
-            from benchmark.portable import mode as portable
-
-            portable.activate(Cell.from_dict(job["cell"]).kernels, "cpu")
-            result = _train(job, box)
-        elif job["kind"] == "export":
-            result = _export(job, box)
-        elif job["kind"] == "check":
-            result = _check(job)
-        elif job["kind"] == "declare":
-            result = _declare(job)
-        else:
+        if job["kind"] not in jobs:
             raise ValueError(f"unknown job {job['kind']!r}")
-        text = json.dumps({"ok": True, **result})
+        text = json.dumps({"ok": True, **jobs[job["kind"]](job, box)})
     except BaseException as exc:  # noqa: BLE001 - every failure is the result, in one line
         traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
@@ -239,4 +229,4 @@ def main(box: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(serve(Path(sys.argv[1]), JOBS))

@@ -301,8 +301,8 @@ def test_check_method_refuses_a_plugin_where_no_box_runs_unless_unboxed(
 
 
 def test_the_parent_trusts_only_a_valid_check_report() -> None:
+    from benchmark.commands.boxed_check import report_of
     from benchmark.core.errors import UsageError
-    from benchmark.submission.boxed_check import report_of
 
     good = {"name": "interface", "status": "pass", "detail": "ok", "seconds": 1.0}
     assert report_of({"method": "m", "results": [good]}, "m").ok

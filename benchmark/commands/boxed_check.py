@@ -1,7 +1,8 @@
 """``check-method`` of a plugin method, in the box (issue 52 item 3).
 
 A maintainer may run ``check-method`` on a stranger's plugin: its import and every call into it
-then happen in a boxed child (``benchmark.submission.box``, job ``check``: own scratch folder as
+then happen in a boxed child (``benchmark.submission.box``; the child is this module, run as
+``python -m benchmark.commands.boxed_check /box``, job ``check``: own scratch folder as
 working directory and home, an environment without credentials, no network, rlimits, a wall-clock
 deadline; the embedded digits data is the one data set it sees). This process trusts only the
 report the child writes, validated here: a child that exits without one, whatever its exit code,
@@ -49,6 +50,7 @@ def check_in_box(name: str, *, rounds: int, knn: bool, live: bool, unboxed: bool
             what=f"check-method {name} in the box",
             unboxed=why is not None,
             embedded_data=True,
+            child="benchmark.commands.boxed_check",
         )
     except BoxRefused as exc:
         raise UsageError(str(exc)) from None
@@ -88,4 +90,25 @@ def report_of(raw: Any, name: str) -> Any:
     return ConformanceReport(printable(method), tuple(out))
 
 
+def _check(job: dict[str, Any], _box: Any) -> dict[str, Any]:
+    """The child's job: the checks, as plain values."""
+    import dataclasses
+
+    from benchmark.commands.check_method import check_method
+
+    report = check_method(
+        str(job["method"]), rounds=int(job["rounds"]), knn=bool(job["knn"]), live=bool(job["live"])
+    )
+    return {"method": report.method, "results": [dataclasses.asdict(r) for r in report.results]}
+
+
 __all__ = ["check_in_box", "is_plugin", "report_of"]
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from benchmark.submission.box_child import serve
+
+    sys.exit(serve(Path(sys.argv[1]), {"check": _check}))
