@@ -8,8 +8,9 @@ built once per worker. Here the controller groups by a plan the workers write wh
 
 - the tests of a file that share a module-, class- or package-scoped fixture are one unit of work
   (one worker builds the fixture once);
-- the units holding a ``slow`` test go first, then every other test one by one in collection order,
-  so the last tests to start are short ones and neither worker idles through a long tail.
+- the units holding a ``slow`` test go first, then the file groups (a fixture worth sharing), then
+  every other test one by one in collection order, so the last tests to start are short ones and
+  neither worker idles through a long tail.
 
 The plan lives beside the workers' temporary folders (the session's base folder, which every worker
 of this session and nothing else shares), written once, whole (a rename), before the worker reports
@@ -111,8 +112,15 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
             units: dict[str, dict[str, bool]] = {}
             for nodeid in self.collection:
                 units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
-            # sorted() is stable: the slow units in collection order, then the others
-            for scope in sorted(units, key=lambda s: not any(n in self.first for n in units[s])):
+
+            # sorted() is stable: the slow units, then those sharing a fixture, then the others,
+            # each in collection order
+            def rank(scope: str) -> int:
+                if any(n in self.first for n in units[scope]):
+                    return 0
+                return 1 if len(units[scope]) > 1 else 2
+
+            for scope in sorted(units, key=rank):
                 self.workqueue[scope] = units[scope]
             for _ in range(len(self.nodes) - len(self.workqueue)):  # more workers than work
                 node, _ = self.assigned_work.popitem()
