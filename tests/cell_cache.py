@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +44,11 @@ def content_key(cell: Any, device: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def cached_run(
-    cell: Any, dest: Path, factory: pytest.TempPathFactory, *, device: str = "cpu"
-) -> Path:
-    """Run ``cell`` once per session (by content) and copy its run folder into ``dest`` (merged
-    with what ``dest`` holds, as a second ``run_cell`` into the same root would be). Returns
-    ``dest``."""
+def shared_once(key: str, factory: pytest.TempPathFactory, build: Callable[[Path], None]) -> Path:
+    """The folder ``build(folder)`` fills, built once per session for ``key`` whichever worker asks
+    first (the others wait for the lock, then find it). Returns the master: a caller that changes
+    what it holds must copy it first (``cached_run`` does)."""
     cache = _cache_root(factory)
-    key = content_key(cell, device)
     master = cache / key
     with open(cache / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -58,10 +56,22 @@ def cached_run(
             if not master.exists():
                 partial = cache / f"{key}.partial-{os.getpid()}"
                 shutil.rmtree(partial, ignore_errors=True)
-                run_cell(cell, partial, device=device)
+                build(partial)
                 partial.rename(master)  # whole or absent: a crash leaves no half master
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    return master
+
+
+def cached_run(
+    cell: Any, dest: Path, factory: pytest.TempPathFactory, *, device: str = "cpu"
+) -> Path:
+    """Run ``cell`` once per session (by content) and copy its run folder into ``dest`` (merged
+    with what ``dest`` holds, as a second ``run_cell`` into the same root would be). Returns
+    ``dest``."""
+    master = shared_once(
+        content_key(cell, device), factory, lambda root: run_cell(cell, root, device=device)
+    )
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(master, dest, dirs_exist_ok=True)
     return dest

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmark.portable import mode as portable
+from tests import xdist_plan
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -52,6 +54,36 @@ def _kernel_mode_kept() -> Iterator[None]:
         pytest.fail(f"this test left the kernel-mode variables changed: {now}")
 
 
+def worker_threads() -> int | None:
+    """Under pytest-xdist (the README's ``-n 2``): the cores this process may use, divided between
+    the workers; None outside xdist (torch's default)."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not workers:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, int(workers)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _worker_threads() -> Iterator[None]:
+    """Each xdist worker computes on its share of the cores. torch's default is every core per
+    process: two workers on two cores then run four intra-op threads, and every parallel operator
+    waits at its barrier for a thread the other worker holds off the core (what made a tiny cell
+    20-30x slower on a busy 2-core machine, tests/integration/conftest.py). In-process cells of the
+    tests then compute as ``run`` computes a CPU cell: one intra-op thread
+    (RunOptions.cell_threads)."""
+    threads = worker_threads()
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(min(threads, before))
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _builtins() -> None:
     from benchmark.contracts.registries import load_builtins
@@ -65,19 +97,16 @@ def artifacts_dir() -> Path:
     return ARTIFACTS
 
 
-_SHARED_SCOPES = {"module", "class", "package"}
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (the README's ``-n 2``; ``--dist loadgroup`` is in pyproject's addopts):
-    the tests of a file that share a module- or class-scoped fixture (a bundle, a site, a grid run)
-    go to one worker, so the fixture is built once rather than once per worker; every other test
-    is balanced one by one. Runs before xdist's own hook, which reads the ``xdist_group`` marks."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        defs = (d for ds in info.name2fixturedefs.values() for d in ds)
-        if any(d.scope in _SHARED_SCOPES for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    """On an xdist worker: the plan the controller spreads the tests by (tests/xdist_plan.py)."""
+    xdist_plan.write_plan(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (pyproject's addopts): the planned scheduling of tests/xdist_plan.py
+    (xdist's own reads group marks from node ids, which pytest 9 no longer lets it change)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return xdist_plan.make_scheduler(config, log)

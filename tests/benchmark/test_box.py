@@ -213,6 +213,7 @@ def test_a_plugin_without_the_lookup_is_re_trained_bit_for_bit_and_accepted(
     )
 
 
+@pytest.mark.slow
 def test_a_plugin_that_reads_labels_or_the_test_split_it_does_not_declare_is_refused(
     plugins: Path, tracks: Path, tmp_path: Path
 ) -> None:

@@ -3,6 +3,8 @@ local-run records."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from benchmark.launchers.options import RunOptions
+from tests.cell_cache import shared_once
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,15 +121,21 @@ def tiny_grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]
 def tiny_reference(
     tiny_grid: tuple[Path, list[Any]], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, dict[str, Any]]:
-    """The uninterrupted local run of the tiny grid, in this process."""
+    """The uninterrupted local run of the tiny grid, in this process; once per session, whichever
+    xdist worker asks first (tests/cell_cache.py), read by the launcher and fault-tolerance tests
+    of both workers."""
     from benchmark.launchers.local import LocalLauncher
 
     path, cells = tiny_grid
-    root = tmp_path_factory.mktemp("reference")
-    outcomes = list(
-        LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(
-            cells, root, grid="tiny_launch"
+
+    def run(root: Path) -> None:
+        outcomes = list(
+            LocalLauncher(options=RunOptions(device="cpu"), workers=1).launch(
+                cells, root, grid="tiny_launch"
+            )
         )
-    )
-    assert [o.status for o in outcomes] == ["done"] * len(cells), outcomes
-    return records_of(cells, root)
+        assert [o.status for o in outcomes] == ["done"] * len(cells), outcomes
+
+    blob = json.dumps([c.to_dict() for c in cells], sort_keys=True, default=str)
+    key = "tiny-reference-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return records_of(cells, shared_once(key, tmp_path_factory, run))

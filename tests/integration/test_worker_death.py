@@ -12,7 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.slow
 
 # two cells (seeds), so that --workers 2 runs them in worker processes; rounds enough that the kill
 # lands while they train
