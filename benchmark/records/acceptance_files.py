@@ -161,10 +161,13 @@ def make_acceptance(
     accepted_at: str,
     bundle_sha256: str | None,
     training: Mapping[str, Any] | None = None,
+    traffic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The acceptance of ``record`` (every check passed), sealed with its digest. ``training``
     (when a method's code ran in accept's box): ``{"box": ..., "retrained": {...}}``, the re-run's
-    numbers (docs/integrity.md)."""
+    numbers (docs/integrity.md). ``traffic``: ``{"derived": true}`` when the record's per-round
+    traffic equals what its method declares, ``{"derived": false, "why": ...}`` when the method
+    declares nothing (the site badges it; benchmark.submission.traffic)."""
     body = {
         "acceptance_version": ACCEPTANCE_VERSION,
         "cell_id": record.cell_id,
@@ -190,6 +193,8 @@ def make_acceptance(
     }
     if training is not None:
         body["training"] = dict(training)
+    if traffic is not None:
+        body["traffic"] = dict(traffic)
     return {**body, DIGEST_FIELD: digest(body)}
 
 

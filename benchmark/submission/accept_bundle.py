@@ -98,6 +98,7 @@ class RecordAcceptance:
     problems: list[str] = field(default_factory=list)
     checks: list[ScoreCheck] = field(default_factory=list)
     training: Mapping[str, Any] | None = None  # the box it ran in, its re-training (acceptance)
+    traffic: Mapping[str, Any] | None = None  # derived from the method's declaration, or not
     eval_time_s: float | None = None  # the re-evaluation's
 
     @property
@@ -202,8 +203,10 @@ def accept(
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
-        for i, (entry, record) in enumerate(records):  # every record, before any is re-run
+        traffic = [  # every record, before any is re-run
             _check_before_reevaluation(root, i, entry, record, oracle, data_root, limits)
+            for i, (entry, record) in enumerate(records)
+        ]
         trained = _retrained(bundle, records, spec, boxed, data_root, hidden)
         for i, (entry, record) in enumerate(records):
             again, wrong = trained.get(record.cell_id, (None, []))
@@ -212,6 +215,7 @@ def accept(
                 continue
             report.records.append(_accept_one(root, i, entry, record, data_root))
             done = report.records[-1]
+            done.traffic = traffic[i]
             done.training = _training(again, boxed, record, done.eval_time_s)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
@@ -452,28 +456,48 @@ def _check_before_reevaluation(
     oracle: Any,
     data_root: str | None,
     limits: BundleLimits,
-) -> None:
+) -> dict[str, Any]:
     """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
     tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
     than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
-    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition."""
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition, then the
+    traffic against the method's declaration on that partition (benchmark.submission.traffic).
+    Returns the acceptance's ``traffic`` field."""
     from benchmark.submission.bounds import encoder_problems
     from benchmark.submission.checks import RecordCheck
+    from benchmark.submission.traffic import checkpoint_problems
 
     problems: list[str] = []
     pre = _checkpoint(root, entry, record, problems)
     if pre is not None:
-        from benchmark.submission.traffic import traffic_problems
-
-        problems += traffic_problems(record, pre)  # derived from the method's declaration
+        problems += checkpoint_problems(record, pre)
         problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
-    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
     if not problems:
         part = RecordCheck(Path(entry["path"]), record)
         oracle.check(record, part)
         problems += [f"{name}: {why}" for name, why in part.problems]
+    verdict = _traffic(record, pre, oracle, data_root) if not problems else None
+    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
+    problems += verdict.problems if verdict is not None else []
     if problems:
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+    assert verdict is not None
+    return verdict.acceptance()
+
+
+def _traffic(record: ResultRecord, pre: Any, oracle: Any, data_root: str | None) -> Any:
+    """The record's traffic against its method's declaration, on the partition just rebuilt."""
+    from benchmark.submission.traffic import (
+        NOT_DECLARED,
+        TrafficVerdict,
+        cell_method,
+        traffic_verdict,
+    )
+
+    sizes = oracle.client_sizes(record.cell)
+    if sizes is None:  # not rebuilt here (a digest the leaderboard holds): nothing to sum over
+        return TrafficVerdict(why=f"the partition was not rebuilt here; {NOT_DECLARED}")
+    return traffic_verdict(record, pre, cell_method(record, data_root), *sizes)
 
 
 def _accept_one(
@@ -797,6 +821,7 @@ def _write(
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
                 training=r.training,
+                traffic=r.traffic,
             )
             files.append((t.acceptance, acceptance_text(acc)))
     from benchmark.records.carried_cards import card_text, plugin_cards
