@@ -46,7 +46,13 @@ from leaderboard.formatting import (
     wandb_url,
 )
 from leaderboard.labels import round_stat
-from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client, retrained_columns
+from leaderboard.loading import (
+    VERIFIED_RUNNER,
+    alpha_of,
+    bytes_per_client,
+    retrained_columns,
+    traffic_underived,
+)
 from leaderboard.method_views import method_pages, reference_papers
 from leaderboard.scope import RECORDS_FILE, partition_words, records_scope, write_records
 from leaderboard.submitted import UNRANKED
@@ -309,6 +315,7 @@ def _write_cells(site: Site) -> None:
             r=r,
             verified=r.env.runner == VERIFIED_RUNNER,
             acceptance=site.model.acceptances.get(r.cell_id),
+            traffic_underived=traffic_underived(site.model.acceptances.get(r.cell_id)),
             method_file=method_file(r.method),
             bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down),
             bytes_client=fmt_bytes(bytes_per_client(r)),

@@ -34,6 +34,10 @@ from benchmark.core.canonical import digest, pretty_json
 from benchmark.records.integrity import DIGEST_FIELD
 
 ACCEPTANCE_VERSION = 1
+# a plugin's non-code file above this size is named for a reviewer, in accept's report and on the
+# method page (docs/integrity.md: a plugin's own files are the one thing the box cannot hide; a
+# packed label table for digits' 1,797 images takes a few KB, a model's weights far more)
+PLUGIN_FILE_REVIEW_BYTES = 64 * 1024
 ACCEPTANCE_SUBDIR = Path("acceptances")  # results/acceptances/<cell_id>.accept.json
 ACCEPTANCE_SUFFIX = ".accept.json"
 
