@@ -196,3 +196,54 @@ def test_sent_refuses_what_is_not_a_byte_count() -> None:
     for value in (-1, 1.5, True, "3"):
         with pytest.raises(ValueError, match="whole number of bytes"):
             Sent(up=value, down=0)  # type: ignore[arg-type]
+
+
+def test_accept_s_verdict_derives_a_declared_traffic_and_badges_an_undeclared_one(
+    tmp_path: Path,
+) -> None:
+    """What accept writes into the acceptance (``traffic``): derived for a method that declares,
+    not derived (and not refused) for one that does not; a forged figure is a refusal line."""
+    from benchmark.commands.smoke import cell_threads
+    from benchmark.contracts.method import MethodBase
+    from benchmark.engine.stages import prepare, pretrain
+    from benchmark.runroot.rundir import PretrainDir
+    from benchmark.submission.traffic import NOT_DECLARED, traffic_verdict
+    from tests.hostile import reseal
+
+    cell = smoke_cell("fedavg_simclr", rounds=1, clients=3)
+    with cell_threads():
+        prep = prepare(cell)
+        pre = pretrain(prep, PretrainDir(tmp_path / "p"))
+    assert pre is not None
+    comm = {"per_round_up": pre.comm_up, "per_round_down": pre.comm_down}
+    record = _record_with(cell, pre, comm)
+    sizes = [int(s) for s in prep.partition.sizes()]
+    ok = traffic_verdict(record, pre, prep.method, sizes, None)
+    assert ok.problems == [] and ok.acceptance() == {"derived": True}
+    silent = object.__new__(
+        type("Undeclared", (type(prep.method),), {"declared_traffic": MethodBase.declared_traffic})
+    )
+    silent.__dict__.update(prep.method.__dict__)
+    quiet = traffic_verdict(record, pre, silent, sizes, None)
+    assert quiet.problems == [] and quiet.acceptance() == {"derived": False, "why": NOT_DECLARED}
+    forged_pre = dataclasses.replace(pre, comm_up=(pre.comm_up[0] + 1,))
+    forged = reseal(record, comm=dataclasses.replace(record.comm, per_round_up=forged_pre.comm_up))
+    (line,) = traffic_verdict(forged, forged_pre, prep.method, sizes, None).problems
+    assert line.startswith("traffic: round 1 upload is") and f"{pre.comm_up[0]:,} bytes" in line
+
+
+def _record_with(cell: Cell, pre: Any, comm: dict) -> Any:
+    """A sealed record of ``cell`` with the run's traffic (the fields the verdict reads)."""
+    from benchmark.records.schema import CommStats
+    from tests.leaderboard.lb_factory import make_record
+
+    base = make_record("fedavg_simclr")
+    stats = CommStats(
+        bytes_up=sum(comm["per_round_up"]),
+        bytes_down=sum(comm["per_round_down"]),
+        per_round_up=tuple(comm["per_round_up"]),
+        per_round_down=tuple(comm["per_round_down"]),
+    )
+    return dataclasses.replace(
+        base, cell=cell.to_dict(), comm=stats, rounds_completed=pre.rounds_completed
+    )
