@@ -247,3 +247,23 @@ def _record_with(cell: Cell, pre: Any, comm: dict) -> Any:
     return dataclasses.replace(
         base, cell=cell.to_dict(), comm=stats, rounds_completed=pre.rounds_completed
     )
+
+
+def test_the_frozen_plugins_of_earlier_api_versions_declare_nothing_and_keep_working() -> None:
+    """FedMoCo as written against plugin API 2.2 and 2.3 (tests/plugins): no declaration, so its
+    traffic is not derived (accepted with the badge), never a refusal or an error."""
+    import importlib
+    import sys
+
+    plugins = ROOT / "tests" / "plugins"
+    for src, module in (
+        (plugins / "api_2_2" / "src", "fssl_moco_api22.method"),
+        (plugins / "fssl_moco_plugin" / "src", "fssl_moco_plugin.method"),
+    ):
+        sys.path.insert(0, str(src))
+        try:
+            cls = importlib.import_module(module).FedMoCo
+        finally:
+            sys.path.remove(str(src))
+        assert "declared_traffic" not in vars(cls)
+        assert not declares_traffic(object.__new__(cls))
