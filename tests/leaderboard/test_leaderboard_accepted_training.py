@@ -94,6 +94,7 @@ def test_traffic_not_derived_is_badged_and_not_ranked_on_communication(site: Pat
         )
         (bytes_sort[m],) = [key for key, body in cells if re.search(r"\d (B|kB|MB|GB)<", body)]
     assert bytes_sort["orchestra"] == "" and float(bytes_sort["fedavg_simclr"]) > 0
+    assert "traffic not derived</span></dt>" in (site / "legend.html").read_text()
     data = json.loads((site / "data.json").read_text())
     flags = {r["method"]: r["traffic_underived"] for t in data["tracks"] for r in t["rows"]}
     assert flags == {"orchestra": True, "fedavg_simclr": False, "fedema": False}
