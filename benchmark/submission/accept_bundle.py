@@ -476,12 +476,12 @@ def _check_before_reevaluation(
         part = RecordCheck(Path(entry["path"]), record)
         oracle.check(record, part)
         problems += [f"{name}: {why}" for name, why in part.problems]
-    verdict = _traffic(record, pre, oracle, data_root) if not problems else None
+    if not problems and pre is not None:
+        verdict = _traffic(record, pre, oracle, data_root)
+        problems += verdict.problems
     del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
-    problems += verdict.problems if verdict is not None else []
     if problems:
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
-    assert verdict is not None
     return verdict.acceptance()
 
 
