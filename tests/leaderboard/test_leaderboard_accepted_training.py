@@ -100,6 +100,12 @@ def test_traffic_not_derived_is_badged_and_not_ranked_on_communication(site: Pat
     assert flags == {"orchestra": True, "fedavg_simclr": False, "fedema": False}
 
 
+def test_the_entry_page_says_a_seed_s_traffic_was_not_derived(site: Path) -> None:
+    pages = [p.read_text() for p in (site / "entries").glob("*.html")]
+    underived = [t for t in pages if "traffic not derived)</td>" in t]
+    assert len(underived) == 1 and ">orchestra</a>" in underived[0]
+
+
 def test_the_cell_page_says_whether_its_traffic_was_derived(site: Path) -> None:
     pages = {p.name: p.read_text() for p in (site / "cells").glob("*.html")}
     underived = [t for t in pages.values() if "traffic not derived</span>" in t]
