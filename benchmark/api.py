@@ -35,6 +35,7 @@ from benchmark.contracts.registries import (
 )
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.contracts.task import Task, reads_param, register_task
+from benchmark.contracts.traffic import Sent, ServerTensors, TensorShape, TrafficContext
 from benchmark.core.canonical import short_digest, to_plain
 from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
 from benchmark.core.precision import (
@@ -80,12 +81,16 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "RunningAverage",
     "Requirement",
     "RoundContext",
+    "Sent",
     "ServerState",
+    "ServerTensors",
     "Stream",
     "TaskContext",
     "TaskNotApplicable",
     "TaskScores",
     "TensorDict",
+    "TensorShape",
+    "TrafficContext",
     "UnlabeledView",
     "UploadFold",
     "arch_fingerprint",

@@ -89,6 +89,7 @@ _TRACK_CSV = [
     "uses_public_data",
     "verified",
     "reevaluated",
+    "traffic_underived",
     "cell_ids",
 ]
 
@@ -242,6 +243,7 @@ _ROW_KEYS = (
     "uses_public_data",
     "verified",
     "reevaluated",
+    "traffic_underived",
     "cell_ids",
     "entry_id",
 )

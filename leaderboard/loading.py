@@ -203,6 +203,7 @@ RECORD_COLUMNS = [
     "reevaluated",
     "unboxed",
     "retrained",
+    "traffic_underived",
     "reference",
     "submitted",
     "path",
@@ -267,6 +268,7 @@ def records_frame(
     for path, r in one_checkpoint_once(records):
         base = _record_base(path, r, reference=r.method in refs, reevaluated=r.cell_id in accepted)
         base.update(retrained_columns(acceptances.get(r.cell_id), base))
+        base["traffic_underived"] = traffic_underived(acceptances.get(r.cell_id))
         if r.scores:
             rows.extend(_score_rows(base, r, acceptances.get(r.cell_id)))
         else:
@@ -301,6 +303,17 @@ def retrained_columns(
         if isinstance(again.get("machine"), str) and again["machine"]:
             out["machine"] = again["machine"]
     return out
+
+
+def traffic_underived(acceptance: Mapping[str, Any] | None) -> bool:
+    """Whether ``accept`` could not derive the cell's traffic from its method's declaration (the
+    acceptance's ``traffic.derived`` false: a plugin that declares nothing) and did not re-run the
+    training either (a re-run's traffic is the maintainers' own): the figure is the submitter's
+    word, badged "traffic not derived" and not ranked on communication (docs/integrity.md)."""
+    traffic = (acceptance or {}).get("traffic")
+    training = (acceptance or {}).get("training")
+    retrained = isinstance(training, Mapping) and isinstance(training.get("retrained"), Mapping)
+    return isinstance(traffic, Mapping) and traffic.get("derived") is False and not retrained
 
 
 def one_checkpoint_once(

@@ -18,6 +18,7 @@ from typing import Any
 from benchmark.core.canonical import to_plain
 from benchmark.core.deviations import deviations as parse_deviations_of
 from benchmark.core.deviations import parse_deviations
+from benchmark.records.acceptance_files import PLUGIN_FILE_REVIEW_BYTES
 from benchmark.records.reference import ReferenceTable, ReferenceValue
 from benchmark.records.schema import ResultRecord
 from leaderboard import mdtext
@@ -25,6 +26,7 @@ from leaderboard.build import SiteModel
 from leaderboard.formatting import (
     blob_base,
     commit_url,
+    fmt_bytes,
     method_file,
     safe_url,
     short_source,
@@ -412,7 +414,50 @@ def method_page(
         "readme": readme,
         "results": results,
         "configs": _configs(recs),
+        "plugin_files": plugin_files(recs, model.acceptances),
+        "review_text": f"{PLUGIN_FILE_REVIEW_BYTES:,} bytes",
     }
+
+
+def _file_rows(files: Any) -> tuple[tuple[str, int], ...]:
+    """(path, bytes) pairs of one distribution's listing; anything else in it is left out."""
+    good = (
+        f
+        for f in (files if isinstance(files, list) else [])
+        if isinstance(f, list) and len(f) == 2 and isinstance(f[1], int) and f[1] >= 0
+    )
+    return tuple((str(path), size) for path, size in good)
+
+
+def plugin_files(
+    recs: Sequence[ResultRecord], acceptances: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every non-code file of the method's plugin distributions with its size, as ``accept`` listed
+    them in its acceptances (``training.plugin_files``: what the box cannot hide, issue 60 item 3),
+    one entry per distinct listing with the number of accepted cells behind it; a file above
+    ``PLUGIN_FILE_REVIEW_BYTES`` is marked for a reviewer."""
+    listings: Counter[tuple[str, tuple[tuple[str, int], ...]]] = Counter()
+    for r in recs:
+        training = (acceptances.get(r.cell_id) or {}).get("training")
+        listed = training.get("plugin_files") if isinstance(training, Mapping) else None
+        for dist, files in listed.items() if isinstance(listed, Mapping) else ():
+            listings[(str(dist), _file_rows(files))] += 1
+    return [
+        {
+            "distribution": dist,
+            "cells": n,
+            "files": [
+                {
+                    "path": path,
+                    "bytes": size,
+                    "size": f"{size:,} B" if size < 1000 else f"{fmt_bytes(size)} ({size:,} B)",
+                    "review": size > PLUGIN_FILE_REVIEW_BYTES,
+                }
+                for path, size in rows
+            ],
+        }
+        for (dist, rows), n in sorted(listings.items())
+    ]
 
 
 _PROTOCOL_DOCS = ("partitioning", "evaluation")

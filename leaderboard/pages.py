@@ -46,7 +46,13 @@ from leaderboard.formatting import (
     wandb_url,
 )
 from leaderboard.labels import round_stat
-from leaderboard.loading import VERIFIED_RUNNER, alpha_of, bytes_per_client, retrained_columns
+from leaderboard.loading import (
+    VERIFIED_RUNNER,
+    alpha_of,
+    bytes_per_client,
+    retrained_columns,
+    traffic_underived,
+)
 from leaderboard.method_views import method_pages, reference_papers
 from leaderboard.scope import RECORDS_FILE, partition_words, records_scope, write_records
 from leaderboard.submitted import UNRANKED
@@ -216,6 +222,16 @@ def _write_track(site: Site, tt: TrackTable) -> dict[str, Any]:
 
 
 NOT_REMEASURED = " (reported, not re-measured)"
+NOT_DERIVED = " (reported, not re-measured; traffic not derived)"
+
+
+def _remeasured(acceptance: Mapping[str, Any] | None) -> str:
+    """What an entry page says beside a seed's bytes: nothing for the runner's own record; for an
+    accepted one, that it was not re-measured (its scores were re-run; its traffic was checked
+    against the method's declaration, or, for a method that declares nothing, not derived)."""
+    if acceptance is None:
+        return ""
+    return NOT_DERIVED if traffic_underived(acceptance) else NOT_REMEASURED
 
 
 def _best_item(r: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -261,7 +277,7 @@ def _write_entries(site: Site) -> None:
                         "value": f"{score.main:.2f}" if score else "—",
                         # an accepted record's scores were re-run, its traffic was not (issue 44)
                         "bytes": fmt_bytes(bytes_per_client(rec))
-                        + (NOT_REMEASURED if c in site.model.acceptances else ""),
+                        + _remeasured(site.model.acceptances.get(c)),
                         "wall": fmt_wall(rec.compute.wall_time_s),
                         "machine": rec.env.machine or f"{rec.env.device} (model not recorded)",
                         "commit": rec.env.git_sha,
@@ -309,6 +325,7 @@ def _write_cells(site: Site) -> None:
             r=r,
             verified=r.env.runner == VERIFIED_RUNNER,
             acceptance=site.model.acceptances.get(r.cell_id),
+            traffic_underived=traffic_underived(site.model.acceptances.get(r.cell_id)),
             method_file=method_file(r.method),
             bytes_text=fmt_bytes(r.comm.bytes_up + r.comm.bytes_down),
             bytes_client=fmt_bytes(bytes_per_client(r)),

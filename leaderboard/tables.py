@@ -99,6 +99,7 @@ TABLE_COLUMNS = [
     "reevaluated",
     "unboxed",
     "retrained",
+    "traffic_underived",
     "submitted",
     "cell_ids",
     "card_id",
@@ -244,6 +245,10 @@ def _aggregate_one(
         "unboxed": bool(g["unboxed"].any()) if "unboxed" in g else False,
         # every seed's training re-run by accept (a re-training track); else only re-evaluated
         "retrained": bool(g["retrained"].all()) if "retrained" in g else False,
+        # a seed accepted with traffic its method does not declare: not ranked on communication
+        "traffic_underived": bool(g["traffic_underived"].any())
+        if "traffic_underived" in g
+        else False,
         # a seed of a method whose settings were not tuned on the validation split here
         "submitted": bool(g["submitted"].any()),
         "cell_ids": sorted(g["cell_id"].unique().tolist()),
@@ -298,6 +303,7 @@ _NOTHING = {
     "reevaluated": False,
     "unboxed": False,
     "retrained": False,
+    "traffic_underived": False,
     "cell_ids": [],
 }
 

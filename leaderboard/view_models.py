@@ -115,7 +115,10 @@ def track_rows(tt: TrackTable, seeds_of: Mapping[str, int]) -> list[dict[str, An
                 "alpha_sort": alpha_sort(r["alpha"]),
                 "partition_file": partition_file(tt.track.dataset, r["partition_label"]),
                 "bytes_text": fmt_bytes(r["bytes_per_client"]),
-                "bytes_sort": num(r["bytes_per_client"], ".0f"),
+                # a row whose traffic nobody derived is not ranked on communication
+                "bytes_sort": ""
+                if r.get("traffic_underived")
+                else num(r["bytes_per_client"], ".0f"),
                 "compute_text": compute_text,
                 "compute_sort": compute_sort,
                 "machine_text": ", ".join(r["machines"] or []),
@@ -169,7 +172,9 @@ def _point(r: Mapping[str, Any], x: float, metric: str | None) -> Point | None:
     title = (
         f"{row_label(r)} · {r['partition_short']} · {metric or 'score'} {y:.2f}"
         + (f" ± {err:.2f}" if err else "")
-        + f" · {fmt_bytes(r['bytes_per_client'])} per client · {seeds}"
+        + f" · {fmt_bytes(r['bytes_per_client'])} per client"
+        + (" (traffic not derived)" if r.get("traffic_underived") else "")
+        + f" · {seeds}"
     )
     return Point(
         series=row_label(r),

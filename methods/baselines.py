@@ -41,8 +41,11 @@ from benchmark.api import (
     Payload,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     augment,
     build_backbone,
@@ -131,6 +134,10 @@ class LocalSSL(SimCLRFamily):
     def start_tensors(self, down: Payload, state: ClientState) -> dict[str, torch.Tensor]:
         return {k: v for k, v in state.tensors.items() if not k.startswith("opt.")}
 
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Nothing travels: each client keeps its own model."""
+        return Sent(0, 0)
+
     def client_update(self, down, state, data, ctx):
         up, new_state = super().client_update(down, state, data, ctx)
         keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
@@ -209,6 +216,10 @@ class DecSL(FedAvgServer, MethodBase):
 
     def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
         return Payload(dict(server.model))
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Supervised FedAvg: the whole model (backbone and classifier) both ways."""
+        return Sent(up=tensors.model_bytes(), down=tensors.model_bytes())
 
     def client_update(self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext):
         cfg = self.cfg
@@ -300,6 +311,10 @@ class NoPretrain(MethodBase):
 
     def client_update(self, down, state, data, ctx):
         return Payload({}, num_examples=data.num_examples), ClientState(last_round=ctx.round)
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Nothing travels: the seeded initialisation is the server's."""
+        return Sent(0, 0)
 
     def server_aggregate(self, server, ups, ctx, public: UnlabeledView | None):
         return server

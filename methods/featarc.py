@@ -35,8 +35,11 @@ from benchmark.api import (
     MethodBase,
     Payload,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     aggregation_weights,
     build_backbone,
@@ -337,6 +340,16 @@ class FeatARC(MethodBase):
             bn = self.bn_names()
             return Payload({k: v for k, v in server.model.items() if k.split(".", 1)[1] not in bn})
         return Payload(dict(server.model))
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Algorithm 1: every cluster model comes down (its BN tensors left out under ``bn:
+        local``); one trained model goes up with its one-hot cluster choice (C float32) and, under
+        ``weighting: num_batches``, its example count (one int64)."""
+        C = self.cfg.num_clusters
+        local = self.bn_names() if self.cfg.bn == "local" else set()
+        down = tensors.model_bytes(exclude={self.prefix(j) + k for j in range(C) for k in local})
+        up = tensors.model_bytes(prefix=self.prefix(0)) + 4 * C
+        return Sent(up=up + (8 if self.cfg.weighting == "num_batches" else 0), down=down)
 
     def assign(
         self,

@@ -46,8 +46,11 @@ from benchmark.api import (
     Payload,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     adamw,
     aggregation_weights,
@@ -400,6 +403,12 @@ class FedMAE(MethodBase):
         if self.cfg.aggregate == "mean":
             return Payload(dict(server.model))
         return Payload({})
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """§2.4: a client uploads its one-block MAE; it receives the global one only under
+        ``aggregate: mean`` (``none``: nothing comes down, §2.3)."""
+        block = tensors.model_bytes(prefix=PREFIX)
+        return Sent(up=block, down=block if self.cfg.aggregate == "mean" else 0)
 
     def start_tensors(
         self, down: Payload, state: ClientState, ctx: RoundContext

@@ -41,8 +41,11 @@ from benchmark.api import (
     Precision,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     adam,
     build_backbone,
@@ -443,6 +446,21 @@ class FLESD(MethodBase):
             with precision.autocast(device):
                 outs.append(net(x).float())
         return torch.cat(outs)
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """§2.4: the global model comes down; up goes the client's view of D_pub (N images): its
+        N × head_dim embeddings, or the N × N similarity matrix, or each row's k largest
+        off-diagonal similarities (float32 values and int32 indices), all 4 bytes an entry."""
+        cfg, n = self.cfg, at.public_size
+        if n is None:
+            raise ValueError("FLESD needs a public split (public: {name: first_shard} or holdout)")
+        if cfg.upload == "embeddings":
+            up = n * cfg.head_dim * 4
+        elif cfg.topk_percent >= 100:
+            up = n * n * 4
+        else:
+            up = 2 * n * topk_count(cfg.topk_percent, n) * 4
+        return Sent(up=up, down=tensors.model_bytes())
 
     def upload(self, embeddings: torch.Tensor) -> dict[str, torch.Tensor]:
         """What a client sends (docs/methods/flesd.md §2.4) for its D_pub embeddings."""

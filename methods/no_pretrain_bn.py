@@ -37,8 +37,11 @@ from benchmark.api import (
     MethodBase,
     Payload,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     build_backbone,
     load_tensors,
@@ -128,6 +131,14 @@ class NoPretrainBN(MethodBase):
         names = set(bn_buffer_names(encoder, PREFIX))
         up = {k: v for k, v in tensors_of(encoder, PREFIX).items() if k in names}
         return Payload(up, num_examples=data.num_examples), ClientState(last_round=ctx.round)
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Round 1 only: the random encoder down, each client's calibrated BN running statistics
+        up; nothing after."""
+        if at.round != 1:
+            return Sent(0, 0)
+        names = bn_buffer_names(self.nets.structure(), PREFIX)
+        return Sent(up=sum(tensors.model[k].nbytes for k in names), down=tensors.model_bytes())
 
     def server_aggregate(
         self,

@@ -39,8 +39,11 @@ from benchmark.api import (
     Payload,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     augment,
     build_backbone,
@@ -419,6 +422,37 @@ class Orchestra(MethodBase):
         if ctx.round == 1:  # initialisation round: the initial encoder only (§2.4)
             return Payload({k: v for k, v in server.model.items() if k.startswith("target.")})
         return Payload({**server.model, "global_centroids": server.extra["global_centroids"]})
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """§2.4-2.5: round 1 sends the target encoder down and the local centroids up; every later
+        round the whole model and the global centroids down, the trained model and the local
+        centroids up. The centroids (N_L × d float32, d the projection size) are sent when the
+        client's memory holds at least N_L projections; ``share_representations`` sends the
+        memory itself (its rows × d float32)."""
+        d = tensors.model["rot_head.weight"].shape[1]
+        rows = self.memory_rows(at.examples, at.local_epochs, first=at.round == 1)
+        if self.cfg.share_representations:
+            centroids = rows * d * 4
+        else:
+            centroids = (
+                self.cfg.num_local_clusters * d * 4 if rows >= self.cfg.num_local_clusters else 0
+            )
+        if at.round == 1:
+            return Sent(up=centroids, down=tensors.model_bytes(prefix="target."))
+        model = tensors.model_bytes()
+        return Sent(up=model + centroids, down=model + tensors["global_centroids"].nbytes)
+
+    def memory_rows(self, examples: int, epochs: int, *, first: bool) -> int:
+        """Rows of a client's projection memory when its round ends: the first ``capacity`` of the
+        initialisation round's first batches (:meth:`_init_round`), else the last ``capacity`` of
+        every trained batch (one push per step, drop_last under the small-client policy)."""
+        cfg = self.cfg
+        B, cap = cfg.batch_size, cfg.memory_capacity
+        full, rest = divmod(examples, B)
+        sizes = [B] * full + ([rest] if rest and not local_drop_last(examples, B, True) else [])
+        sizes = [s for s in sizes if s > 1]  # UnlabeledView.batch_indices: no batch of one
+        pushed = sum(sizes[: math.ceil(cap / B)]) if first else epochs * sum(sizes)
+        return min(cap, pushed)
 
     def _views(self, batch: torch.Tensor, view: UnlabeledView, ctx: RoundContext):
         cfg = self.cfg

@@ -30,7 +30,10 @@ from benchmark.api import (
     MethodBase,
     Payload,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
+    TrafficContext,
     UnlabeledView,
     build_backbone,
 )
@@ -87,6 +90,10 @@ class Pixels(MethodBase):
 
     def client_update(self, down, state, data, ctx):
         return Payload({}, num_examples=data.num_examples), ClientState(last_round=ctx.round)
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Nothing travels: the features are the pixels."""
+        return Sent(0, 0)
 
     def server_aggregate(self, server, ups, ctx, public: UnlabeledView | None):
         return server

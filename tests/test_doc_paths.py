@@ -38,7 +38,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     # written by commands into results/, none of them committed yet
     ("docs/adding-a-method.md", "results/manifests/*.json"): "written by `benchmark expand`",
     ("docs/integrity.md", "results/acceptances/<cell_id>.accept.json"): "written by `accept`",
-    ("docs/integrity.md", "results/ledger/"): "written by `accept` (the checkpoint ledger)",
     ("docs/submitting.md", "results/acceptances/<cell_id>.accept.json"): "written by `accept`",
     ("docs/submitting.md", "results/cards/<card_id>.card.json"): "written by `accept`",
     ("docs/adding-a-task.md", "results/cards/<card_id>.card.json"): "written by `accept`",

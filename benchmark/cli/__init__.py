@@ -21,6 +21,7 @@ from benchmark.cli.check_method import cmd_check_method
 from benchmark.cli.collect import cmd_collect
 from benchmark.cli.common import EXIT_BAD_INPUT
 from benchmark.cli.doctor import cmd_doctor
+from benchmark.cli.ledger import cmd_ledger
 from benchmark.cli.listing import cmd_list
 from benchmark.cli.new_method import cmd_new_method
 from benchmark.cli.new_task import cmd_new_task
@@ -343,6 +344,29 @@ def _add_submission(sub: Any) -> None:
     leaderboard."""
     _add_submit(sub)
     _add_accept(sub)
+    _add_ledger(sub)
+
+
+def _add_ledger(sub: Any) -> None:
+    led = sub.add_parser(
+        "ledger",
+        help="maintainers: the checkpoint ledger of a results folder (every accepted checkpoint "
+        "and final state, and the training it was accepted for)",
+        epilog="exit codes: 0 done (--check: every entry present); 1 a checkpoint or final state "
+        "claimed for two trainings (no entry written for it), or --check found entries missing; "
+        "2 usage error",
+    )
+    what = led.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--backfill",
+        action="store_true",
+        help="write the entries the folder's records (shipped runs, earlier acceptances) call "
+        "for and the ledger lacks; idempotent",
+    )
+    what.add_argument(
+        "--check", action="store_true", help="write nothing: list the entries the ledger lacks"
+    )
+    led.add_argument("--results", default="results", help="results folder (default results/)")
 
 
 def _add_submit(sub: Any) -> None:
@@ -556,6 +580,7 @@ COMMANDS = {
     "check-method": cmd_check_method,
     "submit": cmd_submit,
     "accept": cmd_accept,
+    "ledger": cmd_ledger,
     "doctor": cmd_doctor,
     "verify": cmd_verify,
 }

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from benchmark.contracts.specs import ComponentSpec
+    from benchmark.contracts.traffic import Sent, ServerTensors, TrafficContext
     from benchmark.contracts.types import (
         ClientData,
         ClientState,
@@ -116,8 +117,8 @@ class Method(Protocol):
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None
     ) -> Encoder: ...
 
-    # optional, so not a member here: ``upload_fold`` (MethodBase's default returns None; the engine
-    # asks only if the method has it)
+    # optional, so not members here: ``upload_fold`` (MethodBase's default returns None; the engine
+    # asks only if the method has it) and ``declared_traffic`` (plugin API 2.5; None: not declared)
 
 
 class UploadFold(Protocol):
@@ -145,7 +146,7 @@ class Inert:
 # The plugin API's version (docs/adding-a-method.md §10): MAJOR moves when a plugin written for the
 # previous one stops working (a hook's signature, a required base class); MINOR when names are only
 # added.
-API_VERSION = "2.4"
+API_VERSION = "2.5"
 _API1_HOOKS = ("broadcast", "client_update", "server_aggregate", "encoder")
 
 
@@ -239,6 +240,15 @@ class MethodBase:
         ``server_aggregate``. The fold must give what ``server_aggregate`` gives on the same
         uploads, bit for bit (``check-method`` compares them). The default, None, has the engine
         collect every upload and call ``server_aggregate``."""
+        return None
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """Optionally (plugin API 2.5), the bytes one sampled client uploads and receives in round
+        ``at.round`` (``benchmark.contracts.traffic``): a pure function of ``self.cfg``, ``at`` and
+        the shapes of the checkpoint's server tensors, equal to what the runner counts from the
+        payloads. ``accept`` then derives a record's traffic from it and refuses any other figure.
+        The default, None, declares nothing: the record's traffic is shown as the submitter's word
+        ("traffic not derived"); ``payload_up``/``payload_down`` stay what they were."""
         return None
 
     def export(self, module: nn.Module, feat_dim: int | None = None, **fields: Any) -> Encoder:

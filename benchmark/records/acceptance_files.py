@@ -34,6 +34,10 @@ from benchmark.core.canonical import digest, pretty_json
 from benchmark.records.integrity import DIGEST_FIELD
 
 ACCEPTANCE_VERSION = 1
+# a plugin's non-code file above this size is named for a reviewer, in accept's report and on the
+# method page (docs/integrity.md: a plugin's own files are the one thing the box cannot hide; a
+# packed label table for digits' 1,797 images takes a few KB, a model's weights far more)
+PLUGIN_FILE_REVIEW_BYTES = 64 * 1024
 ACCEPTANCE_SUBDIR = Path("acceptances")  # results/acceptances/<cell_id>.accept.json
 ACCEPTANCE_SUFFIX = ".accept.json"
 
@@ -161,10 +165,13 @@ def make_acceptance(
     accepted_at: str,
     bundle_sha256: str | None,
     training: Mapping[str, Any] | None = None,
+    traffic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The acceptance of ``record`` (every check passed), sealed with its digest. ``training``
     (when a method's code ran in accept's box): ``{"box": ..., "retrained": {...}}``, the re-run's
-    numbers (docs/integrity.md)."""
+    numbers (docs/integrity.md). ``traffic``: ``{"derived": true}`` when the record's per-round
+    traffic equals what its method declares, ``{"derived": false, "why": ...}`` when the method
+    declares nothing (the site badges it; benchmark.submission.traffic)."""
     body = {
         "acceptance_version": ACCEPTANCE_VERSION,
         "cell_id": record.cell_id,
@@ -190,6 +197,8 @@ def make_acceptance(
     }
     if training is not None:
         body["training"] = dict(training)
+    if traffic is not None:
+        body["traffic"] = dict(traffic)
     return {**body, DIGEST_FIELD: digest(body)}
 
 

@@ -98,6 +98,7 @@ class RecordAcceptance:
     problems: list[str] = field(default_factory=list)
     checks: list[ScoreCheck] = field(default_factory=list)
     training: Mapping[str, Any] | None = None  # the box it ran in, its re-training (acceptance)
+    traffic: Mapping[str, Any] | None = None  # derived from the method's declaration, or not
     eval_time_s: float | None = None  # the re-evaluation's
 
     @property
@@ -202,7 +203,7 @@ def accept(
         from benchmark.submission.oracle import PartitionOracle
 
         oracle = PartitionOracle(data_root=data_root)
-        for i, (entry, record) in enumerate(records):  # every record, before any is re-run
+        traffic = [  # every record, before any is re-run
             _check_before_reevaluation(
                 root,
                 i,
@@ -213,6 +214,8 @@ def accept(
                 limits,
                 exported=record.method in boxed[0],
             )
+            for i, (entry, record) in enumerate(records)
+        ]
         encoders = _exported(bundle, root, records, boxed, data_root, hidden, limits)
         trained = _retrained(bundle, records, spec, boxed, data_root, hidden)
         for i, (entry, record) in enumerate(records):
@@ -223,6 +226,7 @@ def accept(
             encoder = encoders.get(record.cell_id)
             report.records.append(_accept_one(root, i, entry, record, data_root, encoder))
             done = report.records[-1]
+            done.traffic = traffic[i]
             done.training = _training(again, boxed, record, done.eval_time_s)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
@@ -530,31 +534,51 @@ def _check_before_reevaluation(
     limits: BundleLimits,
     *,
     exported: bool = False,
-) -> None:
+) -> dict[str, Any]:
     """BundleError (one line, exit 2) at the first problem of manifest entry ``i`` found before its
     tasks are re-run, cheapest check first: the checkpoint (sha256, tensors only, no view larger
     than its storage, the final-state digest), the encoder the cell builds from it sized on the meta
-    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition.
+    device (shapes, bytes, fingerprint: benchmark.submission.bounds), then the partition, then the
+    traffic against the method's declaration on that partition (benchmark.submission.traffic).
     ``exported``: the method's encoder is exported in the box (``_exported``), which sizes it there
-    and is checked here as it is rebuilt; its code is not called here."""
+    and is checked here as it is rebuilt; its code is not called here. Returns the acceptance's
+    ``traffic`` field."""
     from benchmark.submission.bounds import encoder_problems
     from benchmark.submission.checks import RecordCheck
+    from benchmark.submission.traffic import checkpoint_problems
 
     problems: list[str] = []
     pre = _checkpoint(root, entry, record, problems)
     if pre is not None:
-        from benchmark.submission.traffic import traffic_problems
-
-        problems += traffic_problems(record, pre)  # derived from the method's declaration
+        problems += checkpoint_problems(record, pre)
         if not exported:
             problems += encoder_problems(record, pre, data_root, limits.max_encoder_bytes)
-    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
     if not problems:
         part = RecordCheck(Path(entry["path"]), record)
         oracle.check(record, part)
         problems += [f"{name}: {why}" for name, why in part.problems]
+    if not problems and pre is not None:
+        verdict = _traffic(record, pre, oracle, data_root)
+        problems += verdict.problems
+    del pre  # loaded again when its turn comes: a bundle's checkpoints are not all held at once
     if problems:
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
+    return verdict.acceptance()
+
+
+def _traffic(record: ResultRecord, pre: Any, oracle: Any, data_root: str | None) -> Any:
+    """The record's traffic against its method's declaration, on the partition just rebuilt."""
+    from benchmark.submission.traffic import (
+        NOT_DECLARED,
+        TrafficVerdict,
+        cell_method,
+        traffic_verdict,
+    )
+
+    sizes = oracle.client_sizes(record.cell)
+    if sizes is None:  # not rebuilt here (a digest the leaderboard holds): nothing to sum over
+        return TrafficVerdict(why=f"the partition was not rebuilt here; {NOT_DECLARED}")
+    return traffic_verdict(record, pre, cell_method(record, data_root), *sizes)
 
 
 def _accept_one(
@@ -884,6 +908,7 @@ def _write(
                 accepted_at=now,
                 bundle_sha256=manifest_sha,
                 training=r.training,
+                traffic=r.traffic,
             )
             files.append((t.acceptance, acceptance_text(acc)))
     from benchmark.records.carried_cards import card_text, plugin_cards

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,106 @@ def ledger_files(
     return list(out.items())
 
 
+@dataclass
+class Backfill:
+    """What :func:`backfill` found: the entries to write, how many the ledger already holds, and
+    the digests two records claim for different trainings (left out, for a maintainer to look at)."""
+
+    files: list[tuple[Path, str]] = field(default_factory=list)
+    held: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def accepted_records(
+    results: Path,
+) -> tuple[list[tuple[Mapping[str, Any], ResultRecord]], list[str]]:
+    """Every finished record the results folder holds (``records/``: the shipped runs and every
+    bundle accepted before the ledger existed), each with what its acceptance says of its
+    checkpoint (``{"checkpoint": {"sha256": ...}}``; ``{}`` for a record nobody submitted: only its
+    final-state digest is known); and one line per record or acceptance that does not read."""
+    from benchmark.records.acceptance_files import find_acceptances, read_acceptance
+    from benchmark.records.store import load_records
+
+    records, bad = load_records([Path(results) / "records"])
+    skipped = [f"{s.path}: {s.reason}" for s in bad]
+    checkpoints: dict[str, Mapping[str, Any]] = {}
+    for path in find_acceptances([Path(results) / "acceptances"]):
+        try:
+            acc = read_acceptance(path)
+        except ValueError as exc:
+            skipped.append(f"{path}: {exc}")
+            continue
+        if isinstance(acc.get("checkpoint"), Mapping):
+            checkpoints[str(acc.get("record_digest"))] = {
+                "checkpoint": acc["checkpoint"],
+                "accepted_at": acc.get("accepted_at"),
+            }
+    out = []
+    for _, record in records:
+        if record.status != "ok" or not record.final_state_digest:
+            continue
+        out.append((checkpoints.get(record.digest) or {"checkpoint": {}}, record))
+    return out, skipped
+
+
+def backfill(results: Path) -> Backfill:
+    """The ledger entries the records already in ``results`` call for (issue 52: a shipped or
+        earlier-accepted checkpoint must not come back as another training), those the ledger holds
+        left out: idempotent, and the same bytes wherever it runs (``accepted_at`` is the acceptance's,
+    else the record's ``created_at``). Entries name ``backfilled_from`` (``acceptance`` where an acceptance gave
+        the checkpoint's sha256, else ``record``). A digest two records claim for different trainings
+        (or one the ledger holds for another) is a conflict: no entry for it, one line each."""
+    out = Backfill()
+    records, out.skipped = accepted_records(results)
+    claims: dict[Path, dict[str, Any]] = {}
+    for entry, record in records:
+        training = training_of(record)
+        for kind, words, digest in digests_of(entry, record):
+            path = entry_path(results, kind, digest)
+            held = read_entry(path)
+            first = claims.setdefault(
+                path, {"training": training, "record": record, "entry": entry}
+            )
+            if held is not None and held.get("training") != training:
+                out.conflicts.append(
+                    f"{words} {digest[:12]}…: the ledger holds it for record "
+                    f"{str(held.get('cell_id'))[:40]}, record {record.cell_id} claims another training"
+                )
+                first["conflict"] = True
+            elif first["training"] != training:
+                out.conflicts.append(
+                    f"{words} {digest[:12]}…: records {first['record'].cell_id} and "
+                    f"{record.cell_id} claim it for different trainings"
+                )
+                first["conflict"] = True
+            elif held is not None:
+                first["held"] = True
+    for path, claim in claims.items():
+        if claim.get("conflict"):
+            continue
+        if claim.get("held"):
+            out.held += 1
+            continue
+        record = claim["record"]
+        kind = path.name.split("-", 1)[0]
+        body = {
+            "kind": kind,
+            "digest": path.stem.split("-", 1)[1],
+            "training": claim["training"],
+            "cell_id": record.cell_id,
+            "record_digest": record.digest,
+            "accepted_at": str(claim["entry"].get("accepted_at") or record.created_at),
+            "backfilled_from": "acceptance" if claim["entry"].get("checkpoint") else "record",
+        }
+        out.files.append((path, json.dumps(body, indent=2, sort_keys=True) + "\n"))
+    return out
+
+
 __all__ = [
     "LEDGER_SUBDIR",
+    "Backfill",
+    "backfill",
     "entry_path",
     "ledger_files",
     "ledger_problems",

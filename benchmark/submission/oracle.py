@@ -22,6 +22,8 @@ class PartitionOracle:
         self, known: Mapping[str, set[str]] | None = None, data_root: str | None = None
     ) -> None:
         self._cache: dict[str, str | None] = {}
+        # partition key -> (client sizes, public split size) of the partition rebuilt here
+        self._sizes: dict[str, tuple[list[int], int | None]] = {}
         self.known = {k: set(v) for k, v in (known or {}).items()}
         self.data_root = data_root
 
@@ -51,10 +53,17 @@ class PartitionOracle:
             if not cfg.available(root):
                 self._cache[key] = None
             else:
-                self._cache[key] = build_partition(
-                    c, load_data(c, self.data_root).train.labels
-                ).digest()
+                part = build_partition(c, load_data(c, self.data_root).train.labels)
+                self._cache[key] = part.digest()
+                public = None if part.public_indices is None else len(part.public_indices)
+                self._sizes[key] = ([int(s) for s in part.sizes()], public)
         return self._cache[key], key
+
+    def client_sizes(self, cell: Mapping[str, Any]) -> tuple[list[int], int | None] | None:
+        """(each client's number of training examples, the public split's size or None) of the
+        cell's partition as rebuilt here; None when it was not (its dataset is not available)."""
+        self.recompute(cell)
+        return self._sizes.get(self.key(cell))
 
     def check(self, record: ResultRecord, check: RecordCheck) -> None:
         try:

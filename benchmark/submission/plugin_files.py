@@ -11,10 +11,11 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmark.core.provenance import counted
+from benchmark.records.acceptance_files import PLUGIN_FILE_REVIEW_BYTES
 
-# a non-code file above this size is named in the acceptance for a reviewer (a packed label table
-# for digits' 1,797 images takes a few KB; a model's weights far more)
-REVIEW_BYTES = 64 * 1024
+# a non-code file above this size is named in the acceptance for a reviewer (one figure with the
+# site's method page, which marks the same files)
+REVIEW_BYTES = PLUGIN_FILE_REVIEW_BYTES
 CODE_SUFFIXES = (".py", ".pyi", ".pth")
 
 

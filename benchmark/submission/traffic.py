@@ -3,55 +3,55 @@
 On c2ccfe5 a record claiming 1 byte of traffic (the genuine run sent 177,376 bytes per round) was
 accepted and ranked first on communication; zero traffic passed too: accept re-ran the tasks from the
 checkpoint and believed the bundle about the training. Where the training is not re-run here, the
-traffic is now derived from the method's declaration and the checkpoint's tensors, and the record
-is refused (one line, before anything is re-run) when it does not fit:
+traffic is now derived, and the record is refused (one line, before anything is re-run) when it is
+not exactly that:
 
 * the record's per-round traffic is the one its checkpoint holds (``Pretrained.comm_up/down``: the
   runner writes both from the same counter), one entry per completed round;
-* a method that declares it sends nothing (``payload_up == payload_down == ()``: central training,
-  random initialisation) has zero traffic;
-* a method whose every declared pattern (``payload_up``, ``payload_down``: fnmatch patterns of
-  tensor names) names tensors of the checkpoint's server state is **derivable**: each round's
-  traffic in each direction lies between a quarter of the smallest pattern's bytes (at least one
-  client sent at least one declared thing, perhaps in 8 bits: a class declares the traffic of all
-  its configurations, so a configuration may send a subset) and twice ``num_clients`` × the bytes
-  of every declared tensor.
+* every built-in method declares what one sampled client uploads and receives each round
+  (``MethodBase.declared_traffic``, plugin API 2.5: a pure function of its config, the cell's
+  federated settings and the client's size, and the checkpoint's tensor shapes);
+  :func:`benchmark.engine.traffic.derived_traffic` sums it over each round's sampled clients as the
+  runner counts, from the partition accept has just rebuilt; the record's per-round bytes, up and
+  down, must equal it byte for byte;
+* a plugin method that declares nothing (written before API 2.5, or choosing not to) is not
+  refused: its acceptance says ``traffic: {"derived": false}`` and the site badges the row
+  "traffic not derived" and leaves it out of the ranking on communication (docs/integrity.md).
 
-A method whose patterns name tensors the server state does not hold (logits on public data, cluster
-assignments) is not derivable: its traffic is checked against its checkpoint only and stays the submitter's word
-(docs/integrity.md). Compute time is never derived: it is shown as reported. Torch only through the
-checkpoint already loaded."""
+Compute time is never derived: it is shown as reported. Torch only through the checkpoint already
+loaded and the method the cell builds."""
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmark.records.schema import ResultRecord
 
-
-def _declared_bytes(cls: Any, tensors: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
-    """direction → pattern → bytes of the checkpoint's tensors it names; None when a pattern names
-    none (not derivable)."""
-    out: dict[str, dict[str, int]] = {}
-    for direction in ("up", "down"):
-        patterns = tuple(getattr(cls, f"payload_{direction}", ()) or ())
-        out[direction] = {}
-        for pattern in patterns:
-            names = fnmatch.filter(tensors, pattern)
-            if not names:
-                return None
-            out[direction][pattern] = sum(
-                int(tensors[n].numel()) * int(tensors[n].element_size()) for n in names
-            )
-    return out
+NOT_DECLARED = (
+    "its method declares no traffic (MethodBase.declared_traffic, plugin API 2.5): the figure is "
+    "the submitter's word"
+)
 
 
-def traffic_problems(record: ResultRecord, pre: Any) -> list[str]:
-    """Why ``record``'s traffic is not what its method's declaration and checkpoint ``pre`` allow."""
-    from benchmark.contracts.registries import METHODS, load_builtins
+@dataclass
+class TrafficVerdict:
+    """What accept found of a record's traffic: the problems (refusal lines), and whether the
+    record's figure was derived from its method's declaration (the acceptance's ``traffic``)."""
 
+    problems: list[str] = field(default_factory=list)
+    derived: bool = False
+    why: str = ""
+
+    def acceptance(self) -> dict[str, Any]:
+        """The acceptance file's ``traffic`` field."""
+        return {"derived": True} if self.derived else {"derived": False, "why": self.why}
+
+
+def checkpoint_problems(record: ResultRecord, pre: Any) -> list[str]:
+    """Why the record's per-round traffic is not the one its checkpoint holds."""
     comm = record.comm
     out = []
     for direction, theirs, ckpt in (
@@ -68,37 +68,69 @@ def traffic_problems(record: ResultRecord, pre: Any) -> list[str]:
                 f"traffic: {len(theirs)} per-round {direction}load entries for "
                 f"{record.rounds_completed} completed rounds"
             )
-    if out:
-        return out
+    return out
+
+
+def cell_method(record: ResultRecord, data_root: str | Path | None) -> Any:
+    """The method instance the record's cell builds (as the runner builds it)."""
+    from benchmark.contracts.cell import Cell
+    from benchmark.contracts.registries import load_builtins
+    from benchmark.engine.stages import build_method, input_spec, load_data
+
     load_builtins()
-    cls = METHODS.get(record.method)
-    if not (cls.payload_up or cls.payload_down):
-        if comm.bytes_up or comm.bytes_down:
-            out.append(
-                f"traffic: method {record.method} declares it sends nothing, the record states "
-                f"{comm.bytes_up:,} bytes up and {comm.bytes_down:,} down"
-            )
+    cell = Cell.from_dict(record.cell)
+    return build_method(cell, input_spec(load_data(cell, data_root)))
+
+
+def traffic_verdict(
+    record: ResultRecord,
+    pre: Any,
+    method: Any,
+    client_sizes: Sequence[int],
+    public_size: int | None,
+) -> TrafficVerdict:
+    """``record``'s traffic against its checkpoint ``pre`` and against what ``method`` (the
+    cell's, built) declares for the partition's ``client_sizes`` and public split."""
+    from benchmark.contracts.cell import Cell
+    from benchmark.engine.traffic import derived_traffic, server_tensors
+
+    out = TrafficVerdict(checkpoint_problems(record, pre))
+    if out.problems:
         return out
-    tensors = {**dict(pre.server.model), **dict(pre.server.extra)}
-    declared = _declared_bytes(cls, tensors)
-    if declared is None:
-        return out  # not derivable: shown as the submitter's word
-    clients = int((record.cell.get("fl") or {}).get("num_clients") or 1)
-    for direction, rounds in (("up", comm.per_round_up), ("down", comm.per_round_down)):
-        sizes = declared[direction]
-        if not sizes:
-            continue
-        # the checkpoint holds fp32 masters; a payload may travel in 8 bits, or in 64 (a margin of
-        # 4 below and 2 above): a forged round of 1 byte, 0 or 10 times the genuine is still out
-        low, high = min(sizes.values()) // 4, 2 * clients * sum(sizes.values())
-        for i, sent in enumerate(rounds):
-            if not low <= sent <= high:
-                out.append(
-                    f"traffic: round {i + 1} {direction}load is {sent:,} bytes; what {record.method} "
-                    f"declares it sends ({', '.join(sorted(sizes))}: {sum(sizes.values()):,} bytes "
-                    f"a client, {clients} client(s)) allows {low:,} to {high:,}"
-                )
-                break
+    comm = record.comm
+    rounds = len(comm.per_round_up)
+    try:
+        derived = derived_traffic(
+            method,
+            Cell.from_dict(record.cell),
+            server_tensors(pre.server),
+            client_sizes,
+            public_size,
+            rounds,
+        )
+    except Exception as exc:  # noqa: BLE001 - a declaration that cannot be evaluated on this checkpoint refuses
+        first = str(exc).splitlines()[0][:300] if str(exc) else ""
+        out.problems.append(
+            f"traffic: {record.method}'s declaration cannot be evaluated on this checkpoint: "
+            f"{type(exc).__name__}: {first}"
+        )
+        return out
+    if derived is None:
+        out.why = NOT_DECLARED
+        return out
+    out.derived = True
+    for direction, theirs, ours in (
+        ("up", comm.per_round_up, derived[0]),
+        ("down", comm.per_round_down, derived[1]),
+    ):
+        wrong = [i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b]
+        if wrong:
+            i = wrong[0]
+            out.problems.append(
+                f"traffic: round {i + 1} {direction}load is {theirs[i]:,} bytes; what "
+                f"{record.method} declares it sends there is {ours[i]:,} bytes ({len(wrong)} of "
+                f"{rounds} round(s) differ)"
+            )
     return out
 
 
@@ -108,4 +140,10 @@ def _short(values: Any) -> str:
     return f"[{text}{', …' if len(values) > 3 else ''}]"
 
 
-__all__ = ["traffic_problems"]
+__all__ = [
+    "NOT_DECLARED",
+    "TrafficVerdict",
+    "cell_method",
+    "checkpoint_problems",
+    "traffic_verdict",
+]

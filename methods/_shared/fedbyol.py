@@ -33,8 +33,11 @@ from benchmark.api import (
     Payload,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     build_backbone,
     divergence,
     load_tensors,
@@ -297,6 +300,12 @@ class FederatedBYOL(FedAvgServer, MethodBase):
 
     def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
         return Payload(shared(server.model))
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """docs/methods/fedu.md §2.3: the online encoder and the predictor both ways; the target
+        stays on the client."""
+        both = tensors.model_bytes(prefix=SHARED_PREFIXES)
+        return Sent(up=both, down=both)
 
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext

@@ -26,8 +26,11 @@ from benchmark.api import (
     MethodBase,
     Payload,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     bn_tensor_names,
     build_backbone,
     load_tensors,
@@ -265,6 +268,12 @@ class SimCLRFamily(MethodBase):
 
     def start_tensors(self, down: Payload, state: ClientState) -> dict[str, torch.Tensor]:
         return local_start(down, state, self.cfg)
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """§2.1: a client uploads every tensor of its network (:func:`local_update`) and receives
+        the global one, its BN tensors left out under ``bn: local`` (§7.1)."""
+        local = self.bn_names() if self.cfg.bn == "local" else ()
+        return Sent(up=tensors.model_bytes(), down=tensors.model_bytes(exclude=local))
 
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext

@@ -111,6 +111,8 @@ def test_accept_reproduces_an_honest_bundle_and_marks_its_records(
     assert read_record(copied) == record
     acc = read_acceptance(acceptance_path(results, record.cell_id))
     assert acc["record_digest"] == record.digest and reevaluated(record, acc) is None
+    # its traffic is what fedavg_simclr declares it sends (issue 52, item 2)
+    assert acc["traffic"] == {"derived": True}
     reported = {(s.task, k): v for s in record.scores for k, v in s.values.items()}
     reproduced = {(s["task"], s["key"]): s["reproduced"] for s in acc["scores"]}
     assert (

@@ -322,20 +322,29 @@ def test_traffic_forged_in_the_checkpoint_too_is_refused_by_the_declaration(
     honest, run_root: Path
 ) -> None:
     """Both forged (the record and the counter its checkpoint carries): the bytes the method
-    declares it sends, counted on the checkpoint's own tensors, bound every round."""
+    declares it sends (``declared_traffic``), summed over the round's sampled clients of the
+    partition rebuilt here, must be the record's exactly; a byte more is as wrong as 1 byte."""
     import dataclasses
 
     from benchmark.engine.pretrained import Pretrained
-    from benchmark.submission.traffic import traffic_problems
+    from benchmark.submission.oracle import PartitionOracle
+    from benchmark.submission.traffic import cell_method, traffic_verdict
 
     (ckpt,) = run_root.rglob("final.pt")
     pre = Pretrained.load(ckpt, untrusted=True)
-    assert traffic_problems(honest, pre) == []
-    for sent in (1, 0, 10 * 177376):
+    sizes = PartitionOracle().client_sizes(honest.cell)
+    assert sizes is not None
+    method = cell_method(honest, None)
+    verdict = traffic_verdict(honest, pre, method, *sizes)
+    assert verdict.problems == [] and verdict.acceptance() == {"derived": True}
+    genuine = honest.comm.per_round_up[0]
+    assert genuine == 177376  # 2 clients x 88,688 bytes (encoder.* + projector.*)
+    for sent in (1, 0, 10 * genuine, genuine + 1, genuine - 4):
         forged = _traffic([sent], [sent])(honest)
         pre_forged = dataclasses.replace(pre, comm_up=(sent,), comm_down=(sent,))
-        (line,) = traffic_problems(forged, pre_forged)[:1]
-        assert f"round 1 upload is {sent:,} bytes" in line and "allows" in line
+        (line, *_) = traffic_verdict(forged, pre_forged, method, *sizes).problems
+        assert f"round 1 upload is {sent:,} bytes" in line
+        assert f"declares it sends there is {genuine:,} bytes" in line
 
 
 # ---- item 5: every remaining input bounded, every failure one line -----------------------------------

@@ -1,0 +1,91 @@
+"""A run's per-round traffic derived from its method's declaration (issue 52, item 2), counted the
+way the round loop counts it (:func:`benchmark.engine.rounds.simulate`): round r samples its
+clients from the (seed, SAMPLING, r) stream (:func:`~benchmark.engine.rounds.sample_clients`),
+every sampled client's upload is counted once and the broadcast once per sampled client. The
+method says what one client sends (``MethodBase.declared_traffic``, plugin API 2.5); this module
+sums it. A ``pooled`` method runs one client holding the union of the partition, every round."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchmark.contracts.cell import Cell
+from benchmark.contracts.traffic import Sent, ServerTensors, TensorShape, TrafficContext
+from benchmark.engine.rounds import sample_clients
+
+
+def server_tensors(server: Any) -> ServerTensors:
+    """The shapes of a checkpoint's server state (``ServerState``: model and extra tensors)."""
+
+    def shapes(tensors: Mapping[str, Any]) -> dict[str, TensorShape]:
+        return {
+            k: TensorShape(tuple(int(d) for d in t.shape), int(t.element_size()))
+            for k, t in tensors.items()
+        }
+
+    return ServerTensors(shapes(server.model), shapes(server.extra))
+
+
+def declares_traffic(method: Any) -> bool:
+    """Whether ``method`` overrides ``declared_traffic`` (a plugin written before API 2.5 does
+    not: its MethodBase default, or no such hook at all, declares nothing)."""
+    from benchmark.contracts.method import MethodBase
+
+    hook = getattr(type(method), "declared_traffic", None)
+    return hook is not None and hook is not MethodBase.declared_traffic
+
+
+def derived_traffic(
+    method: Any,
+    cell: Cell,
+    tensors: ServerTensors,
+    client_sizes: Sequence[int],
+    public_size: int | None,
+    rounds: int,
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(bytes up, bytes down) of each of the first ``rounds`` rounds of ``cell`` as ``method``
+    declares them, given the checkpoint's tensor shapes and the partition's client sizes; None when
+    the method declares nothing. ValueError when the declaration is not one: not a :class:`Sent`,
+    or two clients of a round receiving broadcasts of different sizes (the runner counts one
+    broadcast per round)."""
+    if not declares_traffic(method):
+        return None
+    pooled = getattr(method, "federation", "federated") == "pooled"
+    sizes = [int(sum(client_sizes))] if pooled else [int(s) for s in client_sizes]
+    per_round = 1 if pooled else cell.fl.clients_per_round
+    up: list[int] = []
+    down: list[int] = []
+    for r in range(1, rounds + 1):
+        counts = Counter(sizes[k] for k in sample_clients(cell.seed, r, len(sizes), per_round))
+        round_up, broadcasts = 0, set()
+        for examples, clients in sorted(counts.items()):
+            at = TrafficContext(
+                round=r,
+                num_rounds=cell.fl.rounds,
+                num_clients=len(sizes),
+                local_epochs=cell.fl.local_epochs,
+                examples=examples,
+                public_size=public_size,
+            )
+            sent = method.declared_traffic(tensors, at)
+            if sent is None:
+                return None
+            if not isinstance(sent, Sent):
+                raise ValueError(
+                    f"declared_traffic returned a {type(sent).__name__}, not a benchmark.api.Sent"
+                )
+            round_up += clients * sent.up
+            broadcasts.add(sent.down)
+        if len(broadcasts) > 1:
+            raise ValueError(
+                f"declared_traffic gives round {r}'s clients broadcasts of different sizes "
+                f"({', '.join(str(b) for b in sorted(broadcasts))} bytes): the server sends one"
+            )
+        up.append(round_up)
+        down.append(sum(counts.values()) * (broadcasts.pop() if broadcasts else 0))
+    return tuple(up), tuple(down)
+
+
+__all__ = ["declares_traffic", "derived_traffic", "server_tensors"]
