@@ -45,9 +45,9 @@ def test_sinkhorn_is_the_operator_form_bit_for_bit() -> None:
 
 
 def test_server_clustering_is_unchanged_bit_for_bit(monkeypatch) -> None:
-    """500 server steps, each through Sinkhorn: the same centroids and loss as with the operator
+    """Server steps, each through Sinkhorn: the same centroids and loss as with the operator
     form."""
-    import methods.orchestra as orchestra
+    from methods import orchestra
 
     g = torch.Generator().manual_seed(1)
     y = F.normalize(torch.randn(80, 32, generator=g), dim=1)
