@@ -1,14 +1,18 @@
-"""Orchestra's Sinkhorn-Knopp calls its kernels directly (issue 53: the server's clustering runs it
-on each of its 500 steps a round): the result must be bit for bit the operator form it replaced,
-``(1/K) / (P @ c)`` and ``(1/N) / (Pᵀ @ r)``, on every shape and stopping rule."""
+"""The methods' maths rewritten for speed (issue 53) must give the bits of the form they replaced:
+Orchestra's Sinkhorn-Knopp calls its kernels directly (the server's clustering runs it on each of
+its 500 steps a round) instead of ``(1/K) / (P @ c)`` and ``(1/N) / (Pᵀ @ r)``, on every shape and
+stopping rule; the momentum update of a target network runs torch's foreach ops on the CPU instead
+of a Python loop of ``mul_`` / ``add_`` per parameter."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from methods._shared.ema import ema_params_, ema_step_, momentum_update_
 from methods.orchestra import global_clustering, sinkhorn_knopp
 
 
@@ -56,3 +60,33 @@ def test_server_clustering_is_unchanged_bit_for_bit(monkeypatch) -> None:
     monkeypatch.setattr(orchestra, "sinkhorn_knopp", _operator_form)
     want = orchestra.global_clustering(y, c0, steps=60)
     assert torch.equal(got[0], want[0]) and got[1] == want[1]
+
+
+def test_momentum_update_is_the_per_parameter_loop_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    online = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Linear(5, 7, bias=False)
+    )
+    target = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Linear(5, 7, bias=False)
+    )
+    loop = [p.detach().clone() for p in target.parameters()]
+    for m in (0.99, 0.996, 0.123456789, 0.0, 1.0):
+        for _ in range(5):
+            with torch.no_grad():
+                for p in online.parameters():
+                    p.add_(torch.randn_like(p))
+            for t, o in zip(loop, online.parameters()):
+                ema_step_(t, o, m)
+            momentum_update_(target, online, m)
+            assert all(torch.equal(a, b) for a, b in zip(loop, target.parameters())), m
+    # parameter lists alike, and a length mismatch still refused
+    a = [torch.randn(3), torch.randn(2, 2)]
+    b = [x.clone() for x in a]
+    o = [torch.randn(3), torch.randn(2, 2)]
+    ema_params_(a, o, 0.7)
+    for t, x in zip(b, o):
+        ema_step_(t, x, 0.7)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="differ in length"):
+        ema_params_(a, o[:1], 0.7)
