@@ -87,10 +87,10 @@ def sinkhorn_knopp(
 
     The loop runs up to ``max_iters`` times per call (the server's clustering calls it on every one
     of its steps), on small matrices, so it calls the kernels directly: ``torch.mv`` is what ``p @
-    c`` dispatches to for a matrix and a vector, and ``reciprocal`` then a multiplication by the
-    Python number is what ``number / tensor`` runs (``Tensor.__rdiv__``), done in place on the fresh
-    product; the same kernels on the same values, so the same bits, without the Python operator
-    layers (issue 53).
+    c`` dispatches to for a matrix and a vector, and ``reciprocal`` then ``mul`` by the Python
+    number is what ``number / tensor`` runs (``Tensor.__rdiv__``): the same ATen calls on the same
+    values (so the same bits, and the same kernel census: ``benchmark.portable.census``), without
+    the Python operator layers (issue 53).
     """
     s = scores.detach().float()
     n, k = s.shape
@@ -101,8 +101,8 @@ def sinkhorn_knopp(
     err = math.inf
     inv_k, inv_n = 1.0 / k, 1.0 / n
     for it in range(max_iters):
-        r = torch.mv(p, c).reciprocal_().mul_(inv_k)
-        c_new = torch.mv(pt, r).reciprocal_().mul_(inv_n)
+        r = torch.mv(p, c).reciprocal().mul(inv_k)
+        c_new = torch.mv(pt, r).reciprocal().mul(inv_n)
         if it % 10 == 0:
             ratio = torch.nan_to_num(c / c_new - 1.0, nan=0.0)
             err = float(ratio.abs().sum())

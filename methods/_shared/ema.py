@@ -62,13 +62,6 @@ def ema_params_(
     docs/methods/fedu.md §2.4 step 3)."""
     if len(target) != len(online):
         raise ValueError("target and online parameter lists differ in length")
-    if target and all(t.device.type == "cpu" for t in target):
-        # on the CPU torch's foreach ops run ``mul_`` then ``add_`` on each tensor (its loop in C++
-        # instead of ours in Python, issue 53): each tensor gets ``ema_step_``'s two kernels
-        onl = [o.detach() for o in online]
-        torch._foreach_mul_(list(target), momentum)
-        torch._foreach_add_(list(target), onl, alpha=1.0 - momentum)
-        return
     for t, o in zip(target, online):
         ema_step_(t, o, momentum)
 
