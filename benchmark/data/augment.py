@@ -396,11 +396,14 @@ def _plan_jitter(
     s_rows = torch.from_numpy(np.concatenate(scalar_rows) if scalar_rows else _NO_ROWS)
     s_ops = torch.from_numpy(np.concatenate(scalar_ops) if scalar_ops else _NO_ROWS)
     h_rows = torch.from_numpy(np.concatenate(hue_rows) if hue_rows else _NO_ROWS)
+    # each hue step's offsets computed on its own rows, as before (the same ATen calls, shape for
+    # shape: the kernel census, benchmark.portable.census)
+    offsets = [hue_offsets(f[torch.from_numpy(h), 3], dtype) for h in hue_rows]
     return _JitterPlan(
         tuple(steps),
         ship.add(torch.cat([s_rows, h_rows])),
         ship.add(f[s_rows, s_ops], dtype),
-        ship.add(hue_offsets(f[h_rows, 3], dtype), dtype),
+        ship.add(torch.cat(offsets) if offsets else torch.zeros(0, 3, dtype=dtype), dtype),
         n_scalar,
     )
 
@@ -422,7 +425,9 @@ def color_jitter_(
     rows, factors, hue = got[plan.rows], got[plan.factors], got[plan.hue]
     for s in plan.steps:
         lo = s.lo + (plan.hue_from if s.op == 3 else 0)
-        value = (hue if s.op == 3 else factors)[s.lo : s.lo + s.count]
+        # a fresh tensor of the step's values (as a parcel of its own was): the ops see the
+        # shapes, strides and offsets they saw before (the kernel census)
+        value = (hue if s.op == 3 else factors)[s.lo : s.lo + s.count].clone()
         if s.count == s.total:
             _JITTER_OPS[s.op](y, value, luma)
         else:
