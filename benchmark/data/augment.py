@@ -336,8 +336,8 @@ _JITTER_OPS = (_brightness_, _contrast_, _saturation_, _hue_)
 class _JitterStep:
     """One jitter op in one slot of the per-image order: the images (of the jittered sub-batch)
     that have it there, ``count`` of ``total``, and where their row numbers and factors (hue: their
-    offsets, ``hue_offsets``) sit in the plan's two arrays (``_JitterPlan``): rows ``lo:lo +
-    count`` of each (every row when ``count == total``: no index then)."""
+    offsets, ``hue_offsets``) sit in the plan's parcels (``_JitterPlan``): ``lo:lo + count`` of the
+    factors or of the hue offsets (every row when ``count == total``: no index then)."""
 
     op: int
     count: int
