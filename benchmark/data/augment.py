@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -334,46 +335,104 @@ _JITTER_OPS = (_brightness_, _contrast_, _saturation_, _hue_)
 @dataclass(frozen=True)
 class _JitterStep:
     """One jitter op in one slot of the per-image order: the images (of the jittered sub-batch)
-    that have it there, and their factors (hue: their offsets, ``hue_offsets``)."""
+    that have it there, ``count`` of ``total``, and where their row numbers and factors (hue: their
+    offsets, ``hue_offsets``) sit in the plan's parcels (``_JitterPlan``): ``lo:lo + count`` of the
+    factors or of the hue offsets (every row when ``count == total``: no index then)."""
 
     op: int
-    rows: _Rows
-    values: Parcel
+    count: int
+    total: int
+    lo: int
+
+
+@dataclass(frozen=True)
+class _JitterPlan:
+    """A view's jitter steps and the shipment's three parcels that hold every step's values: the
+    images' row numbers, the scalar factors (brightness, contrast, saturation) and the hue offsets
+    ((count, 3) a step), each step's run at its ``lo`` (in the hue array for the hue steps)."""
+
+    steps: tuple[_JitterStep, ...]
+    rows: Parcel
+    factors: Parcel
+    hue: Parcel
+    hue_from: int  # where the hue steps' rows start in ``rows``
 
 
 def _plan_jitter(
     factors: torch.Tensor, order: torch.Tensor, cfg: AugmentConfig, dtype, ship: Shipment
-) -> tuple[_JitterStep, ...]:
+) -> _JitterPlan:
     """ColorJitter's steps for the jittered images' ``factors`` (m, 4) and ``order`` (m, 4), on
     the host: slot by slot, each op on the images that have it in that slot (every op is per image,
-    so this is each image's own order: at most 4 x 4 batched calls, whatever the batch size)."""
+    so this is each image's own order: at most 4 x 4 batched calls, whatever the batch size).
+
+    The rows of each step are found with NumPy on the host (ascending, as ``nonzero``), and every
+    step's rows and factors go in one parcel each instead of two parcels a step: the same values,
+    read on the device once a view (issue 53: the planning was a few hundred tiny tensor calls a
+    view)."""
     f = factors.to(dtype)
-    steps = []
+    o = order.numpy()
+    m = int(o.shape[0])
+    steps: list[_JitterStep] = []
+    # the scalar ops' rows (and which op, for their factors), then the hue steps' rows
+    scalar_rows, scalar_ops, hue_rows = [], [], []
+    n_scalar = n_hue = 0
     for slot in range(4):
         for op, strength in enumerate(cfg.jitter):
             if strength <= 0:
                 continue
-            rows, host = _select(order[:, slot] == op, ship)
-            if rows.count == 0:
+            host = np.flatnonzero(o[:, slot] == op)
+            count = int(host.size)
+            if count == 0:
                 continue
-            value = f[host, op]
-            value = hue_offsets(value, dtype) if op == 3 else value
-            steps.append(_JitterStep(op, rows, ship.add(value, dtype)))
-    return tuple(steps)
+            if op == 3:
+                steps.append(_JitterStep(op, count, m, n_hue))
+                hue_rows.append(host)
+                n_hue += count
+            else:
+                steps.append(_JitterStep(op, count, m, n_scalar))
+                scalar_rows.append(host)
+                scalar_ops.append(np.full(count, op))
+                n_scalar += count
+    s_rows = torch.from_numpy(np.concatenate(scalar_rows) if scalar_rows else _NO_ROWS)
+    s_ops = torch.from_numpy(np.concatenate(scalar_ops) if scalar_ops else _NO_ROWS)
+    h_rows = torch.from_numpy(np.concatenate(hue_rows) if hue_rows else _NO_ROWS)
+    # each hue step's offsets computed on its own rows, as before (the same ATen calls, shape for
+    # shape: the kernel census, benchmark.portable.census)
+    offsets = [hue_offsets(f[torch.from_numpy(h), 3], dtype) for h in hue_rows]
+    return _JitterPlan(
+        tuple(steps),
+        ship.add(torch.cat([s_rows, h_rows])),
+        ship.add(f[s_rows, s_ops], dtype),
+        ship.add(torch.cat(offsets) if offsets else torch.zeros(0, 3, dtype=dtype), dtype),
+        n_scalar,
+    )
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def color_jitter_(
-    y: torch.Tensor, steps: tuple[_JitterStep, ...], got: Received, luma: torch.Tensor
+    y: torch.Tensor, plan: _JitterPlan, got: Received, luma: torch.Tensor
 ) -> torch.Tensor:
-    """ColorJitter in place on ``y`` (m, 3, H, W) by the planned ``steps`` (``_plan_jitter``).
+    """ColorJitter in place on ``y`` (m, 3, H, W) by the planned steps (``_plan_jitter``).
 
     Each op is torchvision's on float images: _blend(img, other, f) = clamp(f·img + (1 - f)·other,
     0, 1) with other = 0 (brightness), the mean of the grey image (contrast) or the grey image
     (saturation), then adjust_hue. Written as in-place multiply-adds with per-image scalars: the
     same maths up to float rounding (tested against torchvision.transforms.functional)."""
-    for s in steps:
-        value = got[s.values]
-        _on_rows(y, s.rows, got, lambda v, s=s, value=value: _JITTER_OPS[s.op](v, value, luma))
+    if not plan.steps:
+        return y
+    rows, factors, hue = got[plan.rows], got[plan.factors], got[plan.hue]
+    for s in plan.steps:
+        lo = s.lo + (plan.hue_from if s.op == 3 else 0)
+        # a fresh tensor of the step's values (as a parcel of its own was): the ops see the
+        # shapes, strides and offsets they saw before (the kernel census)
+        value = (hue if s.op == 3 else factors)[s.lo : s.lo + s.count].clone()
+        if s.count == s.total:
+            _JITTER_OPS[s.op](y, value, luma)
+        else:
+            idx = rows[lo : lo + s.count]
+            y.index_copy_(0, idx, _JITTER_OPS[s.op](y.index_select(0, idx), value, luma))
     return y
 
 
@@ -424,7 +483,7 @@ class _ViewPlan:
     boxes: Parcel
     flip: Parcel
     jitter: _Rows | None
-    jitter_steps: tuple[_JitterStep, ...]
+    jitter_steps: _JitterPlan | None
     gray: _Rows | None
     blur: _Rows | None
     sigma: Parcel | None
@@ -440,9 +499,7 @@ def _plan_view(d: Draws, cfg: AugmentConfig, dtype: torch.dtype, ship: Shipment)
     if d.blur is not None:
         blur, rows = _select(d.blur, ship)
         sigma = ship.add(d.sigma[rows], dtype)
-    return _ViewPlan(
-        ship.add(d.boxes, dtype), ship.add(d.flip), jitter, steps or (), gray, blur, sigma
-    )
+    return _ViewPlan(ship.add(d.boxes, dtype), ship.add(d.flip), jitter, steps, gray, blur, sigma)
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,22 @@ def _batched_tail(transform) -> tuple[list, Any] | None:
     return steps[:-2], norm
 
 
+def _plain_resized_crop(steps: list) -> tuple[Any, int, tuple[int, int]] | None:
+    """(the step, its Pillow resampling filter, the output (height, width)) when ``steps`` is
+    exactly timm's RandomResizedCropAndInterpolation with one interpolation (the embedded default's
+    recipe), else None."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.functional import pil_modes_mapping
+
+    if len(steps) != 1 or type(steps[0]) is not RandomResizedCropAndInterpolation:
+        return None
+    rrc = steps[0]
+    if not isinstance(rrc.interpolation, InterpolationMode) or len(rrc.size) != 2:
+        return None
+    return rrc, pil_modes_mapping[rrc.interpolation], (int(rrc.size[0]), int(rrc.size[1]))
+
+
 def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
     """uint8 (B, 3, H, W) → float (B, 3, size, size): ``transform`` applied per image on PIL.
 
@@ -295,7 +311,9 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
     random PIL steps still run image by image, in order (the same draws), and the two last steps
     run once on the stacked batch: uint8 → float, / 255, − mean, / std are the same elementwise
     operations on the same values, so the batch is bit for bit the per-image one, without the
-    per-image tensor overhead (issue 53)."""
+    per-image tensor overhead (issue 53). When the PIL steps are only timm's
+    RandomResizedCropAndInterpolation (the embedded default), its draw and Pillow's crop and resize
+    are called directly, as its ``__call__`` and torchvision's ``resized_crop`` call them."""
     from PIL import Image
 
     arr = images.permute(0, 2, 3, 1).contiguous().numpy()
@@ -303,8 +321,19 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
     if split is None:
         return torch.stack([transform(Image.fromarray(a)) for a in arr])
     steps, norm = split
+    crop = _plain_resized_crop(steps)
     pics = []
-    for a in arr:
+    if crop is not None:
+        # the one step, RandomResizedCropAndInterpolation, as its __call__ runs it on a PIL image:
+        # the same draw (get_params), then torchvision's resized_crop on PIL (crop, then resize
+        # unless the crop already has the output size), calling Pillow directly
+        rrc, resample, (out_h, out_w) = crop
+        for a in arr:
+            pic = Image.fromarray(a)
+            i, j, h, w = rrc.get_params(pic, rrc.scale, rrc.ratio)
+            pic = pic.crop((j, i, j + w, i + h))
+            pics.append(pic if (h, w) == (out_h, out_w) else pic.resize((out_w, out_h), resample))
+    for a in arr if crop is None else ():
         pic = Image.fromarray(a)
         for step in steps:
             pic = step(pic)
@@ -313,7 +342,11 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
         # not the 8-bit RGB images the batched conversion assumes: the transform as written
         tail = transform.transforms[-2:]
         return torch.stack([tail[1](tail[0](p)) for p in pics])
-    batch = torch.from_numpy(np.stack([np.asarray(p, dtype=np.uint8) for p in pics]))
+    if crop is not None:  # every picture is (out_h, out_w) RGB: their bytes in one buffer
+        raw = bytearray(b"".join(p.tobytes() for p in pics))
+        batch = torch.frombuffer(raw, dtype=torch.uint8).view(len(pics), out_h, out_w, 3)
+    else:
+        batch = torch.from_numpy(np.stack([np.asarray(p, dtype=np.uint8) for p in pics]))
     batch = batch.permute(0, 3, 1, 2).contiguous().to(dtype=torch.get_default_dtype()).div(255)
     return norm(batch)
 
