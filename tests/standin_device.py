@@ -14,7 +14,14 @@ operation on the carried tensors and records, with the code line that caused it:
 - ``blocking_copy``: a host tensor copied to the device without ``non_blocking=True`` (CUDA then
   synchronises the stream), including ``torch.tensor(values, device=...)`` and indexing a device
   tensor with host indices;
-- ``copy``: a non-blocking host-to-device copy (no wait; counted, not a synchronisation);
+- ``pageable_copy``: a non-blocking host-to-device copy whose source is not pinned: CUDA performs
+  it synchronously (the host waits for the stream), so it counts as a synchronisation. Pinning is
+  modelled on the CPU: under :func:`standin_device` the stand-in device is one whose copies leave
+  from pinned memory (``benchmark.core.transfer.pins``), and ``pin_memory()`` and
+  ``torch.empty(..., pin_memory=True)`` give CPU tensors whose storage the harness marks pinned
+  (``is_pinned()`` answers from the marks; views share their storage's mark);
+- ``copy``: a non-blocking host-to-device copy from pinned memory (no wait; counted, not a
+  synchronisation);
 - ``violation``: what CUDA refuses — a host tensor (not a 0-dim scalar) mixed into an operation on
   device tensors, a host generator drawing device numbers, a tensor with no carried data (the stand-in
   lost track of it: a harness gap, reported rather than guessed).
@@ -108,7 +115,7 @@ class Report:
         return sum(n for (k, _, _), n in self.events.items() if k == kind)
 
     def syncs(self) -> int:
-        return self.count("read") + self.count("blocking_copy")
+        return self.count("read") + self.count("blocking_copy") + self.count("pageable_copy")
 
     def by_site(self, *kinds: str) -> Counter:
         out: Counter = Counter()
@@ -143,15 +150,36 @@ def _wrap(t):
     return DeviceTensor(t) if isinstance(t, torch.Tensor) and not _is_dev(t) else t
 
 
+class _Pinned:
+    """The host storages the code under test pinned (kept alive, so no address is reused)."""
+
+    def __init__(self) -> None:
+        self.storages: dict[int, torch.UntypedStorage] = {}
+
+    def mark(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        self.storages[storage.data_ptr()] = storage
+        return t
+
+    def holds(self, t: torch.Tensor) -> bool:
+        return t.device.type == "cpu" and t.untyped_storage().data_ptr() in self.storages
+
+
 def _target_device(kwargs) -> torch.device | None:
     d = kwargs.get("device")
     return None if d is None else torch.device(d)
 
 
 class _Dispatch(TorchDispatchMode):
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: Report, pinned: _Pinned) -> None:
         super().__init__()
         self.report = report
+        self.pinned = pinned
+
+    def _host_to_device(self, src: torch.Tensor, non_blocking: bool) -> str:
+        if not non_blocking:
+            return "blocking_copy"
+        return "copy" if self.pinned.holds(src) else "pageable_copy"
 
     def note(self, kind: str, what: str) -> None:
         self.report.events[(kind, _site(), what)] += 1
@@ -232,12 +260,12 @@ class _Dispatch(TorchDispatchMode):
                 self.note("read", ".cpu()/.to(host)/.tolist()")
                 return out
             if not _is_dev(src) and dst_dev:
-                self.note("copy" if non_blocking else "blocking_copy", "host -> device .to()")
+                self.note(self._host_to_device(src, non_blocking), "host -> device .to()")
             return _wrap(out) if dst_dev else out
         dst, src = args[0], args[1]
         func(_unwrap(dst), _unwrap(src), *args[2:])
         if _is_dev(dst) and not _is_dev(src) and src.dim() > 0:
-            self.note("copy" if non_blocking else "blocking_copy", "host -> device copy_")
+            self.note(self._host_to_device(src, non_blocking), "host -> device copy_")
         elif _is_dev(src) and not _is_dev(dst):
             self.note("read", "device -> host copy_")
         return dst
@@ -286,12 +314,24 @@ _STATE = threading.local()
 
 
 class _Functions(TorchFunctionMode):
-    def __init__(self, autocast: _Autocast) -> None:
+    def __init__(self, autocast: _Autocast, pinned: _Pinned) -> None:
         super().__init__()
         self.autocast = autocast
+        self.pinned = pinned
+
+    def _pinning(self, func, args, kwargs):
+        """Pinned memory on a CPU-only build (where torch refuses it): a CPU tensor, marked."""
+        if func is torch.Tensor.is_pinned:
+            return self.pinned.holds(args[0])
+        if func is torch.Tensor.pin_memory:
+            t = args[0]
+            return t if self.pinned.holds(t) else self.pinned.mark(t.clone())
+        return self.pinned.mark(func(*args, **{**kwargs, "pin_memory": False}))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in (torch.Tensor.is_pinned, torch.Tensor.pin_memory) or kwargs.get("pin_memory"):
+            return self._pinning(func, args, kwargs)
         if func in _NEW_FROM_DATA:
             target = _target_device(kwargs)
             if target is not None and target.type == DEVICE.type:
@@ -334,8 +374,11 @@ def standin_device() -> Iterator[Report]:
     """Run the block with the stand-in device active; yields the :class:`Report`."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from benchmark.core.transfer import PINNED_DEVICE_TYPES
+
     report = Report()
     state = _Autocast()
+    pinned = _Pinned()
     real = torch.autocast
 
     def on_step(optimizer, args, kwargs) -> None:
@@ -343,9 +386,11 @@ def standin_device() -> Iterator[Report]:
 
     handle = register_optimizer_step_post_hook(on_step)
     torch.autocast = _StandinAutocast(state, real)  # type: ignore[misc]
+    PINNED_DEVICE_TYPES.add(DEVICE.type)  # the stand-in device needs pinned sources, as CUDA does
     try:
-        with _Functions(state), _Dispatch(report):
+        with _Functions(state, pinned), _Dispatch(report, pinned):
             yield report
     finally:
+        PINNED_DEVICE_TYPES.discard(DEVICE.type)
         torch.autocast = real  # type: ignore[misc]
         handle.remove()

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from benchmark.contracts.unlabeled_view import UnlabeledView
+from benchmark.core.transfer import host_rows
 
 if TYPE_CHECKING:
     from benchmark.contracts.types import ClientData
@@ -19,7 +20,9 @@ class ClientViews(Sequence["ClientData"]):
     """The clients' data, built when asked for: ``views[k]`` gathers client k's images (and labels,
     for methods that declare them) from the shared training tensor on each access. Only the index
     arrays are kept, so registered clients cost nothing until sampled; each access returns equal
-    data (a fresh copy)."""
+    data (a fresh copy). ``device``: where the views will train; bound for CUDA, each client's images
+    are gathered straight into pinned memory, so the copy to the device makes the host wait for
+    nothing and there is no second host copy (``benchmark.core.transfer.host_rows``)."""
 
     def __init__(
         self,
@@ -29,6 +32,8 @@ class ClientViews(Sequence["ClientData"]):
         std: tuple[float, ...],
         labels: np.ndarray | None = None,
         num_classes: int = 0,
+        *,
+        device: torch.device | str | None = None,
     ) -> None:
         self.images = images
         self.shards = tuple(shards)
@@ -36,6 +41,7 @@ class ClientViews(Sequence["ClientData"]):
         self.std = tuple(std)
         self.labels = labels
         self.num_classes = num_classes
+        self.device = device
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -57,8 +63,7 @@ class ClientViews(Sequence["ClientData"]):
             return [self[i] for i in range(len(self))[k]]
         k = range(len(self))[k]  # bounds and negative indices as for a list
         idx = self.shards[k]
-        view = UnlabeledView(
-            self.images[torch.as_tensor(idx, dtype=torch.long)], self.mean, self.std
-        )
+        rows = host_rows(self.images, torch.as_tensor(idx, dtype=torch.long), self.device)
+        view = UnlabeledView(rows, self.mean, self.std)
         labels = torch.as_tensor(self.labels[idx]) if self.labels is not None else None
         return ClientData(k, len(idx), view, labels, self.num_classes)

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+from benchmark.core.transfer import host_rows, to_device
 from benchmark.engine.rounds import simulate
 from benchmark.engine.stages import prepare
 from benchmark.grids.expand import expand_grid, load_grid
@@ -75,7 +76,8 @@ def per_step(method: str, precision: str, tmp: Path) -> tuple[float, Report, Rep
 def _details(one: Report, three: Report) -> str:
     lines = [f"capped at 1 step: {one.steps} steps, {one.syncs()} syncs; at 3: {three.steps}, "]
     lines[0] += f"{three.syncs()}"
-    a, b = one.by_site("read", "blocking_copy"), three.by_site("read", "blocking_copy")
+    kinds = ("read", "blocking_copy", "pageable_copy")
+    a, b = one.by_site(*kinds), three.by_site(*kinds)
     lines += [f"  {b[k]} (at cap 1: {a[k]}) {k}" for k in sorted(b, key=b.get, reverse=True)]
     return "\n".join(lines)
 
@@ -151,15 +153,25 @@ def test_the_standin_catches_a_blocking_copy_a_host_read_and_mixing() -> None:
         x = torch.ones(4, device=DEVICE)
         host = torch.arange(4.0)
         x + host.to(DEVICE)  # blocking copy
-        x + host.to(DEVICE, non_blocking=True)  # not a synchronisation
+        x + host.to(DEVICE, non_blocking=True)  # from pageable memory: CUDA waits all the same
+        x + host.pin_memory().to(DEVICE, non_blocking=True)  # pinned: not a synchronisation
+        x[1:] + host.pin_memory()[1:].to(DEVICE, non_blocking=True)  # a view of pinned memory
+        assert not host.is_pinned() and host.pin_memory().is_pinned()
+        x + to_device(host, DEVICE)  # pins first, then copies without a wait
+        rows = host_rows(torch.arange(12.0).view(6, 2), torch.tensor([4, 0]), DEVICE)
+        assert rows.is_pinned() and rows.tolist() == [[8.0, 9.0], [0.0, 1.0]]
+        torch.empty(2, 2, device=DEVICE).copy_(rows, non_blocking=True)  # pinned copy_
+        torch.empty(4, device=DEVICE).copy_(host, non_blocking=True)  # pageable copy_
         float(x.sum())  # read
         x[x > 0]  # boolean mask: nonzero
         torch.tensor([1.0, 2.0], device=DEVICE)  # blocking copy
         torch.mul(x, host)  # mixing: the CPU computes it, CUDA refuses
         torch.randn(2, generator=torch.Generator(), device=DEVICE)  # host generator on the device
-    assert report.count("copy") == 1
+    assert report.count("copy") == 4
+    assert report.count("pageable_copy") == 2
     assert report.count("blocking_copy") == 2
     assert report.count("read") == 2
+    assert report.syncs() == 6
     assert len(report.violations()) == 2
     assert all("test_device_check.py" in v for v in report.violations())
 
