@@ -122,6 +122,13 @@ def equal_size_kmeans(
     Initialise with N_l distinct random rows; 5 times: Q = SK(Z Uᵀ), hard-assign by argmax, set each
     centroid to the normalised mean of its members, reseeding an empty cluster with a random row.
     Randomness: ``generator`` (CPU).
+
+    Host reads (each waits for a GPU's queue): one per iteration for the cluster sizes, plus
+    Sinkhorn's tolerance reads (one per 10 of its iterations), so ``2 × iters`` at the defaults
+    (``sk_iters`` 10), whatever the number of clusters: a cluster's members are its rows in row
+    order, gathered as consecutive rows by a stable sort (no per-cluster ``members.any()`` or
+    boolean mask, which read twice per cluster), and each mean is taken over a copy of the same
+    rows in the same order as ``z[members]``: the same numbers.
     """
     z = memory.detach().float()
     m = z.shape[0]
@@ -132,12 +139,16 @@ def equal_size_kmeans(
     for _ in range(iters):
         q = sinkhorn_knopp(z @ u.t(), lam=lam, max_iters=sk_iters, tol=tol)
         assign = q.argmax(dim=1)
-        for j in range(num_clusters):
-            members = assign == j
-            if bool(members.any()):
-                u[j] = F.normalize(z[members].mean(0), dim=0)
+        grouped = z[torch.sort(assign, stable=True).indices]  # cluster by cluster, in row order
+        ones = torch.ones_like(assign)
+        sizes = torch.zeros(num_clusters, dtype=assign.dtype, device=z.device)
+        start = 0
+        for j, size in enumerate(sizes.index_add_(0, assign, ones).cpu().tolist()):  # one read
+            if size:  # the members' mean over a fresh copy of their rows, as z[members] was
+                u[j] = F.normalize(grouped[start : start + size].clone().mean(0), dim=0)
             else:
                 u[j] = z[int(torch.randint(m, (1,), generator=generator))]
+            start += size
     return F.normalize(u, dim=1)
 
 
