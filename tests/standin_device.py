@@ -69,6 +69,7 @@ _DATA_DEPENDENT = {
     aten.is_nonzero.default,
 }
 _RANDOM_WITH_GENERATOR_KW = "generator"
+SYNC_KINDS = ("read", "blocking_copy", "pageable_copy")
 
 
 class DeviceTensor(torch.Tensor):
@@ -109,6 +110,7 @@ class Report:
     """What the code under test did on the stand-in device."""
 
     events: Counter = field(default_factory=Counter)  # (kind, site, what) -> count
+    in_steps: Counter = field(default_factory=Counter)  # the same, inside a local step loop
     steps: int = 0  # optimizer steps taken
 
     def count(self, kind: str) -> int:
@@ -116,6 +118,15 @@ class Report:
 
     def syncs(self) -> int:
         return self.count("read") + self.count("blocking_copy") + self.count("pageable_copy")
+
+    def step_syncs(self) -> Counter:
+        """The synchronisations inside a local update's step loop
+        (``benchmark.toolkit.local_train.in_step_loop``), by site."""
+        out: Counter = Counter()
+        for (k, site, what), n in self.in_steps.items():
+            if k in SYNC_KINDS:
+                out[f"{k} {what} at {site}"] += n
+        return out
 
     def by_site(self, *kinds: str) -> Counter:
         out: Counter = Counter()
@@ -182,7 +193,12 @@ class _Dispatch(TorchDispatchMode):
         return "copy" if self.pinned.holds(src) else "pageable_copy"
 
     def note(self, kind: str, what: str) -> None:
-        self.report.events[(kind, _site(), what)] += 1
+        from benchmark.toolkit.local_train import in_step_loop
+
+        key = (kind, _site(), what)
+        self.report.events[key] += 1
+        if in_step_loop():
+            self.report.in_steps[key] += 1
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})

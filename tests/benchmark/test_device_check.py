@@ -27,18 +27,18 @@ from benchmark.engine.stages import prepare
 from benchmark.grids.expand import expand_grid, load_grid
 from benchmark.toolkit.local_train import probe_steps
 from tests.helpers import TASK_SMOKE
-from tests.standin_device import DEVICE, Report, standin_device
+from tests.standin_device import DEVICE, SYNC_KINDS, Report, standin_device
 
 # host synchronisations per optimizer step allowed in each method's training loops (client and
 # server): docs/performance.md lists each exception with its reason. The goal, and today's figure,
 # is 0 for every method.
-ALLOWED_PER_STEP: dict[str, float] = {
-    # Orchestra, measured 7 per step (fp32, the smoke cell): Sinkhorn-Knopp's tolerance test reads
-    # its error on the host every 10 iterations, as the official code does (a fixed iteration count
-    # would change the numbers). Was 19 before the rotations were selected with torch.where and the
-    # rotation labels and solarize flags copied without blocking.
-    "orchestra": 7.0,
-}
+ALLOWED_PER_STEP: dict[str, float] = {}
+# settings of a method's client check: Orchestra's server (its centroid SGD, checked by the server
+# test below) is switched off, because its Sinkhorn-Knopp stops at a tolerance it reads every 10
+# iterations, after a number of iterations that depends on the uploads: the two capped runs would
+# differ by reads that are not the client steps' (they were charged to them as "7 a step" before
+# issue 56). What Orchestra reads per client update is stated in docs/performance.md.
+CLIENT_CHECK_PARAMS: dict[str, dict[str, object]] = {"orchestra": {"global_steps": 0}}
 
 
 def _smoke_cell(method: str, precision: str, **method_params: object):
@@ -68,7 +68,9 @@ def _round(method: str, precision: str, cap: int, tmp: Path, **method_params: ob
 
 
 def per_step(method: str, precision: str, tmp: Path) -> tuple[float, Report, Report]:
-    one, three = _round(method, precision, 1, tmp), _round(method, precision, 3, tmp)
+    params = CLIENT_CHECK_PARAMS.get(method, {})
+    one = _round(method, precision, 1, tmp, **params)
+    three = _round(method, precision, 3, tmp, **params)
     grown = three.steps - one.steps
     return (three.syncs() - one.syncs()) / grown if grown else 0.0, one, three
 
@@ -76,8 +78,7 @@ def per_step(method: str, precision: str, tmp: Path) -> tuple[float, Report, Rep
 def _details(one: Report, three: Report) -> str:
     lines = [f"capped at 1 step: {one.steps} steps, {one.syncs()} syncs; at 3: {three.steps}, "]
     lines[0] += f"{three.syncs()}"
-    kinds = ("read", "blocking_copy", "pageable_copy")
-    a, b = one.by_site(*kinds), three.by_site(*kinds)
+    a, b = one.by_site(*SYNC_KINDS), three.by_site(*SYNC_KINDS)
     lines += [f"  {b[k]} (at cap 1: {a[k]}) {k}" for k in sorted(b, key=b.get, reverse=True)]
     return "\n".join(lines)
 
@@ -88,6 +89,10 @@ def check(method: str, precision: str, tmp: Path) -> None:
     if not METHODS.get(method).pretrains:
         return  # the reference points take no optimizer step (no_pretrain, no_pretrain_bn)
     assert one.steps > 0 and three.steps > one.steps, "no optimizer step was taken"
+    inside = three.step_syncs()  # inside run_local_epochs' step loop: none at all
+    assert not inside, f"{method} {precision}: synchronised inside the step loop:\n" + "\n".join(
+        f"  {n} {k}" for k, n in inside.most_common()
+    )
     allowed = ALLOWED_PER_STEP.get(method, 0.0)
     assert rate <= allowed, (
         f"{method} {precision}: {rate:.2f} host synchronisations per optimizer step, "
@@ -199,6 +204,13 @@ GROW: dict[str, tuple[str, int, int] | None] = {
 }
 
 
+# the tasks whose loop reads its losses every DIVERGENCE_CHECK_STEPS steps (fine_tune in
+# tasks/finetuning/classifier.py: 100, and at the end): run with the interval lowered to READ_EVERY,
+# so that the test's few steps show that read, and show it once per READ_EVERY steps, not more
+PERIODIC_READS = {"semi_supervised", "finetune"}
+READ_EVERY = 2
+
+
 def _evaluate(task: str, params: dict, tmp: Path) -> Report:
     """One task of a smoke cell on the stand-in, on the untrained encoder of its smoke method."""
     from benchmark.engine.rounds import server_context
@@ -228,11 +240,14 @@ def _task_cases() -> list[str]:
 
 @pytest.mark.parametrize("task", _task_cases())
 def test_every_task_on_the_standin_takes_no_host_synchronisation_per_step(
-    task: str, tmp_path: Path
+    task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every registered task on the stand-in: no mixing CUDA refuses, and where the task trains,
     growing its loop (epochs, steps) adds optimizer steps without adding synchronisations (its
     reads are once per task: the features' labels, the final score)."""
+    from tasks.finetuning import classifier
+
+    monkeypatch.setattr(classifier, "DIVERGENCE_CHECK_STEPS", READ_EVERY)
     _, params = TASK_SMOKE[task]
     grow = GROW[task]
     if grow is None:
@@ -244,4 +259,9 @@ def test_every_task_on_the_standin_takes_no_host_synchronisation_per_step(
     three = _evaluate(task, {**params, key: large}, tmp_path / "three")
     assert not one.violations() and not three.violations(), "\n".join(three.violations())
     assert three.steps > one.steps > 0, f"{task}: no optimizer step was taken"
-    assert three.syncs() == one.syncs(), _details(one, three)
+    periodic = three.steps // READ_EVERY - one.steps // READ_EVERY
+    expected = periodic if task in PERIODIC_READS else 0
+    assert three.syncs() - one.syncs() == expected, _details(one, three)
+    if task in PERIODIC_READS:  # the reads that grew are LossWatch's, one every READ_EVERY steps
+        grown = three.by_site(*SYNC_KINDS) - one.by_site(*SYNC_KINDS)
+        assert periodic > 0 and all(" at tasks/divergence.py:" in k for k in grown), grown
