@@ -21,7 +21,8 @@ operation on the carried tensors and records, with the code line that caused it:
   ``torch.empty(..., pin_memory=True)`` give CPU tensors whose storage the harness marks pinned
   (``is_pinned()`` answers from the marks; views share their storage's mark);
 - ``copy``: a non-blocking host-to-device copy from pinned memory (no wait; counted, not a
-  synchronisation);
+  synchronisation); ``pin``: a host copy into pinned memory by ``pin_memory()`` (not a
+  synchronisation; counted so that a second host copy of data gathered pinned shows);
 - ``violation``: what CUDA refuses — a host tensor (not a 0-dim scalar) mixed into an operation on
   device tensors, a host generator drawing device numbers, a tensor with no carried data (the stand-in
   lost track of it: a harness gap, reported rather than guessed).
@@ -330,10 +331,11 @@ _STATE = threading.local()
 
 
 class _Functions(TorchFunctionMode):
-    def __init__(self, autocast: _Autocast, pinned: _Pinned) -> None:
+    def __init__(self, autocast: _Autocast, pinned: _Pinned, report: Report) -> None:
         super().__init__()
         self.autocast = autocast
         self.pinned = pinned
+        self.report = report
 
     def _pinning(self, func, args, kwargs):
         """Pinned memory on a CPU-only build (where torch refuses it): a CPU tensor, marked."""
@@ -341,7 +343,11 @@ class _Functions(TorchFunctionMode):
             return self.pinned.holds(args[0])
         if func is torch.Tensor.pin_memory:
             t = args[0]
-            return t if self.pinned.holds(t) else self.pinned.mark(t.clone())
+            if self.pinned.holds(t):
+                return t
+            # a host copy into pinned memory (not a synchronisation): counted, by dimensions
+            self.report.events[("pin", _site(), f"pin_memory() of a {t.dim()}-D tensor")] += 1
+            return self.pinned.mark(t.clone())
         return self.pinned.mark(func(*args, **{**kwargs, "pin_memory": False}))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -390,7 +396,7 @@ def standin_device() -> Iterator[Report]:
     """Run the block with the stand-in device active; yields the :class:`Report`."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from benchmark.core.transfer import PINNED_DEVICE_TYPES
+    from benchmark.core import transfer
 
     report = Report()
     state = _Autocast()
@@ -402,11 +408,14 @@ def standin_device() -> Iterator[Report]:
 
     handle = register_optimizer_step_post_hook(on_step)
     torch.autocast = _StandinAutocast(state, real)  # type: ignore[misc]
-    PINNED_DEVICE_TYPES.add(DEVICE.type)  # the stand-in device needs pinned sources, as CUDA does
+    transfer.PINNED_DEVICE_TYPES.add(DEVICE.type)  # the stand-in needs pinned sources, as CUDA
+    real_empty = transfer._pinned_empty  # pinned buffers in any thread (modes are per thread)
+    transfer._pinned_empty = lambda shape, dtype: pinned.mark(torch.empty(shape, dtype=dtype))
     try:
-        with _Functions(state, pinned), _Dispatch(report, pinned):
+        with _Functions(state, pinned, report), _Dispatch(report, pinned):
             yield report
     finally:
-        PINNED_DEVICE_TYPES.discard(DEVICE.type)
+        transfer._pinned_empty = real_empty
+        transfer.PINNED_DEVICE_TYPES.discard(DEVICE.type)
         torch.autocast = real  # type: ignore[misc]
         handle.remove()

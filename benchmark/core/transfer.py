@@ -66,8 +66,12 @@ def host_rows(
     device that pins, gathered straight into a pinned buffer."""
     if device is None or not pins(device):
         return src[idx]
-    out = torch.empty((len(idx), *src.shape[1:]), dtype=src.dtype, pin_memory=True)
-    return torch.index_select(src, 0, idx, out=out)
+    return torch.index_select(src, 0, idx, out=_pinned_empty((len(idx), *src.shape[1:]), src.dtype))
+
+
+def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A page-locked host buffer (tests/standin_device.py models it on the CPU, in every thread)."""
+    return torch.empty(shape, dtype=dtype, pin_memory=True)
 
 
 def rows_to(src: torch.Tensor, idx: torch.Tensor, device: torch.device | str) -> torch.Tensor:

@@ -105,6 +105,36 @@ def test_fedavg_simclr_fp32_takes_no_host_synchronisation_per_step(tmp_path: Pat
     check("fedavg_simclr", "fp32", tmp_path)
 
 
+def test_client_data_is_gathered_pinned_once_and_staged_ahead(tmp_path: Path) -> None:
+    """Bound for a device that pins: each client's images are gathered straight into pinned memory
+    (no pin_memory() copy of them on the way to the device), on a helper thread while the client
+    before trains; no pageable copy, nothing synchronised inside the steps."""
+    import threading
+
+    from benchmark.data.client_views import ClientViews
+
+    torch.set_num_threads(1)
+    prep = prepare(_smoke_cell("fedavg_simclr", "fp32"), device=DEVICE)
+    threads: list[str] = []
+
+    class Watched(ClientViews):
+        def __getitem__(self, k):
+            threads.append(threading.current_thread().name)
+            return super().__getitem__(k)
+
+    c = prep.clients
+    clients = Watched(c.images, c.shards, c.mean, c.std, c.labels, c.num_classes, device=DEVICE)
+    with probe_steps(1), standin_device() as report:
+        simulate(prep.method, clients, prep.settings, tmp_path, public=prep.public)
+    settings = prep.settings
+    assert settings.per_round >= 2 and len(threads) == settings.per_round * settings.num_rounds
+    assert all(name.startswith("fssl-stage") for name in threads), threads
+    images = [k for k in report.by_site("pin") if "4-D" in k]
+    assert not images, images  # a client's images pinned a second time
+    assert report.count("copy") > 0 and not report.step_syncs()
+    assert not report.count("pageable_copy"), report.by_site("pageable_copy")
+
+
 # the methods whose server trains (optimizer steps on the server, every round), with the setting that
 # lengthens that loop: the clients' steps are capped at 1 in both runs, so what grows is the server's
 SERVER_GROW: dict[str, tuple[str, int, int]] = {
