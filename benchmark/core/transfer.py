@@ -64,7 +64,7 @@ def host_rows(
 ) -> torch.Tensor:
     """``src[idx]`` (rows of a host tensor, ``idx`` 1-D integer indices on the host); bound for a
     device that pins, gathered straight into a pinned buffer."""
-    if device is None or not pins(device):
+    if device is None or not pins(device) or src.device.type != "cpu":
         return src[idx]
     return torch.index_select(src, 0, idx, out=_pinned_empty((len(idx), *src.shape[1:]), src.dtype))
 
