@@ -111,6 +111,8 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "load_dataset_splits",
     "normalize",
     "np_rng",
+    "rows_to",
+    "to_device",
     "prepare_module",
     "scoped_torch_seed",
     "seed_word",
@@ -189,6 +191,7 @@ def _torch_names() -> dict[str, Any]:
     )
     from benchmark.contracts.unlabeled_view import UnlabeledView, normalize
     from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
+    from benchmark.core.transfer import rows_to, to_device
     from benchmark.data.augment import AugmentConfig, augment, two_views
     from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
     from benchmark.data.partitioners.matched import label_matched_test

@@ -54,6 +54,7 @@ from benchmark.api import (
     scoped_torch_seed,
     select,
     tensors_of,
+    to_device,
 )
 from methods._shared.aggregate import FedAvgServer
 from methods._shared.nets import BackboneHead, WorkingNets
@@ -237,7 +238,7 @@ class DecSL(FedAvgServer, MethodBase):
 
         def step(batch_idx: torch.Tensor) -> torch.Tensor:
             # the host's row indices, copied once without making the host wait
-            idx = batch_idx.to(ctx.device, non_blocking=True)
+            idx = to_device(batch_idx, ctx.device)
             x = augment(images[idx], aug, ctx.generator, mean=view.mean, std=view.std)
             return F.cross_entropy(net(x), labels[idx])
 

@@ -48,6 +48,7 @@ from benchmark.api import (
     scoped_torch_seed,
     select,
     tensors_of,
+    to_device,
     two_views,
     weighted_average,
 )
@@ -406,7 +407,7 @@ class FeatARC(MethodBase):
         # LocalUpdate-FAR (Algorithm 2, docs/methods/featarc.md §2.3)
         def step(idx: torch.Tensor) -> torch.Tensor:
             # the host's row indices, copied once without making the host wait
-            idx = idx.to(images.device, non_blocking=True)
+            idx = to_device(idx, images.device)
             batch = images[idx]
             v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
             # one forward pass per view (docs/methods/featarc.md §2.3, the code)

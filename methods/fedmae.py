@@ -62,6 +62,7 @@ from benchmark.api import (
     scoped_torch_seed,
     select,
     tensors_of,
+    to_device,
     weighted_average,
 )
 from methods._shared.nets import WorkingNets
@@ -84,7 +85,7 @@ def random_patch_permutation(
     """ids_shuffle = argsort(u), u ~ U(0, 1)^{B×L}, drawn on the CPU from ``generator``
     (device-independent)."""
     noise = torch.rand(batch, num_patches, generator=generator)
-    return torch.argsort(noise, dim=1).to(device, non_blocking=True)
+    return to_device(torch.argsort(noise, dim=1), device)
 
 
 def masked_patch_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -56,6 +56,7 @@ from benchmark.api import (
     run_local_epochs,
     scoped_torch_seed,
     tensors_of,
+    to_device,
     two_views,
 )
 from benchmark.api import portable_math as pmath
@@ -306,7 +307,7 @@ class AnchorQueue:
         if m % b != 0:
             raise ValueError(f"queue size {m} is not a multiple of the batch size {b}")
         self.keys[self.ptr : self.ptr + b] = keys.detach().float()
-        self.index[self.ptr : self.ptr + b] = index.to(self.index.device, non_blocking=True).long()
+        self.index[self.ptr : self.ptr + b] = to_device(index, self.index.device).long()
         self.ptr = (self.ptr + b) % m
 
 
@@ -332,7 +333,7 @@ def esd_batch(
     queue.enqueue(ks, rows)
     if not compute_loss:
         return None
-    rows, index = rows.to(ebar.device, non_blocking=True), queue.index.to(ebar.device)
+    rows, index = to_device(rows, ebar.device), queue.index.to(ebar.device)
     targets = distill_targets(ebar, rows, index).to(qs.device)
     return similarity_distill_loss(qs, queue.keys, targets, tau_student)
 
@@ -578,7 +579,7 @@ class FLESD(MethodBase):
             batches = view.batch_indices(cfg.distill_batch_size, ctx.generator, drop_last=True)
             for b, rows in enumerate(batches):
                 # the batch's indices, drawn on the host: copied once, without making the host wait
-                rows = rows.to(device, non_blocking=True)
+                rows = to_device(rows, device)
                 imgs = view.images[rows.to(view.images.device)]
                 v1, v2 = two_views(imgs, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
                 skip = b < fill and (cfg.skip_fill == "every_epoch" or epoch == 0)

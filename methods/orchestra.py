@@ -55,6 +55,7 @@ from benchmark.api import (
     run_local_epochs,
     scoped_torch_seed,
     tensors_of,
+    to_device,
     weighted_average,
 )
 from methods._shared.ema import momentum_update_
@@ -133,22 +134,33 @@ def equal_size_kmeans(
     Initialise with N_l distinct random rows; 5 times: Q = SK(Z Uᵀ), hard-assign by argmax, set each
     centroid to the normalised mean of its members, reseeding an empty cluster with a random row.
     Randomness: ``generator`` (CPU).
+
+    Host reads (each waits for a GPU's queue): one per iteration for the cluster sizes, plus
+    Sinkhorn's tolerance reads (one per 10 of its iterations), so ``2 × iters`` at the defaults
+    (``sk_iters`` 10), whatever the number of clusters: a cluster's members are its rows in row
+    order, gathered as consecutive rows by a stable sort (no per-cluster ``members.any()`` or
+    boolean mask, which read twice per cluster), and each mean is taken over a copy of the same
+    rows in the same order as ``z[members]``: the same numbers.
     """
     z = memory.detach().float()
     m = z.shape[0]
     if m < num_clusters:
         raise ValueError(f"memory has {m} rows, fewer than {num_clusters} clusters")
-    init = torch.randperm(m, generator=generator)[:num_clusters].to(z.device)
+    init = to_device(torch.randperm(m, generator=generator)[:num_clusters], z.device)
     u = z[init].clone()
     for _ in range(iters):
         q = sinkhorn_knopp(z @ u.t(), lam=lam, max_iters=sk_iters, tol=tol)
         assign = q.argmax(dim=1)
-        for j in range(num_clusters):
-            members = assign == j
-            if bool(members.any()):
-                u[j] = F.normalize(z[members].mean(0), dim=0)
+        grouped = z[torch.sort(assign, stable=True).indices]  # cluster by cluster, in row order
+        ones = torch.ones_like(assign)
+        sizes = torch.zeros(num_clusters, dtype=assign.dtype, device=z.device)
+        start = 0
+        for j, size in enumerate(sizes.index_add_(0, assign, ones).cpu().tolist()):  # one read
+            if size:  # the members' mean over a fresh copy of their rows, as z[members] was
+                u[j] = F.normalize(grouped[start : start + size].clone().mean(0), dim=0)
             else:
                 u[j] = z[int(torch.randint(m, (1,), generator=generator))]
+            start += size
     return F.normalize(u, dim=1)
 
 
@@ -321,7 +333,7 @@ def solarize(
 ) -> torch.Tensor:
     """PIL ``ImageOps.solarize`` on [0, 1] images with probability ``p`` per image: pixels >=
     threshold → 1 − x."""
-    apply = (torch.rand(x.shape[0], generator=gen) < p).to(x.device, non_blocking=True)
+    apply = to_device(torch.rand(x.shape[0], generator=gen) < p, x.device)
     apply = apply.view(-1, 1, 1, 1)
     return torch.where(apply & (x >= threshold - 1e-6), 1.0 - x, x)
 
@@ -335,7 +347,7 @@ def rotate_batch(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """Rotate image i by 90°·r_i counter-clockwise (rot90 over H, W)."""
     # every rotation of the whole batch, each image taking its own: the same values as rotating the
     # selected images, with no host read (a boolean-mask selection waits for the device)
-    r = r.to(x.device, non_blocking=True).view(-1, 1, 1, 1)
+    r = to_device(r, x.device).view(-1, 1, 1, 1)
     out = x
     for a in range(1, 4):
         out = torch.where(r == a, torch.rot90(x, a, dims=(2, 3)), out)
@@ -475,7 +487,7 @@ class Orchestra(MethodBase):
         # DEVIATION: the paper's code normalises with mean = std = 0.5; we use the dataset's
         # normalisation (the one the downstream tasks use), so every method sees one normalisation
         # per dataset.
-        return x1, x2, x3, r.to(batch.device, non_blocking=True)
+        return x1, x2, x3, to_device(r, batch.device)
 
     def _local_centroids(self, memory: torch.Tensor, ctx: RoundContext) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -511,7 +523,7 @@ class Orchestra(MethodBase):
         batches = view.batch_indices(cfg.batch_size, ctx.generator, drop_last=drop_last)
         with torch.no_grad(), ctx.precision.autocast(ctx.device):
             for idx in batches[: math.ceil(cap / cfg.batch_size)]:
-                batch = view.images[idx.to(view.images.device, non_blocking=True)]
+                batch = view.images[to_device(idx, view.images.device)]
                 x1 = augment(batch, cfg.augment_target, ctx.generator, mean=view.mean, std=view.std)
                 memory = fifo_push(
                     memory, F.normalize(net.target(x1).float(), dim=1), cap, keep="first"

@@ -14,7 +14,15 @@ operation on the carried tensors and records, with the code line that caused it:
 - ``blocking_copy``: a host tensor copied to the device without ``non_blocking=True`` (CUDA then
   synchronises the stream), including ``torch.tensor(values, device=...)`` and indexing a device
   tensor with host indices;
-- ``copy``: a non-blocking host-to-device copy (no wait; counted, not a synchronisation);
+- ``pageable_copy``: a non-blocking host-to-device copy whose source is not pinned: CUDA performs
+  it synchronously (the host waits for the stream), so it counts as a synchronisation. Pinning is
+  modelled on the CPU: under :func:`standin_device` the stand-in device is one whose copies leave
+  from pinned memory (``benchmark.core.transfer.pins``), and ``pin_memory()`` and
+  ``torch.empty(..., pin_memory=True)`` give CPU tensors whose storage the harness marks pinned
+  (``is_pinned()`` answers from the marks; views share their storage's mark);
+- ``copy``: a non-blocking host-to-device copy from pinned memory (no wait; counted, not a
+  synchronisation); ``pin``: a host copy into pinned memory by ``pin_memory()`` (not a
+  synchronisation; counted so that a second host copy of data gathered pinned shows);
 - ``violation``: what CUDA refuses — a host tensor (not a 0-dim scalar) mixed into an operation on
   device tensors, a host generator drawing device numbers, a tensor with no carried data (the stand-in
   lost track of it: a harness gap, reported rather than guessed).
@@ -62,6 +70,7 @@ _DATA_DEPENDENT = {
     aten.is_nonzero.default,
 }
 _RANDOM_WITH_GENERATOR_KW = "generator"
+SYNC_KINDS = ("read", "blocking_copy", "pageable_copy")
 
 
 class DeviceTensor(torch.Tensor):
@@ -102,13 +111,23 @@ class Report:
     """What the code under test did on the stand-in device."""
 
     events: Counter = field(default_factory=Counter)  # (kind, site, what) -> count
+    in_steps: Counter = field(default_factory=Counter)  # the same, inside a local step loop
     steps: int = 0  # optimizer steps taken
 
     def count(self, kind: str) -> int:
         return sum(n for (k, _, _), n in self.events.items() if k == kind)
 
     def syncs(self) -> int:
-        return self.count("read") + self.count("blocking_copy")
+        return self.count("read") + self.count("blocking_copy") + self.count("pageable_copy")
+
+    def step_syncs(self) -> Counter:
+        """The synchronisations inside a local update's step loop
+        (``benchmark.toolkit.local_train.in_step_loop``), by site."""
+        out: Counter = Counter()
+        for (k, site, what), n in self.in_steps.items():
+            if k in SYNC_KINDS:
+                out[f"{k} {what} at {site}"] += n
+        return out
 
     def by_site(self, *kinds: str) -> Counter:
         out: Counter = Counter()
@@ -143,18 +162,44 @@ def _wrap(t):
     return DeviceTensor(t) if isinstance(t, torch.Tensor) and not _is_dev(t) else t
 
 
+class _Pinned:
+    """The host storages the code under test pinned (kept alive, so no address is reused)."""
+
+    def __init__(self) -> None:
+        self.storages: dict[int, torch.UntypedStorage] = {}
+
+    def mark(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        self.storages[storage.data_ptr()] = storage
+        return t
+
+    def holds(self, t: torch.Tensor) -> bool:
+        return t.device.type == "cpu" and t.untyped_storage().data_ptr() in self.storages
+
+
 def _target_device(kwargs) -> torch.device | None:
     d = kwargs.get("device")
     return None if d is None else torch.device(d)
 
 
 class _Dispatch(TorchDispatchMode):
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: Report, pinned: _Pinned) -> None:
         super().__init__()
         self.report = report
+        self.pinned = pinned
+
+    def _host_to_device(self, src: torch.Tensor, non_blocking: bool) -> str:
+        if not non_blocking:
+            return "blocking_copy"
+        return "copy" if self.pinned.holds(src) else "pageable_copy"
 
     def note(self, kind: str, what: str) -> None:
-        self.report.events[(kind, _site(), what)] += 1
+        from benchmark.toolkit.local_train import in_step_loop
+
+        key = (kind, _site(), what)
+        self.report.events[key] += 1
+        if in_step_loop():
+            self.report.in_steps[key] += 1
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -232,12 +277,12 @@ class _Dispatch(TorchDispatchMode):
                 self.note("read", ".cpu()/.to(host)/.tolist()")
                 return out
             if not _is_dev(src) and dst_dev:
-                self.note("copy" if non_blocking else "blocking_copy", "host -> device .to()")
+                self.note(self._host_to_device(src, non_blocking), "host -> device .to()")
             return _wrap(out) if dst_dev else out
         dst, src = args[0], args[1]
         func(_unwrap(dst), _unwrap(src), *args[2:])
         if _is_dev(dst) and not _is_dev(src) and src.dim() > 0:
-            self.note("copy" if non_blocking else "blocking_copy", "host -> device copy_")
+            self.note(self._host_to_device(src, non_blocking), "host -> device copy_")
         elif _is_dev(src) and not _is_dev(dst):
             self.note("read", "device -> host copy_")
         return dst
@@ -286,12 +331,29 @@ _STATE = threading.local()
 
 
 class _Functions(TorchFunctionMode):
-    def __init__(self, autocast: _Autocast) -> None:
+    def __init__(self, autocast: _Autocast, pinned: _Pinned, report: Report) -> None:
         super().__init__()
         self.autocast = autocast
+        self.pinned = pinned
+        self.report = report
+
+    def _pinning(self, func, args, kwargs):
+        """Pinned memory on a CPU-only build (where torch refuses it): a CPU tensor, marked."""
+        if func is torch.Tensor.is_pinned:
+            return self.pinned.holds(args[0])
+        if func is torch.Tensor.pin_memory:
+            t = args[0]
+            if self.pinned.holds(t):
+                return t
+            # a host copy into pinned memory (not a synchronisation): counted, by dimensions
+            self.report.events[("pin", _site(), f"pin_memory() of a {t.dim()}-D tensor")] += 1
+            return self.pinned.mark(t.clone())
+        return self.pinned.mark(func(*args, **{**kwargs, "pin_memory": False}))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in (torch.Tensor.is_pinned, torch.Tensor.pin_memory) or kwargs.get("pin_memory"):
+            return self._pinning(func, args, kwargs)
         if func in _NEW_FROM_DATA:
             target = _target_device(kwargs)
             if target is not None and target.type == DEVICE.type:
@@ -334,8 +396,11 @@ def standin_device() -> Iterator[Report]:
     """Run the block with the stand-in device active; yields the :class:`Report`."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from benchmark.core import transfer
+
     report = Report()
     state = _Autocast()
+    pinned = _Pinned()
     real = torch.autocast
 
     def on_step(optimizer, args, kwargs) -> None:
@@ -343,9 +408,14 @@ def standin_device() -> Iterator[Report]:
 
     handle = register_optimizer_step_post_hook(on_step)
     torch.autocast = _StandinAutocast(state, real)  # type: ignore[misc]
+    transfer.PINNED_DEVICE_TYPES.add(DEVICE.type)  # the stand-in needs pinned sources, as CUDA
+    real_empty = transfer._pinned_empty  # pinned buffers in any thread (modes are per thread)
+    transfer._pinned_empty = lambda shape, dtype: pinned.mark(torch.empty(shape, dtype=dtype))
     try:
-        with _Functions(state), _Dispatch(report):
+        with _Functions(state, pinned, report), _Dispatch(report, pinned):
             yield report
     finally:
+        transfer._pinned_empty = real_empty
+        transfer.PINNED_DEVICE_TYPES.discard(DEVICE.type)
         torch.autocast = real  # type: ignore[misc]
         handle.remove()

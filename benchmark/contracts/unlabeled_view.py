@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.core.transfer import Shipment
+from benchmark.core.transfer import Shipment, to_device
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,12 +36,8 @@ class UnlabeledView:
         device = torch.device(device)
         if self.images.device == device:
             return self
-        images = (
-            self.images.pin_memory()
-            if device.type == "cuda" and not self.images.is_pinned()
-            else self.images
-        )
-        return UnlabeledView(images.to(device, non_blocking=True), self.mean, self.std)
+        # from pinned memory on CUDA (a client's view is gathered pinned: ClientViews), no wait
+        return UnlabeledView(to_device(self.images, device), self.mean, self.std)
 
     def batch_indices(
         self,
@@ -81,7 +77,7 @@ class UnlabeledView:
         device)."""
         view = self.to(device)
         for idx in self.batch_indices(batch_size, generator, drop_last=drop_last, shuffle=shuffle):
-            yield view.images[idx.to(view.images.device)]
+            yield view.images[to_device(idx, view.images.device)]
 
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 → float, scaled to [0, 1] and normalised with the view's statistics."""

@@ -10,6 +10,12 @@ float64 holds every value shipped this way exactly — float32/bf16/fp16 numbers
 (rounded to the target dtype on the device exactly as ``torch.tensor(values, dtype=...)`` rounds
 them) and integers below 2**53 (indices) — so a value reads back bit for bit: the numbers are the
 same whichever device runs, and on the CPU the copy is no copy at all.
+
+A non-blocking copy from pageable host memory is synchronous on CUDA (the driver stages it and the
+host waits), so every host tensor bound for CUDA leaves from pinned memory: :func:`to_device` pins
+what is not pinned yet, and :func:`host_rows` gathers rows of a host tensor straight into a pinned
+buffer (one host copy, not a gather and then a pin). On the CPU neither pins nor copies anything:
+the tensors, and so the numbers, are the ones plain indexing gives.
 """
 
 from __future__ import annotations
@@ -34,6 +40,44 @@ class Parcel:
         for d in self.shape:
             n *= d
         return n
+
+
+# device types whose host copies leave from pinned memory (tests/standin_device.py adds its own)
+PINNED_DEVICE_TYPES: set[str] = {"cuda"}
+
+
+def pins(device: torch.device | str) -> bool:
+    """Whether host data bound for ``device`` goes through pinned memory (CUDA)."""
+    return torch.device(device).type in PINNED_DEVICE_TYPES
+
+
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``t`` on ``device`` without making the host wait: non-blocking, from pinned memory where the
+    device needs it (a host tensor not pinned yet is pinned first); ``t`` itself when it is there."""
+    if t.device.type == "cpu" and pins(device) and not t.is_pinned():
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
+def host_rows(
+    src: torch.Tensor, idx: torch.Tensor, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """``src[idx]`` (rows of a host tensor, ``idx`` 1-D integer indices on the host); bound for a
+    device that pins, gathered straight into a pinned buffer."""
+    if device is None or not pins(device) or src.device.type != "cpu":
+        return src[idx]
+    return torch.index_select(src, 0, idx, out=_pinned_empty((len(idx), *src.shape[1:]), src.dtype))
+
+
+def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A page-locked host buffer (tests/standin_device.py models it on the CPU, in every thread)."""
+    return torch.empty(shape, dtype=dtype, pin_memory=True)
+
+
+def rows_to(src: torch.Tensor, idx: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``src[idx]`` of a host tensor on ``device``: gathered into pinned memory, copied without
+    making the host wait (on the CPU: plain indexing)."""
+    return to_device(host_rows(src, idx, device), device)
 
 
 class Shipment:
@@ -62,10 +106,7 @@ class Shipment:
     def send(self, device: torch.device) -> Received:
         """The one copy: pinned and non-blocking on CUDA, a no-op on the CPU."""
         buf = torch.cat(self._parts) if self._parts else torch.empty(0, dtype=torch.float64)
-        device = torch.device(device)
-        if device.type == "cuda":
-            buf = buf.pin_memory()
-        return Received(buf.to(device, non_blocking=True))
+        return Received(to_device(buf, device))
 
 
 @dataclass(frozen=True)
@@ -82,4 +123,13 @@ class Received:
         return flat.to(parcel.dtype).view(parcel.shape)
 
 
-__all__ = ["Parcel", "Received", "Shipment"]
+__all__ = [
+    "PINNED_DEVICE_TYPES",
+    "Parcel",
+    "Received",
+    "Shipment",
+    "host_rows",
+    "pins",
+    "rows_to",
+    "to_device",
+]

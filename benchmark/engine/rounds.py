@@ -25,7 +25,7 @@ from benchmark.contracts.types import ClientData, Payload, RoundContext, ServerS
 from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.precision import FP32, Precision, guard_fp16_steps
 from benchmark.core.seeding import Stream, np_rng, torch_gen
-from benchmark.data.client_views import ClientViews
+from benchmark.data.client_views import ClientViews, staged
 from benchmark.engine.checkpoints import Checkpointer
 from benchmark.engine.client_store import ClientStateStore
 from benchmark.runroot.rundir import PretrainDir
@@ -286,13 +286,14 @@ def _simulate(
         # time inside the clients' updates; the rest of round_time_s is the engine's and the
         # server's
         client_s = 0.0
-        for k in selected:
+        # on CUDA the next client's data is gathered (pinned) while the current one trains
+        for k, data in staged(clients, selected, settings.device):
             state = store.get(k)
             if state is None:
                 state = method.init_client(k, server)
             tc = time.perf_counter()
             up, new_state = method.client_update(
-                down, state, clients[k], client_context(settings, r, k, public)
+                down, state, data, client_context(settings, r, k, public)
             )
             client_s += time.perf_counter() - tc
             store.put(k, new_state, r)

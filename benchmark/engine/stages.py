@@ -51,6 +51,7 @@ from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.config import from_mapping
 from benchmark.core.precision import Precision
 from benchmark.core.provenance import cell_provenance
+from benchmark.core.transfer import host_rows
 from benchmark.data.client_views import ClientViews
 from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import cell_partition, partition_stats
@@ -116,10 +117,12 @@ def build_method(
     return cls(from_mapping(cls.Config, dict(spec.params)), backbone, inputs)
 
 
-def client_datasets(method: Method, ds: DatasetSplits, part: Partition) -> ClientViews:
+def client_datasets(
+    method: Method, ds: DatasetSplits, part: Partition, device: torch.device | None = None
+) -> ClientViews:
     """Unlabeled views of each client's shard, built on access (``ClientViews``: only the
     partition's index is held, so registered clients cost nothing until sampled); ``pooled`` methods
-    get one client holding the union."""
+    get one client holding the union. Bound for CUDA (``device``), gathered into pinned memory."""
     labelled = Requirement.LABELS in method.requires
     shards = list(part.client_indices)
     if method.federation == "pooled":
@@ -131,13 +134,18 @@ def client_datasets(method: Method, ds: DatasetSplits, part: Partition) -> Clien
         ds.std,
         ds.train.labels if labelled else None,
         ds.num_classes if labelled else 0,
+        device=device,
     )
 
 
-def public_view(ds: DatasetSplits, part: Partition) -> UnlabeledView | None:
+def public_view(
+    ds: DatasetSplits, part: Partition, device: torch.device | None = None
+) -> UnlabeledView | None:
+    """The public split's images (gathered into pinned memory when bound for CUDA)."""
     if part.public_indices is None:
         return None
-    return UnlabeledView(ds.train.images[torch.as_tensor(part.public_indices)], ds.mean, ds.std)
+    idx = torch.as_tensor(part.public_indices, dtype=torch.long)
+    return UnlabeledView(host_rows(ds.train.images, idx, device), ds.mean, ds.std)
 
 
 def check_method_data(cell: Cell, part: Partition) -> None:
@@ -169,7 +177,7 @@ def prepare(
     inputs = input_spec(ds)
     method = build_method(cell, inputs)
     per_round = 1 if method.federation == "pooled" else cell.fl.clients_per_round
-    clients = client_datasets(method, ds, part)
+    clients = client_datasets(method, ds, part, device)
     settings = SimSettings(
         seed=cell.seed,
         num_rounds=cell.fl.rounds,
@@ -190,7 +198,7 @@ def prepare(
         inputs,
         method,
         clients,
-        public_view(ds, part),
+        public_view(ds, part, device),
         settings,
     )
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from benchmark.contracts.data_types import DatasetSplit
 from benchmark.contracts.unlabeled_view import normalize
+from benchmark.core.transfer import to_device
 
 
 @torch.no_grad()
@@ -29,7 +30,7 @@ def extract_features(
     module.eval().to(device)
     feats = []
     for start in range(0, len(split), batch_size):
-        x = split.images[start : start + batch_size].to(device, non_blocking=True)
+        x = to_device(split.images[start : start + batch_size], device)
         feats.append(module(normalize(x, mean, std)).float().cpu())
     module.train(was_training)
     return torch.cat(feats) if feats else torch.zeros(0)

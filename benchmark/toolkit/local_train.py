@@ -15,6 +15,7 @@ import torch
 from benchmark.contracts.types import Diverged, RoundContext
 from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.precision import LossScaler
+from benchmark.core.transfer import to_device
 
 
 @dataclass
@@ -197,8 +198,8 @@ def run_local_epochs(
     in_steps = _IN_STEPS.set(True)  # the synchronisation watch attributes what it catches
     try:
         for idx in _batches(view, batch_size, ctx, epochs, drop_last, probe and probe.max_steps):
-            # the batch's indices, drawn on the host: copied without making the host wait
-            batch = view.images[idx.to(view.images.device, non_blocking=True)]
+            # the batch's indices, drawn on the host: copied from pinned memory, no wait
+            batch = view.images[to_device(idx, view.images.device)]
             with ctx.precision.autocast(ctx.device):
                 loss = step_loss(batch)
             stats.batches += 1

@@ -67,8 +67,10 @@ from benchmark.api import (
     TaskNotApplicable,
     adamw,
     load_dataset_splits,
+    rows_to,
     scoped_torch_seed,
     seed_word,
+    to_device,
     torch_gen,
 )
 from tasks.cards import load_card
@@ -404,8 +406,9 @@ def recipe_batches(
             )
             for g in opt.param_groups:
                 g["lr"] = lr * g["lr_scale"]
-            x = transform_batch(train.images[idx], transform).to(device, non_blocking=True)
-            y = labels[idx].to(device, non_blocking=True)
+            # augmented on the host: pinned (one host copy of the batch), then sent without a wait
+            x = to_device(transform_batch(train.images[idx], transform), device)
+            y = rows_to(labels, idx, device)
             yield mixup(x, y) if mixup is not None else (x, y)
 
 

@@ -24,6 +24,7 @@ from benchmark.api import (
     ProtocolCard,
     Stream,
     augment,
+    rows_to,
     scoped_torch_seed,
     torch_gen,
 )
@@ -81,14 +82,14 @@ def step_batches(
             if len(idx) < 2:
                 continue
             x = augment(
-                train.images[idx].to(device, non_blocking=True),
+                rows_to(train.images, idx, device),
                 aug,
                 gen,
                 size=size,
                 mean=mean,
                 std=std,
             )
-            yield x, labels[idx].to(device, non_blocking=True)
+            yield x, rows_to(labels, idx, device)
             drawn += 1
 
 

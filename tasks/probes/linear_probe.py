@@ -17,6 +17,7 @@ from benchmark.api import (
     TaskContext,
     adam,
     scoped_torch_seed,
+    to_device,
     torch_gen,
 )
 from tasks.cards import load_card
@@ -59,7 +60,7 @@ def train_linear_head(
     x, y = train_f.to(device), torch.as_tensor(train_y).to(device)
     for _ in range(epochs):
         for idx in torch.randperm(n, generator=gen).split(batch_size):
-            idx = idx.to(device, non_blocking=True)
+            idx = to_device(idx, device)
             loss = F.cross_entropy(head(x[idx]), y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -42,7 +42,9 @@ from benchmark.api import (
     adamw,
     augment,
     normalize,
+    rows_to,
     scoped_torch_seed,
+    to_device,
     torch_gen,
 )
 from tasks.divergence import LossWatch
@@ -206,10 +208,10 @@ def evaluate_split(
     n = labels.shape[0]
     bs = int(s.get("test_batch_size") or 512)
     hits, sizes = [], []
-    on_device = labels.to(device, non_blocking=True)
+    on_device = to_device(labels, device)
     for idx in batch_indices(n, bs, shuffle=False, drop_last=bool(s.get("test_drop_last", False))):
         pred = forward(inputs(idx)).argmax(1)
-        hits.append((pred == on_device[idx.to(device, non_blocking=True)]).sum())
+        hits.append((pred == on_device[to_device(idx, device)]).sum())
         sizes.append(len(idx))
     # the one host read of an evaluation: every batch's count of correct predictions
     correct = [int(c) for c in torch.stack(hits).cpu().tolist()] if hits else []
@@ -257,7 +259,7 @@ def check_engine_card(s: Mapping[str, Any]) -> bool:
 def plain_inputs(
     split: DatasetSplit, mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda idx: normalize(split.images[idx].to(device, non_blocking=True), mean, std)
+    return lambda idx: normalize(rows_to(split.images, idx, device), mean, std)
 
 
 def cached_io(
@@ -281,8 +283,8 @@ def cached_io(
             for name, sp in (("train", train), ("test", test))
         }
     return ProbeIO(
-        train_in=lambda idx: feats["train"][idx.to(feats["train"].device, non_blocking=True)],
-        test_in=lambda idx: feats["test"][idx.to(feats["test"].device, non_blocking=True)],
+        train_in=lambda idx: feats["train"][to_device(idx, feats["train"].device)],
+        test_in=lambda idx: feats["test"][to_device(idx, feats["test"].device)],
         train_fwd=model.head,
         test_fwd=model.head,
     )
@@ -305,12 +307,10 @@ def live_io(
     runs without gradients."""
 
     def train_in(idx: torch.Tensor) -> torch.Tensor:
-        x = train.images[idx].to(device, non_blocking=True)
-        return (
-            plain_inputs(train, mean, std, device)(idx)
-            if aug is None
-            else augment(x, aug, gen_aug, size=size, mean=mean, std=std)
-        )
+        x = rows_to(train.images, idx, device)
+        if aug is None:  # the batch's rows, normalised (plain_inputs)
+            return normalize(x, mean, std)
+        return augment(x, aug, gen_aug, size=size, mean=mean, std=std)
 
     def train_fwd(x: torch.Tensor) -> torch.Tensor:
         if s["trainable"] == "head":
@@ -354,7 +354,7 @@ def train_epoch(
             continue
         loss = loss_fn(
             io.train_fwd(io.train_in(idx)),
-            train_y[idx].to(device, non_blocking=True),
+            rows_to(train_y, idx, device),
             str(s["loss"]),
         )
         watch.see(loss)

@@ -21,23 +21,24 @@ import pytest
 import torch
 
 from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+from benchmark.core.transfer import host_rows, to_device
 from benchmark.engine.rounds import simulate
 from benchmark.engine.stages import prepare
 from benchmark.grids.expand import expand_grid, load_grid
 from benchmark.toolkit.local_train import probe_steps
 from tests.helpers import TASK_SMOKE
-from tests.standin_device import DEVICE, Report, standin_device
+from tests.standin_device import DEVICE, SYNC_KINDS, Report, standin_device
 
 # host synchronisations per optimizer step allowed in each method's training loops (client and
 # server): docs/performance.md lists each exception with its reason. The goal, and today's figure,
 # is 0 for every method.
-ALLOWED_PER_STEP: dict[str, float] = {
-    # Orchestra, measured 7 per step (fp32, the smoke cell): Sinkhorn-Knopp's tolerance test reads
-    # its error on the host every 10 iterations, as the official code does (a fixed iteration count
-    # would change the numbers). Was 19 before the rotations were selected with torch.where and the
-    # rotation labels and solarize flags copied without blocking.
-    "orchestra": 7.0,
-}
+ALLOWED_PER_STEP: dict[str, float] = {}
+# settings of a method's client check: Orchestra's server (its centroid SGD, checked by the server
+# test below) is switched off, because its Sinkhorn-Knopp stops at a tolerance it reads every 10
+# iterations, after a number of iterations that depends on the uploads: the two capped runs would
+# differ by reads that are not the client steps' (they were charged to them as "7 a step" before
+# issue 56). What Orchestra reads per client update is stated in docs/performance.md.
+CLIENT_CHECK_PARAMS: dict[str, dict[str, object]] = {"orchestra": {"global_steps": 0}}
 
 
 def _smoke_cell(method: str, precision: str, **method_params: object):
@@ -67,7 +68,9 @@ def _round(method: str, precision: str, cap: int, tmp: Path, **method_params: ob
 
 
 def per_step(method: str, precision: str, tmp: Path) -> tuple[float, Report, Report]:
-    one, three = _round(method, precision, 1, tmp), _round(method, precision, 3, tmp)
+    params = CLIENT_CHECK_PARAMS.get(method, {})
+    one = _round(method, precision, 1, tmp, **params)
+    three = _round(method, precision, 3, tmp, **params)
     grown = three.steps - one.steps
     return (three.syncs() - one.syncs()) / grown if grown else 0.0, one, three
 
@@ -75,7 +78,7 @@ def per_step(method: str, precision: str, tmp: Path) -> tuple[float, Report, Rep
 def _details(one: Report, three: Report) -> str:
     lines = [f"capped at 1 step: {one.steps} steps, {one.syncs()} syncs; at 3: {three.steps}, "]
     lines[0] += f"{three.syncs()}"
-    a, b = one.by_site("read", "blocking_copy"), three.by_site("read", "blocking_copy")
+    a, b = one.by_site(*SYNC_KINDS), three.by_site(*SYNC_KINDS)
     lines += [f"  {b[k]} (at cap 1: {a[k]}) {k}" for k in sorted(b, key=b.get, reverse=True)]
     return "\n".join(lines)
 
@@ -86,6 +89,10 @@ def check(method: str, precision: str, tmp: Path) -> None:
     if not METHODS.get(method).pretrains:
         return  # the reference points take no optimizer step (no_pretrain, no_pretrain_bn)
     assert one.steps > 0 and three.steps > one.steps, "no optimizer step was taken"
+    inside = three.step_syncs()  # inside run_local_epochs' step loop: none at all
+    assert not inside, f"{method} {precision}: synchronised inside the step loop:\n" + "\n".join(
+        f"  {n} {k}" for k, n in inside.most_common()
+    )
     allowed = ALLOWED_PER_STEP.get(method, 0.0)
     assert rate <= allowed, (
         f"{method} {precision}: {rate:.2f} host synchronisations per optimizer step, "
@@ -96,6 +103,36 @@ def check(method: str, precision: str, tmp: Path) -> None:
 def test_fedavg_simclr_fp32_takes_no_host_synchronisation_per_step(tmp_path: Path) -> None:
     """The quick case CI runs on every push; the sweep below is ``slow``."""
     check("fedavg_simclr", "fp32", tmp_path)
+
+
+def test_client_data_is_gathered_pinned_once_and_staged_ahead(tmp_path: Path) -> None:
+    """Bound for a device that pins: each client's images are gathered straight into pinned memory
+    (no pin_memory() copy of them on the way to the device), on a helper thread while the client
+    before trains; no pageable copy, nothing synchronised inside the steps."""
+    import threading
+
+    from benchmark.data.client_views import ClientViews
+
+    torch.set_num_threads(1)
+    prep = prepare(_smoke_cell("fedavg_simclr", "fp32"), device=DEVICE)
+    threads: list[str] = []
+
+    class Watched(ClientViews):
+        def __getitem__(self, k):
+            threads.append(threading.current_thread().name)
+            return super().__getitem__(k)
+
+    c = prep.clients
+    clients = Watched(c.images, c.shards, c.mean, c.std, c.labels, c.num_classes, device=DEVICE)
+    with probe_steps(1), standin_device() as report:
+        simulate(prep.method, clients, prep.settings, tmp_path, public=prep.public)
+    settings = prep.settings
+    assert settings.per_round >= 2 and len(threads) == settings.per_round * settings.num_rounds
+    assert all(name.startswith("fssl-stage") for name in threads), threads
+    images = [k for k in report.by_site("pin") if "4-D" in k]
+    assert not images, images  # a client's images pinned a second time
+    assert report.count("copy") > 0 and not report.step_syncs()
+    assert not report.count("pageable_copy"), report.by_site("pageable_copy")
 
 
 # the methods whose server trains (optimizer steps on the server, every round), with the setting that
@@ -151,15 +188,25 @@ def test_the_standin_catches_a_blocking_copy_a_host_read_and_mixing() -> None:
         x = torch.ones(4, device=DEVICE)
         host = torch.arange(4.0)
         x + host.to(DEVICE)  # blocking copy
-        x + host.to(DEVICE, non_blocking=True)  # not a synchronisation
+        x + host.to(DEVICE, non_blocking=True)  # from pageable memory: CUDA waits all the same
+        x + host.pin_memory().to(DEVICE, non_blocking=True)  # pinned: not a synchronisation
+        x[1:] + host.pin_memory()[1:].to(DEVICE, non_blocking=True)  # a view of pinned memory
+        assert not host.is_pinned() and host.pin_memory().is_pinned()
+        x + to_device(host, DEVICE)  # pins first, then copies without a wait
+        rows = host_rows(torch.arange(12.0).view(6, 2), torch.tensor([4, 0]), DEVICE)
+        assert rows.is_pinned() and rows.tolist() == [[8.0, 9.0], [0.0, 1.0]]
+        torch.empty(2, 2, device=DEVICE).copy_(rows, non_blocking=True)  # pinned copy_
+        torch.empty(4, device=DEVICE).copy_(host, non_blocking=True)  # pageable copy_
         float(x.sum())  # read
         x[x > 0]  # boolean mask: nonzero
         torch.tensor([1.0, 2.0], device=DEVICE)  # blocking copy
         torch.mul(x, host)  # mixing: the CPU computes it, CUDA refuses
         torch.randn(2, generator=torch.Generator(), device=DEVICE)  # host generator on the device
-    assert report.count("copy") == 1
+    assert report.count("copy") == 4
+    assert report.count("pageable_copy") == 2
     assert report.count("blocking_copy") == 2
     assert report.count("read") == 2
+    assert report.syncs() == 6
     assert len(report.violations()) == 2
     assert all("test_device_check.py" in v for v in report.violations())
 
@@ -185,6 +232,13 @@ GROW: dict[str, tuple[str, int, int] | None] = {
     # code around it is checked by test_the_detection_backbone_on_the_standin below
     "coco_detection": None,
 }
+
+
+# the tasks whose loop reads its losses every DIVERGENCE_CHECK_STEPS steps (fine_tune in
+# tasks/finetuning/classifier.py: 100, and at the end): run with the interval lowered to READ_EVERY,
+# so that the test's few steps show that read, and show it once per READ_EVERY steps, not more
+PERIODIC_READS = {"semi_supervised", "finetune"}
+READ_EVERY = 2
 
 
 def _evaluate(task: str, params: dict, tmp: Path) -> Report:
@@ -216,11 +270,14 @@ def _task_cases() -> list[str]:
 
 @pytest.mark.parametrize("task", _task_cases())
 def test_every_task_on_the_standin_takes_no_host_synchronisation_per_step(
-    task: str, tmp_path: Path
+    task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every registered task on the stand-in: no mixing CUDA refuses, and where the task trains,
     growing its loop (epochs, steps) adds optimizer steps without adding synchronisations (its
     reads are once per task: the features' labels, the final score)."""
+    from tasks.finetuning import classifier
+
+    monkeypatch.setattr(classifier, "DIVERGENCE_CHECK_STEPS", READ_EVERY)
     _, params = TASK_SMOKE[task]
     grow = GROW[task]
     if grow is None:
@@ -232,4 +289,9 @@ def test_every_task_on_the_standin_takes_no_host_synchronisation_per_step(
     three = _evaluate(task, {**params, key: large}, tmp_path / "three")
     assert not one.violations() and not three.violations(), "\n".join(three.violations())
     assert three.steps > one.steps > 0, f"{task}: no optimizer step was taken"
-    assert three.syncs() == one.syncs(), _details(one, three)
+    periodic = three.steps // READ_EVERY - one.steps // READ_EVERY
+    expected = periodic if task in PERIODIC_READS else 0
+    assert three.syncs() - one.syncs() == expected, _details(one, three)
+    if task in PERIODIC_READS:  # the reads that grew are LossWatch's, one every READ_EVERY steps
+        grown = three.by_site(*SYNC_KINDS) - one.by_site(*SYNC_KINDS)
+        assert periodic > 0 and all(" at tasks/divergence.py:" in k for k in grown), grown

@@ -62,6 +62,65 @@ def test_local_clustering_shape_and_degenerate_memory() -> None:
     assert torch.allclose(u.norm(dim=1), torch.ones(8), atol=1e-5)
 
 
+def _kmeans_per_cluster_reads(memory, num_clusters, generator, *, iters=5, sk_iters=10):
+    """The local k-means as it was written before issue 56 (a boolean mask per cluster, two host
+    reads each): the oracle the rewrite must match bit for bit."""
+    z = memory.detach().float()
+    m = z.shape[0]
+    u = z[torch.randperm(m, generator=generator)[:num_clusters]].clone()
+    for _ in range(iters):
+        assign = sinkhorn_knopp(z @ u.t(), lam=25.0, max_iters=sk_iters, tol=1e-2).argmax(dim=1)
+        for j in range(num_clusters):
+            members = assign == j
+            if bool(members.any()):
+                u[j] = F.normalize(z[members].mean(0), dim=0)
+            else:
+                u[j] = z[int(torch.randint(m, (1,), generator=generator))]
+    return F.normalize(u, dim=1)
+
+
+@pytest.mark.parametrize(
+    ("rows", "dim", "clusters", "degenerate"),
+    [(128, 512, 8, False), (128, 64, 16, False), (37, 16, 8, False), (128, 32, 8, True)],
+)
+def test_local_clustering_is_the_per_cluster_loop_bit_for_bit(
+    rows: int, dim: int, clusters: int, degenerate: bool
+) -> None:
+    """Grouping the members by a stable sort (one host read an iteration) gives exactly the
+    centroids, and draws exactly the reseeding numbers, of the per-cluster boolean masks."""
+    for seed in range(5):
+        g = torch.Generator().manual_seed(seed)
+        mem = F.normalize(torch.randn(rows, dim, generator=g), dim=1)
+        if degenerate:  # a few distinct rows: most clusters empty, reseeded from the generator
+            mem = mem[torch.arange(rows) % 3]
+        new_gen, old_gen = (torch.Generator().manual_seed(100 + seed) for _ in range(2))
+        new = equal_size_kmeans(mem, clusters, new_gen)
+        old = _kmeans_per_cluster_reads(mem, clusters, old_gen)
+        assert torch.equal(new, old), (seed, (new - old).abs().max())
+        assert torch.equal(new_gen.get_state(), old_gen.get_state())  # the same draws
+
+
+@pytest.mark.parametrize("clusters", [4, 8, 16])
+def test_local_clustering_reads_the_host_twice_an_iteration_whatever_the_clusters(
+    clusters: int,
+) -> None:
+    """On the stand-in accelerator (tests/standin_device.py): one read of the cluster sizes and
+    one Sinkhorn tolerance read per iteration (sk_iters 10), none per cluster; the per-update
+    figure docs/performance.md states for Orchestra's local clustering."""
+    from tests.standin_device import DEVICE, standin_device
+
+    g = torch.Generator().manual_seed(0)
+    mem = F.normalize(torch.randn(128, 32, generator=g), dim=1)
+    mem = mem[torch.arange(128) % 6]  # some clusters empty: the reseeding path runs too
+    for iters in (3, 5):
+        with standin_device() as report:
+            equal_size_kmeans(mem.to(DEVICE), clusters, g, iters=iters, sk_iters=10)
+        assert not report.violations(), report.violations()
+        syncs = report.by_site("read", "blocking_copy", "pageable_copy")
+        ours = {site: n for site, n in syncs.items() if " at methods/" in site}
+        assert sum(ours.values()) == 2 * iters, ours  # (the test's own copy of mem aside)
+
+
 def _directions(
     n_dir: int, copies: int, seed: int, d: int = 512
 ) -> tuple[torch.Tensor, torch.Tensor]:
