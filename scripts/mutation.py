@@ -338,6 +338,8 @@ def record(targets: dict, new: dict) -> None:
     re-render docs/mutation.md."""
     results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
     results.update(new)
+    # the declarations as they are now: a run started before a target was added keeps its row
+    targets = load_targets()
     results = {k: v for k, v in results.items() if k in targets}
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     DOC.write_text(render_doc(targets, results), encoding="utf-8")
