@@ -464,7 +464,7 @@ TARGETS: dict[str, Target] = {
             Mutant(
                 "topk-self-included",
                 "the top-k payload keeps the diagonal (self) among the k entries",
-                "    s.fill_diagonal_(-float(\"inf\"))\n    values, indices",
+                '    s.fill_diagonal_(-float("inf"))\n    values, indices',
                 "    values, indices",
                 (f"{FL}::test_client_payloads_and_upload_modes_agree",),
             ),
@@ -554,14 +554,14 @@ TARGETS: dict[str, Target] = {
             Mutant(
                 "keep-stale-lr",
                 "optimizer_state: keep restores the previous round's learning rate",
-                "        for group in opt.param_groups:\n            group[\"lr\"] = lr",
+                '        for group in opt.param_groups:\n            group["lr"] = lr',
                 "        for group in opt.param_groups:\n            pass",
                 (f"{FS}::test_optimizer_state_at_each_rounds_first_step",),
             ),
             Mutant(
                 "batches-weight-ignored",
                 "weighting: num_batches uploads the example count as its weight",
-                "weight = stats.batches if cfg.weighting == \"num_batches\" else data.num_examples",
+                'weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples',
                 "weight = data.num_examples",
                 ("tests/methods/test_featarc.py", "tests/methods/_shared/test_families.py"),
             ),
@@ -570,7 +570,9 @@ TARGETS: dict[str, Target] = {
                 "tau = 0.2, not Dec-SSL's 0.5",
                 "tau: float = 0.5",
                 "tau: float = 0.2",
-                (f"{DD}::test_defaults_are_the_documented_values_with_their_sources[fedavg_simclr]",),
+                (
+                    f"{DD}::test_defaults_are_the_documented_values_with_their_sources[fedavg_simclr]",
+                ),
             ),
             Mutant(
                 "orchestra-projector-affine",
@@ -584,7 +586,7 @@ TARGETS: dict[str, Target] = {
                 "the exported encoder left in train mode",
                 "return net.encoder.eval()",
                 "return net.encoder",
-                (f"{FS}::test_determinism_same_cell_twice", f"{FS}::test_bn_local_keeps_client_bn"),
+                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/toolkit/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
             ),
         ),
     ),
@@ -603,7 +605,7 @@ TARGETS: dict[str, Target] = {
                 "no-self-mask",
                 "the self-similarity left among the negatives",
                 "logits = logits.masked_fill(torch.eye(2 * b, dtype=torch.bool, device=u.device), "
-                "float(\"-inf\"))",
+                'float("-inf"))',
                 "logits = logits",
                 (f"{FS}::test_ntxent_equals_pytorch_metric_learning",),
             ),
@@ -664,14 +666,14 @@ TARGETS: dict[str, Target] = {
     ),
     "baselines": Target(
         "methods/baselines.py",
-        (FS,),
+        (BL, FS),
         (
             Mutant(
                 "local-ssl-drops-model",
                 "local_ssl's client keeps only its optimizer state, not its model",
                 "keep = {**new_state.tensors, **up.tensors}",
                 "keep = dict(new_state.tensors)",
-                (f"{FS}::test_local_ssl_reports_mean_and_min_never_max",),
+                (f"{BL}::test_local_ssl_client_resumes_from_its_own_model",),
             ),
             Mutant(
                 "central-ssl-reset",
@@ -685,18 +687,21 @@ TARGETS: dict[str, Target] = {
                 "dec_sl's cross-entropy against the first labels of the split, not the batch's",
                 "return F.cross_entropy(net(x), labels[idx])",
                 "return F.cross_entropy(net(x), labels[: idx.numel()])",
+                (f"{BL}::test_dec_sl_pairs_each_image_with_its_own_label",),
             ),
             Mutant(
                 "dec-sl-uniform",
                 "dec_sl averages uniformly whatever weighting says",
                 "    def fedavg_weighting(self) -> str:\n        return self.cfg.weighting",
                 '    def fedavg_weighting(self) -> str:\n        return "uniform"',
+                (f"{BL}::test_dec_sl_averages_by_client_size_or_uniformly",),
             ),
             Mutant(
                 "dec-sl-crop-flip-jitters",
                 "dec_sl's crop_flip augmentation still colour-jitters",
                 "AugmentConfig(jitter_p=0.0, gray_p=0.0)",
                 "AugmentConfig(gray_p=0.0)",
+                (f"{BL}::test_dec_sl_crop_flip_draws_no_colour",),
             ),
             Mutant(
                 "no-pretrain-unseeded",
@@ -716,9 +721,10 @@ TARGETS: dict[str, Target] = {
         (
             Mutant(
                 "calibrate-unnormalised",
-                "BN statistics calibrated on unnormalised images",
+                "BN statistics calibrated on images scaled to [0, 1] but not standardised",
                 "view.normalize(images[i : i + CALIBRATION_BATCH])",
-                "images[i : i + CALIBRATION_BATCH]",
+                "images[i : i + CALIBRATION_BATCH].float() / 255.0",
+                (f"{NB}::test_a_client_uploads_the_statistics_of_its_normalised_images",),
             ),
             Mutant(
                 "plain-mean",
@@ -739,12 +745,14 @@ TARGETS: dict[str, Target] = {
                 "every encoder tensor uploaded and averaged, not the BN statistics only",
                 "up = {k: v for k, v in tensors_of(encoder, PREFIX).items() if k in names}",
                 "up = tensors_of(encoder, PREFIX)",
+                (f"{NB}::test_a_client_uploads_the_statistics_of_its_normalised_images",),
             ),
             Mutant(
                 "encoder-train-mode",
                 "the exported encoder left in train mode (batch statistics at evaluation)",
                 "return self.export(encoder.eval(), feat_dim)",
                 "return self.export(encoder, feat_dim)",
+                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/toolkit/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
             ),
         ),
     ),
@@ -802,7 +810,7 @@ TARGETS: dict[str, Target] = {
                 "equal_division's floor(n/P)+1 parts first, not last",
                 "sizes = [base] * (parts - r) + [base + 1] * r",
                 "sizes = [base + 1] * r + [base] * (parts - r)",
-                (f"{PT}::test_golden_digest[easyfl_class]",),
+                (f"{SH}::test_easyfl_parts_put_the_larger_ones_last",),
             ),
             Mutant(
                 "parts-floor",
@@ -918,7 +926,10 @@ TARGETS: dict[str, Target] = {
                 "the size window's upper bound ignored",
                 "violation = math.inf if draw.degenerate else max(lo - smallest, largest - hi, 0.0)",
                 "violation = math.inf if draw.degenerate else max(lo - smallest, 0.0)",
-                (f"{SH}::test_band_window_and_acceptance", f"{PT}::test_bit_faithful_labeldir_and_band"),
+                (
+                    f"{SH}::test_band_window_and_acceptance",
+                    f"{PT}::test_bit_faithful_labeldir_and_band",
+                ),
             ),
             Mutant(
                 "band-keeps-best",
@@ -967,7 +978,10 @@ TARGETS: dict[str, Target] = {
                 "group m rotated clockwise",
                 "return 360.0 * group / n_groups",
                 "return -360.0 * group / n_groups",
-                (f"{SH}::test_rotation_groups_and_partition", f"{SH}::test_rotate_image_on_a_test_pattern"),
+                (
+                    f"{SH}::test_rotation_groups_and_partition",
+                    f"{SH}::test_rotate_image_on_a_test_pattern",
+                ),
             ),
             Mutant(
                 "rotate-wrong-sign",

@@ -25,6 +25,7 @@ from benchmark.data.partitioners.decssl import (
     skew_lists,
 )
 from benchmark.data.partitioners.dirichlet import label_dirichlet_draw
+from benchmark.data.partitioners.easyfl import equal_parts
 from benchmark.data.partitioners.modifiers import subsample_count
 
 CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
@@ -161,6 +162,21 @@ def test_easyfl_class_assignment() -> None:
         make("easyfl_class", classes_per_client=3)(two_classes, 2, 0)
     part = make("easyfl_class", classes_per_client=3, allow_repeat=True)(two_classes, 2, 0)
     assert part.meta["repeated_classes"] == 2 and len(part.dropped) == 0
+
+
+def test_easyfl_parts_put_the_larger_ones_last() -> None:
+    """EasyFL's equal_division (§3.8 step 2): when P does not divide n_c, the first P - r parts have
+    floor(n_c / P) samples and the last r one more, cut in the shuffled order. Every other test's
+    class sizes are divisible, where the order of the sizes cannot show."""
+    assert [len(p) for p in equal_parts(np.arange(11), 3)] == [3, 4, 4]
+    assert [len(p) for p in equal_parts(np.arange(13), 5)] == [2, 2, 3, 3, 3]
+    parts = equal_parts(np.arange(13)[::-1], 5)
+    assert np.array_equal(np.concatenate(parts), np.arange(13)[::-1])
+    # through the partitioner: C = 2, K = 3, k = 2, so P = 3 parts of 7 and 8 images per class
+    labels = np.repeat(np.arange(2), [22, 23])
+    part = make("easyfl_class", classes_per_client=2)(labels, 3, 0)
+    sizes = part.label_counts(labels, 2)
+    assert sizes.tolist() == [[7, 7], [7, 8], [8, 8]]
 
 
 def test_skew_beta_zero_gives_exclusive_classes() -> None:
