@@ -1029,7 +1029,7 @@ TARGETS: dict[str, Target] = {
                 "subsample permutes the client's list as given, not sorted",
                 "ix = np.sort(np.asarray(ix, dtype=np.int64))",
                 "ix = np.asarray(ix, dtype=np.int64)",
-                (f"{SH}::test_subsample_and_modifier_validation",),
+                (f"{SH}::test_subsample_depends_on_the_clients_set_not_its_order",),
             ),
             Mutant(
                 "prefix-anywhere",
@@ -1056,7 +1056,7 @@ TARGETS: dict[str, Target] = {
                 "n_c^train counted over the partitioned indices only (dropped ones left out)",
                 "n_train = np.bincount(train_labels, minlength=num_classes)",
                 "n_train = train_counts.sum(axis=0)",
-                (f"{SH}::test_label_matched_test",),
+                (f"{SH}::test_label_matched_test_counts_dropped_train_indices",),
             ),
             Mutant(
                 "no-shuffle",

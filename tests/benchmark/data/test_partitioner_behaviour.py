@@ -26,7 +26,7 @@ from benchmark.data.partitioners.decssl import (
 )
 from benchmark.data.partitioners.dirichlet import label_dirichlet_draw
 from benchmark.data.partitioners.easyfl import equal_parts
-from benchmark.data.partitioners.modifiers import subsample_count
+from benchmark.data.partitioners.modifiers import subsample, subsample_count
 
 CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
 CIFAR100 = np.repeat(np.arange(100), 500)
@@ -535,6 +535,34 @@ def test_label_matched_test() -> None:
     assert label_matched_test(part, CIFAR10, test_labels, seed=0).digest() == matched.digest()
     assert label_matched_test(part, CIFAR10, test_labels, seed=1).digest() != matched.digest()
     assert matched.spec["train_partition_digest"] == part.digest()
+
+
+def test_label_matched_test_counts_dropped_train_indices() -> None:
+    """§3.14: n_c^train counts the whole train split, dropped indices included, so a partition that
+    drops half of every client (subsample 0.5) gets test shares of its kept images over 5000."""
+    test_labels = np.random.RandomState(2).permutation(np.repeat(np.arange(10), 1000))
+    part = make(
+        "niid_bench_labeldir", alpha=0.3, modifiers=[{"name": "subsample", "fraction": 0.5}]
+    )(CIFAR10, 10, 0)
+    assert len(part.dropped) > 20000
+    matched = label_matched_test(part, CIFAR10, test_labels, seed=0)
+    kept = part.label_counts(CIFAR10, 10)
+    assert np.array_equal(
+        matched.label_counts(test_labels, 10), np.floor(kept / 5000 * 1000).astype(int)
+    )
+
+
+def test_subsample_depends_on_the_clients_set_not_its_order() -> None:
+    """§3.13: subsample permutes each client's *sorted* list, so the kept indices do not depend on
+    the order a base partitioner generated them in."""
+    rs = np.random.RandomState(3)
+    lists = [rs.permutation(np.arange(0, 40)), rs.permutation(np.arange(40, 100))]
+    a = subsample(lists, 0.3, seed=5)
+    b = subsample([np.sort(ix) for ix in lists], 0.3, seed=5)
+    c = subsample([ix[::-1] for ix in lists], 0.3, seed=5)
+    for x, y, z, ix in zip(a, b, c, lists):
+        assert np.array_equal(x, y) and np.array_equal(x, z)
+        assert len(x) == subsample_count(0.3, len(ix)) and np.isin(x, ix).all()
 
 
 # --------------------------------------------------------------------------------------------------
