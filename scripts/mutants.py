@@ -45,6 +45,7 @@ NB = "tests/methods/test_no_pretrain_bn.py"
 PX = "tests/methods/test_pixels.py"
 BL = "tests/methods/test_baselines.py"
 IP = "tests/benchmark/data/test_iid_prefix.py"
+TF = "tests/methods/test_two_forward_passes.py"
 
 TARGETS: dict[str, Target] = {
     "featarc": Target(
@@ -563,7 +564,7 @@ TARGETS: dict[str, Target] = {
                 "weighting: num_batches uploads the example count as its weight",
                 'weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples',
                 "weight = data.num_examples",
-                ("tests/methods/test_featarc.py", "tests/methods/_shared/test_families.py"),
+                (f"{FA}::test_cluster_mass_counts_examples_under_num_batches",),
             ),
             Mutant(
                 "tau-default",
@@ -647,20 +648,21 @@ TARGETS: dict[str, Target] = {
     ),
     "contrastive_step": Target(
         "methods/_shared/contrastive.py",
-        ("tests/methods/test_two_forward_passes.py",),
+        (TF,),
         (
             Mutant(
                 "one-forward-2b",
                 "one forward pass over the 2B views (BN statistics over 2B images)",
                 "z1, z2 = net(v1), net(v2)",
                 "z1, z2 = net(torch.cat([v1, v2])).chunk(2)",
+                (f"{TF}::test_each_local_step_batchnorm_sees_one_view_size[fedavg_simclr]",),
             ),
             Mutant(
                 "same-view-twice",
                 "the loss of view 1 against itself",
                 "return loss_fn(z1, z2, tau)",
                 "return loss_fn(z1, z1, tau)",
-                (f"{FS}::test_ntxent_decreases_under_gradient_steps",),
+                (f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image",),
             ),
         ),
     ),
