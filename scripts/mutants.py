@@ -853,7 +853,7 @@ TARGETS: dict[str, Target] = {
                 "the floor min_prop, not min_prop / K",
                 "floor = self.min_prop / num_clients",
                 "floor = self.min_prop",
-                (f"{SH}::test_flesd_share_floor",),
+                (f"{SH}::test_flesd_accepts_the_first_draw_above_min_prop_over_k",),
             ),
             Mutant(
                 "overlapping-slices",

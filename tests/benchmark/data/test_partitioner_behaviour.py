@@ -144,6 +144,21 @@ def test_flesd_share_floor() -> None:
             make("flesd_minshare", alpha=0.01)(CIFAR10, 100, seed)
 
 
+@pytest.mark.parametrize("alpha,k", [(0.1, 6), (0.3, 10)])
+def test_flesd_accepts_the_first_draw_above_min_prop_over_k(alpha: float, k: int) -> None:
+    """§3.5 step 2: the first Dirichlet draw whose smallest client share exceeds min_prop / K is
+    kept, so a draw with a share between min_prop / K and min_prop is accepted (the cases here have
+    one: a floor of min_prop, not over K, would redraw)."""
+    rs = legacy_rng(0)
+    for tries in range(1, 1001):
+        share = rs.dirichlet(np.repeat(alpha, k), 10).T.sum(axis=1).min()
+        if share > 0.5 / k:
+            break
+    part = make("flesd_minshare", alpha=alpha)(CIFAR10, k, 0)
+    assert part.meta["tries"] == tries and part.meta["min_share"] == pytest.approx(share)
+    assert 0.5 / k < share < 0.5
+
+
 def test_easyfl_class_assignment() -> None:
     part = make("easyfl_class", classes_per_client=2)(CIFAR10, 5, 0)
     counts = part.label_counts(CIFAR10, 10)
