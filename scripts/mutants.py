@@ -997,7 +997,7 @@ TARGETS: dict[str, Target] = {
                 "a source row h (outside the image) read as the edge, not the fill",
                 "inside = (rr >= 0) & (rr < h) & (cc >= 0) & (cc < w)",
                 "inside = (rr >= 0) & (rr <= h) & (cc >= 0) & (cc < w)",
-                (f"{SH}::test_rotate_image_on_a_test_pattern",),
+                (f"{SH}::test_rotate_image_fills_where_the_source_leaves_the_canvas",),
             ),
         ),
     ),

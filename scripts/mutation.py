@@ -256,8 +256,10 @@ def render_doc(targets: dict, results: dict) -> str:
         COMMAND,
         "```",
         "",
-        "(`--list` names the targets; `--only TARGET:ID` runs one mutant). A target marked *not",
-        "measured* has declared mutants that were not run for this table.",
+        "(`--list` names the targets; `--only TARGET:ID` runs one mutant and merges its row into",
+        "the target's; `--budget S` starts no mutant after S seconds of a target). A target marked",
+        "*not measured* has declared mutants that were not run for this table; a score with *(n not",
+        "run)* counts only the mutants that ran.",
         "",
         *score_table(targets, results),
     ]
@@ -323,19 +325,22 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         sel = only.get(name) if name not in args.targets else None
         progress = None
+        where = stamp()  # the commit the copy is made from, not the one at the end of the run
         if args.write_docs:
 
-            def progress(partial: dict, name: str = name, sel: set[str] | None = sel) -> None:
-                record(targets, {name: {**partial, **stamp()}}, merge=sel is not None)
+            def progress(
+                partial: dict, name: str = name, sel: set[str] | None = sel, where=where
+            ) -> None:
+                record(targets, {name: {**partial, **where}}, merge=sel is not None)
 
         r = run_target(name, targets[name], sel, args.timeout, progress, args.budget)
         k, s, e = score(r["mutants"])
         print(f"[{name}] killed {k}, survived {s}, equivalent {e}", flush=True)
         bad |= r["baseline"] != "pass" or s > 0
         if args.write_docs and r["baseline"] == "pass":
-            record(targets, {name: {**r, **stamp()}}, merge=sel is not None)
+            record(targets, {name: {**r, **where}}, merge=sel is not None)
         elif args.write_docs and sel is None:
-            record(targets, {name: {**r, **stamp()}})
+            record(targets, {name: {**r, **where}})
     if args.write_docs and not names:
         record(targets, {})
     return 1 if bad else 0

@@ -436,6 +436,26 @@ def test_rotate_image_on_a_test_pattern(size: int) -> None:
     assert abs(angle - 72.0) < 5.0 and out.min() >= 0.0  # fill 0 outside
 
 
+@pytest.mark.parametrize("degrees", [30.0, 72.0])
+def test_rotate_image_fills_where_the_source_leaves_the_canvas(degrees: float) -> None:
+    """Bilinear with ``fill`` outside (§3.11): on an all-ones image with fill 0, an output pixel
+    whose source point lies inside the grid of pixel centres is 1, and one whose source lies outside
+    it, even by less than a pixel, mixes in the fill (< 1). The source points are computed here from
+    the rotation itself (complex numbers), not from the implementation's formulas."""
+    h = w = 9
+    out = rotate_image(np.ones((h, w)), degrees, fill=0.0)
+    cy, cx = (h - 1) / 2, (w - 1) / 2
+    rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    src = ((cols - cx) + 1j * (cy - rows)) * np.exp(-1j * np.radians(degrees))
+    src_r, src_c = cy - src.imag, cx + src.real
+    eps = 1e-9
+    inside = (src_r >= -eps) & (src_r <= h - 1 + eps) & (src_c >= -eps) & (src_c <= w - 1 + eps)
+    near = ~inside & (src_r > -1) & (src_r < h) & (src_c > -1) & (src_c < w)
+    assert inside.any() and near.any()
+    assert np.allclose(out[inside], 1.0)
+    assert (out[~inside] < 1.0 - 1e-6).all()
+
+
 # ---- §6.3.9 modifiers ----------------------------------------------------------------------------
 
 
