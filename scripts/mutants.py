@@ -467,7 +467,7 @@ TARGETS: dict[str, Target] = {
                 "the top-k payload keeps the diagonal (self) among the k entries",
                 '    s.fill_diagonal_(-float("inf"))\n    values, indices',
                 "    values, indices",
-                (f"{FL}::test_client_payloads_and_upload_modes_agree",),
+                (f"{FD}::test_topk_sparsification",),
             ),
             Mutant(
                 "topk-ties-dropped",
@@ -509,7 +509,7 @@ TARGETS: dict[str, Target] = {
                 "D_pub embeddings inferred in train mode (batch BN statistics)",
                 "        net.eval()\n        view = public.to(device)",
                 "        view = public.to(device)",
-                (f"{FL}::test_client_payloads_and_upload_modes_agree",),
+                (f"{FL}::test_infer_runs_the_network_in_eval_mode",),
             ),
             Mutant(
                 "tau-teacher-default",
