@@ -917,7 +917,7 @@ TARGETS: dict[str, Target] = {
                 "a class allocated exactly n_c refused as over-allocated",
                 "if np.any(allocated > n_c):",
                 "if np.any(allocated >= n_c):",
-                (f"{PT}::test_bit_faithful_orchestra", f"{SH}::test_orchestra_failures"),
+                (f"{SH}::test_orchestra_a_class_allocated_exactly_is_not_over_allocated",),
             ),
         ),
     ),

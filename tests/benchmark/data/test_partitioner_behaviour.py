@@ -547,6 +547,15 @@ def test_orchestra_sizes_cifar10() -> None:
     assert part.sizes().sum() == 49719 and len(part.dropped) == 281
 
 
+@pytest.mark.parametrize("num_classes", [2, 7, 10])
+def test_orchestra_a_class_allocated_exactly_is_not_over_allocated(num_classes: int) -> None:
+    """§3.3: a class is refused only when its slices *exceed* n_c. With one client every share is
+    exact (D_0c = 1/C, slice C n_c / C = n_c), so the client holds every index and none is dropped."""
+    labels = np.random.RandomState(0).permutation(np.repeat(np.arange(num_classes), 50))
+    part = make("orchestra_sinkhorn", alpha=0.1)(labels, 1, 0)
+    assert part.sizes().tolist() == [labels.size] and len(part.dropped) == 0
+
+
 def test_orchestra_failures() -> None:
     with pytest.raises(PartitionError, match="non-finite"):
         make("orchestra_sinkhorn", alpha=1e-300)(CIFAR10[:1000], 50, 0)
