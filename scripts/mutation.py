@@ -5,7 +5,7 @@ implementation fail a test?
     python scripts/mutation.py featarc                      # run one target's mutants
     python scripts/mutation.py featarc shards --write-docs  # run, then refresh docs/mutation.md
     python scripts/mutation.py --only featarc:flip-targets  # one mutant
-    python scripts/mutation.py easyfl --budget 300 --write-docs  # no mutant starts after 300 s
+    python scripts/mutation.py easyfl --budget 300 --write-docs  # none starts after 300 s of mutants
 
 The mutants are declared in ``scripts/mutants.py``: per target (one method or partitioner file) the
 tests that pin it, and a list of mutants, each an exact snippet of the file (occurring exactly once)
@@ -149,9 +149,9 @@ def run_target(
 ) -> dict:
     """Baseline, then every selected non-equivalent mutant of ``t``; its result record.
     ``progress(record)`` is called after each mutant (a long run keeps what it measured). With a
-    ``budget`` (seconds, 0 = none) no mutant starts once the target has run that long: the rest are
-    left out of the record and the tables say how many were not run."""
-    started = time.monotonic()
+    ``budget`` (seconds, 0 = none) no mutant starts once the mutants have run that long (the
+    baseline not counted): the rest are left out of the record and the tables say how many were not
+    run."""
     mutants = [m for m in t.mutants if only is None or m.id in only]
     with tempfile.TemporaryDirectory(prefix=f"mut-{name}-") as tmp:
         copy = Path(tmp)
@@ -166,6 +166,7 @@ def run_target(
         path = copy / t.file
         original_text = path.read_text(encoding="utf-8")
         rows = {}
+        started = time.monotonic()
         for m in mutants:
             if m.equivalent:
                 rows[m.id] = {"status": "equivalent", "reason": m.equivalent}
@@ -257,7 +258,7 @@ def render_doc(targets: dict, results: dict) -> str:
         "```",
         "",
         "(`--list` names the targets; `--only TARGET:ID` runs one mutant and merges its row into",
-        "the target's; `--budget S` starts no mutant after S seconds of a target). A target marked",
+        "the target's; `--budget S` starts no mutant after S seconds of mutants). A target marked",
         "*not measured* has declared mutants that were not run for this table; a score with *(n not",
         "run)* counts only the mutants that ran.",
         "",
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "--budget",
         type=float,
         default=0.0,
-        help="seconds per target after which no further mutant starts (0: none)",
+        help="seconds of mutants (after the baseline) after which none starts (0: none)",
     )
     args = ap.parse_args(argv)
     targets = load_targets()
