@@ -1023,10 +1023,10 @@ TARGETS: dict[str, Target] = {
             ),
             Mutant(
                 "subsample-no-decimal-round",
-                "ceil(f n) on the binary product (0.1 x 30 keeps 4)",
+                "ceil(f n) on the binary product (0.55 x 100 keeps 56)",
                 "return min(n, math.ceil(round(fraction * n, 9)))",
                 "return min(n, math.ceil(fraction * n))",
-                (f"{SH}::test_subsample_and_modifier_validation",),
+                (f"{SH}::test_subsample_count_is_the_ceiling_of_the_decimal_product",),
             ),
             Mutant(
                 "subsample-unsorted",

@@ -596,6 +596,15 @@ def test_label_matched_test_counts_dropped_train_indices() -> None:
     )
 
 
+def test_subsample_count_is_the_ceiling_of_the_decimal_product() -> None:
+    """§3.13: ceil(f n) of the decimal product. 0.55 x 100 is 55.00000000000001 in binary floating
+    point, so a ceiling of the binary product keeps 56 of 100 at f = 0.55. (0.1 x 30, the case named
+    in modifiers.py, is exactly 3.0 in binary and cannot show the difference.)"""
+    assert 0.55 * 100 > 55
+    assert subsample_count(0.55, 100) == 55 and subsample_count(0.55, 101) == 56
+    assert subsample_count(0.55, 200) == 110
+
+
 def test_subsample_depends_on_the_clients_set_not_its_order() -> None:
     """§3.13: subsample permutes each client's *sorted* list, so the kept indices do not depend on
     the order a base partitioner generated them in."""
