@@ -20,6 +20,7 @@ from benchmark.data.partitioners.decssl import (
     band_lists,
     feature_groups,
     iid_groups,
+    kmeans,
     rotate_image,
     rotation_degrees,
     skew_lists,
@@ -353,6 +354,20 @@ def test_feature_clusters_recover_blobs(tmp_path: Path) -> None:
     by_group = skew(labels, 5, 0).label_counts(result.domain.astype(np.int64), 5)
     # beta = 0 over groups: each client from ~1 group
     assert ((by_group > 0).sum(axis=1) <= 2).all()
+
+
+def test_kmeans_keeps_the_restart_of_least_inertia() -> None:
+    """§3.10 step 3: best of the restarts by inertia. A restart consumes the RandomState only in its
+    k-means++ seeding, so ten one-restart calls on one stream are the ten restarts of one call; on
+    uniform noise they reach different optima and the call returns the lowest."""
+    x = np.random.RandomState(1).rand(80, 2)
+    _, assign, inertia = kmeans(x, 6, np.random.RandomState(0), restarts=10)
+    rs = np.random.RandomState(0)
+    singles = [kmeans(x, 6, rs, restarts=1) for _ in range(10)]
+    inertias = [s[2] for s in singles]
+    assert max(inertias) > min(inertias) * 1.01
+    assert inertia == min(inertias)
+    assert np.array_equal(assign, singles[int(np.argmin(inertias))][1])
 
 
 def test_feature_artifact_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
