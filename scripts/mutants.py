@@ -684,7 +684,7 @@ TARGETS: dict[str, Target] = {
                 "central_ssl resets its optimizer every round",
                 'optimizer_state: Literal["reset", "keep"] = "keep"',
                 'optimizer_state: Literal["reset", "keep"] = "reset"',
-                (f"{DD}::test_defaults_are_the_documented_values_with_their_sources[central_ssl]",),
+                (f"{BL}::test_central_ssl_keeps_one_optimizer_for_the_whole_run",),
             ),
             Mutant(
                 "dec-sl-labels-misaligned",

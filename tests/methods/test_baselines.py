@@ -132,3 +132,20 @@ def test_dec_sl_averages_by_client_size_or_uniformly() -> None:
         assert floats and set(out.model) == set(server.model)
         for n in floats:
             assert torch.allclose(out.model[n], torch.full_like(out.model[n], want)), n
+
+
+def test_central_ssl_keeps_one_optimizer_for_the_whole_run() -> None:
+    """docs/methods/baselines.md's table: central_ssl runs "one optimizer for the whole run
+    (`optimizer_state: keep`)"; the row is read from the page, and the method's default must match
+    it (the documented-defaults test exempts this field because the page states it in words)."""
+    from pathlib import Path
+
+    from benchmark.api import METHODS
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "methods" / "baselines.md"
+    row = next(
+        ln for ln in page.read_text(encoding="utf-8").splitlines() if "| `central_ssl` |" in ln
+    )
+    assert "one optimizer for the whole run (`optimizer_state: keep`)" in row
+    assert METHODS.get("central_ssl").Config().optimizer_state == "keep"
+    assert METHODS.get("fedavg_simclr").Config().optimizer_state == "reset"
