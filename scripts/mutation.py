@@ -5,6 +5,7 @@ implementation fail a test?
     python scripts/mutation.py featarc                      # run one target's mutants
     python scripts/mutation.py featarc shards --write-docs  # run, then refresh docs/mutation.md
     python scripts/mutation.py --only featarc:flip-targets  # one mutant
+    python scripts/mutation.py easyfl --budget 300 --write-docs  # none starts after 300 s of mutants
 
 The mutants are declared in ``scripts/mutants.py``: per target (one method or partitioner file) the
 tests that pin it, and a list of mutants, each an exact snippet of the file (occurring exactly once)
@@ -143,9 +144,14 @@ def imports_from(copy: Path, target_file: str) -> bool:
     return out.returncode == 0 and Path(out.stdout.strip()).resolve().is_relative_to(copy.resolve())
 
 
-def run_target(name: str, t, only: set[str] | None, timeout: float, progress=None) -> dict:
+def run_target(
+    name: str, t, only: set[str] | None, timeout: float, progress=None, budget: float = 0.0
+) -> dict:
     """Baseline, then every selected non-equivalent mutant of ``t``; its result record.
-    ``progress(record)`` is called after each mutant (a long run keeps what it measured)."""
+    ``progress(record)`` is called after each mutant (a long run keeps what it measured). With a
+    ``budget`` (seconds, 0 = none) no mutant starts once the mutants have run that long (the
+    baseline not counted): the rest are left out of the record and the tables say how many were not
+    run."""
     mutants = [m for m in t.mutants if only is None or m.id in only]
     with tempfile.TemporaryDirectory(prefix=f"mut-{name}-") as tmp:
         copy = Path(tmp)
@@ -160,9 +166,13 @@ def run_target(name: str, t, only: set[str] | None, timeout: float, progress=Non
         path = copy / t.file
         original_text = path.read_text(encoding="utf-8")
         rows = {}
+        started = time.monotonic()
         for m in mutants:
             if m.equivalent:
                 rows[m.id] = {"status": "equivalent", "reason": m.equivalent}
+                continue
+            if budget and time.monotonic() - started > budget:
+                print(f"[{name}] {m.id}: not run (budget of {budget:.0f} s spent)", flush=True)
                 continue
             path.write_text(original_text.replace(m.original, m.mutant, 1), encoding="utf-8")
             try:
@@ -209,7 +219,11 @@ def score_table(targets: dict, results: dict) -> list[str]:
         if not r or r.get("baseline") != "pass":
             row = f"| `{name}` | `{t.file}` | {n} | {n_eq} | - | - | not measured | - |"
         else:
-            k, s, _ = score(r["mutants"])
+            # the declarations as they are now: a row of a mutant since declared equivalent, or no
+            # longer declared, is not counted
+            rows = {m.id: r["mutants"][m.id] for m in t.mutants if m.id in r["mutants"]}
+            rows.update({m.id: {"status": "equivalent"} for m in t.mutants if m.equivalent})
+            k, s, _ = score(rows)
             ran = k + s
             pct = f"{100 * k / ran:.0f} %" if ran else "-"
             missing = n - n_eq - ran
@@ -247,8 +261,10 @@ def render_doc(targets: dict, results: dict) -> str:
         COMMAND,
         "```",
         "",
-        "(`--list` names the targets; `--only TARGET:ID` runs one mutant). A target marked *not",
-        "measured* has declared mutants that were not run for this table.",
+        "(`--list` names the targets; `--only TARGET:ID` runs one mutant and merges its row into",
+        "the target's; `--budget S` starts no mutant after S seconds of mutants). A target marked",
+        "*not measured* has declared mutants that were not run for this table; a score with *(n not",
+        "run)* counts only the mutants that ran.",
         "",
         *score_table(targets, results),
     ]
@@ -277,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=[], metavar="TARGET:ID", help="run these mutants")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per test run")
     ap.add_argument("--write-docs", action="store_true", help="record and render docs/mutation.md")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=0.0,
+        help="seconds of mutants (after the baseline) after which none starts (0: none)",
+    )
     args = ap.parse_args(argv)
     targets = load_targets()
     if args.list:
@@ -308,17 +330,22 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         sel = only.get(name) if name not in args.targets else None
         progress = None
-        if args.write_docs and sel is None:
+        where = stamp()  # the commit the copy is made from, not the one at the end of the run
+        if args.write_docs:
 
-            def progress(partial: dict, name: str = name) -> None:
-                record(targets, {name: {**partial, **stamp()}})
+            def progress(
+                partial: dict, name: str = name, sel: set[str] | None = sel, where=where
+            ) -> None:
+                record(targets, {name: {**partial, **where}}, merge=sel is not None)
 
-        r = run_target(name, targets[name], sel, args.timeout, progress)
+        r = run_target(name, targets[name], sel, args.timeout, progress, args.budget)
         k, s, e = score(r["mutants"])
         print(f"[{name}] killed {k}, survived {s}, equivalent {e}", flush=True)
         bad |= r["baseline"] != "pass" or s > 0
-        if args.write_docs and sel is None:
-            record(targets, {name: {**r, **stamp()}})
+        if args.write_docs and r["baseline"] == "pass":
+            record(targets, {name: {**r, **where}}, merge=sel is not None)
+        elif args.write_docs and sel is None:
+            record(targets, {name: {**r, **where}})
     if args.write_docs and not names:
         record(targets, {})
     return 1 if bad else 0
@@ -333,11 +360,20 @@ def stamp() -> dict[str, str]:
     }
 
 
-def record(targets: dict, new: dict) -> None:
+def record(targets: dict, new: dict, merge: bool = False) -> None:
     """Merge ``new`` into the results file (re-read now: another run may have written it) and
-    re-render docs/mutation.md."""
+    re-render docs/mutation.md. ``merge`` (an ``--only`` run): the new mutants' rows replace theirs
+    in the target's record and the others stay; each row carries the commit it was measured on."""
     results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
-    results.update(new)
+    for name, rec in new.items():
+        for row in rec.get("mutants", {}).values():
+            row.setdefault("commit", rec.get("commit"))
+        old = results.get(name)
+        if merge and old and old.get("baseline") == "pass":
+            rec = {**rec, "mutants": {**old.get("mutants", {}), **rec["mutants"]}}
+        results[name] = rec
+    # the declarations as they are now: a run started before a target was added keeps its row
+    targets = load_targets()
     results = {k: v for k, v in results.items() if k in targets}
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     DOC.write_text(render_doc(targets, results), encoding="utf-8")

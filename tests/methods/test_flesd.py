@@ -388,3 +388,19 @@ def test_infer_feeds_the_stored_images_without_a_resize() -> None:
     mean = torch.tensor(MEAN).view(1, -1, 1, 1)
     std = torch.tensor(STD).view(1, -1, 1, 1)
     assert torch.allclose(x, (public.images.float() / 255 - mean) / std, atol=1e-6)
+
+
+def test_infer_runs_the_network_in_eval_mode() -> None:
+    """§2.6 step 3: the D_pub embeddings are inferred in eval mode (BN running statistics, no
+    update of them), whatever mode the client's network was trained in."""
+    m = small()
+    modes: list[bool] = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            modes.append(self.training)
+            return x.flatten(1)[:, :4]
+
+    probe = Probe().train()
+    m.infer(probe, images(10, 4), torch.device("cpu"))
+    assert modes and not any(modes)

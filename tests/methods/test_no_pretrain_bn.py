@@ -77,3 +77,48 @@ def test_calibration_lifts_random_init_and_communicates_once(tmp_path: Path) -> 
     )
     # evaluation sees the calibrated statistics
     assert cal.scores[0].values != plain.scores[0].values
+
+
+def test_a_client_uploads_the_statistics_of_its_normalised_images() -> None:
+    """A client uploads its BN running statistics only, and they are those of its *normalised*
+    images: the first BN layer's running mean and variance equal the per-channel mean and variance of
+    that layer's input on the normalised client images (the average of the per-batch values over
+    batches of CALIBRATION_BATCH, as ``update_bn`` averages them)."""
+    from benchmark.api import load_tensors, select
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.engine.rounds import SimSettings, client_context, server_context
+    from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
+    from methods.no_pretrain_bn import CALIBRATION_BATCH
+
+    cell = smoke_cell("no_pretrain_bn", tasks=["knn"])
+    ds = load_dataset_splits("digits", dict(cell.dataset.params))
+    method = build_method(cell, input_spec(ds))
+    data = client_datasets(method, ds, build_partition(cell, ds.train.labels))[0]
+    s = SimSettings(seed=0, num_rounds=1, local_epochs=1, per_round=2, device=torch.device("cpu"))
+    server = method.init_server(server_context(s, 0, None))
+    up, _ = method.client_update(
+        method.broadcast(server, server_context(s, 1, None)),
+        method.init_client(0, server),
+        data,
+        client_context(s, 1, 0, None),
+    )
+    assert up.tensors and all(k.endswith(("running_mean", "running_var")) for k in up.tensors)
+
+    enc = method._build()[0]
+    load_tensors(enc, select(server.model, "encoder.", strip=True))
+    name, bn = next((n, m) for n, m in enc.named_modules() if isinstance(m, torch.nn.BatchNorm2d))
+    seen: list[torch.Tensor] = []
+    bn.register_forward_pre_hook(lambda m, a: seen.append(a[0].detach()))
+    view = data.train
+    enc.eval()
+    means, variances = [], []
+    with torch.no_grad():
+        for i in range(0, len(view), CALIBRATION_BATCH):
+            enc(view.normalize(view.images[i : i + CALIBRATION_BATCH]))
+            x = seen[-1].transpose(0, 1).flatten(1)
+            means.append(x.mean(dim=1))
+            variances.append(x.var(dim=1, unbiased=True))
+    want_mean = torch.stack(means).mean(dim=0)
+    want_var = torch.stack(variances).mean(dim=0)
+    assert torch.allclose(up.tensors[f"encoder.{name}.running_mean"], want_mean, atol=1e-4)
+    assert torch.allclose(up.tensors[f"encoder.{name}.running_var"], want_var, rtol=1e-3)

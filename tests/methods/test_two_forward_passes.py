@@ -90,3 +90,33 @@ def test_each_local_step_batchnorm_sees_one_view_size(
     for views, bn in log.steps:
         assert len(set(views)) == 1, (name, views)  # one batch size per step, every view of it
         assert set(bn) <= set(views), (name, "BatchNorm saw", sorted(set(bn)), "views of", views[0])
+
+
+def test_the_step_loss_pairs_the_two_views_of_each_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """contrastive_step's loss is loss(net(v1), net(v2)) of the two views ``two_views`` draws from
+    the round's generator: view 1 against view 2, not a view against itself."""
+    from types import SimpleNamespace
+
+    from benchmark.api import AugmentConfig, UnlabeledView, two_views
+    from methods._shared import contrastive
+
+    g = torch.Generator().manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 5))
+    images = torch.randint(0, 256, (6, 3, 8, 8), dtype=torch.uint8, generator=g)
+    view = UnlabeledView(images, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    seen: list[tuple[torch.Tensor, torch.Tensor, float]] = []
+
+    def loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+        seen.append((z1.detach(), z2.detach(), tau))
+        return (z1 - z2).pow(2).sum()
+
+    monkeypatch.setitem(contrastive.CONTRASTIVE_LOSSES, "ntxent_2b", loss)
+    ctx = SimpleNamespace(generator=torch.Generator().manual_seed(3))
+    contrastive.contrastive_step(net, "ntxent_2b", 0.5, AugmentConfig(), view, ctx)(images)
+    v1, v2 = two_views(
+        images, AugmentConfig(), torch.Generator().manual_seed(3), mean=view.mean, std=view.std
+    )
+    ((z1, z2, tau),) = seen
+    with torch.no_grad():
+        assert torch.equal(z1, net(v1)) and torch.equal(z2, net(v2))
+    assert tau == 0.5 and not torch.equal(z1, z2)

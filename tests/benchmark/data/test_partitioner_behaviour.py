@@ -20,12 +20,14 @@ from benchmark.data.partitioners.decssl import (
     band_lists,
     feature_groups,
     iid_groups,
+    kmeans,
     rotate_image,
     rotation_degrees,
     skew_lists,
 )
 from benchmark.data.partitioners.dirichlet import label_dirichlet_draw
-from benchmark.data.partitioners.modifiers import subsample_count
+from benchmark.data.partitioners.easyfl import equal_parts
+from benchmark.data.partitioners.modifiers import subsample, subsample_count
 
 CIFAR10 = np.repeat(np.arange(10), 5000)  # class counts are all that matter (§6.4)
 CIFAR100 = np.repeat(np.arange(100), 500)
@@ -143,6 +145,21 @@ def test_flesd_share_floor() -> None:
             make("flesd_minshare", alpha=0.01)(CIFAR10, 100, seed)
 
 
+@pytest.mark.parametrize("alpha,k", [(0.1, 6), (0.3, 10)])
+def test_flesd_accepts_the_first_draw_above_min_prop_over_k(alpha: float, k: int) -> None:
+    """§3.5 step 2: the first Dirichlet draw whose smallest client share exceeds min_prop / K is
+    kept, so a draw with a share between min_prop / K and min_prop is accepted (the cases here have
+    one: a floor of min_prop, not over K, would redraw)."""
+    rs = legacy_rng(0)
+    for tries in range(1, 1001):
+        share = rs.dirichlet(np.repeat(alpha, k), 10).T.sum(axis=1).min()
+        if share > 0.5 / k:
+            break
+    part = make("flesd_minshare", alpha=alpha)(CIFAR10, k, 0)
+    assert part.meta["tries"] == tries and part.meta["min_share"] == pytest.approx(share)
+    assert 0.5 / k < share < 0.5
+
+
 def test_easyfl_class_assignment() -> None:
     part = make("easyfl_class", classes_per_client=2)(CIFAR10, 5, 0)
     counts = part.label_counts(CIFAR10, 10)
@@ -161,6 +178,21 @@ def test_easyfl_class_assignment() -> None:
         make("easyfl_class", classes_per_client=3)(two_classes, 2, 0)
     part = make("easyfl_class", classes_per_client=3, allow_repeat=True)(two_classes, 2, 0)
     assert part.meta["repeated_classes"] == 2 and len(part.dropped) == 0
+
+
+def test_easyfl_parts_put_the_larger_ones_last() -> None:
+    """EasyFL's equal_division (§3.8 step 2): when P does not divide n_c, the first P - r parts have
+    floor(n_c / P) samples and the last r one more, cut in the shuffled order. Every other test's
+    class sizes are divisible, where the order of the sizes cannot show."""
+    assert [len(p) for p in equal_parts(np.arange(11), 3)] == [3, 4, 4]
+    assert [len(p) for p in equal_parts(np.arange(13), 5)] == [2, 2, 3, 3, 3]
+    parts = equal_parts(np.arange(13)[::-1], 5)
+    assert np.array_equal(np.concatenate(parts), np.arange(13)[::-1])
+    # through the partitioner: C = 2, K = 3, k = 2, so P = 3 parts of 7 and 8 images per class
+    labels = np.repeat(np.arange(2), [22, 23])
+    part = make("easyfl_class", classes_per_client=2)(labels, 3, 0)
+    sizes = part.label_counts(labels, 2)
+    assert sizes.tolist() == [[7, 7], [7, 8], [8, 8]]
 
 
 def test_skew_beta_zero_gives_exclusive_classes() -> None:
@@ -324,6 +356,20 @@ def test_feature_clusters_recover_blobs(tmp_path: Path) -> None:
     assert ((by_group > 0).sum(axis=1) <= 2).all()
 
 
+def test_kmeans_keeps_the_restart_of_least_inertia() -> None:
+    """§3.10 step 3: best of the restarts by inertia. A restart consumes the RandomState only in its
+    k-means++ seeding, so ten one-restart calls on one stream are the ten restarts of one call; on
+    uniform noise they reach different optima and the call returns the lowest."""
+    x = np.random.RandomState(1).rand(80, 2)
+    _, assign, inertia = kmeans(x, 6, np.random.RandomState(0), restarts=10)
+    rs = np.random.RandomState(0)
+    singles = [kmeans(x, 6, rs, restarts=1) for _ in range(10)]
+    inertias = [s[2] for s in singles]
+    assert max(inertias) > min(inertias) * 1.01
+    assert inertia == min(inertias)
+    assert np.array_equal(assign, singles[int(np.argmin(inertias))][1])
+
+
 def test_feature_artifact_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     features, _ = blobs(300, dim=8)
     path, sha = save(tmp_path, "f.npy", x=features)
@@ -403,6 +449,26 @@ def test_rotate_image_on_a_test_pattern(size: int) -> None:
     r, c = np.unravel_index(np.argmax(out), out.shape)
     angle = np.degrees(np.arctan2(16 - r, c - 16))
     assert abs(angle - 72.0) < 5.0 and out.min() >= 0.0  # fill 0 outside
+
+
+@pytest.mark.parametrize("degrees", [30.0, 72.0])
+def test_rotate_image_fills_where_the_source_leaves_the_canvas(degrees: float) -> None:
+    """Bilinear with ``fill`` outside (§3.11): on an all-ones image with fill 0, an output pixel
+    whose source point lies inside the grid of pixel centres is 1, and one whose source lies outside
+    it, even by less than a pixel, mixes in the fill (< 1). The source points are computed here from
+    the rotation itself (complex numbers), not from the implementation's formulas."""
+    h = w = 9
+    out = rotate_image(np.ones((h, w)), degrees, fill=0.0)
+    cy, cx = (h - 1) / 2, (w - 1) / 2
+    rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    src = ((cols - cx) + 1j * (cy - rows)) * np.exp(-1j * np.radians(degrees))
+    src_r, src_c = cy - src.imag, cx + src.real
+    eps = 1e-9
+    inside = (src_r >= -eps) & (src_r <= h - 1 + eps) & (src_c >= -eps) & (src_c <= w - 1 + eps)
+    near = ~inside & (src_r > -1) & (src_r < h) & (src_c > -1) & (src_c < w)
+    assert inside.any() and near.any()
+    assert np.allclose(out[inside], 1.0)
+    assert (out[~inside] < 1.0 - 1e-6).all()
 
 
 # ---- §6.3.9 modifiers ----------------------------------------------------------------------------
@@ -496,6 +562,15 @@ def test_orchestra_sizes_cifar10() -> None:
     assert part.sizes().sum() == 49719 and len(part.dropped) == 281
 
 
+@pytest.mark.parametrize("num_classes", [2, 7, 10])
+def test_orchestra_a_class_allocated_exactly_is_not_over_allocated(num_classes: int) -> None:
+    """§3.3: a class is refused only when its slices *exceed* n_c. With one client every share is
+    exact (D_0c = 1/C, slice C n_c / C = n_c), so the client holds every index and none is dropped."""
+    labels = np.random.RandomState(0).permutation(np.repeat(np.arange(num_classes), 50))
+    part = make("orchestra_sinkhorn", alpha=0.1)(labels, 1, 0)
+    assert part.sizes().tolist() == [labels.size] and len(part.dropped) == 0
+
+
 def test_orchestra_failures() -> None:
     with pytest.raises(PartitionError, match="non-finite"):
         make("orchestra_sinkhorn", alpha=1e-300)(CIFAR10[:1000], 50, 0)
@@ -519,6 +594,43 @@ def test_label_matched_test() -> None:
     assert label_matched_test(part, CIFAR10, test_labels, seed=0).digest() == matched.digest()
     assert label_matched_test(part, CIFAR10, test_labels, seed=1).digest() != matched.digest()
     assert matched.spec["train_partition_digest"] == part.digest()
+
+
+def test_label_matched_test_counts_dropped_train_indices() -> None:
+    """§3.14: n_c^train counts the whole train split, dropped indices included, so a partition that
+    drops half of every client (subsample 0.5) gets test shares of its kept images over 5000."""
+    test_labels = np.random.RandomState(2).permutation(np.repeat(np.arange(10), 1000))
+    part = make(
+        "niid_bench_labeldir", alpha=0.3, modifiers=[{"name": "subsample", "fraction": 0.5}]
+    )(CIFAR10, 10, 0)
+    assert len(part.dropped) > 20000
+    matched = label_matched_test(part, CIFAR10, test_labels, seed=0)
+    kept = part.label_counts(CIFAR10, 10)
+    assert np.array_equal(
+        matched.label_counts(test_labels, 10), np.floor(kept / 5000 * 1000).astype(int)
+    )
+
+
+def test_subsample_count_is_the_ceiling_of_the_decimal_product() -> None:
+    """§3.13: ceil(f n) of the decimal product. 0.55 x 100 is 55.00000000000001 in binary floating
+    point, so a ceiling of the binary product keeps 56 of 100 at f = 0.55. (0.1 x 30, the case named
+    in modifiers.py, is exactly 3.0 in binary and cannot show the difference.)"""
+    assert 0.55 * 100 > 55
+    assert subsample_count(0.55, 100) == 55 and subsample_count(0.55, 101) == 56
+    assert subsample_count(0.55, 200) == 110
+
+
+def test_subsample_depends_on_the_clients_set_not_its_order() -> None:
+    """§3.13: subsample permutes each client's *sorted* list, so the kept indices do not depend on
+    the order a base partitioner generated them in."""
+    rs = np.random.RandomState(3)
+    lists = [rs.permutation(np.arange(0, 40)), rs.permutation(np.arange(40, 100))]
+    a = subsample(lists, 0.3, seed=5)
+    b = subsample([np.sort(ix) for ix in lists], 0.3, seed=5)
+    c = subsample([ix[::-1] for ix in lists], 0.3, seed=5)
+    for x, y, z, ix in zip(a, b, c, lists):
+        assert np.array_equal(x, y) and np.array_equal(x, z)
+        assert len(x) == subsample_count(0.3, len(ix)) and np.isin(x, ix).all()
 
 
 # --------------------------------------------------------------------------------------------------
