@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmark.contracts.cell import Cell
 from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+from benchmark.contracts.declared_traffic import Sent, ServerTensors, TensorShape, TrafficContext
 from benchmark.contracts.method import (
     API_VERSION,
     Federation,
@@ -35,7 +36,6 @@ from benchmark.contracts.registries import (
 )
 from benchmark.contracts.specs import ComponentSpec, FLConfig
 from benchmark.contracts.task import Task, reads_param, register_task
-from benchmark.contracts.traffic import Sent, ServerTensors, TensorShape, TrafficContext
 from benchmark.core.canonical import short_digest, to_plain
 from benchmark.core.config import ConfigError, canonical_json, digest, from_mapping
 from benchmark.core.precision import (
@@ -136,7 +136,7 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
     "tensors_of",
     "weighted_average",
     # the projection head and the contrastive loss the built-in SimCLR-family methods use
-    # (benchmark.toolkit.heads)
+    # (benchmark.building_blocks.heads)
     "mlp_head",
     "ntxent_2b",
     # Adam and AdamW as every built-in method and task builds them: fused under the portable kernel
@@ -175,6 +175,37 @@ __all__ = [  # noqa: RUF022 (grouped: the types first, then what a method builds
 def _torch_names() -> dict[str, Any]:
     """The names whose modules import torch (every one of them is imported on the first use of
     any)."""
+    from benchmark.building_blocks.aggregate import (
+        FedAvgFold,
+        RunningAverage,
+        aggregation_weights,
+        average_uploads,
+        weighted_average,
+    )
+    from benchmark.building_blocks.backbones import build_backbone
+    from benchmark.building_blocks.backbones_vit import normalize_patches, patchify
+    from benchmark.building_blocks.device import DeviceConfig, prepare_module
+    from benchmark.building_blocks.features import (
+        cached_features,
+        encoder_features,
+        extract_features,
+    )
+    from benchmark.building_blocks.heads import mlp_head, ntxent_2b
+    from benchmark.building_blocks.local_train import (
+        IndexView,
+        LocalStats,
+        local_drop_last,
+        run_local_epochs,
+    )
+    from benchmark.building_blocks.tensors import (
+        BN_TYPES,
+        bn_tensor_names,
+        divergence,
+        load_tensors,
+        reset_num_batches,
+        select,
+        tensors_of,
+    )
     from benchmark.contracts.types import (
         ClientData,
         ClientState,
@@ -190,8 +221,8 @@ def _torch_names() -> dict[str, Any]:
         arch_fingerprint,
     )
     from benchmark.contracts.unlabeled_view import UnlabeledView, normalize
+    from benchmark.core.host_to_device import rows_to, to_device
     from benchmark.core.seeding import Stream, np_rng, scoped_torch_seed, seed_word, torch_gen
-    from benchmark.core.transfer import rows_to, to_device
     from benchmark.data.augment import AugmentConfig, augment, two_views
     from benchmark.data.datasets import DatasetUnavailable, default_data_root, load_dataset_splits
     from benchmark.data.partitioners.matched import label_matched_test
@@ -200,33 +231,6 @@ def _torch_names() -> dict[str, Any]:
     from benchmark.grids.expand import expand_grid, load_grid
     from benchmark.portable import math_ops as portable_math
     from benchmark.portable.math_ops import adam, adamw
-    from benchmark.toolkit.aggregate import (
-        FedAvgFold,
-        RunningAverage,
-        aggregation_weights,
-        average_uploads,
-        weighted_average,
-    )
-    from benchmark.toolkit.backbones import build_backbone
-    from benchmark.toolkit.backbones_vit import normalize_patches, patchify
-    from benchmark.toolkit.device import DeviceConfig, prepare_module
-    from benchmark.toolkit.features import cached_features, encoder_features, extract_features
-    from benchmark.toolkit.heads import mlp_head, ntxent_2b
-    from benchmark.toolkit.local_train import (
-        IndexView,
-        LocalStats,
-        local_drop_last,
-        run_local_epochs,
-    )
-    from benchmark.toolkit.tensors import (
-        BN_TYPES,
-        bn_tensor_names,
-        divergence,
-        load_tensors,
-        reset_num_batches,
-        select,
-        tensors_of,
-    )
 
     return dict(locals())
 

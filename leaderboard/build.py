@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.core.paths import REPO, RESULTS
-from benchmark.records.carried_cards import load_carried_cards
+from benchmark.records.carried_card_format import load_carried_cards
 from benchmark.records.reference import ReferenceTable, load_references
 from benchmark.records.schema import ResultRecord
 from benchmark.records.store import Skipped

@@ -93,7 +93,7 @@ def sinkhorn_knopp(
     of its steps), on small matrices, so it calls the kernels directly: ``torch.mv`` is what ``p @
     c`` dispatches to for a matrix and a vector, and ``reciprocal`` then ``mul`` by the Python
     number is what ``number / tensor`` runs (``Tensor.__rdiv__``): the same ATen calls on the same
-    values (so the same bits, and the same kernel census: ``benchmark.portable.census``), without
+    values (so the same bits, and the same kernel census: ``benchmark.commands.kernel_census``), without
     the Python operator layers (issue 53).
     """
     s = scores.detach().float()

@@ -1,7 +1,7 @@
 """``pixels``: the input itself as the feature vector — the reference point every learned
 representation has to beat to show that it learned anything the input does not already hold.
 
-The "encoder" is the identity on the normalised image, flattened (``benchmark.toolkit.backbones``
+The "encoder" is the identity on the normalised image, flattened (``benchmark.building_blocks.backbones``
 ``pixels``: C·H·W features; 3 × 16 × 16 = 768 on the embedded digits), scored by the same task cards
 (kNN, linear probe), on the same splits and seeds as every method. Nothing is trained and nothing is
 communicated: like ``no_pretrain`` the rounds run empty (no payload either way), so the record's

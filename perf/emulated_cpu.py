@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmark.portable import fingerprint as kf
+from benchmark.commands import kernel_fingerprint as kf
 from benchmark.portable import mode as portable
 from benchmark.records.compare import compare_roots
 
@@ -61,7 +61,7 @@ def fingerprint(cpu: str, path: Path) -> int:
         cmd = [
             *_qemu(cpu),
             "-m",
-            "benchmark.portable.fingerprint",
+            "benchmark.commands.kernel_fingerprint",
             "replay",
             str(src),
             str(dst),

@@ -37,7 +37,7 @@ import os, sys, time
 import torch
 torch.set_num_threads(1)
 torch.backends.mkldnn.enabled = os.environ.get("P10_ONEDNN", "on") == "on"
-from benchmark.toolkit.backbones import build_backbone
+from benchmark.building_blocks.backbones import build_backbone
 model, _ = build_backbone("resnet_micro", {"width": 8})
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(128, 3, 16, 16, generator=torch.Generator().manual_seed(0))

@@ -17,7 +17,7 @@ backward, Adam) at batch
 512. Width 64 (the papers') takes tens of seconds per step on this 2-core CPU, so the step is
      measured at ``--width`` (default 8) and the share is reported twice: measured at that width (an
      upper bound: a wider model only makes the step longer), and estimated for width 64 by scaling
-     the measured step time by the ratio of forward FLOPs (benchmark.grids.plan.forward_flops). The
+     the measured step time by the ratio of forward FLOPs (benchmark.grids.grid_plan.forward_flops). The
      step's loss is the project's ``ntxent_2b`` (methods/_shared/losses.py: one (2B x 2B)
      cross-entropy, as the SimCLR code does), what every SimCLR-style method trains with.
 """
@@ -111,7 +111,7 @@ def measure(reps: int = 5, batch: int = 512, width: int = 8, step_reps: int = 2,
     from PIL import Image
 
     from benchmark.data.augment import AugmentConfig
-    from benchmark.grids.plan import forward_flops
+    from benchmark.grids.grid_plan import forward_flops
 
     x = images(batch)
     pils = [Image.fromarray(im.permute(1, 2, 0).numpy()) for im in x]

@@ -334,7 +334,7 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "local_train": Target(
-        "benchmark/toolkit/local_train.py",
+        "benchmark/building_blocks/local_train.py",
         ("tests/benchmark/test_local_train.py",),
         (
             Mutant(
@@ -589,12 +589,12 @@ TARGETS: dict[str, Target] = {
                 "the exported encoder left in train mode",
                 "return net.encoder.eval()",
                 "return net.encoder",
-                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/toolkit/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
+                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/building_blocks/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
             ),
         ),
     ),
     "ntxent": Target(
-        "benchmark/toolkit/heads.py",
+        "benchmark/building_blocks/heads.py",
         (FS,),
         (
             Mutant(
@@ -756,7 +756,7 @@ TARGETS: dict[str, Target] = {
                 "the exported encoder left in train mode (batch statistics at evaluation)",
                 "return self.export(encoder.eval(), feat_dim)",
                 "return self.export(encoder, feat_dim)",
-                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/toolkit/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
+                equivalent="every consumer of an Encoder sets the mode it needs: the feature tasks call ``module.eval()`` (benchmark/building_blocks/features.py), the fine-tuning and probe engines theirs (tasks/finetuning/classifier.py, tasks/probes/native_engine.py)",
             ),
         ),
     ),

@@ -1,5 +1,5 @@
 """Feature extraction and the cell's feature cache for the built-in tasks: ``benchmark.api``'s
-(benchmark/toolkit/features.py, docs/protocols/evaluation.md §2.2), which plugin tasks use too:
+(benchmark/building_blocks/features.py, docs/protocols/evaluation.md §2.2), which plugin tasks use too:
 ``cached_features`` keeps one split's features per key in the task context's ``feature_cache``,
 ``encoder_features`` reads the cell's (train, test) features through it."""
 

@@ -17,7 +17,7 @@ operation on the carried tensors and records, with the code line that caused it:
 - ``pageable_copy``: a non-blocking host-to-device copy whose source is not pinned: CUDA performs
   it synchronously (the host waits for the stream), so it counts as a synchronisation. Pinning is
   modelled on the CPU: under :func:`standin_device` the stand-in device is one whose copies leave
-  from pinned memory (``benchmark.core.transfer.pins``), and ``pin_memory()`` and
+  from pinned memory (``benchmark.core.host_to_device.pins``), and ``pin_memory()`` and
   ``torch.empty(..., pin_memory=True)`` give CPU tensors whose storage the harness marks pinned
   (``is_pinned()`` answers from the marks; views share their storage's mark);
 - ``copy``: a non-blocking host-to-device copy from pinned memory (no wait; counted, not a
@@ -122,7 +122,7 @@ class Report:
 
     def step_syncs(self) -> Counter:
         """The synchronisations inside a local update's step loop
-        (``benchmark.toolkit.local_train.in_step_loop``), by site."""
+        (``benchmark.building_blocks.local_train.in_step_loop``), by site."""
         out: Counter = Counter()
         for (k, site, what), n in self.in_steps.items():
             if k in SYNC_KINDS:
@@ -194,7 +194,7 @@ class _Dispatch(TorchDispatchMode):
         return "copy" if self.pinned.holds(src) else "pageable_copy"
 
     def note(self, kind: str, what: str) -> None:
-        from benchmark.toolkit.local_train import in_step_loop
+        from benchmark.building_blocks.local_train import in_step_loop
 
         key = (kind, _site(), what)
         self.report.events[key] += 1
@@ -396,7 +396,7 @@ def standin_device() -> Iterator[Report]:
     """Run the block with the stand-in device active; yields the :class:`Report`."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from benchmark.core import transfer
+    from benchmark.core import host_to_device as transfer
 
     report = Report()
     state = _Autocast()

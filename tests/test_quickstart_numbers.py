@@ -1,5 +1,5 @@
 """The README's and docs/quickstart.md's numbers of the embedded default are the shipped records'
-(``perf/quickstart_table.py``): a re-made record, a hand-edited table cell or prose that still
+(``scripts/quickstart_table.py``): a re-made record, a hand-edited table cell or prose that still
 quotes an older set of records fails here."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ WORDS = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"
 
 def _table_module():
     spec = importlib.util.spec_from_file_location(
-        "quickstart_table", REPO / "perf" / "quickstart_table.py"
+        "quickstart_table", REPO / "scripts" / "quickstart_table.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,7 +14,7 @@ precision, on an IID split of a locally written copy of its hub dataset into ``C
 the target cell's mean client size (capped), one local epoch capped at ``steps`` optimizer steps, no
 tasks (:func:`calibration_cell`). It runs through the engine's own stages (``prepare``,
 ``pretrain``): the first client update warms the device up, the last ``REPEATS`` are measured
-(``benchmark.toolkit.local_train: probe_steps``: steps, images and the step loop's time with the
+(``benchmark.building_blocks.local_train: probe_steps``: steps, images and the step loop's time with the
 device synchronised at both ends), and the figures are their median with their spread ((max - min)
 / median); a method whose first round trains nothing (Orchestra's initialisation round) runs a
 second round. Then :func:`bare_step_s` repeats the method's own step on one of its batches in a bare
@@ -93,7 +93,7 @@ def gpu_grids() -> list[str]:
 
 def targets(grids: Mapping[str, Sequence[Any]]) -> list[Target]:
     """Every pre-training key of ``grids`` with the first cell that has it, heaviest first."""
-    from benchmark.grids.plan import estimate_hours
+    from benchmark.grids.grid_plan import estimate_hours
 
     first: dict[str, tuple[Any, str]] = {}
     weight: dict[str, float] = {}
@@ -145,7 +145,7 @@ def calibration_cell(target: Target, settings: Settings) -> Any:
         dataset["size"] = TINY_SIZE
     backbone = _raw(cell.backbone)
     if settings.tiny:
-        from benchmark.grids.plan import IMAGE_SIZES
+        from benchmark.grids.grid_plan import IMAGE_SIZES
 
         backbone = _tiny_backbone(
             cell, int(dataset.get("size", IMAGE_SIZES.get(cell.dataset.name)))
@@ -248,7 +248,7 @@ def bare_step_s(replay: Any, steps: int, warmup: int = 2) -> float:
     cell's precision, a GradScaler in fp16 only, the device synchronised around the timed steps."""
     import torch
 
-    from benchmark.toolkit.local_train import synchronize
+    from benchmark.building_blocks.local_train import synchronize
 
     device, name = replay.device, replay.precision.name
     scaler = torch.amp.GradScaler(device.type) if name == "fp16" else None
@@ -411,9 +411,9 @@ def measure(target: Target, cal: Any, settings: Settings, data_root: Path, devic
     """One calibration cell on ``device``: the measurement's fields (Measurement) as a dict."""
     import torch
 
+    from benchmark.building_blocks.device import DeviceConfig
+    from benchmark.building_blocks.local_train import probe_steps
     from benchmark.engine.stages import prepare
-    from benchmark.toolkit.device import DeviceConfig
-    from benchmark.toolkit.local_train import probe_steps
 
     dev_cfg = DeviceConfig(device=device)
     dev = dev_cfg.resolve()

@@ -210,7 +210,7 @@ class CellCost:
 
 
 def cell_cost(cell: Cell, calibration: Calibration | None) -> CellCost:
-    from benchmark.grids.plan import estimate_hours
+    from benchmark.grids.grid_plan import estimate_hours
 
     images, updates, _ = client_work(cell)
     estimate = estimate_hours(cell)
@@ -251,7 +251,7 @@ def achieved_flops(calibration: Calibration | None, cells: Iterable[Cell]) -> fl
     FLOPs per image, over the cells' measured keys); without one, plan's fixed rate (40 % of an
     A100's bf16 peak)."""
     from benchmark.grids.cost import train_flops_per_image
-    from benchmark.grids.plan import PEAK_FLOPS, UTILISATION
+    from benchmark.grids.grid_plan import PEAK_FLOPS, UTILISATION
 
     rates: dict[str, float] = {}
     if calibration is not None:

@@ -33,7 +33,7 @@ def is_sync_warning(message: str) -> bool:
 
 
 def _in_steps() -> bool:
-    from benchmark.toolkit.local_train import in_step_loop
+    from benchmark.building_blocks.local_train import in_step_loop
 
     return in_step_loop()
 
@@ -107,7 +107,7 @@ def sync_check(report: dict[str, Any]) -> Any:
     """The watch as a check: failed when a local update's step loop synchronised the host (the
     training loops take none, issue 45), ok when none did (those outside the steps are listed, not
     failed), n/a off CUDA."""
-    from benchmark.calibration.env import FAILED, NA, OK, Check
+    from benchmark.calibration.device_checks import FAILED, NA, OK, Check
 
     if report.get("mode") != "warn":
         return Check("host synchronisation", NA, report.get("detail", "not watched"))

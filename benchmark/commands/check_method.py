@@ -50,6 +50,7 @@ The smoke-cell builder lives in ``benchmark.commands.smoke`` (re-exported here a
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import fnmatch
 import math
@@ -78,6 +79,7 @@ from benchmark.commands.state_digests import (
 )
 from benchmark.contracts.method import FEDERATIONS
 from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.core.errors import UsageError
 
 REFERENCE_METHOD = "no_pretrain"  # what the kNN check compares against (the seeded random init)
 
@@ -661,3 +663,19 @@ __all__ = [
     "smoke_cell",
     "smoke_method_settings",
 ]
+
+
+def cmd_check_method(args: argparse.Namespace) -> int:
+    from benchmark.commands.boxed_check import check_in_box, is_plugin
+
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
+    knn, live = not args.no_knn, not args.no_live
+    if is_plugin(args.name):  # a stranger's code: imported and called in the box only
+        report = check_in_box(
+            args.name, rounds=args.rounds, knn=knn, live=live, unboxed=args.unboxed
+        )
+    else:
+        report = check_method(args.name, rounds=args.rounds, knn=knn, live=live)
+    print(report.format())
+    return 0 if report.ok else 1

@@ -16,11 +16,14 @@ losses at the end of the update.
 
 from __future__ import annotations
 
+import argparse
 import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmark.core.errors import UsageError
 
 # reduced precision moves a few-round mean loss by well under 10 % on a healthy path
 DEFAULT_TOLERANCE = 0.10
@@ -71,10 +74,10 @@ def default_precision(device: str) -> str:
 def _losses(
     method: str, precision: str, rounds: int, device: str, root: Path
 ) -> list[dict[str, float]]:
+    from benchmark.building_blocks.device import DeviceConfig
     from benchmark.commands.check_method import smoke_cell
     from benchmark.engine.stages import prepare, pretrain
     from benchmark.runroot.rundir import PretrainDir
-    from benchmark.toolkit.device import DeviceConfig
 
     cell = smoke_cell(method, rounds=rounds, tasks=[], precision=precision)
     prep = prepare(cell, device=DeviceConfig(device=device).resolve())
@@ -186,3 +189,57 @@ def render(other: str, rows: Sequence[DoctorRow], tolerance: float = DEFAULT_TOL
         "wall time spent elsewhere (engine, aggregation, state store)"
     )
     return "\n".join(lines)
+
+
+LOSS_CHECK_ONLY = ("methods", "precision")
+CALIBRATION_ONLY = ("tiny", "out", "budget")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.calibrate:
+        return _calibrate(args)
+    given = [f"--{n}" for n in CALIBRATION_ONLY if getattr(args, n) not in (None, False)]
+    if given:
+        raise UsageError(f"{', '.join(given)} go(es) with --calibrate")
+    from benchmark.contracts.registries import METHODS, load_builtins
+
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be >= 1, got {args.rounds}")
+    load_builtins()
+    methods = (
+        [METHODS.canonical(m.strip()) for m in args.methods.split(",")] if args.methods else None
+    )
+    other, rows = doctor(methods, rounds=args.rounds, device=args.device, precision=args.precision)
+    print(render(other, rows, args.tolerance))
+    return 0 if all(r.ok(args.tolerance) for r in rows) else 1
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from benchmark.launchers.options import check_device
+
+    given = [f"--{n}" for n in LOSS_CHECK_ONLY if getattr(args, n) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} do(es) not go with --calibrate")
+    if args.budget is not None and args.budget <= 0:
+        raise UsageError(f"--budget must be > 0 seconds, got {args.budget}")
+    check_device(args.device)
+    if args.out is not None:
+        _check_writable(Path(args.out))
+    from benchmark.commands.calibrate import main_calibrate
+    from benchmark.contracts.registries import load_builtins
+
+    load_builtins()
+    return main_calibrate(args.device, args.tiny, args.out, args.budget)
+
+
+def _check_writable(path: Path) -> None:
+    """--out must name a file that can be written, checked before minutes of measuring."""
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a folder; name the report's file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.probe")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None

@@ -106,11 +106,11 @@ def in_tree_rows() -> list[Row]:
 # benchmark.api (the local loop, FedAvg maths, named tensors, precision, the shared head and
 # NT-Xent): a method that imports benchmark.api has them in its digest too.
 METHOD_MATHS = (
-    "benchmark.toolkit.aggregate",
-    "benchmark.toolkit.heads",
-    "benchmark.toolkit.local_train",
+    "benchmark.building_blocks.aggregate",
+    "benchmark.building_blocks.heads",
+    "benchmark.building_blocks.local_train",
     "benchmark.core.precision",
-    "benchmark.toolkit.tensors",
+    "benchmark.building_blocks.tensors",
 )
 
 

@@ -24,11 +24,13 @@ overwritten (``--force`` to replace the scaffold's own files).
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark.core.errors import UsageError
 from benchmark.core.paths import REPO
 
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
@@ -549,3 +551,21 @@ def next_steps(name: str, plugin: bool = False, where: str | None = None) -> str
             " python -m benchmark submit <records> --track <id> --out bundle.tar.gz",
         ]
     )
+
+
+def cmd_new_method(args: argparse.Namespace) -> int:
+
+    try:
+        written = write_scaffold(
+            args.name,
+            Path(args.out) if args.out else None,
+            force=args.force,
+            plugin=args.plugin,
+            class_name=args.class_name,
+        )
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from None
+    for path in written:
+        print(f"wrote {path}")
+    print(next_steps(args.name, plugin=args.plugin, where=args.out))
+    return 0

@@ -18,6 +18,7 @@ In-tree tasks are a module under ``tasks/`` registered in ``tasks/registration.p
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from benchmark.commands.new_method import (
@@ -26,6 +27,7 @@ from benchmark.commands.new_method import (
     ScaffoldError,
     class_name_of,
 )
+from benchmark.core.errors import UsageError
 
 
 def validate_task_name(name: str) -> None:
@@ -302,3 +304,27 @@ def task_next_steps(name: str, where: str | None = None) -> str:
             f"  4. python -m benchmark run --grid {pkg}/grids/{name}_smoke.yaml --root runs --no-wandb",
         ]
     )
+
+
+def cmd_new_task(args: argparse.Namespace) -> int:
+    from benchmark.commands.new_method import ScaffoldError
+
+    if not args.plugin:
+        raise UsageError(
+            "new-task scaffolds a plugin package (--plugin); an in-tree task is a module under "
+            "tasks/, a line in tasks/registration.py and a card in tasks/cards/ "
+            "(docs/adding-a-task.md §2)"
+        )
+    try:
+        written = write_task_scaffold(
+            args.name,
+            Path(args.out) if args.out else None,
+            force=args.force,
+            class_name=args.class_name,
+        )
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from None
+    for path in written:
+        print(f"wrote {path}")
+    print(task_next_steps(args.name, where=args.out))
+    return 0

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 if TYPE_CHECKING:
     from torch import nn
 
+    from benchmark.contracts.declared_traffic import Sent, ServerTensors, TrafficContext
     from benchmark.contracts.specs import ComponentSpec
-    from benchmark.contracts.traffic import Sent, ServerTensors, TrafficContext
     from benchmark.contracts.types import (
         ClientData,
         ClientState,
@@ -234,7 +234,7 @@ class MethodBase:
 
         ``sizes`` maps each sampled client to its number of training examples, before any trains. A
         method whose aggregation needs nothing else up front (FedAvg:
-        :class:`benchmark.toolkit.aggregate.FedAvgFold`) returns a fold; the engine then passes each
+        :class:`benchmark.building_blocks.aggregate.FedAvgFold`) returns a fold; the engine then passes each
         upload to ``fold.add`` as its client finishes, in client-id order, frees its tensors, and
         takes the round's server state from ``fold.finish()`` instead of calling
         ``server_aggregate``. The fold must give what ``server_aggregate`` gives on the same
@@ -244,7 +244,7 @@ class MethodBase:
 
     def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
         """Optionally (plugin API 2.5), the bytes one sampled client uploads and receives in round
-        ``at.round`` (``benchmark.contracts.traffic``): a pure function of ``self.cfg``, ``at`` and
+        ``at.round`` (``benchmark.contracts.declared_traffic``): a pure function of ``self.cfg``, ``at`` and
         the shapes of the checkpoint's server tensors, equal to what the runner counts from the
         payloads. ``accept`` then derives a record's traffic from it and refuses any other figure.
         The default, None, declares nothing: the record's traffic is shown as the submitter's word

@@ -83,7 +83,7 @@ class RoundContext:
     public: UnlabeledView | None = None  # the server-side public split, when the cell has one
     # the cell's training precision: autocast dtype and loss scaler (benchmark.core.precision)
     precision: Precision = FP32
-    # NHWC conv weights (CUDA only; benchmark.toolkit.device.prepare_module applies it)
+    # NHWC conv weights (CUDA only; benchmark.building_blocks.device.prepare_module applies it)
     channels_last: bool = False
     num_classes: int = 0  # of the dataset; only supervised reference points may use it
     # K, the registered clients of the cell (0 where unknown, e.g. a hand-built context)

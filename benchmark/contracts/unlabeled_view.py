@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.core.transfer import Shipment, to_device
+from benchmark.core.host_to_device import Shipment, to_device
 
 
 @dataclass(frozen=True, eq=False)

@@ -5,7 +5,7 @@
 manifest or a record ended ``accept`` and ``collect`` in a traceback. Here an integer literal longer
 than :data:`MAX_INT_DIGITS` digits is refused before it is converted, as a ``JSONDecodeError`` (so
 every reader's one-line refusal of malformed JSON covers it). No count a record, a manifest or an
-acceptance holds needs more: the largest, :data:`benchmark.records.field_types.MAX_COUNT`
+acceptance holds needs more: the largest, :data:`benchmark.records.field_checks.MAX_COUNT`
 (2**53), has 16 digits; a record's range checks then apply to the converted value."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.contracts.method import Inert
-from benchmark.core.transfer import Parcel, Received, Shipment
+from benchmark.core.host_to_device import Parcel, Received, Shipment
 from benchmark.portable import math_ops as pmath
 
 
@@ -397,7 +397,7 @@ def _plan_jitter(
     s_ops = torch.from_numpy(np.concatenate(scalar_ops) if scalar_ops else _NO_ROWS)
     h_rows = torch.from_numpy(np.concatenate(hue_rows) if hue_rows else _NO_ROWS)
     # each hue step's offsets computed on its own rows, as before (the same ATen calls, shape for
-    # shape: the kernel census, benchmark.portable.census)
+    # shape: the kernel census, benchmark.commands.kernel_census)
     offsets = [hue_offsets(f[torch.from_numpy(h), 3], dtype) for h in hue_rows]
     return _JitterPlan(
         tuple(steps),

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from benchmark.contracts.unlabeled_view import UnlabeledView
-from benchmark.core.transfer import host_rows, pins
+from benchmark.core.host_to_device import host_rows, pins
 
 if TYPE_CHECKING:
     from benchmark.contracts.types import ClientData
@@ -23,7 +23,7 @@ class ClientViews(Sequence["ClientData"]):
     arrays are kept, so registered clients cost nothing until sampled; each access returns equal
     data (a fresh copy). ``device``: where the views will train; bound for CUDA, each client's images
     are gathered straight into pinned memory, so the copy to the device makes the host wait for
-    nothing and there is no second host copy (``benchmark.core.transfer.host_rows``)."""
+    nothing and there is no second host copy (``benchmark.core.host_to_device.host_rows``)."""
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmark.building_blocks.device import DeviceConfig
 from benchmark.contracts.cell import Cell
 from benchmark.core.precision import EVALUATION_PRECISION, apply_cuda_precision, cuda_precision
 from benchmark.engine.sharing import Shared, copy_pretrained, share_key
@@ -37,7 +38,6 @@ from benchmark.portable import mode as portable
 from benchmark.records.integrity import seal
 from benchmark.records.schema import ResultRecord
 from benchmark.runroot.rundir import RunDir
-from benchmark.toolkit.device import DeviceConfig
 
 
 class CellFailed(RuntimeError):

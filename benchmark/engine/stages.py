@@ -49,15 +49,15 @@ from benchmark.contracts.types import (
 )
 from benchmark.contracts.unlabeled_view import UnlabeledView
 from benchmark.core.config import from_mapping
+from benchmark.core.host_to_device import host_rows
 from benchmark.core.precision import Precision
 from benchmark.core.provenance import cell_provenance
-from benchmark.core.transfer import host_rows
 from benchmark.data.client_views import ClientViews
 from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import cell_partition, partition_stats
 from benchmark.engine.pretrained import Pretrained
 from benchmark.engine.rounds import SimSettings, simulate
-from benchmark.records.env import collect_env
+from benchmark.records.env_info import collect_env
 from benchmark.records.schema import (
     SCHEMA_VERSION,
     SELECTS_ON_TEST,

@@ -3,7 +3,7 @@ task and COCO detection, in floating-point operations from a per-method model, a
 as a range on a named accelerator.
 
 **Unit.** ``F`` is one forward pass of the cell's backbone on one image at the training resolution,
-counted by torch's FlopCounterMode (``benchmark.grids.plan: forward_flops``; a multiply-add is two
+counted by torch's FlopCounterMode (``benchmark.grids.grid_plan: forward_flops``; a multiply-add is two
 operations). A pass with a backward costs 3 F (forward, then gradients for activations and
 weights); a pass without one (a target network, inference) 1 F. Projector, predictor and linear
 heads are left out (a few per cent of a ResNet-18 forward at 32 px, less at 224 px).
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from benchmark.core.precision import EVALUATION_PRECISION
-from benchmark.grids.plan import (
+from benchmark.grids.grid_plan import (
     TRAIN_PASSES,
     TRAIN_SIZES,
     backbone_flops,

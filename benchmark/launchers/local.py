@@ -163,7 +163,7 @@ class LocalLauncher:
 
         import torch
 
-        from benchmark.records.env import machine_model
+        from benchmark.records.env_info import machine_model
 
         count = torch.cuda.device_count()
         per_gpu = self.cells_per_gpu

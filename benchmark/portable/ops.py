@@ -1,5 +1,5 @@
 """One ATen operation call, written down and replayed: the unit of the kernel fingerprint
-(``benchmark.portable.fingerprint``).
+(``benchmark.commands.kernel_fingerprint``).
 
 A call is its operator (``aten.mm.default``) and its arguments, each tensor written as its shape,
 strides, storage offset and dtype (never its values, but for tensors of at most ``SMALL`` elements,

@@ -1,7 +1,7 @@
 """Do two records hold the same numbers? Every score (every value of every task, by task and card
 id), the final-state digest, partition digest, status, rounds, bytes moved and backbone fingerprint.
 Provenance (times, environment, W&B reference) may differ. Used by ``python -m benchmark verify``
-and ``perf/same_numbers.py``."""
+and ``scripts/same_numbers.py``."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmark.records.errors import RecordError
+from benchmark.records.record_error import RecordError
 from benchmark.records.schema import ResultRecord, from_json, to_json
 
 # a record's file name in a run root (benchmark.runroot.rundir re-exports it)
@@ -166,7 +166,7 @@ def write_record(path: Path, record: ResultRecord) -> None:
 
 # a record is a few kB (the largest shipped one 15 kB; a thousand rounds or clients add tens of kB);
 # a larger "record" (or /dev/zero behind a link) is not read: the site copies a record's text into
-# several pages (benchmark.records.field_types.MAX_TEXT bounds each string)
+# several pages (benchmark.records.field_checks.MAX_TEXT bounds each string)
 MAX_RECORD_BYTES = 1 << 20
 
 

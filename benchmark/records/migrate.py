@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark.records.errors import RecordError
+from benchmark.records.record_error import RecordError
 
 # MIGRATIONS[v] turns a raw v-record into a raw (v+1)-record.
 MIGRATIONS: dict[int, Any] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from benchmark.records.errors import RecordError
+from benchmark.records.record_error import RecordError
 
 # a method's registry name: a lower-case slug (no "/"; ".." is refused separately)
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]*")

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from benchmark.core import bounded_json
 from benchmark.core.canonical import pretty_json, short_digest, to_plain
-from benchmark.records.errors import RecordError
-from benchmark.records.field_types import check_cell, check_shape, check_sizes
+from benchmark.records.field_checks import check_cell, check_shape, check_sizes
 from benchmark.records.migrate import migrate
 from benchmark.records.names import check_id, check_name
+from benchmark.records.record_error import RecordError
 
 SCHEMA_VERSION = 1
 # The selection vocabulary, in one place: how a reported value was chosen (a record's and a
@@ -150,7 +150,7 @@ class EnvInfo:
     # cudnn_benchmark, cudnn_deterministic}, "evaluation": {...}}; {} elsewhere, and then left out
     # of the record file and its digest, so a CPU record is byte for byte what it was
     cuda_precision: Mapping[str, Any] = field(default_factory=dict)
-    # the CUDA device a GPU cell ran on (benchmark.records.env.gpu_info): {name, capability,
+    # the CUDA device a GPU cell ran on (benchmark.records.env_info.gpu_info): {name, capability,
     # memory_bytes, driver, cuda, cudnn, visible}; {} on the CPU (and in records written before the
     # field existed)
     gpu: Mapping[str, Any] = field(default_factory=dict)

@@ -249,7 +249,7 @@ def shared_checkpoints(records: list[tuple[Mapping[str, Any], ResultRecord]]) ->
     proves a checkpoint gives the scores, not that it was trained as its cell says; the same
     checkpoint under two trainings is a claim that cannot be true. A method that ignores the
     partition (central training, random init) shares one checkpoint across partitions, allowed."""
-    from benchmark.submission.ledger import training_of
+    from benchmark.submission.checkpoint_ledger import training_of
 
     seen: dict[tuple[str, str], tuple[str, str]] = {}
     out = []
@@ -276,9 +276,9 @@ def _ledger_problems(
     bundle: Path | str, results: Path, records: list[tuple[Mapping[str, Any], ResultRecord]]
 ) -> list[str]:
     """The same checkpoint across bundles and across time (issue 52): the results folder's ledger
-    (``benchmark.submission.ledger``) must not hold the record's checkpoint or final state for
+    (``benchmark.submission.checkpoint_ledger``) must not hold the record's checkpoint or final state for
     another training; its entries are plain files under DIR, no link on the way."""
-    from benchmark.submission.ledger import ledger_files, ledger_problems
+    from benchmark.submission.checkpoint_ledger import ledger_files, ledger_problems
 
     try:
         for path, _ in ledger_files(results, records, ""):
@@ -454,7 +454,7 @@ def _training(
 
 def _track_of(manifest: Mapping[str, Any], track: str | None, tracks: Path | str | None) -> Any:
     from benchmark.submission.checks import SubmitError
-    from benchmark.submission.submit import find_track
+    from benchmark.submission.submit_records import find_track
 
     track_id = track or manifest.get("track")
     if not track_id:
@@ -884,7 +884,7 @@ def _write(
     """Copy the records and write their acceptance files, all of them or none
     (``write_new_files``: a signal or an error while writing removes what was already in
     place)."""
-    from benchmark.records.env import collect_env
+    from benchmark.records.env_info import collect_env
     from benchmark.records.files import RecordExists, write_new_files
     from benchmark.records.schema import to_json
 
@@ -911,11 +911,11 @@ def _write(
                 traffic=r.traffic,
             )
             files.append((t.acceptance, acceptance_text(acc)))
-    from benchmark.records.carried_cards import card_text, plugin_cards
+    from benchmark.records.carried_card_format import card_text, plugin_cards
 
     cards = plugin_cards(r.record for r in report.records if r.record is not None)
     files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
-    from benchmark.submission.ledger import ledger_files
+    from benchmark.submission.checkpoint_ledger import ledger_files
 
     accepted = [(r.entry, r.record) for r in report.records if r.record is not None]
     files += ledger_files(report.results, accepted, now)

@@ -222,8 +222,8 @@ def read_manifest(root: Path, limits: BundleLimits = DEFAULT_LIMITS) -> dict[str
     """The manifest as a checked object: ``files`` maps relative paths to sha256s, ``records`` lists
     objects with a ``path``, a ``cell_id`` and a ``checkpoint`` (null, or path, sha256 and bytes).
     BundleError otherwise."""
-    from benchmark.records.errors import RecordError
     from benchmark.records.files import read_text_bounded
+    from benchmark.records.record_error import RecordError
 
     try:
         raw = bounded_json.loads(read_text_bounded(root / MANIFEST, limits.max_manifest_bytes))
@@ -423,7 +423,7 @@ def write_bundle(report: SubmitReport, out: Path) -> Path:
     ``manifest.json`` (sha256 of every file, provenance and checkpoint of every record, whether the
     submitter re-evaluated, the total size)."""
     from benchmark.core.canonical import file_sha256
-    from benchmark.records.env import collect_env
+    from benchmark.records.env_info import collect_env
 
     tarball = out.name.endswith((".tar.gz", ".tgz"))
     if out.exists():
@@ -511,7 +511,7 @@ def _bundle_cards(
 ) -> list[str]:
     """The manifest's ``cards``: the protocol card of every plugin task the records score, written to
     ``cards/<card_id>.card.json`` and listed in ``files`` (benchmark.submission.carried_cards)."""
-    from benchmark.records.carried_cards import card_path, card_text, plugin_cards
+    from benchmark.records.carried_card_format import card_path, card_text, plugin_cards
 
     out = []
     cards = plugin_cards(c.record for c in report.checks if c.record is not None)

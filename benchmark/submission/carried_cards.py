@@ -1,5 +1,5 @@
 """The carried plugin-task cards of a received bundle (the file format and its checks are
-``benchmark.records.carried_cards``): read them, match them to the bundle's records, and say where
+``benchmark.records.carried_card_format``): read them, match them to the bundle's records, and say where
 ``accept`` keeps them under ``--results``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.records.carried_cards import (
+from benchmark.records.carried_card_format import (
     RESULTS_CARDS_SUBDIR,
     CarriedCardError,
     card_document,

@@ -112,7 +112,7 @@ class Retrained:
 
     def summary(self, local_epochs: int) -> dict[str, Any]:
         """The re-run's numbers, for the acceptance file (what the site shows)."""
-        from benchmark.records.env import collect_env
+        from benchmark.records.env_info import collect_env
 
         pre = self.pretrained
         return {

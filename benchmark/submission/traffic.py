@@ -11,7 +11,7 @@ not exactly that:
 * every built-in method declares what one sampled client uploads and receives each round
   (``MethodBase.declared_traffic``, plugin API 2.5: a pure function of its config, the cell's
   federated settings and the client's size, and the checkpoint's tensor shapes);
-  :func:`benchmark.engine.traffic.derived_traffic` sums it over each round's sampled clients as the
+  :func:`benchmark.engine.traffic_sum.derived_traffic` sums it over each round's sampled clients as the
   runner counts, from the partition accept has just rebuilt; the record's per-round bytes, up and
   down, must equal it byte for byte;
 * a plugin method that declares nothing (written before API 2.5, or choosing not to) is not
@@ -92,7 +92,7 @@ def traffic_verdict(
     """``record``'s traffic against its checkpoint ``pre`` and against what ``method`` (the
     cell's, built) declares for the partition's ``client_sizes`` and public split."""
     from benchmark.contracts.cell import Cell
-    from benchmark.engine.traffic import derived_traffic, server_tensors
+    from benchmark.engine.traffic_sum import derived_traffic, server_tensors
 
     out = TrafficVerdict(checkpoint_problems(record, pre))
     if out.problems:

@@ -1,4 +1,4 @@
-"""Server-side aggregation: the harness's functions (``benchmark.toolkit.aggregate``, offered to
+"""Server-side aggregation: the harness's functions (``benchmark.building_blocks.aggregate``, offered to
 every method through ``benchmark.api``), and FedAvg's server step written once
 (:class:`FedAvgServer`) for the methods that average their uploads."""
 

@@ -1,5 +1,5 @@
 """Contrastive losses (pure functions of embeddings). NT-Xent (``ntxent_2b``) lives in
-``benchmark.toolkit.heads`` so that plugins reach it through ``benchmark.api``; it is re-exported
+``benchmark.building_blocks.heads`` so that plugins reach it through ``benchmark.api``; it is re-exported
 here unchanged. pytorch-metric-learning's NTXentLoss is its reference oracle."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning.losses import NTXentLoss
 
-# ntxent_2b: benchmark.toolkit.heads, re-exported for the methods
+# ntxent_2b: benchmark.building_blocks.heads, re-exported for the methods
 from benchmark.api import fp32_math, ntxent_2b
 
 

@@ -2,7 +2,7 @@
 no Detectron2, no I/O but the final pickle writer.
 
 Source names are torchvision's (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer1.0.downsample.0``
-…), which is what ``benchmark.toolkit.backbones.ResNet`` uses. Dec-SSL's positional names (``f.0``,
+…), which is what ``benchmark.building_blocks.backbones.ResNet`` uses. Dec-SSL's positional names (``f.0``,
 ``f.1``, then the residual stages as the next four ``Sequential`` children, with or without a
 max-pool child between) are first mapped to these names by the kind of child, so the mapping is
 right for both stems. The output naming follows Detectron2's ``tools/convert-torchvision-to-d2.py``;

@@ -28,7 +28,7 @@ from benchmark.records.acceptance_files import (
 from benchmark.records.files import read_record
 from benchmark.records.store import collect, verify_record
 from benchmark.submission.bundle import verify_bundle
-from benchmark.submission.submit import submit
+from benchmark.submission.submit_records import submit
 from tests.cell_cache import cached_run
 
 TRACK = "digits-smoke-knn"  # leaderboard/site_config.yaml: digits, K = 2, knn@v1, one seed

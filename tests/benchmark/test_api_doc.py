@@ -104,7 +104,7 @@ def test_every_method_of_unlabeled_view_and_every_declared_capability_is_documen
 
 def test_the_track_section_names_every_track_and_the_command() -> None:
     from benchmark.records.tracks import load_tracks
-    from benchmark.submission.submit import DEFAULT_TRACKS
+    from benchmark.submission.submit_records import DEFAULT_TRACKS
 
     text = DOC.read_text(encoding="utf-8")
     section = text[text.index("## 9. Which track fits which dataset") :]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from benchmark.building_blocks.backbones import build_backbone
+from benchmark.building_blocks.backbones_vit import ViTEncoder, patchify, sincos_2d, unpatchify
 from benchmark.contracts.registries import BACKBONES, load_builtins
 from benchmark.core.config import from_mapping
-from benchmark.toolkit.backbones import build_backbone
-from benchmark.toolkit.backbones_vit import ViTEncoder, patchify, sincos_2d, unpatchify
 
 load_builtins()
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from timm.layers import DropPath
 
+from benchmark.building_blocks.backbones_vit import ViTEncoder, drop_path_rates
 from benchmark.contracts.types import arch_fingerprint
 from benchmark.core.seeding import Stream, scoped_torch_seed
-from benchmark.toolkit.backbones_vit import ViTEncoder, drop_path_rates
 
 KW = dict(img_size=16, patch_size=4, embed_dim=32, depth=5, num_heads=2)
 

@@ -153,7 +153,7 @@ def _bundle(methods: list[str], where: Path, tracks: Path) -> Path:
     reach)."""
     from benchmark.commands.smoke import cell_threads
     from benchmark.engine.runner import run_cell
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     root = where / "runs"
     with cell_threads():  # as every launcher runs a cell

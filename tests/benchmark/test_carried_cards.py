@@ -22,7 +22,7 @@ from benchmark.cli import main
 from benchmark.commands.smoke import smoke_cell
 from benchmark.contracts.registries import TASKS, load_builtins
 from benchmark.engine.runner import run_cell
-from benchmark.submission.submit import submit
+from benchmark.submission.submit_records import submit
 
 TRACK = "digits-smoke-knn"
 

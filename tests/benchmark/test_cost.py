@@ -65,7 +65,7 @@ def test_pooled_training_is_not_divided_by_the_clients(f) -> None:
     assert pooled[0] == pytest.approx(2 * cal.train_images(cell("central_ssl")) * 6 * f)
     fed = [cost.cell_work(cell("fedavg_simclr", fl=fl)).pretrain for fl in (silo, device)]
     assert fed[1] == pytest.approx(fed[0] / 10, rel=0.02)  # 10 % of the clients a round
-    from benchmark.grids.plan import cell_cost
+    from benchmark.grids.grid_plan import cell_cost
 
     assert cell_cost(cell("central_ssl", fl=device))["images"] == pytest.approx(
         cell_cost(cell("central_ssl", fl=silo))["images"]

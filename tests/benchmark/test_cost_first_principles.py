@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmark.building_blocks.backbones import build_backbone
+from benchmark.commands.run import load_cells
 from benchmark.core.precision import EVALUATION_PRECISION, cuda_precision
 from benchmark.grids import cost
-from benchmark.grids.plan import TRAIN_SIZES, train_flops_per_image
+from benchmark.grids.grid_plan import TRAIN_SIZES, train_flops_per_image
 from benchmark.grids.work import client_work, image_size
-from benchmark.launchers.run_grid import load_cells
-from benchmark.toolkit.backbones import build_backbone
 
 TOLERANCE = 1.3
 

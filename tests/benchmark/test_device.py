@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from benchmark.toolkit import device as device_mod
-from benchmark.toolkit.device import DeviceConfig, prepare_module
+from benchmark.building_blocks import device as device_mod
+from benchmark.building_blocks.device import DeviceConfig, prepare_module
 
 
 def _fake_cuda(monkeypatch):

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmark.building_blocks.local_train import probe_steps
 from benchmark.contracts.registries import METHODS, TASKS, load_builtins
-from benchmark.core.transfer import host_rows, to_device
+from benchmark.core.host_to_device import host_rows, to_device
 from benchmark.engine.rounds import simulate
 from benchmark.engine.stages import prepare
 from benchmark.grids.expand import expand_grid, load_grid
-from benchmark.toolkit.local_train import probe_steps
 from tests.helpers import TASK_SMOKE
 from tests.standin_device import DEVICE, SYNC_KINDS, Report, standin_device
 

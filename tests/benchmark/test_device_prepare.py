@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from benchmark.toolkit.device import prepare_module
+from benchmark.building_blocks.device import prepare_module
 
 
 def test_module_on_the_device_is_not_moved_and_one_elsewhere_is(monkeypatch) -> None:

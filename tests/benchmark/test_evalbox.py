@@ -193,7 +193,7 @@ def test_the_parent_rebuilds_only_trusted_classes(tmp_path: Path) -> None:
     from benchmark.submission.exported import trusted_class
 
     assert trusted_class("torch.nn.modules.conv.Conv2d") is nn.Conv2d
-    assert trusted_class("benchmark.toolkit.backbones.ResNet") is not None
+    assert trusted_class("benchmark.building_blocks.backbones.ResNet") is not None
     assert trusted_class("fssl_spy.Spy") is None
     assert trusted_class("torch.nn.functional.relu") is None  # not a class
     assert trusted_class("os.system") is None

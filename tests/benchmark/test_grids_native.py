@@ -584,7 +584,7 @@ def test_partitions_are_feasible_on_the_real_label_shapes(name: str) -> None:
 
 @pytest.mark.slow
 def test_plan_works_for_every_grid_offline() -> None:
-    from benchmark.grids.plan import plan_grid
+    from benchmark.grids.grid_plan import plan_grid
 
     for name in grid_names():
         grid = load_grid(name)

@@ -236,7 +236,7 @@ def test_a_bundle_level_failure_stops_before_any_record_is_re_run(
     honest: ResultRecord, run_root: Path, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import benchmark.submission.accept_bundle as acc
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     calls: list[str] = []
     monkeypatch.setattr(acc, "reevaluate", lambda *a, **k: calls.append("reevaluate") or ([], ""))
@@ -399,7 +399,7 @@ def test_an_interrupted_accept_leaves_no_temporary_folder(
     run_root: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import benchmark.submission.accept_bundle as acc
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     tarball = scratch / "honest.tar.gz"
     assert submit([run_root], track=TRACK, out=tarball, manifests=None, reevaluate=False).ok
@@ -421,7 +421,7 @@ def test_a_score_raised_within_the_tolerance_shows_as_reproduced(
     run_root: Path, tmp_path: Path, capsys
 ) -> None:
     from benchmark.records.acceptance_files import acceptance_path, read_acceptance
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
     from leaderboard.build import build_model
     from leaderboard.site import build_site
 

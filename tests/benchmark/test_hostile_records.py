@@ -247,8 +247,8 @@ WRONG_SHAPES: dict[str, tuple[Callable[[dict], None], bool, str]] = {
 
 def test_a_portable_cell_with_its_revision_has_the_right_shape(honest: ResultRecord) -> None:
     """A portable cell carries ``kernels_revision`` (an integer): the schema reads it as a cell key."""
-    from benchmark.records.errors import RecordError
-    from benchmark.records.field_types import check_cell
+    from benchmark.records.field_checks import check_cell
+    from benchmark.records.record_error import RecordError
 
     cell = json.loads(to_json(honest))["cell"]
     check_cell({**cell, "kernels": "portable", "kernels_revision": 2})
@@ -347,7 +347,7 @@ def test_verify_record_reports_a_cell_of_the_wrong_shape_instead_of_raising(
 # ---- bounded before anything is built -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def honest_bundle(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     out = tmp_path_factory.mktemp("bundles") / "honest"
     assert submit([run_root], track=TRACK, out=out, manifests=None, reevaluate=False).ok
@@ -519,7 +519,7 @@ def test_a_fedmae_checkpoint_with_another_pool_is_not_the_records(
     (the model, θ₀, untouched) used to pass the digest check."""
     from benchmark.commands.check_method import smoke_cell
     from benchmark.engine.runner import run_cell
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     root = tmp_path_factory.mktemp("fedmae")
     run_cell(smoke_cell("fedmae", tasks=["knn"]), root, device="cpu")
@@ -696,7 +696,7 @@ def test_a_signal_while_accept_re_evaluates_leaves_nothing_and_says_so(
 ) -> None:
     """SIGHUP used to leave the extracted bundle in TMPDIR (only SIGTERM was handled), and Ctrl-C
     printed ``run``'s message."""
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     tarball = scratch / "bundle.tar.gz"
     assert submit([run_root], track=TRACK, out=tarball, manifests=None, reevaluate=False).ok
@@ -713,7 +713,7 @@ def test_a_signal_while_accept_re_evaluates_leaves_nothing_and_says_so(
 
 def test_sigterm_after_the_first_file_is_written_undoes_it(run_root: Path, scratch: Path) -> None:
     """SIGTERM after the record was written used to leave it without its acceptance."""
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     bundle = scratch / "bundle"
     assert submit([run_root], track=TRACK, out=bundle, manifests=None, reevaluate=False).ok

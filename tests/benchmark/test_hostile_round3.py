@@ -16,7 +16,7 @@ from tests.hostile import TRACK, accept_argv, refused
 
 @pytest.fixture(scope="module")
 def honest_folder(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     out = tmp_path_factory.mktemp("bundles") / "honest"
     assert submit([run_root], track=TRACK, out=out, manifests=None, reevaluate=False).ok

@@ -217,7 +217,7 @@ def test_the_checked_walk_is_the_extracting_walk(scratch: Path) -> None:
 # ---- item 2: one checkpoint, three trainings, across bundles and across time ------------------------
 @pytest.fixture(scope="module")
 def honest_folder(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
     from tests.hostile import TRACK
 
     out = tmp_path_factory.mktemp("bundles") / "honest"
@@ -259,7 +259,7 @@ def test_one_checkpoint_accepted_for_one_training_is_refused_for_another_in_a_la
     edit,
 ) -> None:
     from benchmark.cli import main
-    from benchmark.submission.ledger import LEDGER_SUBDIR
+    from benchmark.submission.checkpoint_ledger import LEDGER_SUBDIR
     from tests.benchmark.test_hostile_round3 import _with_records
     from tests.hostile import reseal
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.commands.run import run_grid
 from benchmark.launchers.options import RunOptions
-from benchmark.launchers.run_grid import run_grid
 from benchmark.records.files import read_record
 from benchmark.records.integrity import integrity_problems, record_digest
 from benchmark.records.store import collect
@@ -134,7 +134,7 @@ def test_an_edited_record_is_refused_by_collect_and_kept_out_of_every_table(
 def test_an_edited_record_and_sidecar_fail_submit(offline_run: Path, tmp_path: Path) -> None:
     """Editing the score file beside the record too no longer passes: the record's own digest does
     not match."""
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     root = tmp_path / "runs"
     shutil.copytree(offline_run, root, ignore=shutil.ignore_patterns("wandb"))

@@ -183,7 +183,7 @@ LAYERS = (
     "benchmark.contracts",  # value types, the Method contract, specs and the cell, registries
     "benchmark.data",  # datasets, partitioners, augmentation, client views
     # building blocks methods use: backbones, heads, tensors, aggregation, local loop
-    "benchmark.toolkit",
+    "benchmark.building_blocks",
     "benchmark.grids",  # grid YAML files, their expansion into cells, the run plan
     "benchmark.runroot",  # run directory, locks, status (torch-free)
     # stages, runner, round loop, client store, checkpoints, pre-training, tracking
@@ -193,9 +193,9 @@ LAYERS = (
     # execute_cell and the settle loop, local, Ray, SLURM, options, preflight, run_grid
     "benchmark.launchers",
     "benchmark.submission",  # submit, checks, oracle, bundle, accept, re-evaluation, W&B collect
-    "benchmark.calibration.measure",  # doctor --calibrate: runs cells through a launcher
-    "benchmark.portable.census",  # the kernel census and fingerprint run cells through a launcher
-    "benchmark.portable.fingerprint",
+    "benchmark.commands.calibrate",  # doctor --calibrate: runs cells through a launcher
+    "benchmark.commands.kernel_census",  # the kernel census and fingerprint run cells through a launcher
+    "benchmark.commands.kernel_fingerprint",
     "benchmark.commands",  # check-method, new-method, doctor, method table, tuning
     "benchmark.tools",  # deprecated re-exports of benchmark.commands (one release)
     "benchmark.api",  # the one door for methods, tasks and plugins
@@ -210,7 +210,7 @@ def layer_of(module: str) -> int | None:
         return -1
     if module == ENTRY[1]:
         return len(LAYERS)
-    # the most specific entry that holds the module (benchmark.portable.census, not benchmark.portable)
+    # the most specific entry that holds the module (benchmark.commands.kernel_census, not benchmark.portable)
     held = [
         (len(prefix), i)
         for i, prefix in enumerate(LAYERS)
@@ -399,7 +399,7 @@ def test_status_collect_and_the_run_plan_import_without_torch() -> None:
         "benchmark.core.errors",
         "benchmark.contracts.method",
         "benchmark.core.deviations",
-        "benchmark.launchers.run_grid",
+        "benchmark.commands.run",
         "benchmark.launchers.preflight",
         "benchmark.records.store",
         "benchmark.records.tracks",

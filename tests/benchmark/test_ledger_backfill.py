@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmark.cli import main
 from benchmark.records.files import read_record
-from benchmark.submission.ledger import LEDGER_SUBDIR, backfill, ledger_problems
+from benchmark.submission.checkpoint_ledger import LEDGER_SUBDIR, backfill, ledger_problems
 from tests.hostile import reseal
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``benchmark/toolkit/local_train.py``: the client's local loop reads the step losses from the
+"""``benchmark/building_blocks/local_train.py``: the client's local loop reads the step losses from the
 device once per update under the project's non-finite policy ("raise"), every step only where the
 policy must decide before the step ("skip")."""
 

@@ -128,7 +128,7 @@ def online(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (self.folder(root) / "dataset_dict.json").write_text("{}")
         return self.folder(root)
 
-    monkeypatch.setattr("benchmark.cli.prefetch.source_unreachable", lambda *a, **k: None)
+    monkeypatch.setattr("benchmark.commands.prefetch.source_unreachable", lambda *a, **k: None)
     monkeypatch.setattr(HubImageDataset, "prefetch", fake_prefetch)
     return fetched
 
@@ -157,12 +157,12 @@ def test_prefetch_grid_refuses_a_gated_set_without_a_login_before_downloading(
     monkeypatch: pytest.MonkeyPatch,
     online: list[str],
 ) -> None:
-    monkeypatch.setattr("benchmark.cli.prefetch.hub_token_present", lambda: False)
+    monkeypatch.setattr("benchmark.commands.prefetch.hub_token_present", lambda: False)
     path = grid_file(tmp_path, dataset="imagenet100")
     assert main(["prefetch", "--grid", str(path), "--data-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert online == [] and "gated" in err and "hf auth login" in err and "HF_TOKEN" in err
-    monkeypatch.setattr("benchmark.cli.prefetch.hub_token_present", lambda: True)
+    monkeypatch.setattr("benchmark.commands.prefetch.hub_token_present", lambda: True)
     assert main(["prefetch", "--grid", str(path), "--data-root", str(tmp_path)]) == 0
     assert online == ["imagenet100"]
 

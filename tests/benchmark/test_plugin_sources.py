@@ -162,7 +162,7 @@ def test_a_bundle_carries_the_wheel_and_accept_takes_its_manifest(
 
     from benchmark.submission import plugin_sources
     from benchmark.submission.checks import SubmitError
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
     from tests.hostile import TRACK
 
     wheel = make_wheel(tmp_path, SOURCES)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmark.cli.prefetch import prefetch_source, source_unreachable
+from benchmark.commands.prefetch import prefetch_source, source_unreachable
 
 PROXY_VARS = (
     "http_proxy",

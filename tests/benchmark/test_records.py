@@ -146,7 +146,7 @@ def test_env_records_the_cpu_thread_count_and_old_records_still_load() -> None:
     written before the field existed load with 0 (not recorded)."""
     import torch
 
-    from benchmark.records.env import collect_env
+    from benchmark.records.env_info import collect_env
 
     before = torch.get_num_threads()
     try:
@@ -176,7 +176,7 @@ def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -
     import sys
     import types
 
-    from benchmark.records import env as env_mod
+    from benchmark.records import env_info as env_mod
 
     monkeypatch.setattr(env_mod, "_cpu_model", lambda: "Test CPU 3000")
     assert env_mod.collect_env().machine == "Test CPU 3000"
@@ -195,7 +195,7 @@ def test_env_records_the_machine_model_and_old_records_still_load(monkeypatch) -
 def test_cpu_model_is_read_from_proc_cpuinfo(tmp_path, monkeypatch) -> None:
     import platform
 
-    from benchmark.records import env as env_mod
+    from benchmark.records import env_info as env_mod
 
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Test CPU 3000 @ 2.0GHz\n")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.commands.run import build_launcher, run_grid
 from benchmark.core.config import ConfigError
 from benchmark.core.errors import MissingData
 from benchmark.launchers.options import RunOptions
-from benchmark.launchers.run_grid import build_launcher, run_grid
 
 GRID = (
     "name: tiny\nbase: {dataset: {name: digits, size: 8}, backbone: {name: resnet_micro, width: 4},"

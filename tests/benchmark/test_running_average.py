@@ -1,4 +1,4 @@
-"""benchmark/toolkit/aggregate.py: ``weighted_average`` folds its states through ``RunningAverage``,
+"""benchmark/building_blocks/aggregate.py: ``weighted_average`` folds its states through ``RunningAverage``,
 a flat float64 sum that must be, bit for bit, the per-tensor float64 sum FedAvg always computed
 (records made before and after it are identical), whether the states come at once or one at a time."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmark.toolkit.aggregate import RunningAverage, weighted_average
+from benchmark.building_blocks.aggregate import RunningAverage, weighted_average
 
 
 def per_tensor_reference(states, weights):

@@ -1,4 +1,4 @@
-"""benchmark/toolkit/tensors.py ``state_entries``: the entries of ``state_dict(keep_vars=True)``
+"""benchmark/building_blocks/tensors.py ``state_entries``: the entries of ``state_dict(keep_vars=True)``
 (the same tensors, names and order, without ``num_batches_tracked``), walked directly where no
 module customises its state dict; what ``tensors_of`` and ``load_tensors`` use once per client."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from benchmark.building_blocks.backbones import build_backbone
+from benchmark.building_blocks.tensors import _walk, load_tensors, state_entries, tensors_of
 from benchmark.contracts.registries import BACKBONES, load_builtins
-from benchmark.toolkit.backbones import build_backbone
-from benchmark.toolkit.tensors import _walk, load_tensors, state_entries, tensors_of
 
 load_builtins()
 

@@ -1,4 +1,4 @@
-"""``benchmark/toolkit/local_train.py: probe_steps``, the measurement ``doctor --calibrate`` takes of
+"""``benchmark/building_blocks/local_train.py: probe_steps``, the measurement ``doctor --calibrate`` takes of
 the client loop: it changes nothing it does not cap, caps each update at its steps, counts the images
 in them and keeps the last step for a bare replay; outside the block nothing is recorded."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from benchmark.api import UnlabeledView, run_local_epochs
+from benchmark.building_blocks.local_train import probe_steps
 from benchmark.engine.rounds import SimSettings, client_context
-from benchmark.toolkit.local_train import probe_steps
 
 
 def _ctx():

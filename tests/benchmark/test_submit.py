@@ -14,7 +14,7 @@ import pytest
 from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.runner import run_cell
 from benchmark.submission.bundle import verify_bundle
-from benchmark.submission.submit import submit
+from benchmark.submission.submit_records import submit
 from tests.cell_cache import cached_run
 
 TRACKS = """

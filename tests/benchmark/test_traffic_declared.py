@@ -1,5 +1,5 @@
 """Traffic derived from what each method declares it sends (issue 52, item 2; plugin API 2.5):
-``MethodBase.declared_traffic`` per client and round, summed by ``benchmark.engine.traffic`` as the
+``MethodBase.declared_traffic`` per client and round, summed by ``benchmark.engine.traffic_sum`` as the
 round loop counts, must equal the runner's own count, byte for byte: on every shipped record (the
 checkpoint's shapes rebuilt from the cell's initial server state, which has the final one's shapes),
 and on tiny real runs of the configurations the shipped records do not reach (``bn: local``,
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from benchmark.contracts.cell import Cell
+from benchmark.contracts.declared_traffic import Sent, TrafficContext
 from benchmark.contracts.registries import METHODS
-from benchmark.contracts.traffic import Sent, TrafficContext
-from benchmark.engine.traffic import declares_traffic, derived_traffic, server_tensors
+from benchmark.engine.traffic_sum import declares_traffic, derived_traffic, server_tensors
 from tests.helpers import smoke_cell
 
 ROOT = Path(__file__).resolve().parents[2]

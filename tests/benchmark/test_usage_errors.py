@@ -188,8 +188,8 @@ def test_exit_code_is_1_when_a_cell_failed_now_or_before(
 
 
 def test_a_diverged_cell_is_exit_code_1() -> None:
+    from benchmark.commands.run import RunSummary
     from benchmark.launchers.execute import CellOutcome
-    from benchmark.launchers.run_grid import RunSummary
 
     def outcome(status: str) -> CellOutcome:
         return CellOutcome(cell_id="c", status=status)

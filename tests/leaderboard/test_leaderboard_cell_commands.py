@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import _parser
-from benchmark.cli.common import parse_seeds
-from benchmark.launchers.run_grid import load_cells
+from benchmark.commands.run import load_cells, parse_seeds
 from benchmark.records.schema import from_json
 from leaderboard.formatting import cell_commands
 from leaderboard.pages import shipped_grids

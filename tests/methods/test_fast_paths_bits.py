@@ -1,7 +1,7 @@
 """The methods' maths rewritten for speed (issue 53) must give the bits of the form they replaced:
 Orchestra's Sinkhorn-Knopp calls its kernels directly (the server's clustering runs it on each of
 its 500 steps a round) instead of ``(1/K) / (P @ c)`` and ``(1/N) / (Pᵀ @ r)``, on every shape and
-stopping rule, with the same ATen calls (the kernel census, ``benchmark.portable.census``)."""
+stopping rule, with the same ATen calls (the kernel census, ``benchmark.commands.kernel_census``)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_sinkhorn_makes_the_same_aten_calls_as_the_operator_form() -> None:
     """The kernel fingerprint (``verify --kernels``) replays the shipped cells' ATen calls: the
     faster loop must call the same operators on the same shapes, so that the fingerprint still
     covers it."""
-    from benchmark.portable.census import Census
+    from benchmark.commands.kernel_census import Census
 
     s = torch.randn(40, 8, generator=torch.Generator().manual_seed(2))
     seen = []

@@ -18,9 +18,9 @@ from benchmark.api import (
     tensors_of,
     weighted_average,
 )
+from benchmark.building_blocks.backbones import ResNet18Cifar
 from benchmark.engine.runner import run_cell
 from benchmark.records.files import read_record
-from benchmark.toolkit.backbones import ResNet18Cifar
 from methods._shared.losses import crossview_1dir
 from methods._shared.nets import BackboneHead
 from methods._shared.optim import round_lr
@@ -327,7 +327,7 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(
 
     # the frozen features are computed in benchmark.api's feature extraction (issue 47 moved it
     # there from tasks/): spy on the function every frozen-feature task reads them through
-    import benchmark.toolkit.features as feats
+    import benchmark.building_blocks.features as feats
 
     stats = []
     real_cf = feats.cached_features

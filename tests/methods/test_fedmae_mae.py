@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmark.building_blocks.backbones_vit import masking_from_ids, normalize_patches
 from benchmark.contracts.registries import BACKBONES, load_builtins
 from benchmark.core.config import from_mapping
-from benchmark.toolkit.backbones_vit import masking_from_ids, normalize_patches
 from methods.fedmae import (
     keep_count,
     mae_loss,

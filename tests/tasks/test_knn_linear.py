@@ -75,10 +75,10 @@ def test_linear_head_is_deterministic_and_learns() -> None:
 @pytest.mark.parametrize("task", ["knn", "linear_probe"])
 def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_path) -> None:
     from benchmark.api import Encoder, TaskContext, arch_fingerprint
+    from benchmark.building_blocks.backbones import ResNetMicro
     from benchmark.contracts.registries import TASKS
     from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.toolkit.backbones import ResNetMicro
 
     ds = load_dataset_splits("digits", {})
     net = ResNetMicro(width=4).build()
@@ -93,7 +93,7 @@ def test_task_reads_test_split_once_and_leaves_encoder_untouched(task: str, tmp_
         std=ds.std,
     )
     calls = {"n": 0}
-    import benchmark.toolkit.features as feats
+    import benchmark.building_blocks.features as feats
 
     original = feats.extract_features
 
@@ -139,10 +139,10 @@ def test_linear_probe_scores_the_test_split_once_after_training(tmp_path) -> Non
     probe, which the feature-extraction count above cannot tell apart because features are cached,
     would score it every epoch)."""
     from benchmark.api import Encoder, TaskContext, arch_fingerprint
+    from benchmark.building_blocks.backbones import ResNetMicro
     from benchmark.contracts.registries import TASKS
     from benchmark.core.config import from_mapping
     from benchmark.data.datasets import load_dataset_splits
-    from benchmark.toolkit.backbones import ResNetMicro
 
     ds = load_dataset_splits("digits", {})
     n_test = len(ds.test.labels)

@@ -12,11 +12,11 @@ from torch import nn
 
 import tasks.probes.native_engine as npb
 from benchmark.api import DatasetSplit, Encoder, TaskContext, arch_fingerprint
+from benchmark.building_blocks.backbones import ResNetMicro
 from benchmark.contracts.data_types import DatasetSplits
 from benchmark.contracts.registries import TASKS, load_builtins
 from benchmark.contracts.task import task_datasets
 from benchmark.core.config import config_dict, from_mapping
-from benchmark.toolkit.backbones import ResNetMicro
 from tasks.cards import load_card
 
 load_builtins()

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from benchmark.api import Encoder, TaskContext, TaskNotApplicable
+from benchmark.building_blocks.backbones_vit import masking_from_ids, patchify
 from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
 from benchmark.contracts.registries import load_builtins
-from benchmark.toolkit.backbones_vit import masking_from_ids, patchify
 from tasks.reconstruction import (
     Reconstruction,
     ReconstructionConfig,

@@ -19,10 +19,10 @@ import pytest
 import torch
 
 from benchmark.calibration import cells as cc
-from benchmark.calibration import env
+from benchmark.calibration import device_checks as env
 from benchmark.calibration import projection as cal
 from benchmark.cli import main
-from benchmark.launchers.run_grid import load_cells
+from benchmark.commands.run import load_cells
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -194,7 +194,7 @@ def test_out_of_memory_is_a_status_and_an_error_a_named_failure(
         cc, "plan_data", lambda chosen, s: cc.DataPlan({t.key: cell}, {t.key: 1}, {})
     )
     monkeypatch.setattr(cc, "write_data", lambda plan, base, log: None)
-    from benchmark.calibration.measure import Clock, measure_all
+    from benchmark.commands.calibrate import Clock, measure_all
 
     out, checks = measure_all(
         {g: [] for g in cc.gpu_grids()}, "cpu", False, tmp_path, Clock(60, lambda s: None)
@@ -212,7 +212,7 @@ def test_the_time_budget_leaves_targets_unmeasured_and_the_run_incomplete(
 ) -> None:
     """An exhausted budget still measures the first configuration; the others are unmeasured, not
     failed, and the run is "incomplete" (exit 3), never "every check passed"."""
-    from benchmark.calibration.measure import EXIT_INCOMPLETE, Clock, exit_code, measure_all
+    from benchmark.commands.calibrate import EXIT_INCOMPLETE, Clock, exit_code, measure_all
 
     _, targets = gpu_targets
     monkeypatch.setattr(cc, "targets", lambda grids: targets[:3])
@@ -249,7 +249,7 @@ def test_the_time_budget_leaves_targets_unmeasured_and_the_run_incomplete(
 
 
 def test_a_smoke_record_that_is_not_valid_and_sealed_is_named(tmp_path) -> None:
-    from benchmark.calibration.measure import _record_problems
+    from benchmark.commands.calibrate import _record_problems
     from benchmark.engine.runner import run_cell
     from benchmark.runroot.rundir import RunDir
 
@@ -296,7 +296,7 @@ def test_out_must_be_a_writable_file(tmp_path, capsys) -> None:
 def test_dry_run_and_plan_cost_the_grid_from_this_devices_calibration(
     tmp_path, monkeypatch, capsys
 ) -> None:
-    from benchmark.records.env import machine_model
+    from benchmark.records.env_info import machine_model
 
     monkeypatch.setenv(cal.CALIBRATION_DIR_ENV, str(tmp_path))
     monkeypatch.delenv(cal.CALIBRATION_ENV, raising=False)
@@ -449,7 +449,7 @@ def test_calibrate_on_the_gpu_passes_within_eight_minutes(tmp_path) -> None:
 
 
 def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
-    from benchmark.calibration.measure import Clock, guarded
+    from benchmark.commands.calibrate import Clock, guarded
 
     lines: list[str] = []
     clock = Clock(60, lines.append)
@@ -473,7 +473,7 @@ def test_a_phase_that_raises_is_a_named_failure_and_the_rest_goes_on() -> None:
 def test_the_smoke_grid_starts_no_cell_after_its_share_of_the_budget() -> None:
     from types import SimpleNamespace
 
-    from benchmark.calibration.measure import Clock, launch_until
+    from benchmark.commands.calibrate import Clock, launch_until
 
     started: list[str] = []
     closed = []
@@ -498,7 +498,7 @@ def test_the_smoke_grid_starts_no_cell_after_its_share_of_the_budget() -> None:
 
 
 def test_a_smoke_cell_the_budget_left_unrun_is_incomplete_not_failed_nor_passed() -> None:
-    from benchmark.calibration.measure import _smoke_check
+    from benchmark.commands.calibrate import _smoke_check
 
     c = _smoke_check("fp32", 12, {}, ["x", "y"], "cpu", 3.0)
     assert c.status == env.INCOMPLETE and not c.failed

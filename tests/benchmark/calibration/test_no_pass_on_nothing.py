@@ -18,10 +18,10 @@ import torch
 
 from benchmark.api import UnlabeledView, run_local_epochs
 from benchmark.calibration import cells as cc
-from benchmark.calibration import env
+from benchmark.calibration import device_checks as env
 from benchmark.calibration import projection as cal
-from benchmark.calibration.measure import EXIT_FAILED, exit_code, measurements_check
 from benchmark.calibration.sync import sync_check, sync_watch
+from benchmark.commands.calibrate import EXIT_FAILED, exit_code, measurements_check
 from benchmark.core.precision import apply_cuda_precision, cuda_precision, current_cuda_precision
 from benchmark.engine.rounds import SimSettings, client_context
 
@@ -113,11 +113,11 @@ def test_a_launch_closed_early_returns_only_once_its_running_cells_finished(
     launch is closed and the temporary folder removed while cells still wrote into it."""
     import concurrent.futures
 
-    from benchmark.calibration.measure import Clock, launch_until
+    from benchmark.commands.calibrate import Clock, launch_until
+    from benchmark.commands.run import load_cells
     from benchmark.launchers import local
     from benchmark.launchers.execute import CellOutcome
     from benchmark.launchers.options import RunOptions
-    from benchmark.launchers.run_grid import load_cells
 
     running: set[str] = set()
     started: set[str] = set()
@@ -162,8 +162,8 @@ def test_a_calibration_cell_runs_under_its_precisions_cuda_flags(
 ) -> None:
     """On CUDA the runner sets TF32 and cuDNN for the cell's precision; the calibration measured
     its cells under whatever flags the process held, so its figures were of another precision."""
+    from benchmark.building_blocks.device import DeviceConfig
     from benchmark.engine import stages
-    from benchmark.toolkit.device import DeviceConfig
 
     seen = []
 

@@ -12,10 +12,10 @@ import pytest
 
 from benchmark.calibration import projection as cal
 from benchmark.calibration.projection import Calibration, Measurement
+from benchmark.commands.run import load_cells
 from benchmark.core.errors import UsageError
 from benchmark.grids.cost import fmt_range, grid_hours
-from benchmark.grids.plan import TRAIN_SIZES, estimate_hours
-from benchmark.launchers.run_grid import load_cells
+from benchmark.grids.grid_plan import TRAIN_SIZES, estimate_hours
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from benchmark.core.transfer import Parcel
+from benchmark.commands.kernel_census import Census
+from benchmark.core.host_to_device import Parcel
 from benchmark.data import augment as A
 from benchmark.data.datasets import load_dataset_splits
-from benchmark.portable.census import Census
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ def test_failures_are_kept_with_their_reason_and_the_grid_goes_on(
     from benchmark.launchers.local import LocalLauncher
     from benchmark.launchers.options import RunOptions
     from benchmark.runroot.rundir import RunDir
-    from benchmark.runroot.status import grid_status
+    from benchmark.runroot.status_counts import grid_status
     from tests.helpers import smoke_cell
 
     oom, boom, ok = smoke_cell(seed=0), smoke_cell(seed=1), smoke_cell(seed=2)
@@ -229,7 +229,7 @@ def test_a_nan_loss_is_a_diverged_record_and_the_grid_goes_on(tmp_path: Path, mo
     from benchmark.engine import runner, stages
     from benchmark.launchers.local import LocalLauncher
     from benchmark.launchers.options import RunOptions
-    from benchmark.runroot.status import grid_status
+    from benchmark.runroot.status_counts import grid_status
     from tests.helpers import smoke_cell
 
     nan, ok = smoke_cell(seed=3), smoke_cell(seed=4)

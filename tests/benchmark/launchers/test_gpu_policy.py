@@ -118,7 +118,7 @@ def test_a_gpu_cell_records_its_share_of_the_device_not_its_wall_time(monkeypatc
 
 
 def test_the_gpu_entry_names_driver_cuda_and_cudnn() -> None:
-    from benchmark.records.env import gpu_info
+    from benchmark.records.env_info import gpu_info
 
     props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=141 * GIB)
     fake = SimpleNamespace(
@@ -151,7 +151,7 @@ def test_the_shipped_records_still_validate_and_keep_their_digests() -> None:
 
     paths = sorted((REPO / "results" / "records" / "v1").rglob("*.json"))
     records = [from_json(p.read_text(encoding="utf-8")) for p in paths]
-    from benchmark.launchers.run_grid import load_cells
+    from benchmark.commands.run import load_cells
 
     _, cells = load_cells("quickstart", seeds=[0, 1, 2])
     assert len(records) == len(cells)  # one record per cell of the quickstart grid
@@ -175,7 +175,7 @@ def test_empty_gpu_fields_leave_a_digest_unchanged_and_filled_ones_seal() -> Non
 
 
 def test_launch_on_cuda_starts_one_pinned_worker_per_gpu(two_gpus, monkeypatch, tmp_path) -> None:
-    from benchmark.launchers.run_grid import load_cells
+    from benchmark.commands.run import load_cells
 
     cells = [c for c in load_cells("smoke")[1]][:3]
     seen = []

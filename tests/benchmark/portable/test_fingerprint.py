@@ -13,7 +13,7 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmark.portable import fingerprint as kf
+from benchmark.commands import kernel_fingerprint as kf
 from benchmark.portable import math_ops as portable_math
 from benchmark.portable import mode as portable
 from benchmark.portable.ops import call_of, replay, shape_key
@@ -88,9 +88,9 @@ def test_adam_and_adamw_are_fused_under_the_mode_and_take_no_vml_square_root(
 
 
 def test_the_cell_identity_carries_the_modes_revision() -> None:
+    from benchmark.commands.run import load_cells
     from benchmark.contracts.cell import Cell
     from benchmark.core.errors import UsageError
-    from benchmark.launchers.run_grid import load_cells
 
     _, cells = load_cells("quickstart", seeds=[0])
     raw = cells[0].to_dict()
@@ -278,7 +278,7 @@ def test_the_shipped_fingerprint_is_valid_and_says_what_it_covers() -> None:
     made before cells were added covers fewer, and says how many). The records come from one
     machine; where the fingerprint was made on another, docs/reproducibility.md names the records'
     machine and how many cells the fingerprint covers, beside what its replay there gave."""
-    from benchmark.launchers.run_grid import load_cells
+    from benchmark.commands.run import load_cells
 
     body = kf.load(REPO / "results" / kf.FINGERPRINT)
     _, cells = load_cells(body["grid"], seeds=body["seeds"])

@@ -387,7 +387,7 @@ def test_two_threads_starting_children_leave_this_process_in_its_mode(
 
 def test_a_subprocess_child_gets_its_mode_in_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """``child_env``: the child's environment for a mode, this process's untouched."""
-    from benchmark.portable import fingerprint as kf
+    from benchmark.commands import kernel_fingerprint as kf
 
     monkeypatch.delenv(portable.MARK, raising=False)
     seen: dict[str, object] = {}

@@ -14,8 +14,8 @@ import torch
 
 from benchmark.contracts.types import Diverged, RoundContext
 from benchmark.contracts.unlabeled_view import UnlabeledView
+from benchmark.core.host_to_device import to_device
 from benchmark.core.precision import LossScaler
-from benchmark.core.transfer import to_device
 
 
 @dataclass

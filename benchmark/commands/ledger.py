@@ -1,4 +1,4 @@
-"""``ledger``: the checkpoint ledger of a results folder (``benchmark.submission.ledger``)."""
+"""``ledger``: the checkpoint ledger of a results folder (``benchmark.submission.checkpoint_ledger``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from benchmark.core.errors import UsageError
     from benchmark.core.terminal import printable
     from benchmark.records.files import write_new_files
-    from benchmark.submission.ledger import LEDGER_SUBDIR, backfill
+    from benchmark.submission.checkpoint_ledger import LEDGER_SUBDIR, backfill
 
     results = Path(args.results)
     if not (results / "records").is_dir():

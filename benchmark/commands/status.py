@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmark.cli.common import _load_cells
+from benchmark.commands.run import _load_cells
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from benchmark.runroot.status import grid_status_counts
+    from benchmark.runroot.status_counts import grid_status_counts
 
     _, cells = _load_cells(args.grid, args.only, args.seeds, args.add_method, args.add_task)
     text, counts = grid_status_counts(cells, Path(args.root))

@@ -4,7 +4,7 @@ meets gives its numbers (docs/performance.md, "On a GPU").
 On the present device, in one command and a bounded time (about 8 minutes on one H100-class GPU;
 ``--tiny`` under 3 minutes on 2 CPU cores, which CI runs):
 
-1. **checks** the environment (``benchmark.calibration.env``): device and driver, fp32 / TF32 /
+1. **checks** the environment (``benchmark.calibration.device_checks``): device and driver, fp32 / TF32 /
    bf16 / fp16 with the gradient scaler, that the portable kernel mode says it does not apply on a
    GPU, and which optional parts are installed (each missing one named with how to get it);
 2. **runs** the smoke grid's cells on the device in fp32 and in bf16 through the launcher a real run
@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.calibration.env import FAILED, INCOMPLETE, OK, Check
+from benchmark.calibration.device_checks import FAILED, INCOMPLETE, OK, Check
 
 if TYPE_CHECKING:
     from benchmark.contracts.cell import Cell
@@ -111,9 +111,9 @@ def smoke_cells(precisions: Sequence[str], device: str, root: Path) -> dict[str,
     """The smoke grid's cells in each precision, validated as ``run`` validates them; the detection
     cell in fp32 only (its task evaluates in fp32 whatever the pre-training) and only where
     Detectron2 is installed."""
+    from benchmark.commands.run import plan_run
     from benchmark.grids.expand import load_grid
     from benchmark.launchers.options import RunOptions
-    from benchmark.launchers.run_grid import plan_run
 
     spec = load_grid("smoke")
     out = {}
@@ -135,9 +135,9 @@ def smoke_passes(
     """The smoke grid on ``device`` in each precision, in one launch through the launcher a real
     run uses, no cell started after ``deadline_s`` on the clock: (one check per precision, their
     part of the report)."""
+    from benchmark.commands.run import build_launcher
     from benchmark.launchers.local import default_workers
     from benchmark.launchers.options import RunOptions
-    from benchmark.launchers.run_grid import build_launcher
 
     t0 = time.perf_counter()
     by_precision = smoke_cells(precisions, device, root)
@@ -210,8 +210,8 @@ def _smoke_check(
 def detection_figures(root: Path) -> dict[str, Any]:
     """Detectron2's iterations on the shapes fixture (COCO format), from the fp32 smoke pass's
     detection cell; or why there are none."""
+    from benchmark.commands.run import load_cells
     from benchmark.grids.expand import load_grid
-    from benchmark.launchers.run_grid import load_cells
     from benchmark.runroot.rundir import RunDir
 
     if not _detection_ready():
@@ -342,7 +342,7 @@ def _run_phases(device: str, tiny: bool, clock: Clock, checks: list[Check]) -> d
     import torch
 
     from benchmark.calibration.sync import sync_check, sync_watch
-    from benchmark.launchers.run_grid import load_cells
+    from benchmark.commands.run import load_cells
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="fssl-calibrate-") as tmp:
@@ -387,10 +387,10 @@ def calibrate(
 ) -> dict[str, Any]:
     """The whole calibration on ``device``; the report (``passed``, ``failed``: the checks that
     failed, by name)."""
-    from benchmark.calibration.env import device_info, environment_checks, resolve_device
+    from benchmark.calibration.device_checks import device_info, environment_checks, resolve_device
     from benchmark.calibration.projection import REPORT_KIND, REPORT_VERSION
     from benchmark.core.canonical import to_plain
-    from benchmark.records.env import collect_env
+    from benchmark.records.env_info import collect_env
 
     device = resolve_device(device)
     clock = Clock(budget_s or BUDGET_S["tiny" if tiny else "full"], log)

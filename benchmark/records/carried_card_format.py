@@ -145,8 +145,8 @@ def parse_carried_card(raw: Any, where: str) -> ProtocolCard:
 
 def read_card_file(path: Path, where: str) -> ProtocolCard:
     """One carried card file, read within :data:`MAX_CARD_BYTES` and parsed."""
-    from benchmark.records.errors import RecordError
     from benchmark.records.files import read_text_bounded
+    from benchmark.records.record_error import RecordError
 
     try:
         raw = bounded_json.loads(read_text_bounded(path, MAX_CARD_BYTES))

@@ -4,7 +4,7 @@ per shape (``benchmark.portable.ops``), for the kernel fingerprint.
 The cells run here, in this process, from scratch in a temporary run root, under a
 ``TorchDispatchMode`` that sees every operation below autograd (forward, backward and the
 optimizer's) and keeps the first call of each shape (``skipped``: the shapes of calls it could not write down). The process must already be in the cells'
-kernel mode (``benchmark.portable.fingerprint`` starts it so). The census watches; it changes
+kernel mode (``benchmark.commands.kernel_fingerprint`` starts it so). The census watches; it changes
 no number (the same ops run in the same order).
 """
 

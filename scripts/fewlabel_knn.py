@@ -1,5 +1,5 @@
 """kNN with few labels per class on the embedded default (docs/quickstart.md): ``python
-perf/fewlabel_knn.py [--methods pixels,no_pretrain,...] [--seeds 0,1,2] [--labels 1,5,10]``
+scripts/fewlabel_knn.py [--methods pixels,no_pretrain,...] [--seeds 0,1,2] [--labels 1,5,10]``
 
 A measurement beside the shipped protocol, not a change of it: each chosen quickstart cell (IID) is
 pre-trained exactly as ``benchmark run --grid quickstart`` trains it (same cell, the portable kernel

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from benchmark.records.errors import RecordError
+from benchmark.records.record_error import RecordError
 
 # an entry of env.plugins (benchmark.core.provenance.component_provenance): the keys a page reads,
 # with their types

@@ -1,5 +1,5 @@
 """The table of the embedded default (README, docs/quickstart.md), computed from records: ``python
-perf/quickstart_table.py [ROOT]``
+scripts/quickstart_table.py [ROOT]``
 
 ROOT (default ``results``) holds the quickstart's records. Prints two markdown tables: per
 configuration, mean kNN and linear top-1 over the seeds by partition, the kNN margins over

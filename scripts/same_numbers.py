@@ -1,4 +1,4 @@
-"""Do two run roots hold the same numbers? ``python perf/same_numbers.py BEFORE AFTER
+"""Do two run roots hold the same numbers? ``python scripts/same_numbers.py BEFORE AFTER
 [--subset]``
 
 For every record under BEFORE, the record with the same cell id must exist under AFTER with the same

@@ -10,7 +10,7 @@ from benchmark.core.errors import UsageError
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from benchmark.submission.checks import SubmitError
-    from benchmark.submission.submit import submit
+    from benchmark.submission.submit_records import submit
 
     if args.track is None:
         raise UsageError(

@@ -44,8 +44,8 @@ def forward_flops(backbone: str, params_json: str, size: int) -> float:
 
     from torch.utils.flop_counter import FlopCounterMode
 
+    from benchmark.building_blocks.backbones import build_backbone
     from benchmark.contracts.registries import BACKBONES
-    from benchmark.toolkit.backbones import build_backbone
 
     module, _ = build_backbone(backbone, json.loads(params_json))
     module.eval()

@@ -16,22 +16,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmark import __version__
-from benchmark.cli.accept import cmd_accept
-from benchmark.cli.check_method import cmd_check_method
-from benchmark.cli.collect import cmd_collect
-from benchmark.cli.common import EXIT_BAD_INPUT
-from benchmark.cli.doctor import cmd_doctor
-from benchmark.cli.ledger import cmd_ledger
-from benchmark.cli.listing import cmd_list
-from benchmark.cli.new_method import cmd_new_method
-from benchmark.cli.new_task import cmd_new_task
-from benchmark.cli.plan import cmd_plan
-from benchmark.cli.prefetch import cmd_prefetch
-from benchmark.cli.run import cmd_run
-from benchmark.cli.show import cmd_show
-from benchmark.cli.status import cmd_status
-from benchmark.cli.submit import cmd_submit
-from benchmark.cli.verify import cmd_verify
+from benchmark.commands.accept import cmd_accept
+from benchmark.commands.check_method import cmd_check_method
+from benchmark.commands.collect import cmd_collect
+from benchmark.commands.doctor import cmd_doctor
+from benchmark.commands.ledger import cmd_ledger
+from benchmark.commands.listing import cmd_list
+from benchmark.commands.new_method import cmd_new_method
+from benchmark.commands.new_task import cmd_new_task
+from benchmark.commands.plan import cmd_plan
+from benchmark.commands.prefetch import cmd_prefetch
+from benchmark.commands.run import EXIT_BAD_INPUT, cmd_run
+from benchmark.commands.show import cmd_show
+from benchmark.commands.status import cmd_status
+from benchmark.commands.submit import cmd_submit
+from benchmark.commands.verify import cmd_verify
 from benchmark.contracts.method import API_VERSION
 from benchmark.core.errors import UsageError, lines_of
 

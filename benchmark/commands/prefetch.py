@@ -48,7 +48,7 @@ def prefetch_grid(grid_arg: str, data_root: str | None) -> int:
     need a login and how to give it), the unreachable source or the missing login refused before
     anything is downloaded, complete sets skipped, each download shown by its library's progress bar
     (an interrupted one resumes), and the ``run`` command printed at the end."""
-    from benchmark.cli.common import grid_spec
+    from benchmark.commands.run import grid_spec
     from benchmark.data.datasets import resolve_data_root
     from benchmark.launchers.preflight import download_size, format_bytes, grid_data_needs
 

@@ -3,7 +3,7 @@ shipped cells as the machine that made them did, in seconds, one line per operat
 
 The fingerprint (``results/records/kernel-fingerprint.json``, made with ``--write`` on the machine
 that made the shipped records) lists every ATen operation the cells of a grid call, once per shape
-and dtype (the census, ``benchmark.portable.census``), each with the digest of its result on
+and dtype (the census, ``benchmark.commands.kernel_census``), each with the digest of its result on
 inputs made from integers (``benchmark.portable.ops``). ``verify --kernels`` replays every call
 here, in a fresh process in the fingerprint's kernel mode, and prints per operation ``same`` or
 ``differs`` (with how many of its shapes); exit 0 when every operation is the same, 1 when one
@@ -26,7 +26,7 @@ from typing import Any
 from benchmark.core.canonical import digest
 from benchmark.core.errors import UsageError
 from benchmark.portable import mode as portable
-from benchmark.records.env import machine_model
+from benchmark.records.env_info import machine_model
 
 SCHEMA = 1
 KIND = "fssl-bench kernel fingerprint"
@@ -98,9 +98,9 @@ def write(path: Path, body: dict[str, Any]) -> None:
 
 
 def _child(args: list[str], kernels: str, timeout: float | None = None) -> None:
-    """``python -m benchmark.portable.fingerprint ARGS`` in a fresh process of ``kernels``
+    """``python -m benchmark.commands.kernel_fingerprint ARGS`` in a fresh process of ``kernels``
     mode (its variables are read when torch starts)."""
-    cmd = [sys.executable, "-m", "benchmark.portable.fingerprint", *args]
+    cmd = [sys.executable, "-m", "benchmark.commands.kernel_fingerprint", *args]
     # the child's environment as a copy: the census starts several children from threads at once,
     # and this process's own environment (its kernel mode) must not change under them
     env = {**portable.child_env(kernels), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -131,8 +131,8 @@ def _replay_main(src: str, dst: str) -> None:
 
 
 def _census_main(grid: str, seeds: str, part: str, dst: str) -> None:
-    from benchmark.launchers.run_grid import load_cells
-    from benchmark.portable.census import census_cells
+    from benchmark.commands.kernel_census import census_cells
+    from benchmark.commands.run import load_cells
 
     index, count = (int(x) for x in part.split("/"))
     _, cells = load_cells(grid, seeds=[int(s) for s in seeds.split(",")])
@@ -154,7 +154,7 @@ def make(
 ) -> dict[str, Any]:
     """Census ``grid``'s cells of ``seeds`` (``workers`` processes), replay every call and write
     the fingerprint to ``out``."""
-    from benchmark.launchers.run_grid import load_cells
+    from benchmark.commands.run import load_cells
 
     _, cells = load_cells(grid, seeds=list(seeds))
     modes = {c.kernels for c in cells}

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmark.contracts.cell import Cell
-from benchmark.contracts.traffic import Sent, ServerTensors, TensorShape, TrafficContext
+from benchmark.contracts.declared_traffic import Sent, ServerTensors, TensorShape, TrafficContext
 from benchmark.engine.rounds import sample_clients
 
 

@@ -81,7 +81,7 @@ def device_info(device: str) -> dict[str, Any]:
     CUDA and cuDNN, torch, Python, the host's CPU and torch's threads."""
     import torch
 
-    from benchmark.records.env import machine_model
+    from benchmark.records.env_info import machine_model
 
     info: dict[str, Any] = {
         "device": device,

@@ -12,7 +12,7 @@ from torch import nn
 
 from benchmark.contracts.data_types import DatasetSplit
 from benchmark.contracts.unlabeled_view import normalize
-from benchmark.core.transfer import to_device
+from benchmark.core.host_to_device import to_device
 
 
 @torch.no_grad()

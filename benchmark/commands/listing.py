@@ -20,7 +20,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     load_builtins()
     if args.what == "tracks":
         from benchmark.records.tracks import load_tracks, track_lines
-        from benchmark.submission.submit import DEFAULT_TRACKS
+        from benchmark.submission.submit_records import DEFAULT_TRACKS
 
         print("\n".join(track_lines(load_tracks(DEFAULT_TRACKS))))
         return 0
