@@ -390,6 +390,7 @@ def calibrate(
     from benchmark.calibration.device_checks import device_info, environment_checks, resolve_device
     from benchmark.calibration.projection import REPORT_KIND, REPORT_VERSION
     from benchmark.core.canonical import to_plain
+    from benchmark.portable.mode import state as kernel_state
     from benchmark.records.env_info import collect_env
 
     device = resolve_device(device)
@@ -408,7 +409,7 @@ def calibrate(
     report: dict[str, Any] = {"kind": REPORT_KIND, "version": REPORT_VERSION, "tiny": tiny}
     report.update(
         device=meta,
-        env=to_plain(collect_env(device)),
+        env=to_plain(collect_env(device, kernels=kernel_state(device))),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checks=[asdict(c) for c in checks],
         smoke=phases["smoke"],

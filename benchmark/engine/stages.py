@@ -57,6 +57,7 @@ from benchmark.data.datasets import load_dataset_splits, resolve_data_root
 from benchmark.data.partition import cell_partition, partition_stats
 from benchmark.engine.pretrained import Pretrained
 from benchmark.engine.rounds import SimSettings, simulate
+from benchmark.portable.mode import state as kernel_state
 from benchmark.records.env_info import collect_env
 from benchmark.records.schema import (
     SCHEMA_VERSION,
@@ -446,7 +447,7 @@ def assemble_record(
         # checkpoint is bound to what trained it (benchmark.engine.pretrained)
         final_state_digest=pre.state_digest(),
         env=dataclasses.replace(
-            collect_env(str(device)),
+            collect_env(str(device), kernels=kernel_state(str(device))),
             plugins=cell_provenance(
                 METHODS.get(cell.method.name), {t.name: TASKS.get(t.name) for t in cell.tasks}
             ),

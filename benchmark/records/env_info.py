@@ -1,5 +1,6 @@
 """``collect_env()``: provenance for records (git commit and dirty flag, versions, device and its
-hardware model). Never identity. Also the CPU kernel settings (benchmark.portable.mode.state)."""
+hardware model). Never identity. The CPU kernel settings (benchmark.portable.mode.state) are handed in
+by the caller that knows them (the runner): this torch-free layer imports nothing of portable/."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from benchmark.core.paths import REPO
-from benchmark.portable.mode import state as kernel_state
 from benchmark.records.schema import EnvInfo
 
 PACKAGES = (
@@ -113,7 +113,10 @@ def gpu_info(device: str, torch: Any, driver: Callable[[], str] = nvidia_driver)
     return info
 
 
-def collect_env(device: str = "cpu") -> EnvInfo:
+def collect_env(device: str = "cpu", kernels: Mapping[str, Any] | None = None) -> EnvInfo:
+    """The environment of a record (or a report) made on ``device``; ``kernels``: what decided the
+    CPU kernels (``benchmark.portable.mode.state(device)``), ``{}`` (not recorded) when the caller
+    has none to give (a bundle's or an acceptance's provenance reads only the git fields)."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -142,6 +145,6 @@ def collect_env(device: str = "cpu") -> EnvInfo:
         hostname=socket.gethostname(),
         threads=threads,
         machine=machine_model(device),
-        kernels=kernel_state(device),
+        kernels=dict(kernels or {}),
         gpu=gpu_info(device, torch),
     )

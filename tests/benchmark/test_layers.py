@@ -176,10 +176,10 @@ def test_cycle_finder_finds_a_cycle_through_a_function_level_import() -> None:
 # JSON, digests and the repository's paths, which the torch-free records use too).
 LAYERS = (
     "benchmark.core",  # canonical JSON, registry, strict configs, errors, precision, seeding, paths
-    # optional: the portable CPU kernel mode's switch and its vendor-free maths (the fingerprint
-    # that checks it comes later)
-    "benchmark.portable",
     "benchmark.records",  # the record schema, record files, tracks, the results store (torch-free)
+    # optional: the portable CPU kernel mode's switch and its vendor-free maths (a record's kernel
+    # state is handed to records/ by the runner, never read from here)
+    "benchmark.portable",
     "benchmark.contracts",  # value types, the Method contract, specs and the cell, registries
     "benchmark.data",  # datasets, partitioners, augmentation, client views
     # building blocks methods use: backbones, heads, tensors, aggregation, local loop
@@ -188,18 +188,17 @@ LAYERS = (
     "benchmark.runroot",  # run directory, locks, status (torch-free)
     # stages, runner, round loop, client store, checkpoints, pre-training, tracking
     "benchmark.engine",
-    # optional: GPU calibration, a device's report and what a grid costs on it (its driver later)
+    # optional: GPU calibration, a device's checks and what a grid costs on it (its driver later)
     "benchmark.calibration",
-    # execute_cell and the settle loop, local, Ray, SLURM, options, preflight, run_grid
+    # execute_cell and the settle loop: local, Ray, SLURM, options, preflight
     "benchmark.launchers",
     "benchmark.submission",  # submit, checks, oracle, bundle, accept, re-evaluation, W&B collect
-    "benchmark.commands.calibrate",  # doctor --calibrate: runs cells through a launcher
-    "benchmark.commands.kernel_census",  # the kernel census and fingerprint run cells through a launcher
-    "benchmark.commands.kernel_fingerprint",
-    "benchmark.commands",  # check-method, new-method, doctor, method table, tuning
-    "benchmark.tools",  # deprecated re-exports of benchmark.commands (one release)
+    # one module per subcommand (run, doctor and its calibration, verify and the kernel
+    # fingerprint, check-method, ...) and the tools beside them (method table, tuning)
+    "benchmark.commands",
     "benchmark.api",  # the one door for methods, tasks and plugins
-    "benchmark.cli",  # the command line, one module per subcommand
+    "benchmark.tools",  # deprecated aliases of three benchmark.commands modules (until 0.3)
+    "benchmark.cli",  # the command line: the parser and the table of subcommands
 )
 # the package's empty __init__ (first) and `python -m benchmark` (last)
 ENTRY = ("benchmark", "benchmark.__main__")
@@ -269,8 +268,9 @@ def test_the_layer_checker_flags_an_import_back_up() -> None:
     ]
 
 
-# the command line may import the built-in components and the site (`run --site`); no other layer
-TOP = "benchmark.cli"
+# the command line (the subcommands and their table) may import the built-in components and the
+# site (`run --site`); no other layer
+TOP = ("benchmark.commands", "benchmark.cli")
 
 
 def plugin_imports(path: Path) -> list[str]:
@@ -282,7 +282,7 @@ def plugin_imports(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", files("benchmark"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_harness_never_imports_plugins_or_the_site(path: Path) -> None:
-    if layer_of(module_name(path)) == LAYERS.index(TOP):
+    if layer_of(module_name(path)) in {LAYERS.index(t) for t in TOP}:
         return
     bad = plugin_imports(path)
     assert not bad, (
@@ -415,3 +415,27 @@ def test_only_tracking_and_collect_import_wandb() -> None:
     for path in files("benchmark"):
         if path.name not in allowed:
             assert "wandb" not in [m.split(".")[0] for m in imports(path)], path
+
+
+def repeated_names(paths: list[Path]) -> dict[str, list[str]]:
+    """File names (``__init__.py`` aside) that more than one folder holds, with their folders."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for p in paths:
+        if p.name != "__init__.py":
+            where[p.name].append(str(p.parent.relative_to(ROOT)))
+    return {name: sorted(dirs) for name, dirs in sorted(where.items()) if len(dirs) > 1}
+
+
+def test_no_file_name_repeats_across_the_harness_packages() -> None:
+    """One name, one file (issue 58): `check_method.py` in three folders sent a reader to the wrong
+    one; a name says what its file holds, once."""
+    found = repeated_names(files("benchmark"))
+    assert not found, f"file names held by more than one benchmark/ folder: {found}"
+
+
+def test_the_repeat_finder_finds_a_repeat() -> None:
+    paths = [
+        ROOT / "benchmark" / d / n for d, n in (("a", "env.py"), ("b", "env.py"), ("a", "x.py"))
+    ]
+    paths += [ROOT / "benchmark" / d / "__init__.py" for d in ("a", "b")]
+    assert repeated_names(paths) == {"env.py": ["benchmark/a", "benchmark/b"]}
