@@ -1,5 +1,5 @@
-"""``python -m benchmark`` — argument parsing and dispatch only; the work lives in the layers it
-calls.
+"""``python -m benchmark`` — the parser and the table of subcommands (``COMMANDS``: a name → the
+``cmd_*`` of its module in benchmark/commands/, one module per subcommand); the work lives there.
 
 Exit codes (docs/grids.md; accept and collect: docs/submitting.md): 0 every cell done or skipped as
 finished; 1 some cell failed or diverged, in this run or in an earlier one left alone (``status``:

@@ -15,15 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from benchmark.api import (
     METHODS,
+    ClientData,
+    ClientState,
+    Payload,
     Requirement,
+    RoundContext,
+    two_views,
 )
 from methods._shared.aggregate import FedAvgServer
-from methods._shared.simclr import (
-    SimCLRConfig,
-    SimCLRFamily,
-)
+from methods._shared.losses import CONTRASTIVE_LOSSES
+from methods._shared.simclr import SimCLRConfig, SimCLRFamily, local_update
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,3 +52,23 @@ class FedAvgSimCLR(FedAvgServer, SimCLRFamily):
     def fedavg_folds(self) -> bool:
         """Not under ``num_batches``, whose weights (batch counts) are the clients' to say."""
         return self.cfg.weighting != "num_batches"
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """§2.1: from the global weights (its own BN tensors under ``bn: local``), E local epochs
+        of SimCLR on this client's images; the loss of one batch is ``batch_loss`` (§2.3). The
+        loop around it (optimizer, epochs, what is uploaded and kept) is
+        methods/_shared/simclr.py: local_update."""
+        net = self.nets.get(ctx.device, channels_last=ctx.channels_last)
+        cfg, view = self.cfg, data.train
+        # NT-Xent at τ: ntxent_2b (benchmark/building_blocks/heads.py, through benchmark.api);
+        # loss_form crossview_1dir: methods/_shared/losses.py
+        contrastive = CONTRASTIVE_LOSSES[cfg.loss_form]
+
+        def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            return contrastive(net(v1), net(v2), cfg.tau)  # one forward pass per view (§2.3)
+
+        start = self.start_tensors(down, state)
+        return local_update(net, start, cfg, state, data, ctx, batch_loss)

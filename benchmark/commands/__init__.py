@@ -1,4 +1,7 @@
-"""What the subcommands run (``benchmark/cli/`` parses their arguments and calls here):
-check-method (check_method), check-result (check_result), new-method (new_method), new-task
-(new_task), doctor, verify (re-run shipped cells and compare their numbers), the smoke run (smoke),
-the method table (method_table) and hyper-parameter tuning (tuning). Formerly ``benchmark.tools``."""
+"""One module per subcommand of ``python -m benchmark`` (benchmark/cli.py parses the arguments and
+maps each name to its module's ``cmd_*``): run, list (listing), plan, show, status, collect,
+prefetch, new-method, new-task, check-method, submit, accept, doctor, verify. Beside them, what
+those commands run that is theirs alone: check-method's checks (check_result, smoke, state_checks,
+state_digests, live_settings), doctor's calibration (calibrate), verify's kernel fingerprint
+(kernel_fingerprint, kernel_census), and two tools run with ``python -m``: the method table
+(method_table) and hyper-parameter tuning (tuning)."""

@@ -1,5 +1,5 @@
-"""``run_grid``: the programmatic entry point (as lm-eval's ``simple_evaluate``); ``python -m
-benchmark run`` calls it.
+"""``python -m benchmark run``: the subcommand, whole. ``cmd_run`` (the parsed arguments) calls
+``run_grid``, the programmatic entry point (as lm-eval's ``simple_evaluate``):
 
     from benchmark.launchers.options import RunOptions
     summary = run_grid("quickstart", root="runs", options=RunOptions(device="cpu"))
@@ -7,7 +7,12 @@ benchmark run`` calls it.
 
 Steps: load and expand the grid (strict validation), check the data (fast, then full: partitions can
 be drawn), leave out cells already finished (or failed, unless ``retry_failed``), build the launcher
-from typed options, run the rest, and return what happened to each cell.
+from typed options, run the rest, and return what happened to each cell. A launcher only decides
+where each cell runs (benchmark/launchers/).
+
+What the grid subcommands share lives here too: ``grid_spec`` (``--grid`` with ``--add-method`` and
+``--add-task``), ``parse_seeds``, the cost line of ``plan`` and ``run --dry-run`` (``grid_cost``)
+and the exit code of bad input (``EXIT_BAD_INPUT``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Launchers decide only where ``run_cell`` executes. All three register here, one way: as lazy
+"""Launchers decide only where ``run_cell`` executes (which cells to run is ``run``'s,
+benchmark/commands/run.py). All three register here, one way: as lazy
 ``"module:Class"`` targets, imported on first use (Ray and submitit are optional, heavy imports; the
 local launcher is registered the same way so that one list names every launcher)."""
 

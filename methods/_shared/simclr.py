@@ -7,7 +7,7 @@ Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -181,11 +181,13 @@ def local_update(
     state: ClientState,
     data: ClientData,
     ctx: RoundContext,
+    batch_loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[Payload, ClientState]:
     """FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local epochs of
     SimCLR from ``start`` with a fresh (or, ``optimizer_state: keep``, restored) optimizer at the
     round's lr; uploads every tensor, keeps the BN tensors (``bn: local``) and the optimizer state
-    (``keep``) on the client."""
+    (``keep``) on the client. ``batch_loss``: the loss of one batch (methods/fedavg_simclr.py
+    writes its own); default :func:`~methods._shared.contrastive.contrastive_step`'s."""
     load_tensors(net, start)
     net.train()
     lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
@@ -195,7 +197,7 @@ def local_update(
         for group in opt.param_groups:
             group["lr"] = lr
     view = data.train
-    step = contrastive_step(net, cfg.loss_form, cfg.tau, cfg.augment, view, ctx)
+    step = batch_loss or contrastive_step(net, cfg.loss_form, cfg.tau, cfg.augment, view, ctx)
     stats = run_local_epochs(
         view,
         step,
