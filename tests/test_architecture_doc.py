@@ -231,3 +231,46 @@ def test_the_checker_catches_a_renamed_function_a_moved_file_and_a_missing_modul
         "benchmark/runroot/rundir.py: RunDir.write_recrd is not defined there",
         "benchmark.grid: grid is not defined in benchmark/__init__.py",
     ]
+
+
+# ---- the newcomer's path (issue 58): one cell from the command line to the site, file by file
+PATH_STEP = re.compile(r"^\d+\. (↩ )?`([\w./-]+\.py): ([\w.]+)`", re.MULTILINE)
+
+
+def newcomer_path(text: str) -> list[tuple[bool, str, str]]:
+    """(turn-back?, file, name) for each step between the page's newcomer-path markers."""
+    block = text.split("<!-- newcomer-path -->")[1].split("<!-- /newcomer-path -->")[0]
+    steps = [(bool(back), path, name) for back, path, name in PATH_STEP.findall(block)]
+    assert len(steps) == len(re.findall(r"^\d+\. ", block, re.MULTILINE)), "a step without its file"
+    return steps
+
+
+def path_problems(steps: list[tuple[bool, str, str]]) -> list[str]:
+    """A step that is not a turn-back opens a file not opened before; a turn-back reopens one; at
+    most 20 files and 3 turn-backs."""
+    bad, opened = [], []
+    for back, path, name in steps:
+        if back != (path in opened):
+            bad.append(f"{path}: {'not opened before' if back else 'opened before, not marked ↩'}")
+        if not back:
+            opened.append(path)
+    if len(opened) > 20:
+        bad.append(f"{len(opened)} files (at most 20)")
+    if (turns := sum(b for b, _, _ in steps)) > 3:
+        bad.append(f"{turns} turn-backs (at most 3)")
+    return bad
+
+
+def test_the_newcomers_path_is_short_and_names_real_code() -> None:
+    steps = newcomer_path(DOC.read_text(encoding="utf-8"))
+    assert steps[0][1] == "benchmark/cli.py" and steps[-1][1].startswith("leaderboard/")
+    assert path_problems(steps) == []
+    assert problems([f"{path}: {name.split('.')[0]}" for _, path, name in steps]) == []
+
+
+def test_the_path_check_counts_files_and_turn_backs() -> None:
+    steps = [(False, f"f{i}.py", "x") for i in range(21)]
+    assert path_problems(steps) == ["21 files (at most 20)"]
+    back = [(False, "a.py", "x"), (False, "b.py", "y"), *[(True, "a.py", "z")] * 4]
+    assert path_problems(back) == ["4 turn-backs (at most 3)"]
+    assert path_problems([(False, "a.py", "x"), (False, "a.py", "y")])  # reopened, unmarked
