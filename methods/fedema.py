@@ -19,12 +19,15 @@ import torch
 
 from benchmark.api import (
     METHODS,
+    ClientData,
     ClientState,
     Inert,
     Payload,
     RoundContext,
     select,
+    two_views,
 )
+from methods._shared.byol import byol_forward_loss
 from methods._shared.ema import autoscaler, divergence_weight, ema_update
 from methods._shared.fedbyol import (
     BYOL_INERT,
@@ -36,7 +39,9 @@ from methods._shared.fedbyol import (
     MergeResult,
     first_merge,
     local_divergence,
+    local_update,
     param_names,
+    target_is_online,
 )
 
 
@@ -151,3 +156,21 @@ class FedEMA(FederatedBYOL):
         if not math.isnan(scaler):
             metrics["scaler"] = scaler
         return MergeResult(start, extra, metrics, False)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """docs/methods/fedema.md §2.4: the EMA merge (:meth:`merge`), then E local epochs of BYOL
+        from the merged tensors; the loss of one batch is ``batch_loss``. The loop around it (SGD,
+        the target's EMA, what is uploaded and kept) is methods/_shared/fedbyol.py: local_update."""
+        merged = self.merge(down, state, ctx)
+        net = self.nets.get(ctx.device)
+        cfg, view = self.cfg, data.train
+        alias = target_is_online(cfg, merged)
+
+        def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            # ℓ(p(v¹), sg z_ξ(v²)) + ℓ(p(v²), sg z_ξ(v¹)): methods/_shared/byol.py: byol_loss
+            return byol_forward_loss(net, v1, v2, target_alias=alias)
+
+        return local_update(net, cfg, merged, data, ctx, batch_loss)

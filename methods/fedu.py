@@ -7,7 +7,8 @@ the server averages them with n_k weights; the target encoder never leaves the c
 At the start of a round the global online encoder replaces the client's, and the divergence-aware
 predictor update (DAPU) keeps the local predictor when D(θ_g, θ_k) ≥ μ_dapu (§2.4). The BYOL
 networks, local training and shared tensors are the same as FedEMA's (methods/_shared/fedbyol.py);
-this file holds what is FedU's own, the DAPU merge (:meth:`FedU.merge`).
+this file holds what is FedU's own, the DAPU merge (:meth:`FedU.merge`), and its client step with
+the loss call (:meth:`FedU.client_update`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from benchmark.api import (
     METHODS,
+    ClientData,
     ClientState,
     Payload,
     RoundContext,
     select,
+    two_views,
 )
+from methods._shared.byol import byol_forward_loss
 from methods._shared.fedbyol import (
     ONLINE,
     PREDICTOR,
@@ -32,6 +38,8 @@ from methods._shared.fedbyol import (
     MergeResult,
     first_merge,
     local_divergence,
+    local_update,
+    target_is_online,
 )
 
 
@@ -71,3 +79,21 @@ class FedU(FederatedBYOL):
             **select(state.tensors, TARGET),
         }
         return MergeResult(start, {}, {"divergence": d, "dapu_global": float(take_global)}, False)
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """docs/methods/fedu.md §2.4: the DAPU merge (:meth:`merge`), then E local epochs of BYOL
+        from the merged tensors; the loss of one batch is ``batch_loss``. The loop around it (SGD,
+        the target's EMA, what is uploaded and kept) is methods/_shared/fedbyol.py: local_update."""
+        merged = self.merge(down, state, ctx)
+        net = self.nets.get(ctx.device)
+        cfg, view = self.cfg, data.train
+        alias = target_is_online(cfg, merged)
+
+        def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            # ℓ(p(v¹), sg z_ξ(v²)) + ℓ(p(v²), sg z_ξ(v¹)): methods/_shared/byol.py: byol_loss
+            return byol_forward_loss(net, v1, v2, target_alias=alias)
+
+        return local_update(net, cfg, merged, data, ctx, batch_loss)

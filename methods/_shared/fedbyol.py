@@ -13,7 +13,7 @@ leave the client).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -45,13 +45,11 @@ from benchmark.api import (
     scoped_torch_seed,
     select,
     tensors_of,
-    two_views,
 )
 from methods._shared.aggregate import FedAvgServer
 from methods._shared.byol import (
     BYOLNet,
     byol_encoder,
-    byol_forward_loss,
     byol_heads,
     cosine_round_lr,
 )
@@ -181,24 +179,31 @@ def local_divergence(cfg: BYOLConfig, down: Payload, state: ClientState, names: 
     return divergence(down.tensors, state.tensors, names)
 
 
+def target_is_online(cfg: BYOLConfig, merged: MergeResult) -> bool:
+    """EasyFL's first round (docs/methods/fedu.md §6.3): the target *is* the online encoder."""
+    return merged.first and cfg.first_round_target == "alias"
+
+
 def local_update(
-    net: BYOLNet, cfg: BYOLConfig, merged: MergeResult, data: ClientData, ctx: RoundContext
+    net: BYOLNet,
+    cfg: BYOLConfig,
+    merged: MergeResult,
+    data: ClientData,
+    ctx: RoundContext,
+    batch_loss: Callable[[torch.Tensor], torch.Tensor],
 ) -> tuple[Payload, ClientState]:
     """docs/methods/fedu.md §2.4 steps 3–5 after the merge: E epochs of BYOL with SGD on θ and h (lr
     cosine over rounds, fresh momentum), ξ ← m ξ + (1 − m) θ after each step; uploads θ and h, keeps
-    θ, h, ξ (and the drift)."""
+    θ, h, ξ (and the drift). ``batch_loss``: the loss of one batch, the method's own (its
+    ``client_update`` in methods/fedu.py and methods/fedema.py)."""
     load_tensors(net, merged.start)
     net.train()
-    alias = merged.first and cfg.first_round_target == "alias"
+    alias = target_is_online(cfg, merged)
     lr = cosine_round_lr(cfg.lr, ctx.round, ctx.num_rounds)
     params = list(net.online.parameters()) + list(net.predictor.parameters())  # not ξ
     opt = torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     target_params, online_params = list(net.target.parameters()), list(net.online.parameters())
     view = data.train
-
-    def step(batch: torch.Tensor) -> torch.Tensor:
-        v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
-        return byol_forward_loss(net, v1, v2, target_alias=alias)
 
     # ξ ← m ξ + (1 − m) θ on parameters only (docs/methods/fedu.md §2.4 step 3)
     def after_step() -> None:
@@ -207,7 +212,7 @@ def local_update(
 
     stats = run_local_epochs(
         view,
-        step,
+        batch_loss,
         opt,
         ctx,
         batch_size=cfg.batch_size,
@@ -306,13 +311,6 @@ class FederatedBYOL(FedAvgServer, MethodBase):
         stays on the client."""
         both = tensors.model_bytes(prefix=SHARED_PREFIXES)
         return Sent(up=both, down=both)
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        """docs/methods/fedu.md §2.4: merge, then BYOL local training (:func:`local_update`)."""
-        merged = self.merge(down, state, ctx)
-        return local_update(self.nets.get(ctx.device), self.cfg, merged, data, ctx)
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None

@@ -1,5 +1,6 @@
 """The family bases of methods/_shared: FedAvg's server step written once (FedAvgServer) and the
-federated-BYOL family where FedU and FedEMA write only ``merge``."""
+federated-BYOL family where FedU and FedEMA write only ``merge`` and their client step (issue 58: a
+method's file shows its own client step and loss call; the family keeps the loop)."""
 
 from __future__ import annotations
 
@@ -76,26 +77,27 @@ def test_the_fold_is_refused_where_the_clients_say_the_weights() -> None:
     )
 
 
-def test_fedu_and_fedema_write_only_their_merge() -> None:
+def test_fedu_and_fedema_write_only_their_merge_and_client_step() -> None:
     """One home: every hook but ``merge`` is the family's; the family is abstract."""
     for cls in (FedU, FedEMA):
         assert cls.__bases__ == (FederatedBYOL,)
-        assert HOOKS & set(vars(cls)) == {"merge"}, cls.__name__
+        assert HOOKS & set(vars(cls)) == {"merge", "client_update"}, cls.__name__
     assert "name" not in vars(FederatedBYOL)  # not a registered, concrete method
     with pytest.raises(NotImplementedError):
         FederatedBYOL.merge(SimpleNamespace(), None, None, None)
 
 
 def test_the_simclr_family_is_the_home_of_fedavg_simclrs_hooks() -> None:
-    """FedAvg-SimCLR and central_ssl write no hook of their own (only whether the server folds);
-    local_ssl writes only what isolation changes; the server weighs as upload_weighting says."""
+    """FedAvg-SimCLR writes only its client step (and whether the server folds), central_ssl no hook
+    of its own; local_ssl writes only what isolation changes; the server weighs as upload_weighting
+    says."""
     from methods._shared.simclr import SimCLRFamily
     from methods.baselines import CentralSSL, LocalSSL
     from methods.fedavg_simclr import FedAvgSimCLR
 
-    for cls in (FedAvgSimCLR, CentralSSL):
+    for cls, own in ((FedAvgSimCLR, {"client_update"}), (CentralSSL, set())):
         assert cls.__bases__ == (FedAvgServer, SimCLRFamily)
-        assert HOOKS & set(vars(cls)) == set(), cls.__name__
+        assert HOOKS & set(vars(cls)) == own, cls.__name__
     assert HOOKS & set(vars(LocalSSL)) == {
         "init_client",
         "broadcast",
@@ -107,3 +109,33 @@ def test_the_simclr_family_is_the_home_of_fedavg_simclrs_hooks() -> None:
     m = FedAvgSimCLR.__new__(FedAvgSimCLR)
     m.cfg = SimpleNamespace(weighting="num_batches")
     assert m.fedavg_weighting() == "num_examples" and m.upload_fold(None, {}, None) is None
+
+
+@pytest.mark.parametrize(
+    ("module", "loss"),
+    [
+        ("fedavg_simclr", "contrastive"),
+        ("fedu", "byol_forward_loss"),
+        ("fedema", "byol_forward_loss"),
+    ],
+)
+def test_a_method_file_shows_its_client_step_and_loss_call(module: str, loss: str) -> None:
+    """Issue 58: the researcher who wants to change a method's loss finds the call in the method's
+    own file, in its ``client_update``, and that file imports the loss from the module that
+    defines it (or names that module beside the call)."""
+    import ast
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(f"methods.{module}")
+    tree = ast.parse(inspect.getsource(mod))
+    steps = [
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "client_update"
+    ]
+    assert len(steps) == 1, f"methods/{module}.py defines no client_update of its own"
+    calls = {
+        n.func.id
+        for n in ast.walk(steps[0])
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    assert loss in calls, f"methods/{module}.py: client_update calls no {loss}"
