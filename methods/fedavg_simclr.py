@@ -40,8 +40,8 @@ class FedAvgSimCLRConfig(SimCLRConfig):
 @METHODS.register("fedavg_simclr", aliases=("dec_ssl", "fedsimclr", "f-simclr"))
 class FedAvgSimCLR(FedAvgServer, SimCLRFamily):
     """FedAvg-SimCLR / Dec-SSL (Wang et al., ICLR 2023; §2.1, App. C.1); also Orchestra's f-SimCLR,
-    FLESD's FedAvg. The hooks are the SimCLR family's; the server is FedAvg (§2.2), weights by
-    ``weighting`` (§7.2)."""
+    FLESD's FedAvg. The client step and its loss are this file's (:meth:`client_update`), the other
+    hooks the SimCLR family's; the server is FedAvg (§2.2), weights by ``weighting`` (§7.2)."""
 
     name: ClassVar[str] = "fedavg_simclr"
     version: ClassVar[str] = "2"

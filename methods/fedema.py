@@ -88,8 +88,8 @@ def decay_rate(d: float, scaler: float, cfg: FedEMAConfig) -> tuple[float, float
 @METHODS.register("fedema")
 class FedEMA(FederatedBYOL):
     """FedEMA (Zhuang et al., ICLR 2022): FedU's BYOL clients with a divergence-aware EMA merge
-    (docs/methods/fedema.md §2.4); every other hook is the family's (docs/methods/fedema.md §2.2,
-    §2.5, §2.6)."""
+    (docs/methods/fedema.md §2.4) and its client step with the BYOL loss (:meth:`client_update`);
+    every other hook is the family's (docs/methods/fedema.md §2.2, §2.5, §2.6)."""
 
     name: ClassVar[str] = "fedema"
     version: ClassVar[str] = "3"  # 3: a client smaller than B trains (issue 46)
