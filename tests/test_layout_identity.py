@@ -121,3 +121,30 @@ def test_issue_48_a_recomputed_group_is_masked_but_a_moved_rank_is_not(li, tmp_p
     assert not failures and len(expected) == 1
     failures, _ = li.compare_sites(a, _site(tmp_path / "c", {"tracks/t.html": moved}, {}))
     assert len(failures) == 1
+
+
+def _failed(root: Path, cells: dict[str, str]) -> Path:
+    import json
+
+    for cell, reason in cells.items():
+        (root / "m" / cell).mkdir(parents=True, exist_ok=True)
+        (root / "m" / cell / "error.json").write_text(
+            json.dumps({"cell_id": cell, "reason": reason, "traceback": "..."})
+        )
+    return root
+
+
+def test_a_cell_failing_in_both_trees_alike_is_a_note_and_any_other_failure_differs(
+    li, tmp_path: Path
+) -> None:
+    """A missing optional part (Detectron2) fails the same cell in both trees: noted, not a
+    difference; a cell failing in one tree only, or for another reason, is one."""
+    why = "DetectronUnavailable: coco_detection needs Detectron2"
+    base = _failed(tmp_path / "a", {"c1": why, "c2": "boom"})
+    head = _failed(tmp_path / "b", {"c1": why, "c2": "bang", "c3": "new"})
+    failures, notes = li.compare_failures(base, head)
+    assert notes == [f"cell c1 failed in both trees: {why}"]
+    assert failures == [
+        "cell c3 failed in head only: new",
+        "cell c2 failed for another reason: base 'boom', head 'bang'",
+    ]
