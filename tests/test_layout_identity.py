@@ -148,3 +148,31 @@ def test_a_cell_failing_in_both_trees_alike_is_a_note_and_any_other_failure_diff
         "cell c3 failed in head only: new",
         "cell c2 failed for another reason: base 'boom', head 'bang'",
     ]
+
+
+def test_issue_58_a_method_file_changed_since_the_records_is_expected_and_a_number_is_not(
+    li,
+) -> None:
+    """The method page's 'code that ran' row says how much the method's file changed since the
+    records' commit, and its summary is the file's docstring: both follow an edit of the file.
+    The record count beside them, a number, does not."""
+    row = (
+        '<table class="kv"><tr><th>code that ran</th><td class="ran"><a href="x">f</a> '
+        '<span class="muted">(6 records made at this commit)</span>:{}</td></tr>'
+        "<tr><th>records</th><td>{}</td></tr></table>"
+    )
+    base = [
+        row.format('\n<span class="unchanged">the same file at the build\'s commit</span>', 6),
+        '<table class="kv readme"><tr><td>The hooks are the family\'s.</td></tr></table>',
+    ]
+    head = [
+        row.format(
+            '\n<strong class="changed-since">changed since</strong>: 27 lines added, 1 deleted '
+            'by the build\'s commit <code>C</code> (<a href="d">the diff</a>): the code\n',
+            6,
+        ),
+        '<table class="kv readme"><tr><td>The client step is this file\'s.</td></tr></table>',
+    ]
+    assert "issue 58" in (li.explain("methods/fedu.html", base, head) or "")
+    assert li.explain("methods/fedu.html", base, [head[0].replace(">6<", ">7<"), head[1]]) is None
+    assert li.explain("methods/orchestra.html", base, head) is None
