@@ -272,8 +272,8 @@ TARGETS: dict[str, Target] = {
             Mutant(
                 "noise-descending",
                 "masks from a descending argsort of the noise",
-                "return torch.argsort(noise, dim=1).to(device, non_blocking=True)",
-                "return torch.argsort(-noise, dim=1).to(device, non_blocking=True)",
+                "return to_device(torch.argsort(noise, dim=1), device)",
+                "return to_device(torch.argsort(-noise, dim=1), device)",
                 equivalent="the noise is i.i.d. uniform: sorting it descending draws the same "
                 "distribution of masks (a per-seed difference, not a wrong implementation)",
             ),

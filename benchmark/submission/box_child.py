@@ -212,7 +212,7 @@ JOBS: dict[str, Callable[[dict[str, Any], Path], dict[str, Any]]] = {
 def serve(box: Path, jobs: Mapping[str, Callable[[dict[str, Any], Path], dict[str, Any]]]) -> int:
     """Read ``box/job.json``, set the limits it names, run the job of its kind (``jobs``), write
     ``box/out/result.json``: the job's answer, or its failure in one line. A later layer's child
-    (``check-method``'s, ``benchmark.commands.boxed_check``) serves its own jobs through this."""
+    (``check-method``'s, ``benchmark.commands.check_method``) serves its own jobs through this."""
     job = json.loads((box / "job.json").read_text(encoding="utf-8"))
     _limit(job["limits"])
     out = box / "out" / "result.json"

@@ -301,7 +301,7 @@ def test_check_method_refuses_a_plugin_where_no_box_runs_unless_unboxed(
 
 
 def test_the_parent_trusts_only_a_valid_check_report() -> None:
-    from benchmark.commands.boxed_check import report_of
+    from benchmark.commands.check_method import report_of
     from benchmark.core.errors import UsageError
 
     good = {"name": "interface", "status": "pass", "detail": "ok", "seconds": 1.0}
