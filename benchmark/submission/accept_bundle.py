@@ -568,13 +568,21 @@ def _check_before_reevaluation(
 
 def _traffic(record: ResultRecord, pre: Any, oracle: Any, data_root: str | None) -> Any:
     """The record's traffic against its method's declaration, on the partition just rebuilt."""
+    from benchmark.contracts.registries import METHODS
+    from benchmark.core.registry import BUILT_IN
     from benchmark.submission.traffic import (
         NOT_DECLARED,
+        PLUGIN_DECLARED,
         TrafficVerdict,
         cell_method,
+        checkpoint_problems,
         traffic_verdict,
     )
 
+    if METHODS.origin(record.method) != BUILT_IN:
+        # a plugin's declaration is its own code: not called here, and a figure it would confirm
+        # is still the submitter's word (on a track that re-trains, the re-run's figure is shown)
+        return TrafficVerdict(checkpoint_problems(record, pre), why=PLUGIN_DECLARED)
     sizes = oracle.client_sizes(record.cell)
     if sizes is None:  # not rebuilt here (a digest the leaderboard holds): nothing to sum over
         return TrafficVerdict(why=f"the partition was not rebuilt here; {NOT_DECLARED}")
@@ -915,9 +923,14 @@ def _write(
 
     cards = plugin_cards(r.record for r in report.records if r.record is not None)
     files += [(path, card_text(cards[path.name.split(".")[0]])) for path in card_files]
-    from benchmark.submission.checkpoint_ledger import ledger_files
+    from benchmark.submission.checkpoint_ledger import ledger_files, ledger_problems
 
     accepted = [(r.entry, r.record) for r in report.records if r.record is not None]
+    # checked again as the files are written: an accept that ran meanwhile may have entered one of
+    # these checkpoints for another training (a new entry both write is refused by write_new_files)
+    late = ledger_problems(report.results, accepted)
+    if late:
+        raise UsageError(_one_line(f"{report.results}: since this bundle was checked, ", late))
     files += ledger_files(report.results, accepted, now)
     try:
         return write_new_files(files)

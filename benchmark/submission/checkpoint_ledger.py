@@ -23,6 +23,7 @@ acceptances. Torch-free."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ from benchmark.records.schema import ResultRecord
 LEDGER_SUBDIR = "ledger"
 MAX_ENTRY_BYTES = 64 * 1024
 KINDS = (("checkpoint", "checkpoint"), ("state", "final state"))
+# a digest the ledger files: 64 lower-case hex digits (anything else names no entry)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def training_of(record: ResultRecord) -> str:
@@ -49,7 +52,7 @@ def digests_of(entry: Mapping[str, Any], record: ResultRecord) -> list[tuple[str
     """(file kind, words, digest) of the record's checkpoint sha256 and final-state digest."""
     ckpt = entry.get("checkpoint") if isinstance(entry.get("checkpoint"), Mapping) else {}
     values = (str(ckpt.get("sha256") or ""), str(record.final_state_digest or ""))
-    return [(kind, words, d) for (kind, words), d in zip(KINDS, values) if d.isalnum()]
+    return [(kind, words, d) for (kind, words), d in zip(KINDS, values) if _SHA256.fullmatch(d)]
 
 
 def entry_path(results: Path, kind: str, digest: str) -> Path:

@@ -120,6 +120,7 @@ def load_exported(
             f"{what}: the exported encoder's file holds {path.stat().st_size:,} bytes, more than "
             f"the {max_bytes:,} a re-evaluation may build (raise --max-encoder-mb)"
         )
+    _stored_only(path, max_bytes + STRUCTURE_BYTES, what)
     try:
         with open(path, "rb") as fh:
             names = torch.serialization.get_unsafe_globals_in_checkpoint(fh)
@@ -144,6 +145,7 @@ def load_exported(
             f"{what}: the exported encoder does not load: {type(exc).__name__}: {first[:200]}"
         ) from None
     modules = _checked_modules(raw, what)
+    _plain_modules(modules, what)
     _check_tensors(modules, max_bytes, what)
     encoder = _encoder(modules, fields, what)
     for name, want in (
@@ -201,6 +203,73 @@ def _checked_modules(raw: Any, what: str) -> dict[str, Any]:
         "extras": {k: module(v, f"extra {k!r}") for k, v in extras.items()},
         "client_models": listed(raw["client_models"], "client models"),
     }
+
+
+def _stored_only(path: Path, limit: int, what: str) -> None:
+    """The file is the zip archive ``torch.save`` writes: every member stored (never compressed,
+    so that no member inflates past what the file holds), at most ``limit`` bytes in all. Checked
+    before torch reads a byte of it."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ExportRefused(f"{what}: the exported encoder is not a checkpoint: {exc}") from None
+    if len(infos) > 4 * MAX_MEMBERS + 64:
+        raise ExportRefused(f"{what}: the exported encoder's archive has {len(infos):,} members")
+    total = 0
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise ExportRefused(
+                f"{what}: the exported encoder's archive has a compressed member, which "
+                "torch.save never writes"
+            )
+        total += info.file_size
+    if total > limit:
+        raise ExportRefused(
+            f"{what}: the exported encoder's archive holds {total:,} bytes, more than {limit:,}"
+        )
+
+
+# what an nn.Module instance holds in its own __dict__ besides plain configuration values: the
+# containers its parameters, buffers and children live in, and its hook dictionaries
+_MODULE_SLOTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
+
+
+def _plain_modules(modules: Mapping[str, Any], what: str) -> None:
+    """Every module the file holds is what its class builds, nothing more: no hook registered
+    (a hook is a callable the file chose), no tensor or module outside ``_parameters``,
+    ``_buffers`` and ``_modules`` (an instance attribute wins over those, so a tensor there would
+    be computed with while another one is checked and fingerprinted), and no instance attribute
+    that shadows a method of the class (``forward``) or one of its parameters, buffers or
+    children. Refused in one line."""
+    import torch
+    from torch import nn
+
+    roots = [modules["module"], *modules["members"], *modules["extras"].values()]
+    roots += [*modules["client_models"]] + (
+        [modules["classifier"]] if modules["classifier"] else []
+    )
+    for root in roots:
+        for name, m in root.named_modules(remove_duplicate=True):
+            where = f"{what}: the exported encoder's module {name or '(root)'!r}"
+            held = vars(m)
+            for key, value in held.items():
+                if key in _MODULE_SLOTS:
+                    continue
+                if key.endswith("_hooks") or key.endswith("_hooks_with_kwargs"):
+                    if len(value):
+                        raise ExportRefused(f"{where} carries a {key[1:]} entry")
+                    continue
+                if isinstance(value, (torch.Tensor, nn.Module)) or callable(value):
+                    raise ExportRefused(
+                        f"{where} holds {key!r} outside its parameters, buffers and children"
+                    )
+                if callable(getattr(type(m), key, None)) or any(
+                    key in held.get(slot, {}) for slot in ("_parameters", "_buffers", "_modules")
+                ):
+                    raise ExportRefused(f"{where} shadows {key!r} of its class")
 
 
 def _check_tensors(modules: Mapping[str, Any], max_bytes: int, what: str) -> None:

@@ -30,6 +30,10 @@ from typing import Any
 
 from benchmark.records.schema import ResultRecord
 
+PLUGIN_DECLARED = (
+    "its method is a plugin: its declaration is the submitter's own code, which accept does not "
+    "run here, so the figure is the submitter's word"
+)
 NOT_DECLARED = (
     "its method declares no traffic (MethodBase.declared_traffic, plugin API 2.5): the figure is "
     "the submitter's word"
@@ -142,6 +146,7 @@ def _short(values: Any) -> str:
 
 __all__ = [
     "NOT_DECLARED",
+    "PLUGIN_DECLARED",
     "TrafficVerdict",
     "cell_method",
     "checkpoint_problems",

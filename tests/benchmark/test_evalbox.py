@@ -317,3 +317,77 @@ def test_the_parent_trusts_only_a_valid_check_report() -> None:
             report_of(bad, "m")
     shown = report_of({"method": "m", "results": [{**good, "detail": "a\u202eb"}]}, "m")
     assert "\u202e" not in shown.format()
+
+
+def test_an_exported_module_is_only_what_its_class_builds(tmp_path: Path) -> None:
+    """Trusted classes do not make a trusted file: a module whose instance dictionary shadows a
+    parameter (an instance attribute wins over ``_parameters``, so the checked and fingerprinted
+    tensor would not be the one computed with), holds a module outside ``_modules``, carries a
+    hook, or shadows ``forward`` is refused; so is an archive with a compressed member (which
+    could inflate past the file's size), before torch reads it."""
+    import zipfile
+
+    import torch
+    from torch import nn
+
+    from benchmark.contracts.method import InputSpec
+    from benchmark.submission.exported import ExportRefused, load_exported
+
+    inputs = InputSpec(image_size=8, mean=(0.5,), std=(0.5,), num_classes=10)
+    fields = {
+        "feat_dim": 4,
+        "backbone": "x",
+        "input_size": 8,
+        "mean": [0.5],
+        "std": [0.5],
+        "member_rule": "mean",
+        "designated_member": 0,
+        "member_weights": [],
+        "client_index": [],
+    }
+
+    def saved(module: nn.Module) -> Path:
+        path = tmp_path / "e.pt"
+        torch.save(
+            {
+                "module": module,
+                "members": [],
+                "classifier": None,
+                "extras": {},
+                "client_models": [],
+            },
+            path,
+        )
+        return path
+
+    def load(path: Path) -> object:
+        return load_exported(path, fields, max_bytes=1 << 20, inputs=inputs, what="t")
+
+    honest = nn.Sequential(nn.Linear(64, 4))
+    assert torch.equal(load(saved(honest)).module[0].weight, honest[0].weight)
+
+    shadow = nn.Sequential(nn.Linear(64, 4))
+    shadow[0].__dict__["weight"] = torch.zeros(4, 64)
+    with pytest.raises(ExportRefused, match="module '0' holds 'weight' outside"):
+        load(saved(shadow))
+    stowed = nn.Sequential(nn.Linear(64, 4))
+    stowed.__dict__["side"] = nn.Linear(64, 4)
+    with pytest.raises(ExportRefused, match=r"'\(root\)' holds 'side' outside"):
+        load(saved(stowed))
+    hooked = nn.Sequential(nn.Linear(64, 4))
+    hooked[0]._forward_hooks[0] = nn.Identity()
+    with pytest.raises(ExportRefused, match="carries a forward_hooks entry"):
+        load(saved(hooked))
+    forward = nn.Sequential(nn.Linear(64, 4))
+    forward.__dict__["forward"] = 3
+    with pytest.raises(ExportRefused, match="shadows 'forward'"):
+        load(saved(forward))
+
+    path = saved(honest)
+    with zipfile.ZipFile(path) as zf:
+        members = [(i.filename, zf.read(i)) for i in zf.infolist()]
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    with pytest.raises(ExportRefused, match="compressed member"):
+        load(path)

@@ -138,3 +138,19 @@ def test_a_damaged_ledger_entry_is_a_conflict_not_overwritten(tmp_path: Path) ->
     found = backfill(results)
     assert any(honest.final_state_digest[:12] in line for line in found.conflicts)
     assert path not in [p for p, _ in found.files]
+
+
+def test_a_digest_that_is_not_sha256_names_no_entry(tmp_path: Path) -> None:
+    """Only 64 lower-case hex digits name a ledger entry: a 300-character or non-ASCII "digest"
+    from a hostile record is not looked up (a file name that long is an OSError, a traceback at
+    accept), and the other checks refuse the record."""
+    from dataclasses import replace
+
+    from benchmark.submission.checkpoint_ledger import digests_of
+
+    good = "ab" * 32
+    record = replace(_shipped(), final_state_digest="a" * 300)
+    assert digests_of({"checkpoint": {"sha256": "\u0663" * 64}}, record) == []
+    assert [d for _, _, d in digests_of({"checkpoint": {"sha256": good}}, record)] == [good]
+    (tmp_path / LEDGER_SUBDIR).mkdir()
+    assert ledger_problems(tmp_path, [({"checkpoint": {"sha256": "f" * 300}}, record)]) == []
