@@ -309,16 +309,16 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(
     """Dataset param ``normalize: half`` (Orchestra's and FLESD's mean = std = 0.5): the clients'
     views are normalised with 0.5 and the exported encoder carries 0.5, so tasks evaluate with the
     encoder's own statistics."""
-    import methods._shared.contrastive as fs
+    import methods.fedavg_simclr as method_file  # its client step draws the views (issue 58)
 
     seen = []
-    real = fs.two_views
+    real = method_file.two_views
 
     def spy(batch, cfg, gen, *, mean, std):
         seen.append((tuple(mean), tuple(std)))
         return real(batch, cfg, gen, mean=mean, std=std)
 
-    monkeypatch.setattr(fs, "two_views", spy)
+    monkeypatch.setattr(method_file, "two_views", spy)
     rec = run_cell(
         smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"]), tmp_path
     )
