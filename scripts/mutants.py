@@ -566,7 +566,10 @@ TARGETS: dict[str, Target] = {
                 "weighting: num_batches uploads the example count as its weight",
                 'weight = stats.batches if cfg.weighting == "num_batches" else data.num_examples',
                 "weight = data.num_examples",
-                (f"{FA}::test_cluster_mass_counts_examples_under_num_batches",),
+                (
+                    f"{FA}::test_cluster_mass_counts_examples_under_num_batches",
+                    f"{FS}::test_num_batches_weighting_uploads_the_batch_count_as_the_weight",
+                ),
             ),
             Mutant(
                 "tau-default",

@@ -509,3 +509,34 @@ def test_one_client_one_round_equals_central_ssl_with_a_constant_lr(tmp_path: Pa
     assert fed.status == central.status == "ok"
     assert fed.compute.client_epochs == central.compute.client_epochs == 2
     assert fed.final_state_digest == central.final_state_digest
+
+
+def test_num_batches_weighting_uploads_the_batch_count_as_the_weight() -> None:
+    """docs/methods/fedavg_simclr.md §7.2, ``weighting: num_batches`` (Dec-SSL's code): a client's
+    upload is weighted by the batches it trained on, not by its examples (the server then averages
+    with those weights as it would with example counts)."""
+    from benchmark.data.datasets import load_dataset_splits
+    from benchmark.engine.rounds import SimSettings, client_context, server_context
+    from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
+
+    cell = smoke_cell("fedavg_simclr", method_params={"weighting": "num_batches", "batch_size": 64})
+    ds = load_dataset_splits("digits", dict(cell.dataset.params))
+    method = build_method(cell, input_spec(ds))
+    data = client_datasets(method, ds, build_partition(cell, ds.train.labels))[0]
+    s = SimSettings(
+        seed=0,
+        num_rounds=1,
+        local_epochs=1,
+        per_round=2,
+        device=torch.device("cpu"),
+        num_classes=int(ds.train.labels.max()) + 1,
+    )
+    server = method.init_server(server_context(s, 0, None))
+    up, _ = method.client_update(
+        method.broadcast(server, server_context(s, 1, None)),
+        method.init_client(0, server),
+        data,
+        client_context(s, 1, 0, None),
+    )
+    batches = up.metrics["steps"] + up.metrics["skipped_steps"]  # full batches only (SimCLR)
+    assert data.num_examples > 64 and up.num_examples == batches == data.num_examples // 64
