@@ -201,6 +201,25 @@ def test_the_parent_rebuilds_only_trusted_classes(tmp_path: Path) -> None:
     assert trusted_class("torch.nn.modules.conv.Conv2d.__init__") is None
 
 
+def _tiny_export_fields() -> tuple[object, dict]:
+    """An 8-pixel, one-channel input spec and the plain fields of an encoder made for it."""
+    from benchmark.contracts.method import InputSpec
+
+    inputs = InputSpec(image_size=8, mean=(0.5,), std=(0.5,), num_classes=10)
+    fields = {
+        "feat_dim": 4,
+        "backbone": "x",
+        "input_size": 8,
+        "mean": [0.5],
+        "std": [0.5],
+        "member_rule": "mean",
+        "designated_member": 0,
+        "member_weights": [],
+        "client_index": [],
+    }
+    return inputs, fields
+
+
 def _local_module():
     from torch import nn
 
@@ -221,21 +240,9 @@ def test_an_exported_file_naming_an_untrusted_class_is_refused_before_it_is_unpi
     import torch
     from torch import nn
 
-    from benchmark.contracts.method import InputSpec
     from benchmark.submission.exported import ExportRefused, describe, load_exported
 
-    inputs = InputSpec(image_size=8, mean=(0.5,), std=(0.5,), num_classes=10)
-    fields = {
-        "feat_dim": 4,
-        "backbone": "x",
-        "input_size": 8,
-        "mean": [0.5],
-        "std": [0.5],
-        "member_rule": "mean",
-        "designated_member": 0,
-        "member_weights": [],
-        "client_index": [],
-    }
+    inputs, fields = _tiny_export_fields()
     modules = {"module": _local_module(), "members": [], "classifier": None}
     torch.save({**modules, "extras": {}, "client_models": []}, tmp_path / "e.pt")
     with pytest.raises(ExportRefused, match="test_evalbox.*Local.*not a class of PyTorch"):
@@ -330,21 +337,9 @@ def test_an_exported_module_is_only_what_its_class_builds(tmp_path: Path) -> Non
     import torch
     from torch import nn
 
-    from benchmark.contracts.method import InputSpec
     from benchmark.submission.exported import ExportRefused, load_exported
 
-    inputs = InputSpec(image_size=8, mean=(0.5,), std=(0.5,), num_classes=10)
-    fields = {
-        "feat_dim": 4,
-        "backbone": "x",
-        "input_size": 8,
-        "mean": [0.5],
-        "std": [0.5],
-        "member_rule": "mean",
-        "designated_member": 0,
-        "member_weights": [],
-        "client_index": [],
-    }
+    inputs, fields = _tiny_export_fields()
 
     def saved(module: nn.Module) -> Path:
         path = tmp_path / "e.pt"
