@@ -3,7 +3,11 @@ way the round loop counts it (:func:`benchmark.engine.rounds.simulate`): round r
 clients from the (seed, SAMPLING, r) stream (:func:`~benchmark.engine.rounds.sample_clients`),
 every sampled client's upload is counted once and the broadcast once per sampled client. The
 method says what one client sends (``MethodBase.declared_traffic``, plugin API 2.5); this module
-sums it. A ``pooled`` method runs one client holding the union of the partition, every round."""
+sums it. A ``pooled`` method runs one client holding the union of the partition, every round.
+
+The shapes a declaration reads are those of the cell's own initial server state
+(:func:`initial_server_state`: ``init_server`` of round 0, built on PyTorch's meta device), never
+a submitted checkpoint's: a checkpoint whose server tensors were shrunk would declare less."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Any
 
 from benchmark.contracts.cell import Cell
 from benchmark.contracts.declared_traffic import Sent, ServerTensors, TensorShape, TrafficContext
-from benchmark.engine.rounds import sample_clients
+from benchmark.engine.rounds import SimSettings, sample_clients, server_context
 
 
 def server_tensors(server: Any) -> ServerTensors:
@@ -26,6 +30,42 @@ def server_tensors(server: Any) -> ServerTensors:
         }
 
     return ServerTensors(shapes(server.model), shapes(server.extra))
+
+
+def initial_server_state(method: Any, cell: Cell, num_clients: int) -> Any:
+    """The ``ServerState`` the round loop starts ``cell`` from (``init_server`` of round 0, with
+    the context :func:`benchmark.engine.stages.prepare` gives it), built on PyTorch's meta device:
+    every tensor's name, shape and dtype, nothing allocated, no data read (no public split: no
+    method's initialisation reads one). ``num_clients``: the clients the engine runs (the
+    partition's, 1 for a ``pooled`` method); the dataset's number of classes is the method's
+    ``inputs``'."""
+    import torch
+
+    from benchmark.core.precision import Precision
+
+    meta = torch.device("meta")
+    pooled = getattr(method, "federation", "federated") == "pooled"
+    settings = SimSettings(
+        seed=cell.seed,
+        num_rounds=cell.fl.rounds,
+        local_epochs=cell.fl.local_epochs,
+        per_round=1 if pooled else cell.fl.clients_per_round,
+        device=meta,
+        precision=Precision(cell.precision),
+        num_classes=int(getattr(getattr(method, "inputs", None), "num_classes", 0)),
+        num_clients=int(num_clients),
+    )
+    with meta:
+        return method.init_server(server_context(settings, 0, None))
+
+
+def server_layout(server: Any) -> dict[tuple[str, str], tuple[tuple[int, ...], str]]:
+    """(``model`` or ``extra``, name) → (shape, dtype) of every tensor of a ``ServerState``."""
+    return {
+        (part, name): (tuple(int(d) for d in t.shape), str(t.dtype).removeprefix("torch."))
+        for part in ("model", "extra")
+        for name, t in getattr(server, part).items()
+    }
 
 
 def declares_traffic(method: Any) -> bool:
@@ -88,4 +128,10 @@ def derived_traffic(
     return tuple(up), tuple(down)
 
 
-__all__ = ["declares_traffic", "derived_traffic", "server_tensors"]
+__all__ = [
+    "declares_traffic",
+    "derived_traffic",
+    "initial_server_state",
+    "server_layout",
+    "server_tensors",
+]

@@ -10,10 +10,16 @@ not exactly that:
   runner writes both from the same counter), one entry per completed round;
 * every built-in method declares what one sampled client uploads and receives each round
   (``MethodBase.declared_traffic``, plugin API 2.5: a pure function of its config, the cell's
-  federated settings and the client's size, and the checkpoint's tensor shapes);
+  federated settings and the client's size, and the shapes of the server's tensors);
   :func:`benchmark.engine.traffic_sum.derived_traffic` sums it over each round's sampled clients as the
   runner counts, from the partition accept has just rebuilt; the record's per-round bytes, up and
   down, must equal it byte for byte;
+* the shapes the declaration reads are the cell's own: its initial server state, built from the
+  record's cell configuration on PyTorch's meta device (nothing allocated, no data), never the
+  bundle's checkpoint (a checkpoint whose projector was shrunk, or stored in a narrower dtype,
+  would declare less and carry a forged figure to match); and the checkpoint's server model must
+  be exactly that state's (names, shapes, dtypes), its extra state hold that state's tensors
+  (:func:`server_problems`);
 * a plugin method that declares nothing (written before API 2.5, or choosing not to) is not
   refused: its acceptance says ``traffic: {"derived": false}`` and the site badges the row
   "traffic not derived" and leaves it out of the ranking on communication (docs/integrity.md).
@@ -94,29 +100,38 @@ def traffic_verdict(
     public_size: int | None,
 ) -> TrafficVerdict:
     """``record``'s traffic against its checkpoint ``pre`` and against what ``method`` (the
-    cell's, built) declares for the partition's ``client_sizes`` and public split."""
+    cell's, built) declares for the partition's ``client_sizes`` and public split, on the shapes of
+    the cell's own initial server state, which the checkpoint's server tensors must match."""
     from benchmark.contracts.cell import Cell
-    from benchmark.engine.traffic_sum import derived_traffic, server_tensors
+    from benchmark.engine.traffic_sum import derived_traffic, initial_server_state, server_tensors
 
     out = TrafficVerdict(checkpoint_problems(record, pre))
     if out.problems:
         return out
     comm = record.comm
     rounds = len(comm.per_round_up)
+    cell = Cell.from_dict(record.cell)
+    pooled = getattr(method, "federation", "federated") == "pooled"
+    try:
+        initial = initial_server_state(method, cell, 1 if pooled else len(client_sizes))
+    except Exception as exc:  # noqa: BLE001 - a cell whose server state cannot be sized refuses
+        out.problems.append(
+            f"traffic: the initial server state of the record's cell cannot be sized on the meta "
+            f"device: {_first_line(exc)}"
+        )
+        return out
+    if record.status == "ok" or pre.server.model or pre.server.extra:  # diverged: none saved
+        out.problems += server_problems(pre.server, initial)
+        if out.problems:
+            return out
     try:
         derived = derived_traffic(
-            method,
-            Cell.from_dict(record.cell),
-            server_tensors(pre.server),
-            client_sizes,
-            public_size,
-            rounds,
+            method, cell, server_tensors(initial), client_sizes, public_size, rounds
         )
-    except Exception as exc:  # noqa: BLE001 - a declaration that cannot be evaluated on this checkpoint refuses
-        first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    except Exception as exc:  # noqa: BLE001 - a declaration that cannot be evaluated refuses
         out.problems.append(
-            f"traffic: {record.method}'s declaration cannot be evaluated on this checkpoint: "
-            f"{type(exc).__name__}: {first}"
+            f"traffic: {record.method}'s declaration cannot be evaluated on its cell's server "
+            f"state: {_first_line(exc)}"
         )
         return out
     if derived is None:
@@ -138,6 +153,57 @@ def traffic_verdict(
     return out
 
 
+def server_problems(checkpoint: Any, initial: Any) -> list[str]:
+    """Why the checkpoint's server tensors (``ServerState``) are not those of the cell's initial
+    server state ``initial`` ([] when they are). Its ``model`` must hold exactly the initial
+    model's names, each with its shape and dtype. Its ``extra`` is training state whose shapes may
+    grow (FeatARC's assignment history gains a row each round, FedMAE's block pool a slot): it must
+    hold every tensor of the initial extra state with its dtype, and may hold more. No declaration
+    reads the checkpoint's shapes (it reads ``initial``). One line, naming the first difference
+    and how many there are."""
+    from benchmark.engine.traffic_sum import server_layout
+
+    theirs, ours = server_layout(checkpoint), server_layout(initial)
+
+    def same(key: tuple[str, str]) -> bool:
+        a, b = theirs.get(key), ours.get(key)
+        if key[0] == "extra" and a is not None and b is not None:
+            return a[1] == b[1]  # the dtype; the shape may grow
+        return a == b
+
+    names = ours.keys() | {k for k in theirs if k[0] == "model"}
+    differ = sorted(k for k in names if not same(k))
+    if not differ:
+        return []
+    part, name = differ[0]
+    where = f"{part} {name[:200]!r}"
+    if (part, name) not in ours:
+        what = f"{where} is in the checkpoint ({_layout(theirs[part, name])}), not in the cell"
+    elif (part, name) not in theirs:
+        what = f"{where} ({_layout(ours[part, name])} in the cell) is not in the checkpoint"
+    else:
+        what = (
+            f"{where} is {_layout(theirs[part, name])} in the checkpoint, "
+            f"{_layout(ours[part, name])} in the cell"
+        )
+    return [
+        "checkpoint: its server tensors are not those the record's cell builds (its initial "
+        f"server state, sized on the meta device): {what} ({len(differ)} of {len(names)} "
+        "tensors differ)"
+    ]
+
+
+def _layout(entry: tuple[tuple[int, ...], str]) -> str:
+    shape, dtype = entry
+    text = "×".join(str(d) for d in shape[:8]) + ("×…" if len(shape) > 8 else "")
+    return f"{text or 'scalar'} {dtype[:40]}"
+
+
+def _first_line(exc: BaseException) -> str:
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
 def _short(values: Any) -> str:
     values = list(values)
     text = ", ".join(f"{v:,}" for v in values[:3])
@@ -150,5 +216,6 @@ __all__ = [
     "TrafficVerdict",
     "cell_method",
     "checkpoint_problems",
+    "server_problems",
     "traffic_verdict",
 ]

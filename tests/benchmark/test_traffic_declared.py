@@ -1,8 +1,8 @@
 """Traffic derived from what each method declares it sends (issue 52, item 2; plugin API 2.5):
 ``MethodBase.declared_traffic`` per client and round, summed by ``benchmark.engine.traffic_sum`` as the
 round loop counts, must equal the runner's own count, byte for byte: on every shipped record (the
-checkpoint's shapes rebuilt from the cell's initial server state, which has the final one's shapes),
-and on tiny real runs of the configurations the shipped records do not reach (``bn: local``,
+shapes from the cell's initial server state built on the meta device, as accept builds it), and on
+tiny real runs of the configurations the shipped records do not reach (``bn: local``,
 partial participation, FLESD's similarity uploads, Orchestra's shared memory on clients of many
 sizes, FeatARC's ``num_batches``, FedMAE's ``aggregate: mean``)."""
 
@@ -17,7 +17,14 @@ import pytest
 from benchmark.contracts.cell import Cell
 from benchmark.contracts.declared_traffic import Sent, TrafficContext
 from benchmark.contracts.registries import METHODS
-from benchmark.engine.traffic_sum import declares_traffic, derived_traffic, server_tensors
+from benchmark.engine.traffic_sum import (
+    declares_traffic,
+    derived_traffic,
+    initial_server_state,
+    server_layout,
+    server_tensors,
+)
+from benchmark.submission.traffic import server_problems
 from tests.helpers import smoke_cell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,12 +32,13 @@ SHIPPED = sorted((ROOT / "results" / "records").rglob("*.json"))
 
 
 def _initial(cell: Cell) -> tuple[Any, Any]:
-    """The cell's prepared run (partition, method) and its initial server state."""
-    from benchmark.engine.rounds import server_context
-    from benchmark.engine.stages import prepare
+    """The cell's prepared run (partition, method) and its initial server state, built on the meta
+    device from the cell's configuration as accept builds it (``initial_server_state``)."""
+    from benchmark.engine.stages import build_method, prepare
 
     prep = prepare(cell)
-    return prep, prep.method.init_server(server_context(prep.settings, 0, prep.public))
+    method = build_method(cell, prep.inputs)  # a fresh instance: accept's is never trained
+    return prep, initial_server_state(method, cell, prep.settings.num_clients)
 
 
 def _derived(prep: Any, cell: Cell, server: Any, rounds: int) -> Any:
@@ -126,7 +134,14 @@ def test_the_declaration_equals_the_runner_s_count_on_a_real_run(
         prep = prepare(cell)
         pre = pretrain(prep, PretrainDir(tmp_path / "p"))
     assert pre is not None and pre.status == "ok"
-    assert _derived(prep, cell, pre.server, 2) == (pre.comm_up, pre.comm_down)
+    _, initial = _initial(cell)
+    assert {t.device.type for t in [*initial.model.values(), *initial.extra.values()]} <= {"meta"}
+    # accept reads the cell's initial shapes and requires the checkpoint's to be them (its extra
+    # state may grow: FeatARC's assignment history, FedMAE's block pool)
+    assert server_problems(pre.server, initial) == []
+    model = {k: v for k, v in server_layout(pre.server).items() if k[0] == "model"}
+    assert model == {k: v for k, v in server_layout(initial).items() if k[0] == "model"}
+    assert _derived(prep, cell, initial, 2) == (pre.comm_up, pre.comm_down)
 
 
 def test_orchestra_declares_what_a_client_s_size_allows() -> None:
