@@ -16,6 +16,11 @@ reports is finite ``declared_payloads``       every tensor sent down or up match
                             pattern (named tensor in the reason) and every payload value is a tensor (so the
                             bytes counted are the bytes sent); declared patterns that this config does not use
                             are reported, not failed (a class declares the traffic of all its configs)
+``declared_traffic``        a method that declares its traffic (``declared_traffic``, plugin API
+                            2.5): summed over each round's sampled clients, on the cell's initial
+                            server state, it equals the runner's own count byte for byte, and the
+                            final server model has the initial one's tensors; a method declaring
+                            none passes with a note (its rows are badged "traffic not derived")
 ``determinism``             two fresh method instances with one seed: identical round-1 payloads,
 and identical
                             server and client states after round 1 (the second run is the interrupted one below)
@@ -251,6 +256,8 @@ class _Run:
     server: Any
     clients: dict[int, Any]
     method: Any
+    # the runner's own count of the bytes sent each round (benchmark.engine.rounds.CommCounter)
+    comm: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,6 +306,7 @@ def _simulate(setup: Any, work_dir: Path, *, stop_after: int | None = None) -> _
         result.server,
         states,
         method,
+        (tuple(result.comm.per_round_up), tuple(result.comm.per_round_down)),
     )
 
 
@@ -438,6 +446,7 @@ def _check_method(
         runs = _Runs(setup, Path(tmp), measurements)
         _check_finite_losses(runs, results)
         _check_declared_payloads(cls, runs, results)
+        _check_declared_traffic(runs, results)
         _check_determinism(runs, results)
         _check_resume(runs, results, rounds)
         _check_upload_fold(runs, results)
@@ -526,6 +535,79 @@ def _check_declared_payloads(cls: Any, runs: _Runs, results: list[CheckResult]) 
             raise _Fail("; ".join(problems))
         note(
             f"{len(a.traffic.down_names)} down / {len(a.traffic.up_names)} up tensor names, all declared"
+        )
+
+
+NOT_DERIVED_NOTE = (
+    "declares no traffic (declared_traffic returns None, the MethodBase default): accept cannot "
+    'derive it, so its rows are badged "traffic not derived" and left out of the sort on '
+    "communication (docs/adding-a-method.md §1)"
+)
+
+
+def _check_declared_traffic(runs: _Runs, results: list[CheckResult]) -> None:
+    """What the method declares it sends (``declared_traffic``, plugin API 2.5), summed over each
+    round's sampled clients as ``accept`` sums it (``benchmark.engine.traffic_sum``) on the shapes
+    of the cell's initial server state, must be the runner's own count of the straight run, byte
+    for byte, round by round; and the run's final server model must hold the initial one's tensors
+    (accept refuses a checkpoint whose server tensors are not the cell's)."""
+    from benchmark.engine.rounds import sample_clients, server_context
+    from benchmark.engine.stages import build_method
+    from benchmark.engine.traffic_sum import declares_traffic, derived_traffic, server_tensors
+    from benchmark.submission.traffic import server_difference
+
+    with _timed(results, "declared_traffic") as note:
+        a = runs.get("a")
+        if a is None:
+            raise _Fail(f"the run raised {runs.err('a')}")
+        if not declares_traffic(a.method):
+            note(NOT_DERIVED_NOTE)
+            return
+        setup = runs.setup
+        fresh = build_method(setup.cell, setup.inputs)  # the cell's initial state, as accept's
+        initial = fresh.init_server(server_context(setup.settings, 0, setup.public))
+        public = setup.partition.public_indices
+        sizes = [int(n) for n in setup.partition.sizes()]
+        counted_up, counted_down = a.comm
+        try:
+            derived = derived_traffic(
+                fresh,
+                setup.cell,
+                server_tensors(initial),
+                sizes,
+                None if public is None else len(public),
+                len(counted_up),
+            )
+        except ValueError as exc:  # not a Sent, or broadcasts of different sizes in one round
+            raise _Fail(str(exc)) from None
+        if derived is None:
+            note(NOT_DERIVED_NOTE)
+            return
+        clients, per_round = setup.settings.num_clients, setup.settings.per_round
+        for r, pair in enumerate(zip(counted_up, derived[0], counted_down, derived[1]), start=1):
+            for direction, counted, declared in (("upload", *pair[:2]), ("download", *pair[2:])):
+                if counted != declared:
+                    sampled = len(sample_clients(setup.cell.seed, r, clients, per_round))
+                    raise _Fail(
+                        f"round {r} {direction}: the runner counted {counted:,} bytes, "
+                        f"declared_traffic sums to {declared:,} bytes over the round's {sampled} "
+                        "sampled client(s)"
+                    )
+        rounds = len(counted_up)
+        moved = server_difference(
+            a.server,
+            initial,
+            theirs=f"the server state after {rounds} rounds",
+            ours="the initial server state",
+        )
+        if moved is not None:
+            raise _Fail(
+                f"{moved}: accept derives the traffic from the cell's initial server state and "
+                "refuses a checkpoint whose server model is not its"
+            )
+        note(
+            f"the declaration equals the runner's count byte for byte in {rounds} "
+            f"rounds ({sum(counted_up):,} bytes up, {sum(counted_down):,} down)"
         )
 
 

@@ -19,7 +19,7 @@ not exactly that:
   bundle's checkpoint (a checkpoint whose projector was shrunk, or stored in a narrower dtype,
   would declare less and carry a forged figure to match); and the checkpoint's server model must
   be exactly that state's (names, shapes, dtypes), its extra state hold that state's tensors
-  (:func:`server_problems`);
+  (:func:`server_difference`);
 * a plugin method that declares nothing (written before API 2.5, or choosing not to) is not
   refused: its acceptance says ``traffic: {"derived": false}`` and the site badges the row
   "traffic not derived" and leaves it out of the ranking on communication (docs/integrity.md).
@@ -155,42 +155,52 @@ def traffic_verdict(
 
 def server_problems(checkpoint: Any, initial: Any) -> list[str]:
     """Why the checkpoint's server tensors (``ServerState``) are not those of the cell's initial
-    server state ``initial`` ([] when they are). Its ``model`` must hold exactly the initial
-    model's names, each with its shape and dtype. Its ``extra`` is training state whose shapes may
-    grow (FeatARC's assignment history gains a row each round, FedMAE's block pool a slot): it must
-    hold every tensor of the initial extra state with its dtype, and may hold more. No declaration
-    reads the checkpoint's shapes (it reads ``initial``). One line, naming the first difference
-    and how many there are."""
+    server state ``initial`` ([] when they are; :func:`server_difference`), as one refusal line."""
+    what = server_difference(checkpoint, initial)
+    if what is None:
+        return []
+    return [
+        "checkpoint: its server tensors are not those the record's cell builds (its initial "
+        f"server state, sized on the meta device): {what}"
+    ]
+
+
+def server_difference(
+    checkpoint: Any, initial: Any, *, theirs: str = "the checkpoint", ours: str = "the cell"
+) -> str | None:
+    """The first way the server state ``checkpoint`` is not one of the cell whose initial server
+    state is ``initial``, and how many tensors differ; None when there is none. Its ``model`` must
+    hold exactly the initial model's names, each with its shape and dtype. Its ``extra`` is
+    training state whose shapes may grow (FeatARC's assignment history gains a row each round,
+    FedMAE's block pool a slot): it must hold every tensor of the initial extra state with its
+    dtype, and may hold more. No declaration reads the checkpoint's shapes (it reads
+    ``initial``)."""
     from benchmark.engine.traffic_sum import server_layout
 
-    theirs, ours = server_layout(checkpoint), server_layout(initial)
+    mine, cell = server_layout(checkpoint), server_layout(initial)
 
     def same(key: tuple[str, str]) -> bool:
-        a, b = theirs.get(key), ours.get(key)
+        a, b = mine.get(key), cell.get(key)
         if key[0] == "extra" and a is not None and b is not None:
             return a[1] == b[1]  # the dtype; the shape may grow
         return a == b
 
-    names = ours.keys() | {k for k in theirs if k[0] == "model"}
+    names = cell.keys() | {k for k in mine if k[0] == "model"}
     differ = sorted(k for k in names if not same(k))
     if not differ:
-        return []
+        return None
     part, name = differ[0]
     where = f"{part} {name[:200]!r}"
-    if (part, name) not in ours:
-        what = f"{where} is in the checkpoint ({_layout(theirs[part, name])}), not in the cell"
-    elif (part, name) not in theirs:
-        what = f"{where} ({_layout(ours[part, name])} in the cell) is not in the checkpoint"
+    if (part, name) not in cell:
+        what = f"{where} is in {theirs} ({_layout(mine[part, name])}), not in {ours}"
+    elif (part, name) not in mine:
+        what = f"{where} ({_layout(cell[part, name])} in {ours}) is not in {theirs}"
     else:
         what = (
-            f"{where} is {_layout(theirs[part, name])} in the checkpoint, "
-            f"{_layout(ours[part, name])} in the cell"
+            f"{where} is {_layout(mine[part, name])} in {theirs}, "
+            f"{_layout(cell[part, name])} in {ours}"
         )
-    return [
-        "checkpoint: its server tensors are not those the record's cell builds (its initial "
-        f"server state, sized on the meta device): {what} ({len(differ)} of {len(names)} "
-        "tensors differ)"
-    ]
+    return f"{what} ({len(differ)} of {len(names)} tensors differ)"
 
 
 def _layout(entry: tuple[tuple[int, ...], str]) -> str:
@@ -216,6 +226,7 @@ __all__ = [
     "TrafficVerdict",
     "cell_method",
     "checkpoint_problems",
+    "server_difference",
     "server_problems",
     "traffic_verdict",
 ]

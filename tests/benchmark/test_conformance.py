@@ -18,7 +18,16 @@ from typing import ClassVar
 import pytest
 import torch
 
-from benchmark.api import ClientState, FedAvgFold, Payload, ServerState, average_uploads
+from benchmark.api import (
+    ClientState,
+    FedAvgFold,
+    Payload,
+    Sent,
+    ServerState,
+    ServerTensors,
+    TrafficContext,
+    average_uploads,
+)
 from benchmark.commands.check_method import check_method, smoke_cell
 from benchmark.contracts.registries import METHODS, load_builtins
 
@@ -157,6 +166,48 @@ class MetricsFoldToy(FoldToy):
         return ServerState(model=out.model, extra=out.extra, metrics={"uploads": float(len(ups))})
 
 
+class DeclaredToy(toy.ToyPlugin):
+    """Declares its traffic (plugin API 2.5): its whole model up and down, as it sends it."""
+
+    name = "_declared_toy"
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        return Sent(up=tensors.model_bytes(), down=tensors.model_bytes())
+
+
+class OverDeclaredToy(toy.ToyPlugin):
+    """Declares 4 bytes more upload than it sends from round 2 on (a counter it forgot)."""
+
+    name = "_over_declared_toy"
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        extra = 4 if at.round >= 2 else 0
+        return Sent(up=tensors.model_bytes() + extra, down=tensors.model_bytes())
+
+
+class SilentToy(toy.ToyPlugin):
+    """Overrides the hook and still declares nothing: None, as the MethodBase default."""
+
+    name = "_silent_toy"
+
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        return None
+
+
+class GrowingToy(DeclaredToy):
+    """Its server model gains a tensor after round 1: the initial state's shapes, which accept
+    reads, are not the checkpoint's."""
+
+    name = "_growing_toy"
+
+    def server_aggregate(self, server, ups, ctx, public):
+        out = super().server_aggregate(server, ups, ctx, public)
+        return ServerState(model={**out.model, "encoder.grown": torch.zeros(3)}, extra=out.extra)
+
+    def broadcast(self, server, ctx):
+        return Payload({k: v for k, v in server.model.items() if k != "encoder.grown"})
+
+
 FAST = {"max_steps": 2}  # two local steps per round are enough to show each failure
 
 
@@ -184,6 +235,7 @@ def test_a_conforming_method_passes(register) -> None:
         "interface",
         "finite_losses",
         "declared_payloads",
+        "declared_traffic",
         "determinism",
         "resume",
     }
@@ -249,6 +301,58 @@ def test_an_upload_fold_is_checked_against_server_aggregate(register) -> None:
     assert "differs from server_aggregate" in bad.result("upload_fold").detail
     forgetful = check_method(register(MetricsFoldToy), knn=False, method_params=FAST)
     assert forgetful.failed == ["upload_fold"], forgetful.format()
+
+
+def test_the_declared_traffic_must_be_the_runner_s_count_to_the_byte(register) -> None:
+    """Summed over each round's sampled clients (3 clients, 2 sampled a round), the declaration is
+    the runner's own count; 4 bytes more in round 2 fail, naming the round and both figures; a
+    method declaring nothing passes with the note that its rows will not be derived."""
+    from benchmark.engine.traffic_sum import server_tensors
+
+    good = check_method(register(DeclaredToy), knn=False, method_params=FAST)
+    assert good.ok, good.format()
+    detail = good.result("declared_traffic").detail
+    # the model (no num_batches_tracked), up and down, for each of 2 sampled clients in 2 rounds
+    cell = smoke_cell("_declared_toy", tasks=["knn"])
+    from benchmark.engine.stages import build_method, input_spec, load_data
+
+    method = build_method(cell, input_spec(load_data(cell)))
+    from benchmark.engine.rounds import SimSettings, server_context
+
+    settings = SimSettings(
+        seed=cell.seed, num_rounds=2, local_epochs=1, per_round=2, device=torch.device("cpu")
+    )
+    model = server_tensors(method.init_server(server_context(settings, 0, None))).model_bytes()
+    assert f"byte for byte in 2 rounds ({4 * model:,} bytes up, {4 * model:,} down)" in detail
+
+    wrong = check_method(register(OverDeclaredToy), knn=False, method_params=FAST)
+    assert wrong.failed == ["declared_traffic"], wrong.format()
+    assert wrong.result("declared_traffic").detail == (
+        f"round 2 upload: the runner counted {2 * model:,} bytes, declared_traffic sums to "
+        f"{2 * model + 8:,} bytes over the round's 2 sampled client(s)"
+    )
+
+    for cls in (GoodToy, SilentToy):  # the MethodBase default, and an override returning None
+        silent = check_method(register(cls), rounds=1, knn=False, method_params=FAST)
+        assert silent.ok, silent.format()
+        note = silent.result("declared_traffic")
+        assert note.status == "pass" and '"traffic not derived"' in note.detail, note.detail
+
+    grown = check_method(register(GrowingToy), knn=False, method_params=FAST)
+    assert grown.failed == ["declared_traffic"], grown.format()
+    assert grown.result("declared_traffic").detail.startswith(
+        "model 'encoder.grown' is in the server state after 2 rounds (3 float32), not in the "
+        "initial server state (1 of "
+    )
+
+
+def test_a_built_in_declaration_passes_check_method() -> None:
+    """no_pretrain_bn: the random encoder down and each client's calibrated BN statistics up in
+    round 1, nothing after (no training: the cheapest built-in that sends something)."""
+    report = check_method("no_pretrain_bn", knn=False)
+    assert report.ok, report.format()
+    detail = report.result("declared_traffic").detail
+    assert "byte for byte in 2 rounds" in detail and " 0 bytes up" not in detail, detail
 
 
 def test_nondeterministic_method_fails_determinism(register) -> None:
