@@ -597,7 +597,7 @@ def _check_declared_traffic(runs: _Runs, results: list[CheckResult]) -> None:
         moved = server_difference(
             a.server,
             initial,
-            theirs=f"the server state after {rounds} rounds",
+            theirs=f"the server state after {rounds} round{'s' if rounds != 1 else ''}",
             ours="the initial server state",
         )
         if moved is not None:
@@ -607,7 +607,7 @@ def _check_declared_traffic(runs: _Runs, results: list[CheckResult]) -> None:
             )
         note(
             f"the declaration equals the runner's count byte for byte in {rounds} "
-            f"rounds ({sum(counted_up):,} bytes up, {sum(counted_down):,} down)"
+            f"round{'s' if rounds != 1 else ''} ({sum(counted_up):,} bytes up, {sum(counted_down):,} down)"
         )
 
 

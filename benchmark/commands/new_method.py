@@ -88,7 +88,7 @@ paper's algorithm and mark every departure from the paper with a ``# DEVIATION: 
 Rules (docs/design.md §3-4): import only from {import_rule}; everything that must survive a
 round lives in ``ServerState`` / ``ClientState`` (a fresh instance given the same states continues identically);
 all randomness comes from ``ctx.generator`` / ``ctx.rng`` or ``scoped_torch_seed``; every tensor sent must match
-``payload_up`` / ``payload_down``. Check with ``python -m benchmark check-method {name}``.
+``payload_up`` / ``payload_down``, and ``declared_traffic`` states their bytes. Check with ``python -m benchmark check-method {name}``.
 """
 
 from __future__ import annotations
@@ -111,8 +111,11 @@ from benchmark.api import (
     Payload,
     Requirement,
     RoundContext,
+    Sent,
     ServerState,
+    ServerTensors,
     Stream,
+    TrafficContext,
     UnlabeledView,
     adam,
     aggregation_weights,
@@ -207,6 +210,13 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     def broadcast(self, server: ServerState, ctx: RoundContext) -> Payload:
         return Payload(dict(server.model))
 
+    def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
+        """What one sampled client uploads and receives in round ``at.round``, in bytes: here the whole
+        model both ways (``tensors``: the shapes of the cell's initial server state). accept derives a
+        record's traffic from it; check-method requires it to equal what the runner counts, to the byte.
+        TODO({name}): keep it equal to what ``client_update`` and ``broadcast`` send (docs/adding-a-method.md §1)."""
+        return Sent(up=tensors.model_bytes(), down=tensors.model_bytes())
+
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
@@ -226,7 +236,7 @@ def local_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
             return local_loss(z1, z2, cfg.tau)
 
         stats = run_local_epochs(view, step, opt, ctx, batch_size=cfg.batch_size, epochs=ctx.local_epochs)
-        up = tensors_of(net)  # TODO({name}): send only what the paper sends, and declare it in payload_up
+        up = tensors_of(net)  # TODO({name}): send only what the paper sends; declare it in payload_up and declared_traffic
         return (Payload(up, num_examples=data.num_examples, metrics=stats.as_dict()),
                 ClientState(last_round=ctx.round))
 

@@ -289,6 +289,8 @@ def test_check_method_runs_a_plugin_in_the_box(site: Path, tmp_path: Path) -> No
         done.stdout + done.stderr
     )
     assert not (home / "planted.txt").exists()
+    # the traffic declaration (inherited from fedavg_simclr) is checked in the box too
+    assert "PASS  declared_traffic" in done.stdout and "byte for byte in 1 round " in done.stdout
     exits = _check_method(site, home, "exits")
     assert exits.returncode == 2, exits.stdout + exits.stderr
     (line,) = exits.stderr.strip().splitlines()

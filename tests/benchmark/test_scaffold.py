@@ -245,6 +245,8 @@ def test_installed_plugin_scaffold_passes_check_method_and_its_own_tests(tmp_pat
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "fedplug: all checks passed" in check.stdout
+    # it declares its traffic, and the declaration is the runner's count (not the None note)
+    assert "PASS  declared_traffic" in check.stdout and "byte for byte" in check.stdout
     tests = subprocess.run(
         [
             sys.executable,
@@ -283,6 +285,23 @@ axes:
     cells = expand_grid(load_grid(tmp_path / "smoke.yaml"))
     assert {c.method.params["num_global_clusters"] for c in cells} == {8, 4} and 8 not in plain
     assert {c.method.params["global_steps"] for c in cells} == {50}
+
+
+def test_the_scaffold_declares_its_traffic(tmp_path: Path, monkeypatch) -> None:
+    """The generated method declares what it sends (plugin API 2.5): its whole model up and down,
+    so accept derives its rows' traffic instead of badging them "traffic not derived"."""
+    from benchmark.api import ServerTensors, TensorShape, TrafficContext
+    from benchmark.engine.traffic_sum import declares_traffic
+
+    write_scaffold("fedplug", tmp_path / "fssl-fedplug", plugin=True)
+    cls = _load_plugin(tmp_path, "fedplug", monkeypatch)
+    assert declares_traffic(object.__new__(cls))
+    tensors = ServerTensors(
+        {"encoder.w": TensorShape((3, 4), 4), "projector.b": TensorShape((5,), 4)},
+        {"not.sent": TensorShape((7,), 8)},
+    )
+    sent = object.__new__(cls).declared_traffic(tensors, TrafficContext(1, 2, 3, 1, 10))
+    assert (sent.up, sent.down) == (68, 68)
 
 
 def test_the_plugin_smoke_grid_runs_small_heads(tmp_path: Path) -> None:
