@@ -7,10 +7,13 @@ accept does not re-run the training (a GPU track), that count is the submitter's
 declares its traffic lets accept derive it instead: ``declared_traffic(tensors, at)`` returns the
 bytes one sampled client sends up and receives down in round ``at.round``, a small pure function of
 the method's config (``self.cfg``), the cell's federated settings and client (``at``) and the
-shapes of the checkpoint's server tensors (``tensors``). ``benchmark.submission.traffic`` sums it
-over the round's sampled clients exactly as the runner counts and requires the record's per-round
-traffic to equal it, byte for byte. A method that declares nothing (``None``, the default) keeps
-working: its traffic is shown as the submitter's word, badged "traffic not derived" on the site.
+shapes of the server's tensors (``tensors``: those of the cell's initial server state, built on the
+meta device from the cell's configuration, never a submitted checkpoint's).
+``benchmark.submission.traffic`` sums it over the round's sampled clients exactly as the runner
+counts and requires the record's per-round traffic to equal it, byte for byte; ``check-method``
+requires the same of a tiny real run (its ``declared_traffic`` check). A method that declares
+nothing (``None``, the default) keeps working: its traffic is shown as the submitter's word,
+badged "traffic not derived" on the site.
 
 Torch-free: the shapes come as :class:`TensorShape` (shape and bytes per element)."""
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TensorShape:
-    """One tensor of the checkpoint's server state: its shape and the bytes of one element."""
+    """One tensor of the server state: its shape and the bytes of one element."""
 
     shape: tuple[int, ...]
     itemsize: int
@@ -35,7 +38,7 @@ class TensorShape:
 
 
 class ServerTensors(Mapping[str, TensorShape]):
-    """The shapes of the checkpoint's server tensors (its model, then its extra state), by name,
+    """The shapes of the server's tensors (its model, then its extra state), by name,
     with the byte counts a declaration sums."""
 
     def __init__(self, model: Mapping[str, TensorShape], extra: Mapping[str, TensorShape]) -> None:
@@ -72,7 +75,7 @@ class ServerTensors(Mapping[str, TensorShape]):
 
 @dataclass(frozen=True)
 class TrafficContext:
-    """What a traffic declaration may read besides the config and the checkpoint's shapes: the
+    """What a traffic declaration may read besides the config and the server's shapes: the
     round, the cell's federated settings, and the one sampled client it is asked about.
     ``num_clients`` is the number of clients the engine runs (1 for a ``pooled`` method, whose one
     client holds the union of the partition; ``examples`` is then the union's size)."""

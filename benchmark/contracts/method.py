@@ -245,8 +245,9 @@ class MethodBase:
     def declared_traffic(self, tensors: ServerTensors, at: TrafficContext) -> Sent | None:
         """Optionally (plugin API 2.5), the bytes one sampled client uploads and receives in round
         ``at.round`` (``benchmark.contracts.declared_traffic``): a pure function of ``self.cfg``, ``at`` and
-        the shapes of the checkpoint's server tensors, equal to what the runner counts from the
-        payloads. ``accept`` then derives a record's traffic from it and refuses any other figure.
+        the shapes of the server's tensors (the cell's initial server state), equal to what the
+        runner counts from the payloads (``check-method`` compares them). ``accept`` then derives a
+        record's traffic from it and refuses any other figure.
         The default, None, declares nothing: the record's traffic is shown as the submitter's word
         ("traffic not derived"); ``payload_up``/``payload_down`` stay what they were."""
         return None

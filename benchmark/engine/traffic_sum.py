@@ -21,7 +21,8 @@ from benchmark.engine.rounds import SimSettings, sample_clients, server_context
 
 
 def server_tensors(server: Any) -> ServerTensors:
-    """The shapes of a checkpoint's server state (``ServerState``: model and extra tensors)."""
+    """The shapes of a server state (``ServerState``: model and extra tensors): what a declaration
+    reads, taken from the cell's initial server state (:func:`initial_server_state`)."""
 
     def shapes(tensors: Mapping[str, Any]) -> dict[str, TensorShape]:
         return {
@@ -86,8 +87,8 @@ def derived_traffic(
     rounds: int,
 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """(bytes up, bytes down) of each of the first ``rounds`` rounds of ``cell`` as ``method``
-    declares them, given the checkpoint's tensor shapes and the partition's client sizes; None when
-    the method declares nothing. ValueError when the declaration is not one: not a :class:`Sent`,
+    declares them, given the server state's tensor shapes (the cell's initial ones) and the
+    partition's client sizes; None when the method declares nothing. ValueError when the declaration is not one: not a :class:`Sent`,
     or two clients of a round receiving broadcasts of different sizes (the runner counts one
     broadcast per round)."""
     if not declares_traffic(method):
