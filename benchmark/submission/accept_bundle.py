@@ -36,6 +36,14 @@ cards), in a scratch folder, with the same stage functions as the runner; every 
 score must be reproduced within the task's tolerance
 (:data:`benchmark.records.acceptance_files.TOLERANCES`).
 
+No plugin code runs in this process (issue 52 item 3): a plugin's provenance is read from its
+installed files and metadata without importing it; its method's version, ``export_params`` and
+config bounds and its task's card are what its code declared in the box (``retrain.declare``); its
+method's encoder is exported in the box (``exported``), its tasks scored in the box
+(``boxed_tasks``); and while accept runs the registry refuses to load any plugin component
+(``benchmark.core.registry.plugin_code_refused``), so a path missed here is a refusal, not an import.
+A plugin partitioner would run here (the partition is rebuilt here): refused unless ``--unboxed``.
+
 All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
 gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
 and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
@@ -848,7 +856,8 @@ def plugin_problems(record: ResultRecord, sources: PluginSources | None = None) 
 def _plugin_problem(
     kind: str, registry: Any, name: str, prov: Mapping[str, Any] | None, sources: PluginSources
 ) -> str | None:
-    from benchmark.core.provenance import installed_provenance
+    from benchmark.core.provenance import component_provenance, installed_provenance
+    from benchmark.core.registry import RegistryError
 
     if name not in registry:  # the built-ins and the entry points' metadata: nothing imported
         if prov and prov.get("distribution"):
@@ -860,10 +869,15 @@ def _plugin_problem(
     clash = registry.clash(name)
     if clash:  # a name two installed distributions register
         return clash
-    try:  # from the installed files and metadata, without importing the plugin (issue 52)
-        installed = installed_provenance(registry, name)
+    try:
+        if registry.entry_target(name) is None:  # built in: this repository's code
+            installed = component_provenance(registry.get(name))
+        else:  # from the installed files and metadata, without importing the plugin (issue 52)
+            installed = installed_provenance(registry, name)
     except ImportError as exc:
         return f"{kind} {name!r}: its entry point names code that is not installed here: {exc}"
+    except RegistryError as exc:
+        return str(exc)
     if prov is None:
         if installed is None:
             return None

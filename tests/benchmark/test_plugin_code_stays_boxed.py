@@ -360,3 +360,43 @@ def test_the_box_s_plugin_task_answer_is_validated() -> None:
     ):
         with pytest.raises(BoxRefused):
             _validated({"scores": [bad]}, ["marktask"], cards, "w")
+
+
+def test_a_plugin_partitioner_is_refused_unless_unboxed(
+    honest, scratch: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partition is rebuilt in the accepting process, so a plugin partitioner's code would run
+    there: refused in one line naming it and --unboxed, before anything is imported or re-run."""
+    import benchmark.core.registry as registry_mod
+    from benchmark.contracts.registries import PARTITIONERS
+    from tests.hostile import accept_argv, one_record_bundle, refused, reseal
+
+    class _Dist:
+        name, version = "fssl-fancy", "0.1"
+
+    class _EntryPoint:
+        name, value, dist = "fancy", "fssl_fancy:Fancy", _Dist()
+
+    real = registry_mod.metadata.entry_points
+    monkeypatch.setattr(
+        registry_mod.metadata,
+        "entry_points",
+        lambda group: [_EntryPoint()] if group == "fssl_bench.partitioners" else real(group=group),
+    )
+    for attr in ("_items", "_targets", "_origin", "_clashes", "_refused"):
+        monkeypatch.setattr(PARTITIONERS, attr, dict(getattr(PARTITIONERS, attr)))
+    monkeypatch.setattr(PARTITIONERS, "_plugins_loaded", False)
+
+    def fancy(cell: dict) -> None:
+        cell["partition"]["name"] = "fancy"
+
+    record = reseal(honest, edit_cell=fancy)
+    bundle = one_record_bundle(scratch / "b", record)
+    refused(
+        scratch,
+        capsys,
+        accept_argv(scratch, bundle),
+        "plugin code that accept would run in its own process (partitioner:fancy)",
+        "--unboxed",
+    )
+    assert "fssl_fancy" not in sys.modules
