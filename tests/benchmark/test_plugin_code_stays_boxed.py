@@ -400,3 +400,68 @@ def test_a_plugin_partitioner_is_refused_unless_unboxed(
         "--unboxed",
     )
     assert "fssl_fancy" not in sys.modules
+
+
+def test_while_accept_runs_the_registry_loads_no_plugin(plugin) -> None:
+    """The guard behind every path: ``get`` of a plugin's name is a one-line PluginError, and
+    nothing is imported; a built-in still loads; a name the maintainer allowed loads."""
+    from benchmark.contracts.registries import METHODS
+    from benchmark.core.registry import PluginError, plugin_code_refused
+    from methods.fedavg_simclr import FedAvgSimCLR
+
+    marks = _clean_start(plugin)
+    with plugin_code_refused():
+        with pytest.raises(PluginError, match="accept does not run plugin code in its own process"):
+            METHODS.get("marked")
+        assert METHODS.get("fedavg_simclr") is FedAvgSimCLR
+    assert not [m for m in sys.modules if m.startswith("fssl_mark")]
+    assert sorted(p.name for p in marks.iterdir()) == []
+    with plugin_code_refused(["method:marked"]):
+        assert METHODS.get("marked").name == "marked"
+    _forget_the_plugin(plugin[2])
+
+
+def test_a_declaration_from_the_box_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the plugin's code answers in the box is someone else's data: a version, export_params,
+    config answers and task cards of the wrong shape or size are a refusal, not believed."""
+    from benchmark.submission import retrain
+    from benchmark.submission.box import BoxRefused
+
+    good = {
+        "requires": [],
+        "federation": "federated",
+        "encoder_needs_clients": False,
+        "version": "1",
+        "export_params": ["report_model"],
+        "config_problems": [None],
+        "tasks": [{"version": "1", "card_id": "0123456789abcdef", "card_name": "t@v1"}],
+    }
+    answer: dict = {}
+    monkeypatch.setattr(retrain, "run_boxed", lambda *a, **k: dict(answer))
+
+    def declare() -> retrain.Declaration:
+        return retrain.declare("m", configs=[{"lr": 0.1}], task_configs=[("t", {})])
+
+    answer.update(good)
+    got = declare()
+    assert (got.version, got.export_params, got.config_problem({"lr": 0.1})) == (
+        "1",
+        ("report_model",),
+        None,
+    )
+    assert got.task("t", {})["card_id"] == "0123456789abcdef"
+    assert "not checked" in got.config_problem({"lr": 0.2})
+    for bad in (
+        {"version": "1" * 201},
+        {"version": 1},
+        {"export_params": "report_model"},
+        {"config_problems": []},
+        {"config_problems": ["x" * 501]},
+        {"tasks": [{"version": "1", "card_id": "not hex", "card_name": "t@v1"}]},
+        {"tasks": [{"error": "x", "card_id": "0123456789abcdef"}]},
+        {"tasks": []},
+    ):
+        answer.clear()
+        answer.update({**good, **bad})
+        with pytest.raises(BoxRefused, match="not a method's declaration"):
+            declare()
