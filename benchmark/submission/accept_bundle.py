@@ -493,6 +493,11 @@ def _training(
     if mine:
         box = f"none (--unboxed: {', '.join(mine)} ran in the accepting process)"
     out: dict[str, Any] = {"box": box}
+    from benchmark.submission.boxed_tasks import plugin_tasks
+
+    tasks = plugin_tasks(record)
+    if tasks:  # their reproduced scores are the plugin's own code's, computed in the box
+        out["plugin_tasks_scored_in_box"] = tasks
     files = {d: non_code_files(d) for d in _distributions(record)}
     if files:
         out["plugin_files"] = {d: [[rel, n] for rel, n in f] for d, f in files.items()}

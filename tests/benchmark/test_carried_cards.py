@@ -92,6 +92,7 @@ def test_a_plugin_task_card_goes_from_bundle_to_an_unranked_site_page(
     assert leaderboard_main(["build", "--results", str(results), "--out", str(site)]) == 0
     page = (site / "submitted.html").read_text()
     assert "unranked until a maintainer adds a track" in page
+    assert "reproduced by accept (plugin code, in the box)" in page  # not this repository's code
     assert "centroid_probe@v1" in page and card_id in page
     record = json.loads(next((results / "records").rglob("*.json")).read_text())
     top1 = next(s for s in record["scores"] if s["task"] == "centroid_probe")["values"]["top1"]

@@ -248,6 +248,7 @@ def test_accept_runs_no_plugin_code_in_its_own_process(plugin, bundle, tmp_path:
     plugin_score = scores[("marktask", "top1")]
     assert plugin_score["reproduced"] == plugin_score["reported"], plugin_score
     assert acc["training"]["box"] == "bubblewrap"
+    assert acc["training"]["plugin_tasks_scored_in_box"] == ["marktask"]
 
 
 def test_a_plugin_task_whose_boxed_score_differs_is_a_fail_line(
