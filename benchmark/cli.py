@@ -446,7 +446,8 @@ def _add_accept(sub: Any) -> None:
         "--unboxed",
         action="store_true",
         help="where no box can run (no bubblewrap or user namespaces): run the bundle's plugin code "
-        "and re-training in a plain child process anyway; the rows accepted so are badged "
+        "and re-training in a plain child process anyway; also lets a plugin partitioner run in "
+        "accept's own process (the partition is rebuilt there); the rows accepted so are badged "
         "unboxed (docs/integrity.md). Without it such a bundle is refused",
     )
     acc.add_argument(

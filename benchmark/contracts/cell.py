@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +15,42 @@ from benchmark.core.errors import UsageError
 from benchmark.portable.mode import PORTABLE_REVISION
 from benchmark.records.identity import cell_id_of, pretrain_key_of
 
+# plugin method name -> the ``export_params`` its class declared inside the box (``accept``, issue
+# 52): read instead of importing the plugin in the accepting process (``declared_export_params``);
+# None outside such a block (a run imports its own methods)
+_DECLARED_EXPORT_PARAMS: dict[str, tuple[str, ...]] | None = None
+
+
+@contextmanager
+def declared_export_params(declared: Mapping[str, tuple[str, ...]]) -> Iterator[None]:
+    """Within the block, :func:`pretrain_key_for` of a plugin method reads its ``export_params``
+    from ``declared`` (what the method declared in the box) and imports nothing; a plugin method
+    not in ``declared`` is a ``UsageError``, never an import."""
+    global _DECLARED_EXPORT_PARAMS
+    before = _DECLARED_EXPORT_PARAMS
+    _DECLARED_EXPORT_PARAMS = {k: tuple(v) for k, v in declared.items()}
+    try:
+        yield
+    finally:
+        _DECLARED_EXPORT_PARAMS = before
+
 
 def pretrain_key_for(cell: Mapping[str, Any]) -> str:
     """``pretrain_key_of`` with the method's ``export_params`` (parameters read only when the
     encoder is exported, so cells that differ only in them share one pre-training)."""
+    from benchmark.core.registry import BUILT_IN
+
     load_builtins()
-    cls = METHODS.get(cell["method"]["name"])
+    name = cell["method"]["name"]
+    declared = _DECLARED_EXPORT_PARAMS
+    if declared is not None and METHODS.origin(name) not in (BUILT_IN, None):
+        if name not in declared:
+            raise UsageError(
+                f"plugin method {name!r} was not imported in the box: accept does not import "
+                "it in its own process"
+            )
+        return pretrain_key_of(cell, declared[name])
+    cls = METHODS.get(name)
     return pretrain_key_of(cell, tuple(cls.export_params))
 
 

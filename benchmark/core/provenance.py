@@ -37,13 +37,7 @@ def source_files(module: Any) -> list[tuple[str, Path]]:
     if not roots:  # a single-module distribution
         file = Path(inspect.getfile(top))
         return [(file.name, file)]
-    out = []
-    for root in roots:
-        for path in root.rglob("*"):
-            rel = f"{top_name}/{path.relative_to(root).as_posix()}"
-            if counted(rel) and path.is_file():
-                out.append((rel, path))
-    return sorted(out)
+    return _package_files(top_name, roots)
 
 
 def source_digest(files: list[tuple[str, Path]]) -> str:
@@ -113,10 +107,63 @@ def component_provenance(obj: Any) -> dict[str, Any] | None:
         }
     if module is None or module.__name__.split(".")[0] in IN_TREE:
         return None
-    top = module.__name__.split(".")[0]
-    files = source_files(module)
+    return _provenance(module.__name__, source_files(module))
+
+
+def installed_provenance(registry: Any, name: str) -> dict[str, Any] | None:
+    """What :func:`component_provenance` records for the component ``name`` of ``registry`` when a
+    run imports it, computed **without importing anything** (``accept`` runs no plugin code in its
+    own process, issue 52): the module its entry point names, the files of that module's top-level
+    package found where Python would import them from (``importlib.util.find_spec`` of a top-level
+    name runs none of the package's code), and the distribution metadata. None for a built-in
+    component. ``ImportError`` (one line) when the entry point names a module that is not there."""
+    target = registry.entry_target(name)
+    if target is None:  # built in (or unknown: the caller asks the registry first)
+        return None
+    module = target.partition(":")[0]
+    if module.split(".")[0] in IN_TREE:
+        return None
+    return _provenance(module, installed_files(module))
+
+
+def installed_files(module: str) -> list[tuple[str, Path]]:
+    """:func:`source_files` of the installed top-level package of ``module``, found without
+    importing it: the same files a run digests (where the package's ``__path__`` points, or the
+    module's own file for a single-module distribution)."""
+    import importlib.util
+
+    top_name = module.split(".")[0]
+    if not top_name.isidentifier():
+        raise ImportError(f"{module!r} is not a module name")
+    try:
+        spec = importlib.util.find_spec(top_name)
+    except (ImportError, ValueError) as exc:
+        raise ImportError(f"{top_name!r} cannot be found: {exc}") from None
+    if spec is None:
+        raise ImportError(f"no module {top_name!r} is installed")
+    if spec.submodule_search_locations is None:  # a single-module distribution
+        if not spec.origin or not Path(spec.origin).is_file():
+            raise ImportError(f"{top_name!r} has no source file")
+        file = Path(spec.origin)
+        return [(file.name, file)]
+    return _package_files(top_name, [Path(p) for p in spec.submodule_search_locations])
+
+
+def _package_files(top_name: str, roots: list[Path]) -> list[tuple[str, Path]]:
+    out = []
+    for root in roots:
+        for path in root.rglob("*"):
+            rel = f"{top_name}/{path.relative_to(root).as_posix()}"
+            if counted(rel) and path.is_file():
+                out.append((rel, path))
+    return sorted(out)
+
+
+def _provenance(module: str, files: list[tuple[str, Path]]) -> dict[str, Any]:
+    """The provenance of ``module`` (a plugin's), its top-level package's ``files`` digested."""
+    top = module.split(".")[0]
     out: dict[str, Any] = {
-        "module": module.__name__,
+        "module": module,
         "distribution": None,
         "version": None,
         "source_digest": source_digest(files),
@@ -128,13 +175,19 @@ def component_provenance(obj: Any) -> dict[str, Any] | None:
     dist = metadata.distribution(dists[0])
     out.update(distribution=dist.metadata["Name"], version=dist.version)
     direct = dist.read_text("direct_url.json")
-    if direct:
-        info = json.loads(direct)
+    if direct and len(direct) <= 1 << 16:
+        try:
+            info = json.loads(direct)
+        except (ValueError, RecursionError):
+            info = None
+        if not isinstance(info, dict):
+            return out
         url = info.get("url")
         if isinstance(url, str) and not url.startswith("file:"):
             out["url"] = url
-        commit = (info.get("vcs_info") or {}).get("commit_id")
-        if commit:
+        vcs = info.get("vcs_info")
+        commit = vcs.get("commit_id") if isinstance(vcs, dict) else None
+        if isinstance(commit, str) and commit:
             out["commit"] = commit
     return out
 
@@ -157,6 +210,8 @@ __all__ = [
     "cell_provenance",
     "component_provenance",
     "digest_of_sources",
+    "installed_files",
+    "installed_provenance",
     "source_digest",
     "source_files",
 ]

@@ -16,7 +16,8 @@ import difflib
 import fnmatch
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -69,6 +70,26 @@ _LOADED_FROM: dict[int, str] = {}
 def loaded_from(obj: Any) -> str | None:
     """The module an entry point of an installed distribution imported ``obj`` from, or None."""
     return _LOADED_FROM.get(id(obj))
+
+
+# Set while ``accept`` runs (``plugin_code_refused``): "kind:name" of the plugin components it may
+# still load in its own process (a plugin partitioner under --unboxed); None when loads are free.
+_PLUGIN_LOADS_ALLOWED: frozenset[str] | None = None
+
+
+@contextmanager
+def plugin_code_refused(allowed: Iterable[str] = ()) -> Iterator[None]:
+    """Within the block, ``get`` of a component an installed plugin registered raises
+    :class:`PluginError` instead of loading it (unless "kind:name" is ``allowed``): ``accept``
+    runs a stranger's code only in the box, and a path that would still import it here is a
+    refusal in one line, never a silent import (issue 52)."""
+    global _PLUGIN_LOADS_ALLOWED
+    before = _PLUGIN_LOADS_ALLOWED
+    _PLUGIN_LOADS_ALLOWED = frozenset(allowed)
+    try:
+        yield
+    finally:
+        _PLUGIN_LOADS_ALLOWED = before
 
 
 class PluginTimeout(Exception):
@@ -271,6 +292,13 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         key = self.canonical(name)
+        who = self._origin.get(key, BUILT_IN)
+        allowed = _PLUGIN_LOADS_ALLOWED
+        if allowed is not None and who != BUILT_IN and f"{self.kind}:{key}" not in allowed:
+            raise PluginError(
+                f"plugin {self.kind} {key!r} ({who}): accept does not run plugin code in its own "
+                "process (it runs in the box)"
+            )
         obj = self._items[key]
         if obj is None:
             target = self._targets[key]
@@ -322,7 +350,19 @@ class Registry(Generic[T]):
         key = self._aliases.get(name, name)
         return self._origin.get(key) if key in self._items else None
 
+    def entry_target(self, name: str) -> str | None:
+        """The ``"pkg.mod:Attr"`` an installed plugin's entry point names for ``name``, read from
+        the entry points' metadata without importing anything; None for a built-in or unknown
+        name (``accept`` computes a plugin's provenance from it, benchmark.core.provenance)."""
+        self._load_plugins()
+        key = self._aliases.get(name, name)
+        if self._origin.get(key, BUILT_IN) == BUILT_IN:
+            return None
+        return self._targets.get(key)
+
     def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is registered: the built-ins and the entry points' metadata, nothing
+        imported (a plugin's code runs only where it is loaded, ``get``)."""
         self._load_plugins()
         return isinstance(name, str) and (name in self._items or name in self._aliases)
 

@@ -36,6 +36,14 @@ cards), in a scratch folder, with the same stage functions as the runner; every 
 score must be reproduced within the task's tolerance
 (:data:`benchmark.records.acceptance_files.TOLERANCES`).
 
+No plugin code runs in this process (issue 52 item 3): a plugin's provenance is read from its
+installed files and metadata without importing it; its method's version, ``export_params`` and
+config bounds and its task's card are what its code declared in the box (``retrain.declare``); its
+method's encoder is exported in the box (``exported``), its tasks scored in the box
+(``boxed_tasks``); and while accept runs the registry refuses to load any plugin component
+(``benchmark.core.registry.plugin_code_refused``), so a path missed here is a refusal, not an import.
+A plugin partitioner would run here (the partition is rebuilt here): refused unless ``--unboxed``.
+
 All or nothing: when every record passes, the records are copied into ``DIR/records/v1/`` and each
 gets an acceptance file ``DIR/acceptances/<cell_id>.accept.json`` (record digest, scores as reported
 and as reproduced, tolerance, fssl-bench commit), which ``leaderboard build`` verifies before it
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -171,18 +180,27 @@ def accept(
     if results.exists() and not results.is_dir():
         raise UsageError(f"--results {results} is a file, not a folder")
     report = AcceptReport(Path(bundle), results)
-    with opened_bundle(Path(bundle), limits) as root:
+    from benchmark.contracts.cell import declared_export_params
+    from benchmark.core.registry import plugin_code_refused
+
+    with opened_bundle(Path(bundle), limits) as root, ExitStack() as stack:
         manifest = read_manifest(root, limits)
         problems = bundle_problems(root, manifest)
         if problems:
             raise BundleError(_one_line(f"{bundle}: ", problems))
         spec = _track_of(manifest, track, tracks)
         hidden = [Path(bundle), root, results, data_root]  # out of the box's sight
-        boxed = _boxed(bundle, root, manifest, spec, hidden, unboxed)  # before any plugin import
+        # before any plugin import; no plugin code runs in this process from here on (issue 52):
+        # what this process needs to know of a plugin method, its own code said in the box
+        boxed, in_parent = _boxed(bundle, root, manifest, spec, hidden, unboxed)
+        stack.enter_context(
+            declared_export_params({m: d.export_params for m, d in boxed[0].items()})
+        )
+        stack.enter_context(plugin_code_refused(in_parent))  # a path missed here: one line
         sources = PluginSources(Path(bundle), read_sources(manifest))
         carried = _carried_cards(bundle, root, manifest)
         records = [
-            _admit(root, i, entry, spec, sources, carried)
+            _admit(root, i, entry, spec, sources, carried, boxed[0])
             for i, entry in enumerate(manifest["records"])
         ]
         report.notes = _plugin_notes(records)
@@ -224,10 +242,11 @@ def accept(
                 report.records.append(RecordAcceptance(entry, record, list(wrong)))
                 continue
             encoder = encoders.get(record.cell_id)
-            report.records.append(_accept_one(root, i, entry, record, data_root, encoder))
+            box = _TaskBox(boxed[0].get(record.method), hidden, boxed[1] is not None)
+            report.records.append(_accept_one(root, i, entry, record, data_root, encoder, box))
             done = report.records[-1]
             done.traffic = traffic[i]
-            done.training = _training(again, boxed, record, done.eval_time_s)
+            done.training = _training(again, boxed, record, done.eval_time_s, in_parent)
         if report.ok:
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha, card_files)
@@ -300,9 +319,11 @@ def _boxed(
     spec: Any,
     hidden: list[Any],
     unboxed: bool,
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[tuple[dict[str, Any], str | None], list[str]]:
     """The bundle's methods imported in the box (``retrain.boxed_imports``), one line on refusal;
-    a record that does not read is left to its own check."""
+    a record that does not read is left to its own check. Also the plugin code only this process
+    could run (:func:`parent_plugin_code`): refused in one line unless ``unboxed``, else returned
+    (the acceptance badges it)."""
     from benchmark.records.files import read_record
     from benchmark.submission.box import BoxRefused
     from benchmark.submission.retrain import boxed_imports
@@ -314,10 +335,34 @@ def _boxed(
             records += [read_record(path)] if path is not None else []
         except Exception:  # noqa: BLE001, S112 - refused with its reason by _admit
             continue
+    in_parent = sorted({name for r in records for name in parent_plugin_code(r)})
+    if in_parent and not unboxed:
+        raise BundleError(
+            f"{bundle}: its records need plugin code that accept would run in its own process "
+            f"({', '.join(in_parent)}): a plugin partitioner is not run in the box (the "
+            "partition is rebuilt here, docs/integrity.md); pass --unboxed only if you trust "
+            "that code (the rows accepted so are badged unboxed); nothing re-run, nothing written"
+        )
     try:
-        return boxed_imports(records, reproduce=spec.reproduce, hidden=hidden, unboxed=unboxed)
+        boxed = boxed_imports(records, reproduce=spec.reproduce, hidden=hidden, unboxed=unboxed)
     except BoxRefused as exc:
         raise BundleError(f"{bundle}: {exc}; nothing re-run, nothing written") from None
+    return boxed, in_parent
+
+
+def parent_plugin_code(record: ResultRecord) -> list[str]:
+    """The record's plugin components ("partitioner:NAME") whose code ``accept`` could only run in
+    its own process: a plugin partitioner (the partition is rebuilt here, and the plugin tasks'
+    and the re-training's clients are its output). Read from the entry points' metadata, nothing
+    imported. A plugin method or task is not among them: their code runs only in the box."""
+    from benchmark.contracts.registries import PARTITIONERS, load_builtins
+    from benchmark.core.registry import BUILT_IN
+
+    load_builtins()
+    name = (record.cell.get("partition") or {}).get("name")
+    if isinstance(name, str) and PARTITIONERS.origin(name) not in (BUILT_IN, None):
+        return [f"{PARTITIONERS.kind}:{name}"]
+    return []
 
 
 def _exported(
@@ -431,16 +476,28 @@ def _training(
     boxed: tuple[dict[str, Any], str | None],
     record: ResultRecord,
     eval_time_s: float | None,
+    in_parent: list[str] | None = None,
 ) -> Any:
-    """What the acceptance file says of the record's training: the box it ran in, and the re-run's
-    numbers where it was re-trained (what the site shows)."""
+    """What the acceptance file says of the record's training: the box it ran in (``none ...``,
+    which the site badges unboxed, when a method ran without namespaces or the record's plugin
+    task or partitioner ran in the accepting process under ``--unboxed``), and the re-run's numbers
+    where it was re-trained (what the site shows)."""
     from benchmark.contracts.cell import Cell
 
-    if not boxed[0]:
+    mine = [n for n in in_parent or [] if n in parent_plugin_code(record)]
+    if not boxed[0] and not mine:
         return None
     from benchmark.submission.plugin_files import non_code_files
 
-    out: dict[str, Any] = {"box": "bubblewrap" if boxed[1] is None else "none (--unboxed)"}
+    box = "bubblewrap" if boxed[1] is None else "none (--unboxed)"
+    if mine:
+        box = f"none (--unboxed: {', '.join(mine)} ran in the accepting process)"
+    out: dict[str, Any] = {"box": box}
+    from benchmark.submission.boxed_tasks import plugin_tasks
+
+    tasks = plugin_tasks(record)
+    if tasks:  # their reproduced scores are the plugin's own code's, computed in the box
+        out["plugin_tasks_scored_in_box"] = tasks
     files = {d: non_code_files(d) for d in _distributions(record)}
     if files:
         out["plugin_files"] = {d: [[rel, n] for rel, n in f] for d, f in files.items()}
@@ -474,9 +531,11 @@ def _admit(
     spec: Any,
     sources: PluginSources,
     carried: Mapping[str, Any],
+    declared: Mapping[str, Any] | None = None,
 ) -> tuple[Mapping[str, Any], ResultRecord]:
     """The record of manifest entry ``i`` when nothing about it is refused before re-evaluation
-    (BundleError)."""
+    (BundleError). ``declared``: what the methods imported in the box declared there (a plugin
+    method's version and config bounds are read from it, its code not imported here)."""
     from benchmark.records.files import read_record
     from benchmark.records.schema import RecordError
     from benchmark.records.store import verify_record
@@ -514,11 +573,12 @@ def _admit(
         raise BundleError(_one_line(f"{where}: ", plugins))
     check = RecordCheck(path, record)
     check_identity(record, check)
-    check_track(record, spec, check)
+    check_track(record, spec, check, declared or {})
     problems += [f"{name}: {why}" for name, why in check.problems]
-    problems += version_problems(record)
-    problems += protocol_problems(record, carried)
-    problems += config_problems(record)  # bounds of what the cell asks for, before it is built
+    problems += version_problems(record, declared or {})
+    problems += protocol_problems(record, carried, declared or {})
+    # bounds of what the cell asks for, before it is built
+    problems += config_problems(record, declared or {})
     if problems:
         raise BundleError(_one_line(f"{where}: ", problems))
     return entry, record
@@ -589,6 +649,47 @@ def _traffic(record: ResultRecord, pre: Any, oracle: Any, data_root: str | None)
     return traffic_verdict(record, pre, cell_method(record, data_root), *sizes)
 
 
+@dataclass(frozen=True)
+class _TaskBox:
+    """Where a record's plugin tasks run (``benchmark.submission.boxed_tasks``): the declaration
+    of its method made in the box (the cards its plugin tasks built there), what the box hides,
+    and whether it runs without namespaces (``--unboxed``)."""
+
+    declared: Any
+    hidden: list[Any]
+    unboxed: bool
+
+    def scores(
+        self, record: ResultRecord, pre: Any, data_root: str | None
+    ) -> tuple[list[str], list[Any]]:
+        """(the plugin tasks, their scores computed in the box); BoxRefused (one line)."""
+        from benchmark.submission.box import BoxRefused
+        from benchmark.submission.boxed_tasks import plugin_tasks, scores_in_box
+
+        tasks = plugin_tasks(record)
+        if not tasks:
+            return [], []
+        if self.declared is None:
+            raise BoxRefused("its plugin tasks were not built in the box")
+        cards: dict[str, set[str]] = {}
+        for spec in record.cell.get("tasks") or []:
+            if isinstance(spec, Mapping) and spec.get("name") in tasks:
+                answer = self.declared.task(spec["name"], spec.get("params") or {})
+                cards.setdefault(spec["name"], set()).update(
+                    [answer["card_id"]] if "card_id" in answer else []
+                )
+        got = scores_in_box(
+            record,
+            pre,
+            tasks,
+            cards,
+            data_root=data_root,
+            hidden=self.hidden,
+            unboxed=self.unboxed,
+        )
+        return tasks, got
+
+
 def _accept_one(
     root: Path,
     i: int,
@@ -596,9 +697,13 @@ def _accept_one(
     record: ResultRecord,
     data_root: str | None,
     encoder: Any = None,
+    box: _TaskBox | None = None,
 ) -> RecordAcceptance:
     """Re-run the record's tasks from its checkpoint (checked again as it is loaded); ``encoder``:
-    the encoder exported in the box (``_exported``), evaluated as it is."""
+    the encoder exported in the box (``_exported``), evaluated as it is; ``box``: where its plugin
+    tasks run (never in this process)."""
+    from benchmark.submission.box import BoxRefused
+
     out = RecordAcceptance(entry, record)
     problems: list[str] = []
     pre = _checkpoint(root, entry, record, problems)
@@ -606,7 +711,14 @@ def _accept_one(
         raise BundleError(_one_line(f"records[{i}] {entry['path']}: ", problems))
     t0 = time.perf_counter()
     try:
-        out.checks, fingerprint = reevaluate(record, pre, data_root=data_root, encoder=encoder)
+        elsewhere, scored = box.scores(record, pre, data_root) if box is not None else ([], [])
+    except BoxRefused as exc:
+        out.problems.append(f"re-evaluation failed: {exc}")
+        return out
+    try:
+        out.checks, fingerprint = reevaluate(
+            record, pre, data_root=data_root, encoder=encoder, elsewhere=elsewhere, scored=scored
+        )
         out.eval_time_s = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - a checkpoint the tasks cannot run on is a rejection, not a crash
         out.problems.append(f"re-evaluation failed: {type(exc).__name__}: {exc}")
@@ -626,19 +738,42 @@ def _accept_one(
 COST_FIELDS = ("epochs", "steps", "max_iter", "max_images", "k", "warmup_epochs")
 
 
-def protocol_problems(record: ResultRecord, carried: Mapping[str, Any] | None = None) -> list[str]:
+def protocol_problems(
+    record: ResultRecord,
+    carried: Mapping[str, Any] | None = None,
+    declared: Mapping[str, Any] | None = None,
+) -> list[str]:
     """Why re-running ``record``'s tasks could cost more than the project's cards allow ([] when it
     cannot). A plugin task (``env.plugins`` names it; :func:`plugin_problems` checked the installed
     copy is the one the record ran) whose card the bundle carries (``carried``: card_id → card) has
-    no project card to be bounded by: the card its installed code builds must be the carried one."""
+    no project card to be bounded by: the card its installed code builds must be the carried one.
+    ``declared`` (``accept``): a plugin task's card is the one it built in the box (its code is
+    not imported here; it runs in the box, bounded by the box's limits)."""
     from benchmark.contracts.registries import PUBLISHED_CARDS, TASKS, load_builtins
     from benchmark.core.config import from_mapping
     from benchmark.submission.bounds import batch_problems
+    from benchmark.submission.checks import _declared_task
 
     load_builtins()
     load_card = PUBLISHED_CARDS.get("project")
     out = []
     for spec in record.cell.get("tasks") or []:
+        try:
+            boxed = _declared_task(record, TASKS, spec, declared)
+        except ValueError as exc:
+            out.append(f"task {spec.get('name')!r}: {exc}")
+            continue
+        if boxed is not None:
+            if "error" in boxed:
+                out.append(f"task {spec['name']!r} cannot be built here: {boxed['error']}")
+            elif boxed["card_id"] not in (carried or {}):
+                out.append(
+                    f"task {spec['name']} (a plugin): the bundle does not carry its card "
+                    f"{boxed['card_name']} ({boxed['card_id']}) that the installed task builds; "
+                    f"it carries {sorted(carried or {}) or 'none'} (submit writes "
+                    "cards/<card_id>.card.json)"
+                )
+            continue
         try:
             cls = TASKS.get(spec["name"])
             card = cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card()
@@ -726,19 +861,27 @@ def plugin_problems(record: ResultRecord, sources: PluginSources | None = None) 
 def _plugin_problem(
     kind: str, registry: Any, name: str, prov: Mapping[str, Any] | None, sources: PluginSources
 ) -> str | None:
-    from benchmark.core.provenance import component_provenance
+    from benchmark.core.provenance import component_provenance, installed_provenance
     from benchmark.core.registry import RegistryError
 
-    if name not in registry:
+    if name not in registry:  # the built-ins and the entry points' metadata: nothing imported
         if prov and prov.get("distribution"):
             return (
                 f"{kind} {name!r} is not installed here: install the plugin the record ran, "
                 f"{prov['distribution']} {prov.get('version')}: {sources.how(prov)}; then accept again"
             )
         return f"{kind} {name!r} is not installed here: the record names no plugin distribution that provides it"
+    clash = registry.clash(name)
+    if clash:  # a name two installed distributions register
+        return clash
     try:
-        installed = component_provenance(registry.get(name))
-    except RegistryError as exc:  # a plugin that cannot be loaded, or a name two claim
+        if registry.entry_target(name) is None:  # built in: this repository's code
+            installed = component_provenance(registry.get(name))
+        else:  # from the installed files and metadata, without importing the plugin (issue 52)
+            installed = installed_provenance(registry, name)
+    except ImportError as exc:
+        return f"{kind} {name!r}: its entry point names code that is not installed here: {exc}"
+    except RegistryError as exc:
         return str(exc)
     if prov is None:
         if installed is None:
@@ -947,6 +1090,7 @@ __all__ = [
     "RecordAcceptance",
     "accept",
     "opened_bundle",
+    "parent_plugin_code",
     "plugin_problems",
     "protocol_problems",
     "reevaluate",

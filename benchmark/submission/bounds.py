@@ -30,10 +30,11 @@ from typing import Any
 from benchmark.records.schema import ResultRecord
 
 
-def config_problems(record: ResultRecord) -> list[str]:
+def config_problems(record: ResultRecord, declared: Mapping[str, Any] | None = None) -> list[str]:
     """Why a component of ``record``'s cell cannot be configured as the record says ([] when every
     one can): each config is built without data or tensors, so its bounds refuse an oversized
-    value before anything of that size exists."""
+    value before anything of that size exists. ``declared`` (``accept``): a plugin method's config
+    was checked in the box (``benchmark.submission.retrain.Declaration``), not imported here."""
     from benchmark.contracts.registries import (
         BACKBONES,
         DATASETS,
@@ -55,8 +56,16 @@ def config_problems(record: ResultRecord) -> list[str]:
     if cell["public"] is not None:
         parts.append(("public split", PUBLIC_SPLITS, cell["public"]))
     out = []
+    from benchmark.submission.checks import _declared_plugin
+
     for kind, registry, spec in parts:
         try:
+            boxed = _declared_plugin(registry, spec["name"], declared)
+            if boxed is not None:
+                problem = boxed.config_problem(dict(spec.get("params") or {}))
+                if problem is not None:
+                    out.append(f"{kind} {spec['name']!r}: {problem}")
+                continue
             target = registry.get(spec["name"])
             target = target.Config if kind == "method" else target
             from_mapping(target, dict(spec.get("params") or {}))

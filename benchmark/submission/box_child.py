@@ -6,8 +6,11 @@ outside is imported, reads ``/box/job.json`` and, for a re-training, ``/box/payl
 and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
 
 ``declare``  import the cell's method (and tasks) the way the registry does, and report what the
-             method declares: its requirements (``Requirement``), federation and whether its
-             encoder needs the clients' states. Nothing of the data is handed to it.
+             method declares: its requirements (``Requirement``), federation, whether its
+             encoder needs the clients' states, its version and ``export_params`` (the cell's
+             identity), and whether each of the records' method configs is within its
+             ``Config``'s bounds; for each plugin task config asked about, its version and the
+             card it builds. Nothing of the data is handed to it.
 ``train``    the cell's pre-training from its configuration, on exactly the clients' images the
              parent handed over (labels only when the method declared them), through the runner's
              own ``pretrain`` stage; the final state goes to ``/box/out/trained.pt``
@@ -17,6 +20,11 @@ and plain values only), does the job and writes ``/box/out/result.json``. Jobs:
              budget), then its ``encoder`` export, written as modules and plain fields
              (``benchmark.submission.exported``) for the parent to rebuild from trusted classes.
              Nothing of the data is handed to it.
+``evaluate`` a record's plugin tasks (their code is never called in the accepting process): the
+             method built from its cell exports its encoder from the checkpoint's state, and
+             the tasks run on it with the dataset's train and test splits the parent handed
+             over (``/box/payload.pt``); the scores go back as plain numbers, which the parent
+             validates and compares with the record's (they are shown unranked).
 
 Any exception becomes ``{"ok": false, "error": "..."}``; a child that dies before writing its
 result is refused by the parent whatever its exit code.
@@ -48,15 +56,99 @@ def _limit(limits: dict[str, Any]) -> None:
 
 def _declare(job: dict[str, Any]) -> dict[str, Any]:
     from benchmark.contracts.registries import METHODS, TASKS, load_builtins
+    from benchmark.core.config import from_mapping
+    from benchmark.grids.expand import component_version
 
     load_builtins()
     cls = METHODS.get(job["method"])
     for task in job.get("tasks") or []:
         TASKS.get(task)
+    problems: list[str | None] = []
+    for params in job.get("configs") or []:  # the records' method configs, within its bounds?
+        try:
+            from_mapping(cls.Config, dict(params))
+            problems.append(None)
+        except Exception as exc:  # noqa: BLE001 - any refusal of the config is the record's
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            problems.append(first[:300])
+    tasks: list[dict[str, Any]] = []
+    for name, params in job.get("task_configs") or []:  # a plugin task's version and card
+        try:
+            task_cls = TASKS.get(name)
+            card = task_cls(from_mapping(task_cls.Config, dict(params))).card()
+            tasks.append(
+                {
+                    "version": str(component_version(TASKS, task_cls)),
+                    "card_id": str(card.card_id),
+                    "card_name": str(card.name),
+                }
+            )
+        except Exception as exc:  # noqa: BLE001 - a task that cannot be built is the record's
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            tasks.append({"error": f"{type(exc).__name__}: {first}"[:300]})
     return {
         "requires": sorted(str(getattr(r, "value", r)) for r in cls.requires),
         "federation": str(cls.federation),
         "encoder_needs_clients": bool(cls.encoder_needs_clients),
+        # what the accepting process would otherwise import the plugin to read (issue 52)
+        "version": str(component_version(METHODS, cls)),
+        "export_params": [str(p) for p in cls.export_params],
+        "config_problems": problems,
+        "tasks": tasks,
+    }
+
+
+def _evaluate(job: dict[str, Any], box: Path) -> dict[str, Any]:
+    """The record's plugin tasks (``job["tasks"]``) on the encoder its method exports from the
+    checkpoint's state, with the splits the parent handed over (no data root: a task that needs
+    another data set fails here)."""
+    import dataclasses
+
+    import torch
+
+    from benchmark.contracts.cell import Cell
+    from benchmark.contracts.data_types import DatasetSplit, DatasetSplits
+    from benchmark.contracts.method import InputSpec
+    from benchmark.contracts.registries import load_builtins
+    from benchmark.contracts.types import ClientState, ServerState
+    from benchmark.engine.stages import build_method, build_partition, evaluate, export_encoder
+    from benchmark.runroot.rundir import RunDir
+
+    load_builtins()
+    data = torch.load(box / "payload.pt", map_location="cpu", weights_only=True)
+    cell = Cell.from_dict(job["cell"])
+    num_classes = int(job["num_classes"])
+    ds = DatasetSplits(
+        name=str(job["dataset"]),
+        train=DatasetSplit(data["train_images"], data["train_labels"].numpy(), num_classes),
+        test=DatasetSplit(data["test_images"], data["test_labels"].numpy(), num_classes),
+        revision=str(job["revision"]),
+        mean=tuple(job["mean"]),
+        std=tuple(job["std"]),
+    )
+    inputs = InputSpec(
+        image_size=ds.image_size, mean=ds.mean, std=ds.std, num_classes=ds.num_classes
+    )
+    state = data["state"]
+    server = ServerState(model=state["model"], extra=state["extra"])
+    clients = {int(k): ClientState(tensors=dict(v)) for k, v in state["clients"].items()}
+    encoder = export_encoder(build_method(cell, inputs), server, clients)
+    wanted = set(job["tasks"])
+    mine = dataclasses.replace(cell, tasks=tuple(t for t in cell.tasks if t.name in wanted))
+    part = build_partition(cell, ds.train.labels)
+    work = box / "work"
+    work.mkdir()
+    ev = evaluate(mine, encoder, ds, part, RunDir.of(cell, work), device=torch.device("cpu"))
+    return {
+        "scores": [
+            {
+                "task": s.task,
+                "card_id": s.card.card_id,
+                "values": {str(k): float(v) for k, v in dict(s.values).items()},
+            }
+            for s in ev.scores
+        ],
+        "failures": {str(k): str(v)[:300] for k, v in ev.failures.items()},
     }
 
 
@@ -206,6 +298,7 @@ JOBS: dict[str, Callable[[dict[str, Any], Path], dict[str, Any]]] = {
     "train": _train_job,
     "export": _export,
     "declare": lambda job, _box: _declare(job),
+    "evaluate": _evaluate,
 }
 
 

@@ -197,11 +197,13 @@ def check_identity(record: ResultRecord, check: RecordCheck) -> None:
             check.fail("identity", f"{label} {have!r} does not match the cell's {want!r}")
 
 
-def version_problems(record: ResultRecord) -> list[str]:
+def version_problems(record: ResultRecord, declared: Mapping[str, Any] | None = None) -> list[str]:
     """Each component of the record's cell (dataset, backbone, method, partition, public split,
     tasks) whose version is not the installed component's: a version that does not exist here names
     code nobody can re-run, and a made-up task version made one checkpoint count as another seed
-    (issue 44). [] when every version is the installed one."""
+    (issue 44). [] when every version is the installed one. ``declared`` (``accept``: method name
+    -> its declaration in the box, ``benchmark.submission.retrain``): a plugin method's version is
+    the one it declared there, and its code is not imported here."""
     from benchmark.contracts.registries import (
         BACKBONES,
         DATASETS,
@@ -228,6 +230,29 @@ def version_problems(record: ResultRecord) -> list[str]:
         if not isinstance(spec, Mapping) or spec.get("name") not in registry:
             continue  # absent (public: null), or not installed: said by the plugin check
         try:
+            task = _declared_task(record, registry, spec, declared)
+            if task is not None:
+                if "error" in task:
+                    out.append(f"cell.{where} {spec['name']!r} cannot be built: {task['error']}")
+                elif spec.get("version") != task["version"]:
+                    out.append(
+                        f"cell.{where} {spec['name']!r} version {spec.get('version')!r} is not "
+                        f"the version the installed plugin declares {task['version']!r}"
+                    )
+                continue
+            boxed = _declared_plugin(registry, spec["name"], declared)
+        except ValueError as exc:
+            out.append(f"cell.{where} {spec['name']!r}: {exc}")
+            continue
+        if boxed is not None:
+            have = boxed.version
+            if spec.get("version") != have:
+                out.append(
+                    f"cell.{where} {spec['name']!r} version {spec.get('version')!r} is not the "
+                    f"version the installed plugin declares {have!r}"
+                )
+            continue
+        try:
             have = component_version(registry, registry.get(spec["name"]))
         except Exception as exc:  # noqa: BLE001 - a component that cannot load is refused
             out.append(f"cell.{where} {spec['name']!r} cannot be loaded here: {exc}")
@@ -238,6 +263,38 @@ def version_problems(record: ResultRecord) -> list[str]:
                 f"installed version {have!r} (an unknown version names code that cannot be re-run)"
             )
     return out
+
+
+def _declared_plugin(registry: Any, name: str, declared: Mapping[str, Any] | None) -> Any:
+    """The declaration (made in the box) of the plugin method ``name`` when ``declared`` is given
+    (``accept``); None for a built-in or another kind of component, or outside ``accept``.
+    ``ValueError`` when ``accept`` reached a plugin method it did not import in the box."""
+    from benchmark.contracts.registries import METHODS
+    from benchmark.core.registry import BUILT_IN
+
+    if declared is None or registry is not METHODS or METHODS.origin(name) == BUILT_IN:
+        return None
+    if name not in declared:
+        raise ValueError(f"plugin method {name!r} was not imported in the box")
+    return declared[name]
+
+
+def _declared_task(
+    record: ResultRecord, registry: Any, spec: Mapping[str, Any], declared: Mapping[str, Any] | None
+) -> Mapping[str, str] | None:
+    """What the plugin task ``spec`` of ``record`` declared in the box (``accept``: its version
+    and card, or why it cannot be built); None for a built-in or another kind of component, or
+    outside ``accept``. ``ValueError`` when ``accept`` did not ask the box about it."""
+    from benchmark.contracts.registries import TASKS
+    from benchmark.core.registry import BUILT_IN
+
+    name = spec.get("name")
+    if declared is None or registry is not TASKS or TASKS.origin(name) in (BUILT_IN, None):
+        return None
+    if record.method not in declared:
+        raise ValueError(f"plugin task {name!r} was not built in the box")
+    params = spec.get("params") if isinstance(spec.get("params"), Mapping) else {}
+    return declared[record.method].task(name, params)
 
 
 def check_integrity(
@@ -385,7 +442,14 @@ def _reevaluate(record: ResultRecord, pre: Any, check: RecordCheck, data_root: s
     check.reevaluated = all(c.ok for c in check.score_checks)
 
 
-def check_track(record: ResultRecord, track: Track, check: RecordCheck) -> None:
+def check_track(
+    record: ResultRecord,
+    track: Track,
+    check: RecordCheck,
+    declared: Mapping[str, Any] | None = None,
+) -> None:
+    """``declared`` (``accept``): a plugin task's card is the one it built in the box, its code
+    not imported here."""
     why = track.admits(record)  # the site build's membership rule, the same function
     if why:
         check.fail("track", why)
@@ -393,7 +457,7 @@ def check_track(record: ResultRecord, track: Track, check: RecordCheck) -> None:
     if record.status != "ok":
         return  # a diverged record has no scores; it is shown as diverged, not dropped
     scores = [s for s in record.scores if s.task == track.task]
-    expected = _current_cards(record)
+    expected = _current_cards(record, declared)
     for s in scores:
         if track.card is not None and s.card.name != track.card:
             check.fail("track", f"{s.task} card {s.card.name!r} is not the track's {track.card!r}")
@@ -517,9 +581,12 @@ def sweep_notes(records: Iterable[ResultRecord], track: Track) -> list[str]:
     return list(out.values())
 
 
-def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:
+def _current_cards(
+    record: ResultRecord, declared: Mapping[str, Any] | None = None
+) -> dict[str, set[str]] | None:
     """task name → card ids the registered tasks build today from the cell's task configs (None:
-    unavailable)."""
+    unavailable). ``declared`` (``accept``): a plugin task's card id is the one it built in the
+    box."""
     try:
         from benchmark.contracts.registries import TASKS, load_builtins
         from benchmark.core.config import from_mapping
@@ -527,6 +594,11 @@ def _current_cards(record: ResultRecord) -> dict[str, set[str]] | None:
         load_builtins()
         out: dict[str, set[str]] = defaultdict(set)
         for spec in record.cell.get("tasks") or []:
+            task = _declared_task(record, TASKS, spec, declared)
+            if task is not None:
+                if "card_id" in task:
+                    out[spec["name"]].add(task["card_id"])
+                continue
             cls = TASKS.get(spec["name"])
             out[spec["name"]].add(
                 cls(from_mapping(cls.Config, dict(spec.get("params") or {}))).card().card_id

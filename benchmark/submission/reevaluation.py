@@ -4,7 +4,9 @@ maintainers' ``accept``; it imports neither."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ def reevaluate(
     *,
     data_root: str | Path | None = None,
     encoder: Any = None,
+    elsewhere: Collection[str] = (),
+    scored: Iterable[Any] = (),
 ) -> tuple[list[ScoreCheck], str]:
     """Rebuild the encoder from the pre-trained state ``pre``
     (``benchmark.engine.pretrained.Pretrained``) and re-run the record's tasks (the runner's stage
@@ -26,7 +30,8 @@ def reevaluate(
 
     ``encoder``: the encoder already exported (``accept``: by the method's code in the box, rebuilt
     here from trusted classes, ``benchmark.submission.exported``); the method is then neither
-    built nor called here."""
+    built nor called here. ``elsewhere``: tasks not run here (``accept``: plugin tasks, run in the
+    box, ``benchmark.submission.boxed_tasks``), whose reproduced scores are ``scored``."""
     import torch
 
     from benchmark.contracts.cell import Cell
@@ -43,6 +48,7 @@ def reevaluate(
 
     load_builtins()
     cell = Cell.from_dict(record.cell)
+    here = dataclasses.replace(cell, tasks=tuple(t for t in cell.tasks if t.name not in elsewhere))
     ds = load_data(cell, data_root)
     if encoder is None:
         encoder = export_encoder(
@@ -51,7 +57,7 @@ def reevaluate(
     with tempfile.TemporaryDirectory() as tmp:
         part = build_partition(cell, ds.train.labels)  # personalised cards need the clients' split
         ev = evaluate(
-            cell,
+            here,
             encoder,
             ds,
             part,
@@ -59,4 +65,4 @@ def reevaluate(
             device=torch.device("cpu"),
             data_root=data_root,
         )
-    return compare_scores(record.scores, ev.scores), encoder.fingerprint
+    return compare_scores(record.scores, [*ev.scores, *scored]), encoder.fingerprint

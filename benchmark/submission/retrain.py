@@ -16,11 +16,12 @@ is the re-run's, written into the acceptance file.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,38 @@ class Declaration:
     requires: frozenset[str]
     federation: str
     encoder_needs_clients: bool
+    # what the accepting process would otherwise import a plugin to read (issue 52): the version
+    # the method puts into a cell, its export_params (the cell's pre-training key), and whether
+    # each method config asked about is within its Config's bounds (canonical JSON -> why not)
+    version: str = ""
+    export_params: tuple[str, ...] = ()
+    config_problems: Mapping[str, str | None] = field(default_factory=dict)
+    # a plugin task's config (canonical JSON of [name, params]) -> {"version", "card_id",
+    # "card_name"} as the task's code said in the box, or {"error": why it cannot be built}
+    tasks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def labels(self) -> bool:
         return "labels" in self.requires
+
+    def task(self, name: str, params: Mapping[str, Any]) -> Mapping[str, str]:
+        """What the plugin task ``name`` with ``params`` declared in the box (see ``tasks``)."""
+        return self.tasks.get(
+            _config_key([name, dict(params)]), {"error": "it was not built in the box"}
+        )
+
+    def config_problem(self, params: Mapping[str, Any]) -> str | None:
+        """Why the method's ``Config`` refuses ``params`` (as the box answered), or None."""
+        key = _config_key(params)
+        if key not in self.config_problems:
+            return "its config was not checked in the box"
+        return self.config_problems[key]
+
+
+def _config_key(params: Any) -> str:
+    from benchmark.core.canonical import canonical_json
+
+    return canonical_json(dict(params) if isinstance(params, Mapping) else params)
 
 
 def plugin_names(record: Any) -> list[str]:
@@ -74,30 +103,86 @@ def declare(
     method: str,
     tasks: Sequence[str] = (),
     *,
+    configs: Sequence[Mapping[str, Any]] = (),
+    task_configs: Sequence[tuple[str, Mapping[str, Any]]] = (),
     hidden: Iterable[Path | str | None] = (),
     limits: BoxLimits = DEFAULT_BOX_LIMITS,
     unboxed: bool = False,
 ) -> Declaration:
-    """Import ``method`` (and ``tasks``) in the box, with no data, and read what it declares.
-    BoxRefused (one line) when the import fails, exits, hangs past the deadline, or the answer is
-    not a declaration."""
+    """Import ``method`` (and ``tasks``) in the box, with no data, and read what it declares
+    (``configs``: method configs whose bounds its ``Config`` checks there; ``task_configs``:
+    (plugin task, params) whose version and card it reports). BoxRefused (one line) when the import
+    fails, exits, hangs past the deadline, or the answer is not a declaration."""
     what = f"importing method {method!r} in the box"
+    keys = sorted({_config_key(c) for c in configs})
+    task_keys = sorted({_config_key([n, dict(p)]) for n, p in task_configs})
     raw = run_boxed(
-        {"kind": "declare", "method": method, "tasks": list(tasks)},
+        {
+            "kind": "declare",
+            "method": method,
+            "tasks": list(tasks),
+            "configs": [json.loads(k) for k in keys],
+            "task_configs": [json.loads(k) for k in task_keys],
+        },
         what=what,
         hidden=hidden,
         limits=limits,
         unboxed=unboxed,
     )
     requires, federation = raw.get("requires"), raw.get("federation")
+    version, export, problems = (
+        raw.get("version"),
+        raw.get("export_params"),
+        raw.get("config_problems"),
+    )
     if (
         not isinstance(requires, list)
         or not set(map(str, requires)) <= KNOWN_REQUIREMENTS
         or federation not in ("federated", "pooled", "none")
         or not isinstance(raw.get("encoder_needs_clients"), bool)
+        or not _short_text(version, 200)
+        or not isinstance(export, list)
+        or len(export) > 64
+        or not all(_short_text(p, 100) for p in export)
+        or not isinstance(problems, list)
+        or len(problems) != len(keys)
+        or not all(p is None or _short_text(p, 500) for p in problems)
+        or not isinstance(raw.get("tasks"), list)
+        or len(raw["tasks"]) != len(task_keys)
+        or not all(_task_answer(t) for t in raw["tasks"])
     ):
         raise BoxRefused(f"{what}: the child's answer is not a method's declaration")
-    return Declaration(frozenset(requires), federation, raw["encoder_needs_clients"])
+    return Declaration(
+        frozenset(requires),
+        federation,
+        raw["encoder_needs_clients"],
+        version=version,
+        export_params=tuple(export),
+        config_problems=dict(zip(keys, problems, strict=True)),
+        tasks=dict(zip(task_keys, raw["tasks"], strict=True)),
+    )
+
+
+def _short_text(value: Any, limit: int) -> bool:
+    return isinstance(value, str) and len(value) <= limit
+
+
+def _task_answer(answer: Any) -> bool:
+    """A plugin task's answer from the box: its version, card id (16 hex digits) and card name, or
+    why it cannot be built."""
+    import re
+
+    if not isinstance(answer, dict):
+        return False
+    if set(answer) == {"error"}:
+        return _short_text(answer["error"], 500)
+    return (
+        set(answer) == {"version", "card_id", "card_name"}
+        and _short_text(answer["version"], 200)
+        and _short_text(answer["card_name"], 200)
+        and isinstance(answer["card_id"], str)
+        and re.fullmatch(r"[0-9a-f]{16}", answer["card_id"]) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -284,8 +369,26 @@ def boxed_imports(
             f"its records run plugin code ({', '.join(plugins)}) and no box can run here ({why}): "
             "pass --unboxed only if you trust that code (the rows accepted so are badged unboxed)"
         )
+    configs: dict[str, list[Mapping[str, Any]]] = {}
+    task_configs: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for r in records:
+        params = (r.cell.get("method") or {}).get("params")
+        configs.setdefault(r.method, []).append(params if isinstance(params, Mapping) else {})
+        mine = {n.split(":", 1)[1] for n in plugin_names(r) if n.startswith("task:")}
+        task_configs.setdefault(r.method, []).extend(
+            (t["name"], t.get("params") if isinstance(t.get("params"), Mapping) else {})
+            for t in r.cell.get("tasks") or []
+            if isinstance(t, Mapping) and t.get("name") in mine
+        )
     out = {
-        method: declare(method, sorted(tasks), hidden=hidden, unboxed=why is not None)
+        method: declare(
+            method,
+            sorted(tasks),
+            configs=configs.get(method, []),
+            task_configs=task_configs.get(method, []),
+            hidden=hidden,
+            unboxed=why is not None,
+        )
         for method, tasks in sorted(wanted.items())
     }
     return out, why

@@ -3,8 +3,9 @@
 keeps it in ``results/cards/``, and the site lists the plugin task's scores unranked on
 ``submitted.html``.
 
-The plugin is the ``new-task --plugin`` scaffold (centroid_probe), registered as its entry point
-would register it; one no_pretrain smoke cell scores it beside kNN (the track's task)."""
+The plugin is the ``new-task --plugin`` scaffold (centroid_probe), installed in place with its entry
+point; one no_pretrain smoke cell scores it beside kNN (the track's task). ``accept`` builds its card
+and scores it in the box only (``benchmark.submission.boxed_tasks``)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,14 @@ def bundle(tmp_path_factory: pytest.TempPathFactory):
     pkg = tmp_path_factory.mktemp("plugin") / "cp"
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["new-task", "centroid_probe", "--plugin", "--out", str(pkg)]) == 0
+    _installed(pkg / "src")
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(pkg / "src"))
-        module = importlib.import_module("fssl_centroid_probe.task")
         load_builtins()
-        mp.setitem(TASKS._items, "centroid_probe", module.CentroidProbe)
+        for attr in ("_items", "_targets", "_origin", "_clashes", "_refused"):
+            mp.setattr(TASKS, attr, dict(getattr(TASKS, attr)))
+        mp.setattr(TASKS, "_plugins_loaded", False)
+        module = importlib.import_module("fssl_centroid_probe.task")
         root = tmp_path_factory.mktemp("runs")
         run_cell(smoke_cell("no_pretrain", tasks=["knn", "centroid_probe"]), root, device="cpu")
         out = tmp_path_factory.mktemp("bundle") / "b"
@@ -48,6 +52,21 @@ def bundle(tmp_path_factory: pytest.TempPathFactory):
     sys.modules.pop("fssl_centroid_probe", None)
 
 
+def _installed(src: Path) -> None:
+    """The scaffold as pip would install it in place: a dist-info beside the package with its
+    entry point (accept finds a plugin task through its entry point, and runs it only in the box,
+    where it imports it the same way)."""
+    info = src / "fssl_centroid_probe-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fssl-centroid-probe\nVersion: 0.1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[fssl_bench.tasks]\ncentroid_probe = fssl_centroid_probe.task:CentroidProbe\n"
+    )
+    (info / "top_level.txt").write_text("fssl_centroid_probe\n")
+
+
 def _accept(bundle: Path, results: Path, capsys) -> tuple[int, str, str]:
     code = main(["accept", str(bundle), "--results", str(results)])
     out = capsys.readouterr()
@@ -55,7 +74,7 @@ def _accept(bundle: Path, results: Path, capsys) -> tuple[int, str, str]:
 
 
 def test_a_plugin_task_card_goes_from_bundle_to_an_unranked_site_page(
-    bundle, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+    bundle, tmp_path: Path, capsys
 ) -> None:
     path, card_id = bundle
     manifest = json.loads((path / "manifest.json").read_text())
@@ -64,9 +83,6 @@ def test_a_plugin_task_card_goes_from_bundle_to_an_unranked_site_page(
     carried = json.loads((path / "cards" / f"{card_id}.card.json").read_text())
     assert carried["card_id"] == card_id and carried["name"] == "centroid_probe@v1"
     results = tmp_path / "results"
-    import fssl_centroid_probe.task as module  # still on sys.path through the fixture's module
-
-    monkeypatch.setitem(TASKS._items, "centroid_probe", module.CentroidProbe)
     code, out, err = _accept(path, results, capsys)
     assert code == 0, out + err
     assert json.loads((results / "cards" / f"{card_id}.card.json").read_text()) == carried
@@ -76,6 +92,7 @@ def test_a_plugin_task_card_goes_from_bundle_to_an_unranked_site_page(
     assert leaderboard_main(["build", "--results", str(results), "--out", str(site)]) == 0
     page = (site / "submitted.html").read_text()
     assert "unranked until a maintainer adds a track" in page
+    assert "reproduced by accept (plugin code, in the box)" in page  # not this repository's code
     assert "centroid_probe@v1" in page and card_id in page
     record = json.loads(next((results / "records").rglob("*.json")).read_text())
     top1 = next(s for s in record["scores"] if s["task"] == "centroid_probe")["values"]["top1"]
@@ -86,14 +103,11 @@ def test_a_plugin_task_card_goes_from_bundle_to_an_unranked_site_page(
 
 
 def test_a_bundle_whose_card_digest_is_not_its_records_is_refused_in_one_line(
-    bundle, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+    bundle, tmp_path: Path, capsys
 ) -> None:
     path, card_id = bundle
     import hashlib
 
-    import fssl_centroid_probe.task as module
-
-    monkeypatch.setitem(TASKS._items, "centroid_probe", module.CentroidProbe)
     edited = tmp_path / "edited"
     shutil.copytree(path, edited)
     card_file = edited / "cards" / f"{card_id}.card.json"
@@ -113,18 +127,15 @@ def test_a_bundle_whose_card_digest_is_not_its_records_is_refused_in_one_line(
 
 
 def test_a_carried_card_consistent_in_itself_but_not_the_records_is_refused(
-    bundle, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+    bundle, tmp_path: Path, capsys
 ) -> None:
     """The card edited with its card_id and file name recomputed: its digest is its own, but no
     record's score is under it."""
     import hashlib
 
-    import fssl_centroid_probe.task as module
-
     from benchmark.records.schema import ProtocolCard
 
     path, card_id = bundle
-    monkeypatch.setitem(TASKS._items, "centroid_probe", module.CentroidProbe)
     edited = tmp_path / "edited"
     shutil.copytree(path, edited)
     old = edited / "cards" / f"{card_id}.card.json"
