@@ -58,10 +58,14 @@ def expected_seconds(cells: Sequence[Cell], results: Path = SHIPPED_RESULTS) -> 
 
 
 def longest_first(cells: Sequence[Cell], expected: Mapping[str, float]) -> list[Cell]:
-    """``cells`` in decreasing ``expected`` time (by cell id), those without one ahead of them in
-    their order; stable: cells of equal time keep their order."""
-    unknown = [c for c in cells if c.cell_id not in expected]
-    known = [c for c in cells if c.cell_id in expected]
+    """``cells`` in decreasing ``expected`` time (by cell id), those without one (or without a
+    finite one) ahead of them in their order; stable: cells of equal time keep their order."""
+
+    def knows(cell: Cell) -> bool:
+        return cell.cell_id in expected and math.isfinite(expected[cell.cell_id])
+
+    unknown = [c for c in cells if not knows(c)]
+    known = [c for c in cells if knows(c)]
     return unknown + sorted(known, key=lambda c: -expected[c.cell_id])
 
 

@@ -64,6 +64,9 @@ def test_cells_without_a_shipped_record_keep_their_order_ahead_of_the_others() -
     assert [x.cell_id for x in order] == [x.cell_id for x in (a, c, d, b)]
     # no time known: the order handed in
     assert longest_first([d, c, b, a], {}) == [d, c, b, a]
+    # a time that is not a number is no time
+    order = longest_first([a, b, c], {a.cell_id: float("nan"), b.cell_id: 1.0, c.cell_id: 2.0})
+    assert [x.cell_id for x in order] == [x.cell_id for x in (a, c, b)]
 
 
 def test_copies_keep_their_order_after_every_cell_that_computes(tmp_path: Path) -> None:
