@@ -208,10 +208,11 @@ def run_grid(
         launcher = build_launcher(launcher, options, launcher_config)
     elif launcher_config:
         raise UsageError("launcher_config goes with a launcher name, not a launcher object")
-    from benchmark.engine.sharing import shared_last
+    from benchmark.launchers.order import launch_order
 
-    # cells that copy another cell's numbers (benchmark.engine.sharing) run after it
-    todo = shared_last(plan.todo)
+    # the cells that compute, longest first (their shipped records' times), then the cells that
+    # copy another cell's numbers (benchmark.engine.sharing), after the cells they copy
+    todo = launch_order(plan.todo)
     outcomes = tuple(launcher.launch(todo, root, grid=plan.grid.name, progress=progress))
     return RunSummary(
         plan.grid.name, root, len(plan.cells), plan.skipped, outcomes, plan.failed_before

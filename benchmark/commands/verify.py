@@ -80,10 +80,14 @@ def verify(
             verdicts[cell.cell_id] = Verdict(
                 cell.cell_id, cell.label(), "invalid", tuple(problems), _side(shipped[cell.cell_id])
             )
-    from benchmark.engine.sharing import shared_last
+    from benchmark.engine.sharing import computed_and_copies
+    from benchmark.launchers.order import longest_first
 
-    # a cell that copies another's numbers (benchmark.engine.sharing) runs after it
-    todo = shared_last([c for c in cells if c.cell_id not in verdicts])
+    # the cells that compute longest first (their shipped records' times, as `run`), then the cells
+    # that copy another's numbers (benchmark.engine.sharing), after the cells they copy
+    computed, copies = computed_and_copies([c for c in cells if c.cell_id not in verdicts])
+    took = {c.cell_id: shipped[c.cell_id].compute.wall_time_s for c in computed}
+    todo = longest_first(computed, took) + copies
     with tempfile.TemporaryDirectory(prefix="fssl-verify-") as tmp:
         run_root = Path(root) if root is not None else Path(tmp)
         launcher = LocalLauncher(options=RunOptions(device="cpu", wandb=False), workers=workers)

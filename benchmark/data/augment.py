@@ -73,21 +73,25 @@ def crop_boxes(
     n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator
 ) -> torch.Tensor:
     """(n, 4) boxes (top, left, h, w) drawn as torchvision's RandomResizedCrop.get_params (10 tries,
-    then centre)."""
+    then centre).
+
+    The arithmetic that rounds (scale, ratio, the sides, the offsets) is ATen's on the drawn
+    tensors; what only compares and selects (which try fits, the fallback) is NumPy's on the same
+    values, which rounds nothing (issue 53: a few dozen tiny tensor calls a view; the kernel census
+    keeps every call that rounds, shape for shape)."""
     area = height * width
     tries = 10
     scale = cfg.crop_scale[0] + (cfg.crop_scale[1] - cfg.crop_scale[0]) * _rand(gen, n, tries)
     log_lo, log_hi = math.log(cfg.crop_ratio[0]), math.log(cfg.crop_ratio[1])
     ratio = pmath.exp(log_lo + (log_hi - log_lo) * _rand(gen, n, tries))
     target = scale * area
-    w = torch.round(pmath.sqrt(target * ratio))
-    h = torch.round(pmath.sqrt(target / ratio))
+    w = np.rint(pmath.sqrt(target * ratio).numpy())  # round half to even, as torch.round
+    h = np.rint(pmath.sqrt(target / ratio).numpy())
     ok = (w > 0) & (h > 0) & (w <= width) & (h <= height)
-    first = torch.where(ok.any(1), ok.float().argmax(1), torch.full((n,), -1))
+    found = ok.any(1)
+    first = ok.argmax(1)  # the first try that fits (0 where none does: not read then)
     u_top, u_left = _rand(gen, n), _rand(gen, n)
-    rows = torch.arange(n)
-    hh = torch.where(first >= 0, h[rows, first.clamp(min=0)], torch.zeros(n))
-    ww = torch.where(first >= 0, w[rows, first.clamp(min=0)], torch.zeros(n))
+    rows = np.arange(n)
     # fallback: whole image clipped to the ratio range, centred (torchvision's behaviour)
     in_ratio = width / height
     if in_ratio < cfg.crop_ratio[0]:
@@ -96,16 +100,16 @@ def crop_boxes(
         fh, fw = height, round(height * cfg.crop_ratio[1])
     else:
         fw, fh = width, height
-    fallback = first < 0
-    hh = torch.where(fallback, torch.full((n,), float(fh)), hh)
-    ww = torch.where(fallback, torch.full((n,), float(fw)), ww)
+    hh = torch.from_numpy(np.where(found, h[rows, first], np.float32(fh)))
+    ww = torch.from_numpy(np.where(found, w[rows, first], np.float32(fw)))
     # DEVIATION: torchvision draws the offset with randint(0, H - h + 1); we scale a uniform draw,
     # equivalent in law.
-    top = torch.floor(u_top * (height - hh + 1)).clamp(max=height - hh)
-    left = torch.floor(u_left * (width - ww + 1)).clamp(max=width - ww)
-    top = torch.where(fallback, torch.full((n,), float((height - fh) // 2)), top)
-    left = torch.where(fallback, torch.full((n,), float((width - fw) // 2)), left)
-    return torch.stack([top, left, hh, ww], dim=1)
+    room_h, room_w = height - hh, width - ww
+    top = torch.floor(u_top * (room_h + 1)).clamp(max=room_h).numpy()
+    left = torch.floor(u_left * (room_w + 1)).clamp(max=room_w).numpy()
+    top = np.where(found, top, np.float32((height - fh) // 2))
+    left = np.where(found, left, np.float32((width - fw) // 2))
+    return torch.from_numpy(np.stack([top, left, hh.numpy(), ww.numpy()], axis=1))
 
 
 def resized_crop(

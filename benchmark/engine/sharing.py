@@ -101,7 +101,16 @@ def shared_last(cells: Sequence[Cell]) -> list[Cell]:
     """``cells`` in their order, except that of the shareable cells that differ only in their
     partition, all but the first go to the end: by the time a worker reaches one, the cell it
     copies has finished, so no worker waits on the lock of a class another worker is computing."""
-    first, later, seen = [], [], set()
+    first, later = computed_and_copies(cells)
+    return first + later
+
+
+def computed_and_copies(cells: Sequence[Cell]) -> tuple[list[Cell], list[Cell]]:
+    """``shared_last``'s two parts, each in the order of ``cells``: the cells that compute (the
+    first of each shareable class included) and the cells that copy one of them."""
+    first: list[Cell] = []
+    later: list[Cell] = []
+    seen: set[str] = set()
     for cell in cells:
         if shareable(cell):
             body = {
@@ -113,7 +122,7 @@ def shared_last(cells: Sequence[Cell]) -> list[Cell]:
                 continue
             seen.add(key)
         first.append(cell)
-    return first + later
+    return first, later
 
 
 @dataclass(frozen=True)
@@ -184,6 +193,7 @@ def copy_pretrained(src: RunDir, dst: RunDir) -> None:
 __all__ = [
     "SHARED_DIR",
     "Shared",
+    "computed_and_copies",
     "copy_pretrained",
     "pretraining_sees",
     "share_key",

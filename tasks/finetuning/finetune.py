@@ -324,6 +324,14 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
         return torch.stack([transform(Image.fromarray(a)) for a in arr])
     steps, norm = split
     crop = _plain_resized_crop(steps)
+    if (
+        crop is not None
+        and arr.dtype == np.uint8
+        and arr.ndim == 4
+        and arr.shape[0]
+        and arr.shape[-1] == 3
+    ):
+        return norm(_resized_crops(arr, *crop))
     pics = []
     if crop is not None:
         # the one step, RandomResizedCropAndInterpolation, as its __call__ runs it on a PIL image:
@@ -351,6 +359,34 @@ def transform_batch(images: torch.Tensor, transform) -> torch.Tensor:
         batch = torch.from_numpy(np.stack([np.asarray(p, dtype=np.uint8) for p in pics]))
     batch = batch.permute(0, 3, 1, 2).contiguous().to(dtype=torch.get_default_dtype()).div(255)
     return norm(batch)
+
+
+def _resized_crops(arr: np.ndarray, rrc: Any, resample: int, out: tuple[int, int]) -> torch.Tensor:
+    """timm's RandomResizedCropAndInterpolation on each RGB image of ``arr`` (B, H, W, 3) uint8, in
+    order, as float (B, 3, out_h, out_w) in [0, 1] (ToTensor's values), with one Pillow image in
+    and one out for the whole batch instead of two a picture: the batch is one tall picture (image
+    k is rows k·H to (k + 1)·H), each image's box is cropped out of it (a crop copies pixels, so it
+    is the crop of the image alone: the box lies inside the image), resized as torchvision's
+    resized_crop does (not when the crop already has the output size), and pasted (a copy) at row
+    k·out_h of the output picture, whose bytes are the per-image bytes joined. The draw is the
+    step's own (get_params on a picture of one image's size: it reads only the size)."""
+    from PIL import Image
+
+    n, height, width = arr.shape[:3]
+    out_h, out_w = out
+    tall = Image.fromarray(arr.reshape(n * height, width, 3))
+    one = Image.new("RGB", (width, height))  # the size get_params reads
+    joined = Image.new("RGB", (out_w, out_h * n))
+    for k in range(n):
+        i, j, h, w = rrc.get_params(one, rrc.scale, rrc.ratio)
+        top = k * height + i
+        pic = tall.crop((j, top, j + w, top + h))
+        if (h, w) != (out_h, out_w):
+            pic = pic.resize((out_w, out_h), resample)
+        joined.paste(pic, (0, k * out_h))
+    raw = bytearray(joined.tobytes())
+    batch = torch.frombuffer(raw, dtype=torch.uint8).view(n, out_h, out_w, 3)
+    return batch.permute(0, 3, 1, 2).contiguous().to(dtype=torch.get_default_dtype()).div(255)
 
 
 def make_mixup(cfg: FinetuneConfig, num_classes: int):

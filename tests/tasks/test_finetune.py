@@ -453,17 +453,22 @@ def test_fine_tune_reports_the_first_non_finite_step_without_reading_each_loss()
 
 
 @pytest.mark.parametrize(
-    "recipe",
+    ("recipe", "size"),
     [
         # the embedded default's recipe: crop + resize on PIL, then ToTensor and Normalize (batched)
-        {"crop_scale": [0.2, 1.0], "flip_p": 0.0, "rand_augment": "", "reprob": 0.0},
+        ({"crop_scale": [0.2, 1.0], "flip_p": 0.0, "rand_augment": "", "reprob": 0.0}, 16),
+        # the same to another size (every crop resized), and crops that are mostly the whole image
+        # (the resize skipped)
+        ({"crop_scale": [0.2, 1.0], "flip_p": 0.0, "rand_augment": "", "reprob": 0.0}, 20),
+        ({"crop_scale": [0.95, 1.0], "flip_p": 0.0, "rand_augment": "", "reprob": 0.0}, 16),
         # MAE's own: RandAugment and a flip before, RandomErasing after (image by image throughout)
-        {},
+        ({}, 16),
     ],
 )
-def test_transform_batch_is_the_per_image_transform_bit_for_bit(recipe) -> None:
-    """transform_batch converts and normalises the batch at once where the recipe allows it
-    (issue 53): the same draws, the same values as applying the timm transform to each image."""
+def test_transform_batch_is_the_per_image_transform_bit_for_bit(recipe, size) -> None:
+    """transform_batch converts and normalises the batch at once where the recipe allows it, and
+    for the embedded recipe crops every image out of one Pillow picture of the batch (issue 53):
+    the same draws, the same values as applying the timm transform to each image."""
     from PIL import Image
 
     from tasks.finetuning.finetune import train_transform, transform_batch
@@ -471,7 +476,7 @@ def test_transform_batch_is_the_per_image_transform_bit_for_bit(recipe) -> None:
     ds = load_dataset_splits("digits", {"size": 16})
     images = ds.train.images[:48]
     transform = train_transform(
-        from_mapping(FinetuneConfig, recipe), 16, tuple(ds.mean), tuple(ds.std)
+        from_mapping(FinetuneConfig, recipe), size, tuple(ds.mean), tuple(ds.std)
     )
 
     def seeded() -> None:
@@ -482,9 +487,11 @@ def test_transform_batch_is_the_per_image_transform_bit_for_bit(recipe) -> None:
     seeded()
     arr = images.permute(0, 2, 3, 1).contiguous().numpy()
     expected = torch.stack([transform(Image.fromarray(a)) for a in arr])
+    after = random.getstate()
     seeded()
     got = transform_batch(images, transform)
-    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.dtype == expected.dtype and got.shape == expected.shape == (48, 3, size, size)
     assert torch.equal(got, expected)
+    assert random.getstate() == after  # the same draws, no more
     # the draws differ between images: a batch that repeated one image's crop would not be equal
     assert not torch.equal(got[0], got[1])
