@@ -25,8 +25,8 @@ def _run_args(grid: Path, root: Path, *more: str) -> list[str]:
 # The kill test runs its cells in the ``run`` process itself (``--workers 1``): the SIGKILL then
 # lands in the cell's own process at a random point of its training or writing, and the two runs
 # start two processes instead of six (each worker imports torch and the registry, seconds of CPU).
-# A run killed while its cells are in worker processes is test_worker_death.py's; two runners that
-# each have worker processes, the test below.
+# A run killed while its cells are in worker processes is test_worker_death.py's; a runner with
+# worker processes racing one without, the test below.
 IN_PROCESS = ("--workers", "1")
 
 
@@ -84,7 +84,9 @@ def test_two_runners_on_one_grid_and_root_run_each_cell_exactly_once(
 ) -> None:
     grid, cells = tiny_grid
     root = tmp_path / "runs"
-    procs = [run_cli(*_run_args(grid, root)) for _ in range(2)]
+    # one runner with worker processes (one per core), one that runs its cells itself: three
+    # claimants race for the 4 cells (four processes started, not six)
+    procs = [run_cli(*_run_args(grid, root)), run_cli(*_run_args(grid, root, *IN_PROCESS))]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert records_of(cells, root) == tiny_reference
