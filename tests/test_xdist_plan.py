@@ -62,6 +62,9 @@ def test_slow_but_collected_last():
 """
 
 
+# a pytest of its own with two xdist workers (three processes): slow, so it starts first, not at
+# the tail of the run where it would keep one worker busy while the other has finished
+@pytest.mark.slow
 def test_two_workers_build_a_module_fixture_once_and_start_slow_tests_first(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()

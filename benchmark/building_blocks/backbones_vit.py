@@ -24,15 +24,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 import torch
-from timm.layers import DropPath, PatchEmbed
-from timm.models.vision_transformer import Block
 from torch import nn
 
 from benchmark.contracts.registries import BACKBONES
+
+if TYPE_CHECKING:
+    from timm.models.vision_transformer import Block
+
+# timm is imported where a ViT is built, not with this module: the registry imports every backbone
+# module, and a process that never builds a ViT (a ResNet cell, a `run` that hands its cells to
+# workers) would otherwise pay about a second of CPU for timm's model zoo at start-up
 
 
 # ---- fixed position embeddings (MAE util/pos_embed.py) -------------------------------------------
@@ -100,6 +105,8 @@ def masking_from_ids(
 
 
 def _block(dim: int, heads: int, mlp_ratio: float, drop_path: float = 0.0) -> Block:
+    from timm.models.vision_transformer import Block
+
     return Block(
         dim,
         heads,
@@ -149,6 +156,8 @@ class ViTEncoder(nn.Module):
         pool: str = "mean",
         drop_path_rate: float = 0.0,
     ) -> None:
+        from timm.layers import PatchEmbed
+
         super().__init__()
         if pool not in ("mean", "cls"):
             raise ValueError(f"pool must be 'mean' or 'cls', got {pool!r}")
@@ -178,6 +187,8 @@ class ViTEncoder(nn.Module):
         parameters change)."""
         if not 0 <= rate < 1:
             raise ValueError(f"drop path rate must be in [0, 1), got {rate}")
+        from timm.layers import DropPath
+
         for blk, dp in zip(self.blocks, drop_path_rates(rate, len(self.blocks))):
             # new modules follow the block's train/eval mode
             for attr in ("drop_path1", "drop_path2"):

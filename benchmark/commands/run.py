@@ -410,8 +410,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if outcome.status in ("failed", "diverged"):
             tqdm.write(f"  {outcome.status} {outcome.cell_id}: {outcome.error}")
 
+    spec = grid_spec(args.grid, args.add_method, args.add_task)
+    _enter_the_cells_mode(spec, args)
     summary = run_grid(
-        grid_spec(args.grid, args.add_method, args.add_task),
+        spec,
         root=args.root,
         options=_options(args),
         launcher=args.launcher,
@@ -437,6 +439,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.site:
         _build_site(Path(args.root), Path(args.site))
     return summary.exit_code
+
+
+def grid_kernels(spec: Any) -> str | None:
+    """The kernel mode (``benchmark.portable.mode``) of every cell of ``spec`` when the grid sets it
+    once, in its base, read without expanding it (which imports torch); None when an axis, an
+    exclusion, ``method_common`` or a method's ``with:`` mentions ``kernels`` (only the expansion
+    knows then)."""
+
+    def mentions(value: Any) -> bool:
+        if isinstance(value, Mapping):
+            return "kernels" in value or any(mentions(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(mentions(v) for v in value)
+        return False
+
+    if mentions(spec.axes) or mentions(spec.method_common) or mentions(list(spec.exclude)):
+        return None
+    return str(spec.base.get("kernels", "native"))
+
+
+def _enter_the_cells_mode(spec: Any, args: argparse.Namespace) -> None:
+    """``run --workers 1`` computes its cells in this process, which the local launcher allows only
+    in the process's own kernel mode: torch is imported (native) to expand the grid, so a portable
+    grid's cells went to a worker process of their own, a second start of torch and the registry
+    (seconds of CPU). When every cell's mode is known from the grid and torch is not imported yet,
+    this process enters that mode first, as a worker does (``benchmark.launchers.local``), and
+    computes the cells itself. A native grid needs nothing: this process is native already."""
+    from benchmark.portable import mode as portable
+
+    if args.launcher != "local" or args.workers != 1 or "torch" in sys.modules:
+        return
+    if grid_kernels(spec) == portable.PORTABLE:
+        portable.enter(portable.PORTABLE)
 
 
 def _build_site(root: Path, out: Path) -> None:

@@ -76,7 +76,11 @@ def test_missing_dataset_stops_fast_with_instructions(tmp_path: Path, capsys, mo
 def test_run_then_rerun_skips(tmp_path: Path, capsys) -> None:
     path = write_grid(tmp_path, TINY)
     root = tmp_path / "root"
-    assert main(["run", "--grid", str(path), "--root", str(root), "--no-wandb"]) == 0
+    # the cells in this process (--workers 1): two spawned workers would each import torch and the
+    # registry for a test of skipping (the worker pool is test_launchers_agree.py's)
+    assert (
+        main(["run", "--grid", str(path), "--root", str(root), "--no-wandb", "--workers", "1"]) == 0
+    )
     records = sorted(root.glob("*/*/record.json"))
     assert len(records) == 2
     mtimes = [p.stat().st_mtime_ns for p in records]

@@ -18,8 +18,16 @@ from tests.integration.conftest import records_of, run_cli
 pytestmark = pytest.mark.slow
 
 
-def _run_args(grid: Path, root: Path) -> list[str]:
-    return ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu"]
+def _run_args(grid: Path, root: Path, *more: str) -> list[str]:
+    return ["run", "--grid", str(grid), "--root", str(root), "--no-wandb", "--device", "cpu", *more]
+
+
+# The kill test runs its cells in the ``run`` process itself (``--workers 1``): the SIGKILL then
+# lands in the cell's own process at a random point of its training or writing, and the two runs
+# start two processes instead of six (each worker imports torch and the registry, seconds of CPU).
+# A run killed while its cells are in worker processes is test_worker_death.py's; a runner with
+# worker processes racing one without, the test below.
+IN_PROCESS = ("--workers", "1")
 
 
 def _events(cells: list[Any], root: Path) -> dict[str, list[dict[str, Any]]]:
@@ -40,7 +48,7 @@ def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(
     grid, cells = tiny_grid
     root = tmp_path / "runs"
     delay = random.Random().uniform(0.0, 6.0)
-    proc = run_cli(*_run_args(grid, root))
+    proc = run_cli(*_run_args(grid, root, *IN_PROCESS))
     deadline = time.monotonic() + 600
     from benchmark.runroot.rundir import RunDir
 
@@ -54,7 +62,7 @@ def test_sigkill_at_a_random_point_then_rerun_equals_an_uninterrupted_run(
     proc.wait()
     before = sum(1 for c in cells if RunDir.of(c, root).done)
     print(f"killed {delay:.2f}s after the first checkpoint; {before}/{len(cells)} records then")
-    rerun = run_cli(*_run_args(grid, root))
+    rerun = run_cli(*_run_args(grid, root, *IN_PROCESS))
     out, _ = rerun.communicate(timeout=900)
     assert rerun.returncode == 0, out
     assert records_of(cells, root) == tiny_reference
@@ -76,7 +84,9 @@ def test_two_runners_on_one_grid_and_root_run_each_cell_exactly_once(
 ) -> None:
     grid, cells = tiny_grid
     root = tmp_path / "runs"
-    procs = [run_cli(*_run_args(grid, root)) for _ in range(2)]
+    # one runner with worker processes (one per core), one that runs its cells itself: three
+    # claimants race for the 4 cells (four processes started, not six)
+    procs = [run_cli(*_run_args(grid, root)), run_cli(*_run_args(grid, root, *IN_PROCESS))]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert records_of(cells, root) == tiny_reference

@@ -201,7 +201,58 @@ AVX512_CAPS = {
 }
 
 
-# five CLI runs of a one-round cell, each in a fresh worker process (a minute or more)
+def test_a_grid_sets_its_kernel_mode_in_its_base_or_only_the_expansion_knows(
+    tmp_path: Path,
+) -> None:
+    from benchmark.commands.run import grid_kernels
+
+    assert grid_kernels(load_grid(str(_grid(tmp_path, "portable")))) == "portable"
+    assert grid_kernels(load_grid(str(_grid(tmp_path, "native")))) == "native"
+    assert grid_kernels(load_grid("quickstart")) == "portable"
+    assert grid_kernels(load_grid("smoke")) == "native"  # no kernels: native
+    raw = {"name": "g", "base": {"kernels": "portable"}, "axes": {"method": ["fedavg_simclr"]}}
+    assert grid_kernels(parse_grid(raw)) == "portable"
+    for elsewhere in (
+        {**raw, "axes": {"kernels": ["native", "portable"]}},
+        {**raw, "axes": {"method": [{"name": "fedu", "with": {"kernels": "native"}}]}},
+        {**raw, "method_common": {"kernels": "native"}},
+    ):
+        assert grid_kernels(parse_grid(elsewhere)) is None, elsewhere
+
+
+def test_run_with_one_worker_enters_a_portable_grids_mode_before_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --workers 1`` computes its cells in its own process: on a portable grid that process
+    enters the mode before torch is imported, so no worker process is started for it (a second
+    start of torch and the registry)."""
+    import argparse
+
+    from benchmark.commands import run as run_command
+
+    entered: list[str] = []
+    monkeypatch.setattr(portable, "enter", entered.append)
+    port = load_grid(str(_grid(tmp_path, "portable")))
+    nat = load_grid(str(_grid(tmp_path, "native")))
+
+    def enters(spec, torch_imported: bool = False, **args) -> list[str]:
+        entered.clear()
+        with monkeypatch.context() as m:
+            if not torch_imported:
+                m.delitem(sys.modules, "torch")  # as in a fresh `run` process
+            ns = argparse.Namespace(**{"launcher": "local", "workers": 1, **args})
+            run_command._enter_the_cells_mode(spec, ns)
+        return list(entered)
+
+    assert enters(port) == ["portable"]
+    assert enters(nat) == []  # a fresh process is native already
+    assert enters(port, workers=0) == enters(port, workers=2) == []  # worker processes do it
+    assert enters(port, launcher="ray") == []
+    assert enters(port, torch_imported=True) == []  # too late: the launcher starts a worker
+
+
+# five CLI runs of a one-round cell: the three portable ones each in a `run` process that enters
+# the mode before importing torch, the two native ones in a native `run` process (a minute or more)
 @pytest.mark.slow
 @pytest.mark.skipif(
     portable.not_applicable("cpu") is not None, reason="the mode applies to x86-64 CPUs with AVX2"
