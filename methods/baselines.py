@@ -1,8 +1,10 @@
 """Reference points of the Dec-SSL paper (docs/methods/fedavg_simclr.md §3): central_ssl, local_ssl,
 dec_sl, no_pretrain.
 
-central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local update
-(methods/_shared/simclr.py) and differ only in what is federated:
+central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and the loop of its local update
+(methods/_shared/simclr.py); their client step and its loss are this file's
+(:func:`simclr_batch_loss`, called from each one's ``client_update``). They differ only in what is
+federated:
 
 - ``central_ssl``: SimCLR on the union of all client data (the engine pools the partition into one
   client, ``federation = "pooled"``); one optimizer for the whole run (``optimizer_state: keep``).
@@ -17,7 +19,7 @@ central_ssl and local_ssl compose FedAvg-SimCLR's SimCLR network and local updat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -55,8 +57,10 @@ from benchmark.api import (
     select,
     tensors_of,
     to_device,
+    two_views,
 )
 from methods._shared.aggregate import FedAvgServer
+from methods._shared.losses import CONTRASTIVE_LOSSES
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, scheduled_lr
 from methods._shared.simclr import (
@@ -65,7 +69,25 @@ from methods._shared.simclr import (
     SimCLRConfig,
     SimCLRFamily,
     encoder_of,
+    local_update,
 )
+
+
+def simclr_batch_loss(
+    net: nn.Module, cfg: SimCLRConfig, view: UnlabeledView, ctx: RoundContext
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The SimCLR loss of one batch of central_ssl and local_ssl, FedAvg-SimCLR's
+    (docs/methods/fedavg_simclr.md §2.3): two augmented views, one forward pass per view, the
+    configured contrastive loss at τ."""
+    # NT-Xent at τ: ntxent_2b (benchmark/building_blocks/heads.py, through benchmark.api);
+    # loss_form crossview_1dir: methods/_shared/losses.py
+    contrastive = CONTRASTIVE_LOSSES[cfg.loss_form]
+
+    def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+        v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+        return contrastive(net(v1), net(v2), cfg.tau)  # one forward pass per view (§2.3)
+
+    return batch_loss
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +119,18 @@ class CentralSSL(FedAvgServer, SimCLRFamily):
     def fedavg_folds(self) -> bool:
         """The one pooled upload is averaged at once, as before the family existed."""
         return False
+
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """FedAvg-SimCLR's client step on the pooled client: E local epochs of SimCLR, the loss of
+        one batch :func:`simclr_batch_loss`; the loop (optimizer kept over the run, epochs, upload)
+        is methods/_shared/simclr.py: local_update."""
+        net = self.nets.get(ctx.device, channels_last=ctx.channels_last)
+        batch_loss = simclr_batch_loss(net, self.cfg, data.train, ctx)
+        return local_update(
+            net, self.start_tensors(down, state), self.cfg, state, data, ctx, batch_loss
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,8 +173,16 @@ class LocalSSL(SimCLRFamily):
         """Nothing travels: each client keeps its own model."""
         return Sent(0, 0)
 
-    def client_update(self, down, state, data, ctx):
-        up, new_state = super().client_update(down, state, data, ctx)
+    def client_update(
+        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
+    ) -> tuple[Payload, ClientState]:
+        """E local epochs of SimCLR from the client's own model, the loss of one batch
+        :func:`simclr_batch_loss` (the loop: methods/_shared/simclr.py: local_update); nothing is
+        uploaded, the client keeps its whole model."""
+        net = self.nets.get(ctx.device, channels_last=ctx.channels_last)
+        batch_loss = simclr_batch_loss(net, self.cfg, data.train, ctx)
+        start = self.start_tensors(down, state)
+        up, new_state = local_update(net, start, self.cfg, state, data, ctx, batch_loss)
         keep = {**new_state.tensors, **up.tensors}  # the client's own model stays with the client
         return Payload({}, num_examples=data.num_examples, metrics=up.metrics), ClientState(
             keep, ctx.round

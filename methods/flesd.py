@@ -60,8 +60,8 @@ from benchmark.api import (
     two_views,
 )
 from benchmark.api import portable_math as pmath
-from methods._shared.contrastive import contrastive_step
 from methods._shared.ema import momentum_update_
+from methods._shared.losses import CONTRASTIVE_LOSSES
 from methods._shared.nets import BackboneHead, WorkingNets
 
 # --------------------------------------------------------------------------------------------------
@@ -489,6 +489,8 @@ class FLESD(MethodBase):
     def client_update(
         self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
     ) -> tuple[Payload, ClientState]:
+        """§2.6: E local epochs of SimCLR from the broadcast model (the loss of one batch:
+        ``step`` below), then the client's embeddings of D_pub as its upload (§2.4)."""
         cfg = self.cfg
         if ctx.public is None:
             raise ValueError("FLESD needs the public view on the client (ctx.public)")
@@ -499,9 +501,14 @@ class FLESD(MethodBase):
         # fp16 (the official code's AMP): dynamic loss scaling
         scaler = ctx.precision.scaler(ctx.device)
         view = data.train
-        # §2.6: SimCLR from w (two views, one forward pass per view as in the official code, the
-        # configured contrastive loss at τ)
-        step = contrastive_step(net, cfg.local_loss, cfg.local_tau, cfg.augment, view, ctx)
+        # §2.6: SimCLR from w, the configured contrastive loss at τ: crossview_1dir (the official
+        # losses.py) or ntxent_2b, both in methods/_shared/losses.py
+        contrastive = CONTRASTIVE_LOSSES[cfg.local_loss]
+
+        def step(batch: torch.Tensor) -> torch.Tensor:
+            v1, v2 = two_views(batch, cfg.augment, ctx.generator, mean=view.mean, std=view.std)
+            # one forward pass per view, as the official code (§2.6.2)
+            return contrastive(net(v1), net(v2), cfg.local_tau)
 
         # the official loader keeps the last partial batch (no drop_last) [C]
         # DEVIATION: a last batch of one image is dropped (UnlabeledView.batch_indices); the

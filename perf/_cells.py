@@ -140,7 +140,7 @@ def bare_rounds(
                     v1, v2 = two_views(
                         view.images[idx], cfg.augment, gen, mean=view.mean, std=view.std
                     )
-                    # one forward pass per view, as the method (contrastive_step)
+                    # one forward pass per view, as the method (FedAvgSimCLR.client_update)
                     z1, z2 = net(v1), net(v2)
                     loss = loss_fn(z1, z2, cfg.tau)
                     total += float(loss.detach())

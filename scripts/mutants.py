@@ -500,9 +500,25 @@ TARGETS: dict[str, Target] = {
             Mutant(
                 "local-tau-student",
                 "the local SimCLR step at the student's temperature, not tau",
-                "step = contrastive_step(net, cfg.local_loss, cfg.local_tau,",
-                "step = contrastive_step(net, cfg.local_loss, cfg.tau_student,",
+                "return contrastive(net(v1), net(v2), cfg.local_tau)",
+                "return contrastive(net(v1), net(v2), cfg.tau_student)",
                 (f"{FL}::test_local_step_uses_local_tau",),
+            ),
+            Mutant(
+                "local-one-forward-2b",
+                "the local step's one forward pass over the 2B views (BN statistics over 2B images)",
+                "return contrastive(net(v1), net(v2), cfg.local_tau)",
+                "return contrastive(*net(torch.cat([v1, v2])).chunk(2), cfg.local_tau)",
+                (f"{TF}::test_each_local_step_batchnorm_sees_one_view_size[flesd]",),
+            ),
+            Mutant(
+                "local-same-view-twice",
+                "the local loss of view 1 against itself",
+                "return contrastive(net(v1), net(v2), cfg.local_tau)",
+                "return contrastive(net(v1), net(v1), cfg.local_tau)",
+                (
+                    f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image[flesd-methods.flesd]",
+                ),
             ),
             Mutant(
                 "infer-train-mode",
@@ -651,23 +667,28 @@ TARGETS: dict[str, Target] = {
             ),
         ),
     ),
-    "contrastive_step": Target(
-        "methods/_shared/contrastive.py",
+    # FedAvg-SimCLR's client step, in its own file (issue 58; the family's loop is
+    # "fedavg_simclr" above)
+    "fedavg_simclr_step": Target(
+        "methods/fedavg_simclr.py",
         (TF,),
         (
             Mutant(
                 "one-forward-2b",
                 "one forward pass over the 2B views (BN statistics over 2B images)",
-                "z1, z2 = net(v1), net(v2)",
-                "z1, z2 = net(torch.cat([v1, v2])).chunk(2)",
+                "return contrastive(net(v1), net(v2), cfg.tau)",
+                "return contrastive(*net(torch.cat([v1, v2])).chunk(2), cfg.tau)",
                 (f"{TF}::test_each_local_step_batchnorm_sees_one_view_size[fedavg_simclr]",),
             ),
             Mutant(
                 "same-view-twice",
                 "the loss of view 1 against itself",
-                "return loss_fn(z1, z2, tau)",
-                "return loss_fn(z1, z1, tau)",
-                (f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image",),
+                "return contrastive(net(v1), net(v2), cfg.tau)",
+                "return contrastive(net(v1), net(v1), cfg.tau)",
+                (
+                    f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image"
+                    "[fedavg_simclr-methods.fedavg_simclr]",
+                ),
             ),
         ),
     ),
@@ -681,6 +702,28 @@ TARGETS: dict[str, Target] = {
                 "keep = {**new_state.tensors, **up.tensors}",
                 "keep = dict(new_state.tensors)",
                 (f"{BL}::test_local_ssl_client_resumes_from_its_own_model",),
+            ),
+            Mutant(
+                "simclr-one-forward-2b",
+                "central_ssl's and local_ssl's one forward pass over the 2B views",
+                "return contrastive(net(v1), net(v2), cfg.tau)",
+                "return contrastive(*net(torch.cat([v1, v2])).chunk(2), cfg.tau)",
+                (
+                    f"{TF}::test_each_local_step_batchnorm_sees_one_view_size[central_ssl]",
+                    f"{TF}::test_each_local_step_batchnorm_sees_one_view_size[local_ssl]",
+                ),
+            ),
+            Mutant(
+                "simclr-same-view-twice",
+                "central_ssl's and local_ssl's loss of view 1 against itself",
+                "return contrastive(net(v1), net(v2), cfg.tau)",
+                "return contrastive(net(v1), net(v1), cfg.tau)",
+                (
+                    f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image"
+                    "[central_ssl-methods.baselines]",
+                    f"{TF}::test_the_step_loss_pairs_the_two_views_of_each_image"
+                    "[local_ssl-methods.baselines]",
+                ),
             ),
             Mutant(
                 "central-ssl-reset",

@@ -1,6 +1,7 @@
 """SimCLR pieces composed by FedAvg-SimCLR, its reference points (central_ssl, local_ssl) and
-FeatARC (docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network and the
-client's local update of FedAvg-SimCLR, and the family's hooks (:class:`SimCLRFamily`).
+FeatARC (docs/methods/fedavg_simclr.md §2, §4, §5, §7): the config fields, the network, the loop
+of FedAvg-SimCLR's client step (:func:`local_update`; the loss of one batch is the method's own,
+written in its ``client_update``) and the family's other hooks (:class:`SimCLRFamily`).
 
 Tensor layout: ``encoder.*`` (the backbone) and ``projector.*``.
 """
@@ -39,7 +40,6 @@ from benchmark.api import (
     scoped_torch_seed,
     tensors_of,
 )
-from methods._shared.contrastive import contrastive_step
 from methods._shared.nets import BackboneHead, WorkingNets
 from methods._shared.optim import make_optimizer, optimizer_tensors, restore_optimizer, scheduled_lr
 
@@ -181,13 +181,13 @@ def local_update(
     state: ClientState,
     data: ClientData,
     ctx: RoundContext,
-    batch_loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    batch_loss: Callable[[torch.Tensor], torch.Tensor],
 ) -> tuple[Payload, ClientState]:
-    """FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local epochs of
-    SimCLR from ``start`` with a fresh (or, ``optimizer_state: keep``, restored) optimizer at the
+    """The loop of FedAvg-SimCLR's client step (docs/methods/fedavg_simclr.md §2.1–2.4): E local
+    epochs from ``start`` with a fresh (or, ``optimizer_state: keep``, restored) optimizer at the
     round's lr; uploads every tensor, keeps the BN tensors (``bn: local``) and the optimizer state
-    (``keep``) on the client. ``batch_loss``: the loss of one batch (methods/fedavg_simclr.py
-    writes its own); default :func:`~methods._shared.contrastive.contrastive_step`'s."""
+    (``keep``) on the client. ``batch_loss``: the loss of one batch, the method's own (its
+    ``client_update`` in methods/fedavg_simclr.py and methods/baselines.py)."""
     load_tensors(net, start)
     net.train()
     lr = scheduled_lr(cfg, ctx.round, ctx.num_rounds, ctx.local_epochs)
@@ -197,10 +197,9 @@ def local_update(
         for group in opt.param_groups:
             group["lr"] = lr
     view = data.train
-    step = batch_loss or contrastive_step(net, cfg.loss_form, cfg.tau, cfg.augment, view, ctx)
     stats = run_local_epochs(
         view,
-        step,
+        batch_loss,
         opt,
         ctx,
         batch_size=cfg.batch_size,
@@ -225,9 +224,10 @@ class SimCLRFamily(MethodBase):
     """The SimCLR family's hooks (docs/methods/fedavg_simclr.md §2): FedAvg-SimCLR, and its
     reference points central_ssl (one pooled client) and local_ssl (each client alone). The server
     starts from a freshly seeded SimCLR network; a client starts from the global weights (its own BN
-    tensors under ``bn: local``, §7.1) and runs E local epochs of SimCLR (:func:`local_update`); the
-    exported encoder is the backbone. Abstract: the server step is the method's (FedAvg through
-    ``FedAvgServer``, or none for local_ssl), with its name, version and Config."""
+    tensors under ``bn: local``, §7.1, :meth:`start_tensors`); the exported encoder is the backbone.
+    Abstract: the client step (E local epochs of SimCLR through :func:`local_update`, its loss
+    called there) and the server step (FedAvg through ``FedAvgServer``, or none for local_ssl) are
+    the method's, with its name, version and Config."""
 
     # every step through ctx.precision (benchmark.core.precision)
     precisions: ClassVar[tuple[str, ...]] = PRECISIONS
@@ -276,13 +276,6 @@ class SimCLRFamily(MethodBase):
         the global one, its BN tensors left out under ``bn: local`` (§7.1)."""
         local = self.bn_names() if self.cfg.bn == "local" else ()
         return Sent(up=tensors.model_bytes(), down=tensors.model_bytes(exclude=local))
-
-    def client_update(
-        self, down: Payload, state: ClientState, data: ClientData, ctx: RoundContext
-    ) -> tuple[Payload, ClientState]:
-        """§2.1: E local epochs of SimCLR from the start tensors (:func:`local_update`)."""
-        net = self.nets.get(ctx.device, channels_last=ctx.channels_last)
-        return local_update(net, self.start_tensors(down, state), self.cfg, state, data, ctx)
 
     def encoder(
         self, server: ServerState, clients: Mapping[int, ClientState] | None = None

@@ -92,31 +92,67 @@ def test_each_local_step_batchnorm_sees_one_view_size(
         assert set(bn) <= set(views), (name, "BatchNorm saw", sorted(set(bn)), "views of", views[0])
 
 
-def test_the_step_loss_pairs_the_two_views_of_each_image(monkeypatch: pytest.MonkeyPatch) -> None:
-    """contrastive_step's loss is loss(net(v1), net(v2)) of the two views ``two_views`` draws from
-    the round's generator: view 1 against view 2, not a view against itself."""
-    from types import SimpleNamespace
+class _FirstLoss(Exception):
+    """Stops a client step at its first loss: what it was called with is all the test reads."""
 
-    from benchmark.api import AugmentConfig, UnlabeledView, two_views
-    from methods._shared import contrastive
 
-    g = torch.Generator().manual_seed(0)
-    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 5))
-    images = torch.randint(0, 256, (6, 3, 8, 8), dtype=torch.uint8, generator=g)
-    view = UnlabeledView(images, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("fedavg_simclr", "methods.fedavg_simclr"),
+        ("central_ssl", "methods.baselines"),
+        ("local_ssl", "methods.baselines"),
+        ("flesd", "methods.flesd"),
+    ],
+)
+def test_the_step_loss_pairs_the_two_views_of_each_image(
+    name: str, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client step's contrastive loss (written in the method's own file, issue 58) is
+    loss(net(v1), net(v2)) of the two views ``two_views`` draws from the round's generator: view 1
+    against view 2, each the network's output of that view alone, at the configured τ; not a view
+    against itself, not one pass over the 2B views."""
+    import dataclasses
+    import importlib
+
+    from methods._shared import losses
+    from tests.methods.byol_testkit import make_kit
+
+    method_file = importlib.import_module(module)
+    drawn: list[tuple[torch.Tensor, torch.Tensor]] = []
+    real_views = method_file.two_views
+
+    def spy_views(*args, **kwargs):
+        drawn.append(real_views(*args, **kwargs))
+        return drawn[-1]
+
+    passes: list[tuple[object, object]] = []  # (input, output) of every module's forward
     seen: list[tuple[torch.Tensor, torch.Tensor, float]] = []
 
     def loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
-        seen.append((z1.detach(), z2.detach(), tau))
-        return (z1 - z2).pow(2).sum()
+        seen.append((z1, z2, tau))
+        raise _FirstLoss
 
-    monkeypatch.setitem(contrastive.CONTRASTIVE_LOSSES, "ntxent_2b", loss)
-    ctx = SimpleNamespace(generator=torch.Generator().manual_seed(3))
-    contrastive.contrastive_step(net, "ntxent_2b", 0.5, AugmentConfig(), view, ctx)(images)
-    v1, v2 = two_views(
-        images, AugmentConfig(), torch.Generator().manual_seed(3), mean=view.mean, std=view.std
+    monkeypatch.setattr(method_file, "two_views", spy_views)
+    kit = make_kit(name, clients=2, rounds=1)
+    m = kit.method
+    form = m.cfg.local_loss if name == "flesd" else m.cfg.loss_form
+    tau = m.cfg.local_tau if name == "flesd" else m.cfg.tau
+    monkeypatch.setitem(losses.CONTRASTIVE_LOSSES, form, loss)
+    server = kit.server()
+    ctx = dataclasses.replace(kit.ctx(1, 0), public=kit.clients[0].train)
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda mod, args, out: passes.append((args[0], out))
     )
-    ((z1, z2, tau),) = seen
-    with torch.no_grad():
-        assert torch.equal(z1, net(v1)) and torch.equal(z2, net(v2))
-    assert tau == 0.5 and not torch.equal(z1, z2)
+    try:
+        with pytest.raises(_FirstLoss):
+            m.client_update(
+                m.broadcast(server, kit.sctx(1)), m.init_client(0, server), kit.clients[0], ctx
+            )
+    finally:
+        handle.remove()
+    ((z1, z2, got_tau),) = seen
+    ((v1, v2),) = drawn
+    assert got_tau == tau and v1.shape == v2.shape and not torch.equal(v1, v2)
+    assert any(x is v1 and out is z1 for x, out in passes), "z1 is not the network's output of v1"
+    assert any(x is v2 and out is z2 for x, out in passes), "z2 is not the network's output of v2"

@@ -1,15 +1,18 @@
-"""The family bases of methods/_shared: FedAvg's server step written once (FedAvgServer) and the
-federated-BYOL family where FedU and FedEMA write only ``merge`` and their client step (issue 58: a
-method's file shows its own client step and loss call; the family keeps the loop)."""
+"""The family bases of methods/_shared: FedAvg's server step written once (FedAvgServer), the SimCLR
+family and the federated-BYOL family where FedU and FedEMA write only ``merge`` and their client
+step; and, for every registered in-tree method, issue 58's rule: the method's own file shows its
+client step and the loss it calls (the families keep the loop, never the step)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from benchmark.api import Payload, ServerState, average_uploads
+from benchmark.api import METHODS, Payload, ServerState, average_uploads
 from methods._shared.aggregate import FedAvgServer
 from methods._shared.fedbyol import FederatedBYOL
 from methods.fedema import FedEMA
@@ -88,14 +91,14 @@ def test_fedu_and_fedema_write_only_their_merge_and_client_step() -> None:
 
 
 def test_the_simclr_family_is_the_home_of_fedavg_simclrs_hooks() -> None:
-    """FedAvg-SimCLR writes only its client step (and whether the server folds), central_ssl no hook
-    of its own; local_ssl writes only what isolation changes; the server weighs as upload_weighting
-    says."""
+    """FedAvg-SimCLR and central_ssl write only their client step (and whether the server folds);
+    local_ssl writes its client step and what isolation changes; the server weighs as
+    upload_weighting says."""
     from methods._shared.simclr import SimCLRFamily
     from methods.baselines import CentralSSL, LocalSSL
     from methods.fedavg_simclr import FedAvgSimCLR
 
-    for cls, own in ((FedAvgSimCLR, {"client_update"}), (CentralSSL, set())):
+    for cls, own in ((FedAvgSimCLR, {"client_update"}), (CentralSSL, {"client_update"})):
         assert cls.__bases__ == (FedAvgServer, SimCLRFamily)
         assert HOOKS & set(vars(cls)) == own, cls.__name__
     assert HOOKS & set(vars(LocalSSL)) == {
@@ -111,31 +114,123 @@ def test_the_simclr_family_is_the_home_of_fedavg_simclrs_hooks() -> None:
     assert m.fedavg_weighting() == "num_examples" and m.upload_fold(None, {}, None) is None
 
 
-@pytest.mark.parametrize(
-    ("module", "loss"),
-    [
-        ("fedavg_simclr", "contrastive"),
-        ("fedu", "byol_forward_loss"),
-        ("fedema", "byol_forward_loss"),
-    ],
-)
-def test_a_method_file_shows_its_client_step_and_loss_call(module: str, loss: str) -> None:
-    """Issue 58: the researcher who wants to change a method's loss finds the call in the method's
-    own file, in its ``client_update``, and that file imports the loss from the module that
-    defines it (or names that module beside the call)."""
-    import ast
-    import importlib
-    import inspect
+# Issue 58: every registered in-tree method -> the losses its client step calls, found from the
+# method's own file: called in its ``client_update``, in a function or method of the same file that
+# it calls, or through a local name bound there (``contrastive = CONTRASTIVE_LOSSES[...]``). A new
+# method adds its row (the test below fails until it does).
+CLIENT_LOSSES: dict[str, set[str]] = {
+    "fedavg_simclr": {"CONTRASTIVE_LOSSES"},  # NT-Xent (or crossview_1dir), two views
+    "central_ssl": {"CONTRASTIVE_LOSSES"},
+    "local_ssl": {"CONTRASTIVE_LOSSES"},
+    "flesd": {"CONTRASTIVE_LOSSES"},  # its local SimCLR step (the distillation is the server's)
+    "featarc": {"CONTRASTIVE_LOSSES", "alignment_loss"},  # SimCLR + λ · L_align
+    "fedu": {"byol_forward_loss"},
+    "fedema": {"byol_forward_loss"},
+    "fedmae": {"mae_loss"},
+    "orchestra": {"cluster_assignment_loss", "cross_entropy"},  # + the rotation loss
+    "dec_sl": {"cross_entropy"},  # supervised FedAvg
+}
+# Reference points that train nothing: they have a client step of their own, and it calls no loss
+# and runs no local epochs.
+NO_TRAINING: dict[str, str] = {
+    "no_pretrain": "the seeded random initialisation: its client step uploads nothing",
+    "no_pretrain_bn": "no_pretrain's weights with BN statistics re-estimated by forward passes on "
+    "each client's images (calibrate_bn): no loss, no gradient",
+    "pixels": "the features are the pixels: its client step uploads nothing",
+}
+ALL_LOSSES = set().union(*CLIENT_LOSSES.values())
 
-    mod = importlib.import_module(f"methods.{module}")
-    tree = ast.parse(inspect.getsource(mod))
-    steps = [
-        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "client_update"
-    ]
-    assert len(steps) == 1, f"methods/{module}.py defines no client_update of its own"
-    calls = {
-        n.func.id
-        for n in ast.walk(steps[0])
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    }
-    assert loss in calls, f"methods/{module}.py: client_update calls no {loss}"
+
+def in_tree_methods() -> list[str]:
+    import methods  # noqa: F401  (registers every in-tree method)
+
+    return sorted(n for n in METHODS.names() if METHODS.get(n).__module__.startswith("methods."))
+
+
+def client_step_calls(cls: type) -> tuple[dict[str, str], dict[str, str]]:
+    """What the client step of ``cls`` calls, read from its own file: every call in its
+    ``client_update`` and in the functions and methods of that file it reaches (name -> the name
+    it is reached through: itself, or ``F`` for ``F.cross_entropy``), a local name bound to a name
+    or a subscript of one read as that name; and the file's imported and defined names (name ->
+    where from)."""
+    tree = ast.parse(inspect.getsource(inspect.getmodule(cls)))
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    (body,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    meths = {n.name: n for n in body.body if isinstance(n, ast.FunctionDef)}
+    homes = {name: "this file" for name in funcs}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            homes.update({a.asname or a.name: node.module or "" for a in node.names})
+        elif isinstance(node, ast.Import):
+            homes.update({a.asname or a.name: a.name for a in node.names})
+    todo, seen = [meths["client_update"]], set()
+    alias: dict[str, str] = {}
+    calls: dict[str, str] = {}
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:
+                target, value = n.targets[0], n.value
+                value = value.value if isinstance(value, ast.Subscript) else value
+                if isinstance(target, ast.Name) and isinstance(value, ast.Name):
+                    alias[target.id] = value.id
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if isinstance(f, ast.Name):
+                calls[f.id] = f.id
+                todo += [funcs[f.id]] if f.id in funcs else []
+            elif isinstance(f, ast.Attribute):
+                calls[f.attr] = f.value.id if isinstance(f.value, ast.Name) else f.attr
+                if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in meths:
+                    todo.append(meths[f.attr])
+    return {alias.get(c, c): alias.get(via, via) for c, via in calls.items()}, homes
+
+
+def test_every_in_tree_method_is_listed_once() -> None:
+    assert not set(CLIENT_LOSSES) & set(NO_TRAINING)
+    assert in_tree_methods() == sorted({*CLIENT_LOSSES, *NO_TRAINING})
+
+
+@pytest.mark.parametrize("name", in_tree_methods())
+def test_a_method_file_shows_its_client_step_and_loss_call(name: str) -> None:
+    """Issue 58: the researcher who wants to change a method's loss finds the call from the method's
+    own file: its class writes ``client_update`` (no shared family of methods/ holds one), and that
+    step calls the method's loss, imported from the module that defines it or defined in the file.
+    A reference point that trains nothing says so (it declares no pre-training) and calls none."""
+    cls = METHODS.get(name)
+    assert "client_update" in vars(cls), f"{cls.__module__}.{cls.__name__} writes no client_update"
+    for base in cls.__mro__[1:]:
+        if base.__module__.startswith("methods."):
+            assert "client_update" not in vars(base), f"{base.__name__} holds the client step"
+    calls, homes = client_step_calls(cls)
+    if name in NO_TRAINING:
+        assert cls.pretrains is False, f"{name} trains: list its loss in CLIENT_LOSSES"
+        assert not set(calls) & (ALL_LOSSES | {"run_local_epochs", "local_update", "backward"}), (
+            name
+        )
+        return
+    assert cls.pretrains is True
+    for loss in sorted(CLIENT_LOSSES[name]):
+        assert loss in calls, f"{cls.__module__}: client_update reaches no call of {loss}"
+        # one hop: the file defines the loss or imports it (or its module) by name
+        assert calls[loss] in homes, f"{cls.__module__}: {loss} neither imported nor defined"
+
+
+def test_the_client_step_reader_follows_the_file_and_nothing_else() -> None:
+    """The reader itself: it follows a function of the method's file and a local alias, and never
+    into another file (what only a family calls is not seen)."""
+    from methods.baselines import CentralSSL, DecSL
+    from methods.fedavg_simclr import FedAvgSimCLR
+
+    calls, homes = client_step_calls(CentralSSL)
+    assert {"simclr_batch_loss", "CONTRASTIVE_LOSSES", "two_views", "local_update"} <= set(calls)
+    assert homes["CONTRASTIVE_LOSSES"] == "methods._shared.losses"
+    assert homes["simclr_batch_loss"] == "this file"
+    calls, _ = client_step_calls(FedAvgSimCLR)
+    assert "local_update" in calls and "run_local_epochs" not in calls  # the family's loop
+    calls, homes = client_step_calls(DecSL)
+    assert calls["cross_entropy"] == "F" and homes["F"] == "torch.nn.functional"
