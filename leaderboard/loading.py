@@ -309,11 +309,15 @@ def traffic_underived(acceptance: Mapping[str, Any] | None) -> bool:
     """Whether ``accept`` could not derive the cell's traffic from its method's declaration (the
     acceptance's ``traffic.derived`` false: a plugin that declares nothing) and did not re-run the
     training either (a re-run's traffic is the maintainers' own): the figure is the submitter's
-    word, badged "traffic not derived" and not ranked on communication (docs/integrity.md)."""
+    word, badged "traffic not derived" and not ranked on communication (docs/integrity.md). A
+    plugin's re-run does not count (``traffic.plugin``): its code ran in the box's process beside the
+    counter, so the figure can be its own."""
     traffic = (acceptance or {}).get("traffic")
     training = (acceptance or {}).get("training")
     retrained = isinstance(training, Mapping) and isinstance(training.get("retrained"), Mapping)
-    return isinstance(traffic, Mapping) and traffic.get("derived") is False and not retrained
+    if not isinstance(traffic, Mapping) or traffic.get("derived") is not False:
+        return False
+    return not retrained or traffic.get("plugin") is True
 
 
 def one_checkpoint_once(

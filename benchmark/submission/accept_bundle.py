@@ -204,15 +204,7 @@ def accept(
             for i, entry in enumerate(manifest["records"])
         ]
         report.notes = _plugin_notes(records)
-        ids = [r.cell_id for _, r in records]
-        if len(set(ids)) != len(ids):
-            raise BundleError(f"{bundle}: a cell id is listed twice")
-        shared = shared_checkpoints(records) + _ledger_problems(bundle, results, records)
-        if shared:
-            raise BundleError(_one_line(f"{bundle}: ", shared))
-        mismatched = card_problems(carried, [r for _, r in records])
-        if mismatched:
-            raise BundleError(_one_line(f"{bundle}: ", mismatched))
+        _refuse_across_records(bundle, results, records, carried)
         targets = [_targets(bundle, results, record) for _, record in records]
         try:
             card_files = card_targets(results, carried)
@@ -251,6 +243,25 @@ def accept(
             manifest_sha = file_sha256(root / "manifest.json")
             report.written = _write(report, targets, manifest_sha, card_files)
     return report
+
+
+def _refuse_across_records(
+    bundle: Path | str,
+    results: Path,
+    records: list[tuple[Mapping[str, Any], ResultRecord]],
+    carried: Mapping[str, Any],
+) -> None:
+    """What no single record shows: a cell listed twice, a checkpoint shared between records or
+    already in the ledger for another pre-training, a carried card no record's task builds."""
+    ids = [r.cell_id for _, r in records]
+    if len(set(ids)) != len(ids):
+        raise BundleError(f"{bundle}: a cell id is listed twice")
+    shared = shared_checkpoints(records) + _ledger_problems(bundle, results, records)
+    if shared:
+        raise BundleError(_one_line(f"{bundle}: ", shared))
+    mismatched = card_problems(carried, [r for _, r in records])
+    if mismatched:
+        raise BundleError(_one_line(f"{bundle}: ", mismatched))
 
 
 def _carried_cards(bundle: Path | str, root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -822,7 +833,7 @@ class PluginSources:
     def how(self, prov: Mapping[str, Any], *, force: bool = False) -> str:
         """How to install the plugin a record ran: the bundle's source for it, else the version
         from PyPI (which exists only if its author published it)."""
-        from benchmark.submission.plugin_sources import normalize, recorded_source
+        from benchmark.submission.plugin_sources import normalize, quoted, recorded_source
 
         dist, version = prov.get("distribution"), prov.get("version")
         source = self.by_distribution.get(normalize(str(dist))) or recorded_source(prov)
@@ -830,7 +841,7 @@ class PluginSources:
             return f"{source.install(self.bundle, force=force)} (the source the bundle names)"
         pip = "pip install --force-reinstall --no-deps" if force else "pip install"
         return (
-            f"{pip} '{dist}=={version}' (from PyPI: only if its author published that "
+            f"{pip} {quoted(f'{dist}=={version}')} (from PyPI: only if its author published that "
             "version; the bundle names no wheel or VCS URL for it, so ask the submitter for one: "
             "submit --plugin-source)"
         )

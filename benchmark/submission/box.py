@@ -320,9 +320,12 @@ def _read_result(scratch: Path, code: int, what: str) -> dict[str, Any]:
         )
     if path.stat().st_size > MAX_RESULT_BYTES:
         raise BoxRefused(f"{what}: the boxed child's result is over {MAX_RESULT_BYTES} bytes")
+    from benchmark.core.bounded_json import loads
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        # integers bounded while parsed: a 5,000-digit one is a refusal, not a ValueError traceback
+        raw = loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError included
         raise BoxRefused(f"{what}: the boxed child's result is not JSON: {exc}") from None
     if not isinstance(raw, dict) or raw.get("ok") is not True:
         reason = raw.get("error") if isinstance(raw, dict) else None

@@ -19,6 +19,7 @@ install, from where. Torch-free.
 from __future__ import annotations
 
 import re
+import shlex
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,15 +56,22 @@ class PluginSource:
         same version)."""
         pip = "pip install --force-reinstall --no-deps" if force else "pip install"
         if self.url is not None:
-            return f"{pip} '{self.distribution} @ {self.url}'"
+            return f"{pip} {quoted(f'{self.distribution} @ {self.url}')}"
         bundle = Path(bundle)
         if bundle.is_dir():
-            return f"{pip} '{bundle / str(self.wheel)}'"
-        return f"tar -xzf '{bundle}' {self.wheel} && {pip} {self.wheel}"
+            return f"{pip} {quoted(str(bundle / str(self.wheel)))}"
+        wheel = shlex.quote(str(self.wheel))  # the manifest's word: a name, never shell syntax
+        return f"tar -xzf {quoted(str(bundle))} {wheel} && {pip} {wheel}"
 
     def describe(self) -> str:
         where = f"the bundle's wheel {self.wheel}" if self.wheel else self.url
         return f"{self.distribution} {self.version or ''} from {where}".replace("  ", " ")
+
+
+def quoted(text: str) -> str:
+    """``text`` as one single-quoted shell word, its own quotes escaped: the install lines accept
+    prints carry names and URLs from a bundle, and a ``'`` in one must not end the word."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def normalize(name: str) -> str:

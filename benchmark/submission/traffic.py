@@ -56,8 +56,15 @@ class TrafficVerdict:
     why: str = ""
 
     def acceptance(self) -> dict[str, Any]:
-        """The acceptance file's ``traffic`` field."""
-        return {"derived": True} if self.derived else {"derived": False, "why": self.why}
+        """The acceptance file's ``traffic`` field. ``plugin``: the method is a plugin, so even a
+        re-run's counter is not the maintainers' word (the plugin's code ran in the box's process,
+        beside the counter), and the row stays badged."""
+        if self.derived:
+            return {"derived": True}
+        out: dict[str, Any] = {"derived": False, "why": self.why}
+        if self.why == PLUGIN_DECLARED:
+            out["plugin"] = True
+        return out
 
 
 def checkpoint_problems(record: ResultRecord, pre: Any) -> list[str]:

@@ -365,3 +365,25 @@ def test_a_re_trained_row_is_badged_reproduced_and_only_a_re_evaluated_one_not()
     assert "training reproduced" in trained and "not reproduced" not in trained
     assert "training not reproduced here" in only_scores
     assert "reproduced" not in str(macros.reeval(False, False))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"ok": true, "n": ' + "9" * 5000 + "}",  # int() refuses it with a ValueError
+        '{"ok": true, "n": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "\xff not utf-8",
+    ],
+    ids=["5000-digit integer", "deep nesting", "not utf-8"],
+)
+def test_a_childs_hostile_result_is_a_one_line_refusal(tmp_path: Path, text: str) -> None:
+    """A boxed child writes its own result file (plugin code runs there): whatever it holds, the
+    parent refuses it in one line (BoxRefused), never a traceback (review of issue 52)."""
+    from benchmark.submission.box import RESULT_FILE, BoxRefused, _read_result
+
+    (tmp_path / "out").mkdir()
+    data = text.encode("latin-1") if text.startswith("\xff") else text.encode()
+    (tmp_path / "out" / RESULT_FILE).write_bytes(data)
+    with pytest.raises(BoxRefused) as err:
+        _read_result(tmp_path, 0, "job")
+    assert "\n" not in str(err.value) and str(err.value).startswith("job: ")

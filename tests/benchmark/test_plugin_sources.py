@@ -188,3 +188,30 @@ def test_a_bundle_carries_the_wheel_and_accept_takes_its_manifest(
 
     assert bundle_problems(tmp_path / "b", read_manifest(tmp_path / "b")) == []
     assert read_sources(manifest)["fssl-x"] == dataclasses.replace(source, sha256=entry["sha256"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["git+https://host/repo@abc1234", "git+https://h/r@abc'; touch /tmp/pwned; echo '"],
+)
+def test_an_install_line_keeps_a_hostile_url_or_wheel_name_one_shell_word(url: str) -> None:
+    """accept prints these lines for the maintainer to run; a quote in a bundle's URL or wheel
+    name must not end the word it sits in (review of issue 52)."""
+    import shlex
+
+    from benchmark.submission.plugin_sources import PluginSource
+
+    words = shlex.split(PluginSource("fssl-x", "0.1.0", url=url).install("B"))
+    assert words == ["pip", "install", f"fssl-x @ {url}"]
+    wheel = "x';touch y;'.whl"
+    line = PluginSource("fssl-x", "0.1.0", wheel=wheel).install("/no/such/bundle.tar.gz")
+    assert shlex.split(line) == [
+        "tar",
+        "-xzf",
+        "/no/such/bundle.tar.gz",
+        wheel,
+        "&&",
+        "pip",
+        "install",
+        wheel,
+    ]

@@ -46,15 +46,17 @@ def _accept(results: Path, record: Any, **fields: Any) -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three methods, one seed each, accepted three ways: traffic derived (fedavg_simclr), traffic
-    not derived with plugin files listed (orchestra, standing in for a plugin), and not derived but
-    re-trained by accept (fedema: the re-run's traffic is the maintainers' own)."""
+    """Four methods, one seed each, accepted four ways: traffic derived (fedavg_simclr), traffic
+    not derived with plugin files listed (orchestra, standing in for a plugin), not derived but
+    re-trained by accept (fedema: the re-run's traffic is the maintainers' own), and a plugin
+    re-trained by accept (fedu: its re-run's counter ran beside its code, so still not derived)."""
     root = tmp_path_factory.mktemp("accepted")
     results = root / "results"
     records = {
         "fedavg_simclr": make_record("fedavg_simclr", value=70.0, bytes_up=4_000_000),
         "orchestra": make_record("orchestra", value=71.0, bytes_up=10),
         "fedema": make_record("fedema", value=69.0, bytes_up=5_000_000),
+        "fedu": make_record("fedu", value=68.0, bytes_up=1),
     }
     write_records(results, records.values())
     _accept(results, seal(records["fedavg_simclr"]), traffic={"derived": True})
@@ -71,6 +73,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         traffic={"derived": False, "why": "its method declares no traffic"},
         training={"box": "bubblewrap", "retrained": retrained},
     )
+    # a plugin re-trained in the box: its code ran beside the counter, so the re-run's bytes are
+    # still its own word (the acceptance says ``plugin``)
+    _accept(
+        results,
+        seal(records["fedu"]),
+        traffic={"derived": False, "why": "its method is a plugin", "plugin": True},
+        training={"box": "bubblewrap", "retrained": retrained},
+    )
     out = root / "site"
     build_site([results], out)
     return out
@@ -84,9 +94,12 @@ def _row(page: str, method: str) -> str:
 
 def test_traffic_not_derived_is_badged_and_not_ranked_on_communication(site: Path) -> None:
     page = (site / "tracks" / f"{TRACK}.html").read_text()
-    plugin, derived, retrained = (_row(page, m) for m in ("orchestra", "fedavg_simclr", "fedema"))
+    plugin, derived, retrained, boxed = (
+        _row(page, m) for m in ("orchestra", "fedavg_simclr", "fedema", "fedu")
+    )
     assert "traffic not derived" in plugin and 'title="accept could not derive' in plugin
     assert "traffic not derived" not in derived and "traffic not derived" not in retrained
+    assert "traffic not derived" in boxed
     bytes_sort = {}  # the sort key of each row's bytes-per-client cell
     for m in ("orchestra", "fedavg_simclr"):
         cells = re.findall(
@@ -97,20 +110,22 @@ def test_traffic_not_derived_is_badged_and_not_ranked_on_communication(site: Pat
     assert "traffic not derived</span></dt>" in (site / "legend.html").read_text()
     data = json.loads((site / "data.json").read_text())
     flags = {r["method"]: r["traffic_underived"] for t in data["tracks"] for r in t["rows"]}
-    assert flags == {"orchestra": True, "fedavg_simclr": False, "fedema": False}
+    assert flags == {"orchestra": True, "fedavg_simclr": False, "fedema": False, "fedu": True}
 
 
 def test_the_entry_page_says_a_seed_s_traffic_was_not_derived(site: Path) -> None:
     pages = [p.read_text() for p in (site / "entries").glob("*.html")]
     underived = [t for t in pages if "traffic not derived)</td>" in t]
-    assert len(underived) == 1 and ">orchestra</a>" in underived[0]
+    assert len(underived) == 2 and {">orchestra</a>" in t for t in underived} == {True, False}
+    assert any(">fedu</a>" in t for t in underived)
 
 
 def test_the_cell_page_says_whether_its_traffic_was_derived(site: Path) -> None:
     pages = {p.name: p.read_text() for p in (site / "cells").glob("*.html")}
     underived = [t for t in pages.values() if "traffic not derived</span>" in t]
     derived = [t for t in pages.values() if "equal to it, byte for byte" in t]
-    assert len(underived) == 1 and "orchestra" in underived[0]
+    assert len(underived) == 2 and sum("orchestra" in t for t in underived) == 1
+    assert sum("fedu" in t for t in underived) == 1
     assert len(derived) == 1 and "fedavg_simclr" in derived[0]
 
 
