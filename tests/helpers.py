@@ -11,18 +11,29 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmark.commands.check_method import SMOKE_OVERRIDES, smoke_cell, smoke_method_settings
+from benchmark.submission.box import box_unavailable
 
 __all__ = [
     "SMOKE_OVERRIDES",
     "TASK_SMOKE",
     "assert_same_numbers",
     "digits_inputs",
+    "needs_bubblewrap",
     "run_straight_and_resumed",
     "smoke_cell",
     "smoke_method_settings",
 ]
 
+
+# the box accept trains submitted methods in needs bubblewrap, an optional system package
+needs_bubblewrap = pytest.mark.skipif(
+    box_unavailable() is not None,
+    reason=f"bubblewrap (/usr/bin/bwrap) cannot run here ({box_unavailable()}): "
+    "bash .ci/install-bubblewrap.sh installs it",
+)
 
 # every registered task's smallest config, for the task registry smoke (tests/tasks/) and the device
 # check (tests/benchmark/test_device_check.py): task -> (method whose encoder it evaluates, config);

@@ -19,13 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.submission.box import box_unavailable
+from tests.helpers import needs_bubblewrap
 
-pytestmark = pytest.mark.skipif(
-    box_unavailable() is not None,
-    reason=f"bubblewrap (/usr/bin/bwrap) cannot run here ({box_unavailable()}): "
-    "bash .ci/install-bubblewrap.sh installs it",
-)
+pytestmark = needs_bubblewrap
 
 TRACK = "digits-smoke-knn"
 TRACKS = f"""tracks:

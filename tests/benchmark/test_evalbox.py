@@ -19,14 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.submission.box import box_unavailable
 from tests.benchmark.test_box import PLUGIN, TRACKS, _bundle, _dist, _tiny
+from tests.helpers import needs_bubblewrap
 
-pytestmark = pytest.mark.skipif(
-    box_unavailable() is not None,
-    reason=f"bubblewrap (/usr/bin/bwrap) cannot run here ({box_unavailable()}): "
-    "bash .ci/install-bubblewrap.sh installs it",
-)
+pytestmark = needs_bubblewrap
 
 # A FedAvg-SimCLR whose exported encoder wraps the backbone in its own module class. Armed (the
 # variable set, as in the accepting process of the test below), the wrapper's forward does what a
