@@ -69,6 +69,17 @@ def _rand(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.rand(*shape, generator=gen)
 
 
+def fallback_size(height: int, width: int, ratio: tuple[float, float]) -> tuple[int, int]:
+    """(h, w) of the crop taken when no try fits: the whole image clipped to the ratio range, to be
+    centred (torchvision's behaviour)."""
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        return round(width / ratio[0]), width
+    if in_ratio > ratio[1]:
+        return height, round(height * ratio[1])
+    return height, width
+
+
 def crop_boxes(
     n: int, height: int, width: int, cfg: AugmentConfig, gen: torch.Generator
 ) -> torch.Tensor:
@@ -92,14 +103,7 @@ def crop_boxes(
     first = ok.argmax(1)  # the first try that fits (0 where none does: not read then)
     u_top, u_left = _rand(gen, n), _rand(gen, n)
     rows = np.arange(n)
-    # fallback: whole image clipped to the ratio range, centred (torchvision's behaviour)
-    in_ratio = width / height
-    if in_ratio < cfg.crop_ratio[0]:
-        fw, fh = width, round(width / cfg.crop_ratio[0])
-    elif in_ratio > cfg.crop_ratio[1]:
-        fh, fw = height, round(height * cfg.crop_ratio[1])
-    else:
-        fw, fh = width, height
+    fh, fw = fallback_size(height, width, cfg.crop_ratio)
     hh = torch.from_numpy(np.where(found, h[rows, first], np.float32(fh)))
     ww = torch.from_numpy(np.where(found, w[rows, first], np.float32(fw)))
     # DEVIATION: torchvision draws the offset with randint(0, H - h + 1); we scale a uniform draw,

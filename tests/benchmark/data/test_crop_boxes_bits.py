@@ -63,13 +63,7 @@ SIZES = [(16, 16), (32, 24), (12, 40)]
 
 def _fallbacks(boxes: torch.Tensor, height: int, width: int, cfg) -> int:
     """Images whose box is the centred fallback whole image (clipped to the ratio range)."""
-    in_ratio = width / height
-    if in_ratio < cfg.crop_ratio[0]:
-        fw, fh = width, round(width / cfg.crop_ratio[0])
-    elif in_ratio > cfg.crop_ratio[1]:
-        fh, fw = height, round(height * cfg.crop_ratio[1])
-    else:
-        fw, fh = width, height
+    fh, fw = A.fallback_size(height, width, cfg.crop_ratio)
     centre = torch.tensor([(height - fh) // 2, (width - fw) // 2, fh, fw], dtype=boxes.dtype)
     return int((boxes == centre).all(1).sum())
 
