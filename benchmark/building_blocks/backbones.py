@@ -3,7 +3,10 @@
 
 ResNets use torchvision's blocks and parameter names (``conv1``, ``bn1``, ``layer1.0.conv1``,
 ``downsample.0`` …) so that checkpoints convert to Detectron2 with a pure key mapping. ``width``
-scales every stage for CPU-sized variants.
+scales every stage for CPU-sized variants. The blocks are imported where a ResNet is built, not at
+module import: importing torchvision imports ``torch._dynamo`` (its ``ops``), about 1.6 s of CPU in
+every process that loads the registry, which a process that builds no ResNet (a boxed ``declare``
+child, ``list``, ``new-method``, ``accept``) need not pay.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from typing import ClassVar
 
 import torch
 from torch import nn
-from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from benchmark.contracts.registries import BACKBONES
 
@@ -92,6 +94,8 @@ class ResNetSpec:
             raise ValueError("width must be >= 1")
 
     def build(self) -> ResNet:
+        from torchvision.models.resnet import BasicBlock, Bottleneck  # see the module's docstring
+
         block, layers = {18: (BasicBlock, (2, 2, 2, 2)), 50: (Bottleneck, (3, 4, 6, 3))}[self.depth]
         return ResNet(block, layers, width=self.width, stem=self.stem)
 
@@ -131,6 +135,8 @@ class ResNetMicro(ResNetSpec):
     width: int = 8
 
     def build(self) -> ResNet:
+        from torchvision.models.resnet import BasicBlock  # see the module's docstring
+
         return ResNet(BasicBlock, (1, 1, 1, 1), width=self.width, stem="cifar")
 
 

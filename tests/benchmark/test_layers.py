@@ -410,6 +410,29 @@ def test_status_collect_and_the_run_plan_import_without_torch() -> None:
     assert out.returncode == 0, out.stderr
 
 
+def test_loading_the_registry_imports_neither_torchvision_nor_timm() -> None:
+    """Every process that loads the registry (a run worker, a boxed ``declare`` child, ``list``,
+    ``accept``) pays for each module it imports; torchvision's ``ops`` import ``torch._dynamo``
+    (about 1.6 s of CPU) and timm's model zoo 0.85 s. The modules that need them (a ResNet or a
+    ViT being built, the fine-tuning transforms) import them where they do; building a ResNet
+    still gives torchvision's blocks."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from benchmark.contracts.registries import load_builtins\n"
+        "load_builtins()\n"
+        "heavy = sorted({'torchvision', 'timm', 'torch._dynamo'} & set(sys.modules))\n"
+        "assert not heavy, heavy\n"
+        "from benchmark.building_blocks.backbones import build_backbone\n"
+        "net, _ = build_backbone('resnet_micro', {'width': 2})\n"
+        "assert type(net.layer1[0]).__module__ == 'torchvision.models.resnet', type(net.layer1[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+
+
 def test_only_tracking_and_collect_import_wandb() -> None:
     allowed = {"tracking.py", "wandb_collect.py"}
     for path in files("benchmark"):
