@@ -56,7 +56,8 @@ def test_stages_by_hand_give_the_runners_numbers(tmp_path: Path) -> None:
 def test_a_saved_pretraining_is_read_back_not_retrained(tmp_path: Path, monkeypatch) -> None:
     from benchmark.engine import stages
 
-    cell = smoke_cell("fedavg_simclr", tasks=["knn"])
+    # 2 of 10 clients (a fifth of the 2-client cell's steps): any saved pre-training is read back
+    cell = smoke_cell("fedavg_simclr", clients=10, participation=0.2, tasks=["knn"])
     prep = prepare(cell)
     pdir = PretrainDir(tmp_path / "pre")
     first = pretrain(prep, pdir)
