@@ -3,22 +3,43 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 
 from benchmark.cli import main
 from benchmark.commands.doctor import DoctorRow, doctor, render, speeds
+from benchmark.commands.smoke import smoke_cell
 
 
-def test_doctor_compares_fp32_and_bf16_per_round_on_the_cpu(capsys) -> None:
+def test_doctor_compares_fp32_and_bf16_per_round_on_the_cpu(capsys, monkeypatch) -> None:
+    from benchmark.commands import check_method
+    from benchmark.commands import doctor as doctor_module
+
+    # the rows ``main`` printed, kept as ``doctor`` returned them (before, the same fedavg_simclr
+    # cells were run a second time through ``doctor`` to read them)
+    returned: list[tuple[str, list[DoctorRow]]] = []
+
+    def kept(*args, **kwargs):
+        returned.append(doctor(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(doctor_module, "doctor", kept)
+    # 2 of 10 clients a round (a fifth of the 2-client cell's steps): the per-round comparison and
+    # the speed table read the rounds' losses and timings, whatever the round's size
+    monkeypatch.setattr(
+        check_method, "smoke_cell", functools.partial(smoke_cell, clients=10, participation=0.2)
+    )
     assert (
         main(["doctor", "--methods", "fedavg_simclr,orchestra", "--rounds", "2", "--device", "cpu"])
         == 0
     )
     out = capsys.readouterr().out
     assert "loss bf16" in out and "4 of 4 rounds within 10% of fp32" in out
-    other, rows = doctor(["fedavg_simclr"], rounds=2, device="cpu")
+    ((other, both),) = returned
+    assert render(other, both) in out
+    rows = [r for r in both if r.method == "fedavg_simclr"]
     assert other == "bf16" and [r.round for r in rows] == [1, 2]
     assert all(
         math.isfinite(r.loss_fp32) and r.loss_fp32 != r.loss_other and r.ok(0.1) for r in rows

@@ -96,7 +96,9 @@ def test_check_method_fails_a_broken_copy_even_with_one_round(moco: Any) -> None
     """The call site in check_method: before issue 47 every other check passed this copy."""
     from benchmark.commands.check_method import check_method
 
-    report = check_method("fedmoco_ptr_reset", rounds=1, knn=False)
+    # 2 of 10 clients (check-method's default: 2 of 3): the round's simulations are the other
+    # checks'; what is tested is that check-method reports state_read, whose cell is its own
+    report = check_method("fedmoco_ptr_reset", rounds=1, knn=False, clients=10, participation=0.2)
     assert report.failed == ["state_read"], report.format()
     assert report.result("resume").status == "skip"
 
