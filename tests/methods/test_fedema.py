@@ -17,6 +17,7 @@ from benchmark.runroot.rundir import PretrainDir, RunDir
 from methods.fedema import FedEMA, FedEMAConfig, decay_rate
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
+from tests.methods.small_data import SMALL_DIGITS
 
 # §7 tests 1-7 check the printed formula's mechanics: divergence against the new global model, μ
 # clipped at 1
@@ -240,7 +241,11 @@ def client_state_digests(pretrain_dir: PretrainDir) -> dict[str, str]:
 def test_partial_participation_kill_and_resume(tmp_path: Path) -> None:
     """Acceptance: FedEMA with partial participation, stopped after round 2 and resumed, equals the
     straight run (server digest, scores, bytes, and every client state including λ_k)."""
-    cell = smoke_cell("fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"])
+    # a quarter of the train split (tests/methods/small_data.py): resume == straight and the states
+    # of clients left out of a round do not depend on how much each client trains
+    cell = smoke_cell(
+        "fedema", rounds=3, clients=6, participation=0.34, tasks=["knn"], dataset=SMALL_DIGITS
+    )
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert_same_numbers(resumed, straight)
     a = client_state_digests(RunDir.of(cell, tmp_path / "a").pretrain)
@@ -256,8 +261,15 @@ def _mu_over_rounds(divergence_ref: str, tmp_path: Path) -> tuple[float, dict[in
     client per merge."""
     from benchmark.engine.stages import prepare, pretrain
 
+    # a quarter of the train split (tests/methods/small_data.py): each client still takes several
+    # steps a round, and what makes μ fall is the cosine lr over the 6 rounds, not the steps' count
     cell = smoke_cell(
-        "fedema", rounds=6, clients=4, tasks=[], method_params={"divergence_ref": divergence_ref}
+        "fedema",
+        rounds=6,
+        clients=4,
+        tasks=[],
+        method_params={"divergence_ref": divergence_ref},
+        dataset=SMALL_DIGITS,
     )
     prep = prepare(cell)
     mus: dict[int, list[float]] = {}
