@@ -79,7 +79,6 @@ def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None
     from pathlib import Path
 
     from benchmark.commands.check_method import check_method
-    from benchmark.commands.live_settings import conformance_result
     from benchmark.contracts.method import Inert
 
     path = (
@@ -123,10 +122,8 @@ def test_check_method_reports_the_live_settings_of_a_plugin(monkeypatch) -> None
     assert bad.failed == ["live_settings"], bad.format()
     detail = bad.result("live_settings").detail
     assert "unused dead" in detail and "blur" not in detail
-    # the declaration's effect is the live-settings line alone, which check_method appends as
-    # conformance_result computes it (good and bad above go through check_method's other checks)
-    fixed = conformance_result("_declared_toy", fast)
-    assert fixed.status == "pass", fixed.detail
+    fixed = check_method("_declared_toy", rounds=1, knn=False, method_params=fast, live=True)
+    assert fixed.result("live_settings").status == "pass", fixed.format()
 
 
 def test_augment_config_declares_its_blur_settings_for_every_method() -> None:
