@@ -16,6 +16,7 @@ from benchmark.runroot.rundir import RunDir
 from methods.featarc import FeatARC, FeatARCConfig, largest_cluster, preset
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import make_kit
+from tests.methods.small_data import SMALL_DIGITS
 
 
 def final_of(cell, root: Path) -> dict:
@@ -25,7 +26,9 @@ def final_of(cell, root: Path) -> dict:
 @pytest.fixture(scope="module")
 def featarc_vs_fedavg(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("fa")
-    kw = {"rounds": 2, "clients": 6, "participation": 0.34, "tasks": []}
+    # a quarter of the train split (tests/methods/small_data.py): bit-exactness, the byte counts and
+    # the assignments kept per round do not depend on how much each client trains
+    kw = {"rounds": 2, "clients": 6, "participation": 0.34, "tasks": [], "dataset": SMALL_DIGITS}
     fa = smoke_cell("featarc", method_params={"num_clusters": 1, "reg_scale": 0.0}, **kw)
     fa2 = smoke_cell("featarc", **kw)
     fv = smoke_cell("fedavg_simclr", **kw)
@@ -83,8 +86,13 @@ def test_bytes_resnet18_oracle() -> None:
 def test_c_equals_k_keeps_clients_in_their_cluster_and_matches_local_ssl() -> None:
     """§9.2: C = K, λ = 0, p = 1: client i stays in cluster i; client 0 follows local_ssl's
     trajectory."""
-    kit = make_kit("featarc", clients=2, method_params={"num_clusters": 2, "reg_scale": 0.0})
-    loc = make_kit("local_ssl", clients=2)
+    # a quarter of the train split (tests/methods/small_data.py): two trajectories equal bit for
+    # bit over two rounds, whatever each round trains on
+    small = {"dataset": SMALL_DIGITS}
+    kit = make_kit(
+        "featarc", clients=2, method_params={"num_clusters": 2, "reg_scale": 0.0}, **small
+    )
+    loc = make_kit("local_ssl", clients=2, **small)
     m, lm = kit.method, loc.method
     server, lserver = kit.server(), loc.server()
     states = {k: m.init_client(k, server) for k in (0, 1)}
@@ -312,7 +320,9 @@ def test_max_over_clusters_is_flagged_as_selecting_on_test(tmp_path) -> None:
     select nothing, its value is the largest cluster's score, and every cluster's score and their
     mass-weighted mean are logged beside it (§3)."""
     tasks = ["knn", {"name": "linear_probe", "epochs": 1}]
-    kw = {"rounds": 1, "clients": 3, "tasks": tasks}
+    # a quarter of the train split (tests/methods/small_data.py): which score is reported and how it
+    # is flagged does not depend on how well the clusters trained
+    kw = {"rounds": 1, "clients": 3, "tasks": tasks, "dataset": SMALL_DIGITS}
     cell_max = smoke_cell("featarc", method_params={"report_model": "max_over_clusters"}, **kw)
     cell_def = smoke_cell("featarc", **kw)
     # report_model only chooses what is exported: both cells share one pre-training, trained once
@@ -398,7 +408,16 @@ def test_partial_participation_covers_every_registered_client_in_the_per_client_
     from benchmark.engine.rounds import server_context
     from benchmark.engine.stages import prepare
 
-    cell = smoke_cell("featarc", rounds=1, clients=4, participation=0.5, tasks=["perclient"])
+    # a quarter of the train split (tests/methods/small_data.py): the per-client card maps clients
+    # by the server's assignments, whatever they trained on
+    cell = smoke_cell(
+        "featarc",
+        rounds=1,
+        clients=4,
+        participation=0.5,
+        tasks=["perclient"],
+        dataset=SMALL_DIGITS,
+    )
     prep = prepare(cell)
     extra = prep.method.init_server(server_context(prep.settings, 0, None)).extra
     assert extra["assign"].tolist() == [0, 1, 0, 1] and extra["n"].tolist() == [0, 0, 0, 0]

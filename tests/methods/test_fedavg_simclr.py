@@ -28,6 +28,7 @@ from methods._shared.simclr import SIMCLR_NAMES
 from methods.fedavg_simclr import FedAvgSimCLR, FedAvgSimCLRConfig
 from tests.cell_cache import cached_run
 from tests.helpers import digits_inputs, smoke_cell
+from tests.methods.small_data import SMALL_DIGITS
 
 
 def ntxent_loop(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
@@ -219,7 +220,9 @@ def test_identical_clients_aggregate_to_each_model() -> None:  # §9.8
 
 
 def test_determinism_same_cell_twice(tmp_path: Path) -> None:  # §9.10
-    cell = smoke_cell("fedavg_simclr", tasks=["knn"])
+    # a quarter of the train split (tests/methods/small_data.py): the same cell twice is the
+    # same whatever it trains on
+    cell = smoke_cell("fedavg_simclr", tasks=["knn"], dataset=SMALL_DIGITS)
     a = run_cell(cell, tmp_path / "a", device="cpu")
     b = run_cell(cell, tmp_path / "b", device="cpu")
     assert a.final_state_digest == b.final_state_digest
@@ -229,7 +232,10 @@ def test_determinism_same_cell_twice(tmp_path: Path) -> None:  # §9.10
 
 
 def test_local_ssl_reports_mean_and_min_never_max(tmp_path: Path) -> None:  # §9.13
-    record = run_cell(smoke_cell("local_ssl", tasks=["knn"]), tmp_path, device="cpu")
+    # a quarter of the train split (tests/methods/small_data.py): which values are reported is
+    # not how well the clients trained
+    cell = smoke_cell("local_ssl", tasks=["knn"], dataset=SMALL_DIGITS)
+    record = run_cell(cell, tmp_path, device="cpu")
     knn = record.score("knn")
     assert set(knn.values) == {"top1", "top1_min"}
     assert knn.values["top1_min"] <= knn.values["top1"]
@@ -249,7 +255,10 @@ def test_no_pretrain_depends_only_on_init_seed(tmp_path: Path) -> None:  # §9.1
 
 
 def test_central_ssl_pools_all_clients(tmp_path: Path) -> None:
-    record = run_cell(smoke_cell("central_ssl", clients=3, tasks=[]), tmp_path, device="cpu")
+    # a quarter of the train split (tests/methods/small_data.py): one pooled client is one
+    # epoch a round whatever the pool's size
+    cell = smoke_cell("central_ssl", clients=3, tasks=[], dataset=SMALL_DIGITS)
+    record = run_cell(cell, tmp_path, device="cpu")
     # one pooled client, one epoch per round
     assert record.status == "ok" and record.compute.client_epochs == 1
 
@@ -319,9 +328,10 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(
         return real(batch, cfg, gen, mean=mean, std=std)
 
     monkeypatch.setattr(method_file, "two_views", spy)
-    rec = run_cell(
-        smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"]), tmp_path
-    )
+    # a quarter of the train split (tests/methods/small_data.py): the statistics a view and a
+    # feature are normalised with do not depend on the split's size
+    half = {**SMALL_DIGITS, "normalize": "half"}
+    rec = run_cell(smoke_cell(dataset=half, tasks=["knn"]), tmp_path)
     assert rec.status == "ok" and set(seen) == {((0.5,) * 3, (0.5,) * 3)}
     assert rec.cell["dataset"]["params"]["normalize"] == "half"
 
@@ -337,9 +347,7 @@ def test_cell_normalisation_reaches_training_and_the_encoder_metadata(
         return real_cf(cache, key, module, split, mean, std, device)
 
     monkeypatch.setattr(feats, "cached_features", spy_cf)
-    run_cell(
-        smoke_cell(dataset={"name": "digits", "normalize": "half"}, tasks=["knn"], seed=3), tmp_path
-    )
+    run_cell(smoke_cell(dataset=half, tasks=["knn"], seed=3), tmp_path)
     assert stats and set(stats) == {((0.5,) * 3, (0.5,) * 3)}
 
 
@@ -412,7 +420,18 @@ def test_client_sampling_size_uniqueness_and_the_engine_uses_it(tmp_path) -> Non
         assert draws == [sample_clients(3, r, k, m) for r in range(1, 6)]  # the same in any process
         if m < k:
             assert len({tuple(d) for d in draws}) > 1  # rounds draw afresh
-    prep = prepare(smoke_cell("fedavg_simclr", rounds=3, clients=4, participation=0.5, tasks=[]))
+    # a quarter of the train split (tests/methods/small_data.py): which clients a round trains
+    # does not depend on their data
+    prep = prepare(
+        smoke_cell(
+            "fedavg_simclr",
+            rounds=3,
+            clients=4,
+            participation=0.5,
+            tasks=[],
+            dataset=SMALL_DIGITS,
+        )
+    )
     trained: dict[int, list[int]] = {}
     update = prep.method.client_update
 
@@ -481,6 +500,8 @@ def test_one_client_one_round_equals_central_ssl_with_a_constant_lr(tmp_path: Pa
     """K = 1, p = 1, R = 1, E = E_total is central SSL at a constant lr, bit-exactly on CPU: both
     run one optimizer over the same data stream (same seeds); a federated path that reorders,
     re-seeds or re-initialises differs."""
+    # a quarter of the train split (tests/methods/small_data.py): two runs over the same stream
+    # are equal bit for bit (or not) whatever its length; two epochs still cross an epoch boundary
     params = {"lr_schedule": "constant"}
     fed = run_cell(
         smoke_cell(
@@ -490,6 +511,7 @@ def test_one_client_one_round_equals_central_ssl_with_a_constant_lr(tmp_path: Pa
             tasks=[],
             method_params=params,
             fl={"num_clients": 1, "participation": 1.0, "rounds": 1, "local_epochs": 2},
+            dataset=SMALL_DIGITS,
         ),
         tmp_path / "fed",
         device="cpu",
@@ -502,6 +524,7 @@ def test_one_client_one_round_equals_central_ssl_with_a_constant_lr(tmp_path: Pa
             tasks=[],
             method_params=params,
             fl={"num_clients": 1, "participation": 1.0, "rounds": 1, "local_epochs": 2},
+            dataset=SMALL_DIGITS,
         ),
         tmp_path / "central",
         device="cpu",

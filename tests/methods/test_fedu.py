@@ -15,6 +15,7 @@ from benchmark.engine.runner import run_cell
 from methods.fedu import FedU, FedUConfig
 from tests.helpers import digits_inputs, smoke_cell
 from tests.methods.byol_testkit import equal, make_kit
+from tests.methods.small_data import SMALL_DIGITS
 
 
 def r18_fedu() -> FedU:
@@ -218,7 +219,9 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
             return super().step(*a, **k)
 
     monkeypatch.setattr(torch.optim, "SGD", Spy)
-    kit = make_kit("fedu", rounds=5, clients=2)  # ~700 images a client: several steps a round
+    # a quarter of the train split (tests/methods/small_data.py): ~180 images a client, still
+    # several steps a round, which is all the lr and the momentum's reset need
+    kit = make_kit("fedu", rounds=5, clients=2, dataset=SMALL_DIGITS)
     m = kit.method
     server = kit.server()
     st = m.init_client(0, server)
@@ -242,7 +245,10 @@ def test_lr_schedule_and_fresh_momentum(monkeypatch) -> None:
 def test_comm_bytes_match_formula(tmp_path: Path) -> None:
     """§8: C↓ = C↑ = 4 (P_f + S_f + P_g + S_g + P_h + S_h) per participant, from the parameter
     counts."""
-    cell = smoke_cell("fedu", rounds=2, clients=6, participation=0.34, tasks=[])
+    # a quarter of the train split (tests/methods/small_data.py): bytes count parameters, not data
+    cell = smoke_cell(
+        "fedu", rounds=2, clients=6, participation=0.34, tasks=[], dataset=SMALL_DIGITS
+    )
     rec = run_cell(cell, tmp_path, device="cpu")
     m = make_kit("fedu").method
     net = m.build()

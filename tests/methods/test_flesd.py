@@ -36,6 +36,7 @@ from methods.flesd import (
     similarity_matrix,
 )
 from tests.helpers import digits_inputs, smoke_cell
+from tests.methods.small_data import SMALL_DIGITS
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 MEAN, STD = (0.5,) * 3, (0.25,) * 3
@@ -275,13 +276,18 @@ def test_record_bytes_dense_vs_topk(tmp_path: Path) -> None:
         ("dense", {"upload": "similarity"}),
         ("topk", {"upload": "similarity", "topk_percent": 10.0}),
     ):
-        cell = smoke_cell("flesd", clients=2, tasks=["knn"], method_params=params)
+        # a quarter of the train split (tests/methods/small_data.py): the counters follow §8 for
+        # any public split's size n, read below from the cell's own partition
+        cell = smoke_cell(
+            "flesd", clients=2, tasks=["knn"], method_params=params, dataset=SMALL_DIGITS
+        )
         recs[name] = run_cell(cell, tmp_path / name, device="cpu")
         assert recs[name].status == "ok" and recs[name].uses_public_data
     from benchmark.data.datasets import load_dataset_splits
     from benchmark.engine.stages import build_partition
 
-    n = len(build_partition(cell, load_dataset_splits("digits", {}).train.labels).public_indices)
+    splits = load_dataset_splits("digits", dict(cell.dataset.params))
+    n = len(build_partition(cell, splits.train.labels).public_indices)
     k = int(10.0 * n // 100)
     assert recs["emb"].comm.bytes_up == 2 * n * 128 * 4
     assert recs["dense"].comm.bytes_up == 2 * n * n * 4

@@ -29,6 +29,7 @@ from benchmark.engine.runner import run_cell
 from methods._shared.ema import momentum_update_
 from methods.orchestra import Orchestra, OrchestraConfig, rotate_batch, rotation_labels
 from tests.helpers import digits_inputs, run_straight_and_resumed, smoke_cell
+from tests.methods.small_data import SMALL_DIGITS
 
 MICRO = ComponentSpec("resnet_micro", "1", {"width": 4})
 
@@ -312,7 +313,9 @@ def _formula(cell_method: Orchestra, clients: int, rounds: int) -> tuple[list[in
 def test_record_bytes_rounds_and_resume(tmp_path: Path) -> None:
     """fl.rounds = 3 → init + 2 training rounds; the runner's counters equal §8; resume after round
     2 is exact."""
-    cell = smoke_cell("orchestra", rounds=3, clients=2, tasks=["knn"])
+    # a quarter of the train split (tests/methods/small_data.py): the byte counters, resume and the
+    # epochs counted do not depend on how many images a client has (~180: two batches of 64)
+    cell = smoke_cell("orchestra", rounds=3, clients=2, tasks=["knn"], dataset=SMALL_DIGITS)
     straight = run_cell(cell, tmp_path / "a", device="cpu")
     assert straight is not None and straight.status == "ok" and straight.rounds_completed == 3
     m = Orchestra(OrchestraConfig(**dict(cell.method.params)), cell.backbone, digits_inputs())

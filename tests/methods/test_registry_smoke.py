@@ -18,6 +18,7 @@ from benchmark.records.files import read_record
 from benchmark.records.schema import from_json, to_json
 from tests.cell_cache import cached_run
 from tests.helpers import assert_same_numbers, run_straight_and_resumed, smoke_cell
+from tests.methods.small_data import SMALL_DIGITS
 
 load_builtins()
 ALL_METHODS = METHODS.names()
@@ -171,7 +172,12 @@ def test_accept_sizes_the_encoder_on_the_meta_device_as_it_is_built(
 
 @pytest.mark.parametrize("name", ALL_METHODS)
 def test_resume_equivalence(name: str, tmp_path: Path) -> None:
-    cell = smoke_cell(name, rounds=2, clients=3, participation=0.67, tasks=["knn"])
+    # a quarter of the train split (tests/methods/small_data.py): resume == straight is about the
+    # state carried over the kill, whatever each client trains on; 2 of 3 clients a round keeps a
+    # client sampled in both rounds (its state across the kill) and one left out (stale state)
+    cell = smoke_cell(
+        name, rounds=2, clients=3, participation=0.67, tasks=["knn"], dataset=SMALL_DIGITS
+    )
     straight, resumed = run_straight_and_resumed(cell, tmp_path)
     assert_same_numbers(resumed, straight)
 
@@ -184,7 +190,9 @@ def test_payload_names_are_declared(name: str) -> None:
     from benchmark.engine.rounds import SimSettings, client_context, server_context
     from benchmark.engine.stages import build_method, build_partition, client_datasets, input_spec
 
-    cell = smoke_cell(name)
+    # a quarter of the train split (tests/methods/small_data.py): the names a client sends do not
+    # depend on how many images it trained on
+    cell = smoke_cell(name, dataset=SMALL_DIGITS)
     ds = load_dataset_splits("digits", dict(cell.dataset.params))
     part = build_partition(cell, ds.train.labels)
     method = build_method(cell, input_spec(ds))

@@ -16,6 +16,7 @@ from benchmark.api import METHODS
 from benchmark.commands.check_method import smoke_cell
 from benchmark.engine.stages import prepare, pretrain
 from benchmark.runroot.rundir import PretrainDir
+from tests.methods.small_data import SMALL_DIGITS
 
 TWO_VIEW_METHODS = [
     "fedavg_simclr",
@@ -54,7 +55,9 @@ def test_each_local_step_batchnorm_sees_one_view_size(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every BatchNorm batch of a local optimizer step has one augmented view's size (never 2B)."""
-    cell = smoke_cell(name, rounds=2 if name == "orchestra" else 1, tasks=[])
+    # a quarter of the train split (tests/methods/small_data.py): what BatchNorm sees is decided
+    # per step, and every client still takes several steps
+    cell = smoke_cell(name, rounds=2 if name == "orchestra" else 1, tasks=[], dataset=SMALL_DIGITS)
     log = StepLog()
     draw = augment_module.draw
 
