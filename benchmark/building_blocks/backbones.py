@@ -3,7 +3,11 @@
 
 ResNets use torchvision's blocks and parameter names (``conv1``, ``bn1``, ``layer1.0.conv1``,
 ``downsample.0`` …) so that checkpoints convert to Detectron2 with a pure key mapping. ``width``
-scales every stage for CPU-sized variants.
+scales every stage for CPU-sized variants. The two blocks are torchvision's own code
+(``torchvision.models.resnet``, BSD-3-Clause), copied here line for line with the options this
+module never passes left out: importing torchvision imports ``torch._dynamo`` (its ``ops``), about
+1.6 s of CPU in every process that loads the registry (a ``run`` worker, a boxed child), for two
+classes. The same modules in the same order: the same parameters, initial draws and numbers.
 """
 
 from __future__ import annotations
@@ -13,9 +17,77 @@ from typing import ClassVar
 
 import torch
 from torch import nn
-from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from benchmark.contracts.registries import BACKBONES
+
+
+def _conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(
+        in_planes, out_planes, kernel_size=3, stride=stride, padding=1, groups=1, bias=False
+    )
+
+
+def _conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ``BasicBlock`` (groups 1, base width 64, no dilation, batch norm)."""
+
+    expansion: int = 1
+
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        self.conv1 = _conv3x3(inplanes, planes, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = _conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class Bottleneck(nn.Module):
+    """torchvision's ``Bottleneck`` (ResNet v1.5: the stride on the 3×3 convolution; groups 1,
+    base width 64, no dilation, batch norm)."""
+
+    expansion: int = 4
+
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        width = planes
+        self.conv1 = _conv1x1(inplanes, width)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = _conv3x3(width, width, stride)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = _conv1x1(width, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
 
 
 class ResNet(nn.Module):
