@@ -255,41 +255,43 @@ def test_an_exported_file_naming_an_untrusted_class_is_refused_before_it_is_unpi
     assert describe(encoder)[1] == fields
 
 
-def _check_method(site: Path, home: Path, name: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "WANDB_API_KEY": "the-maintainers-key",
-        "PYTHONPATH": os.pathsep.join([str(site), *sys.path]),
-    }
-    argv = ["check-method", name, "--rounds", "1", "--no-live", "--no-knn"]
-    return subprocess.run(
-        [sys.executable, "-m", "benchmark", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=home,
-        timeout=900,
-        check=False,
-    )
+def _check_method(
+    home: Path, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``check-method NAME`` run by this process, as the maintainer's shell would: a key in its
+    environment, ``home`` its home and working folder. The plugin's code runs only in the boxed
+    child (a fresh process with an environment built from nothing), which is what is tested; the
+    parent is this process rather than a second Python importing torch and the registry (seconds of
+    CPU) for the same code path. Should the parent ever import the plugin, its module would read
+    the key here and plant its file in ``home``, and the assertions below would see both."""
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("WANDB_API_KEY", "the-maintainers-key")
+    monkeypatch.chdir(home)
+    from benchmark.cli import main
+
+    capsys.readouterr()
+    code = main(["check-method", name, "--rounds", "1", "--no-live", "--no-knn"])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_check_method_runs_a_plugin_in_the_box(site: Path, tmp_path: Path) -> None:
+def test_check_method_runs_a_plugin_in_the_box(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """check-method on a stranger's plugin (issue 52 item 3): the plugin sees no credential and
     plants nothing in the maintainer's home (its checks pass in the box's own); a plugin that
     exits at import is a refusal in one line (exit 2), not exit 0 with nothing said."""
     home = tmp_path / "home"
     home.mkdir()
-    done = _check_method(site, home, "creds")
-    assert done.returncode == 0 and "creds: all checks passed" in done.stdout, (
-        done.stdout + done.stderr
-    )
+    code, out, err = _check_method(home, "creds", monkeypatch, capsys)
+    assert code == 0 and "creds: all checks passed" in out, out + err
     assert not (home / "planted.txt").exists()
+    assert not [m for m in sys.modules if m.startswith("fssl_creds")]
     # the traffic declaration (inherited from fedavg_simclr) is checked in the box too
-    assert "PASS  declared_traffic" in done.stdout and "byte for byte in 1 round " in done.stdout
-    exits = _check_method(site, home, "exits")
-    assert exits.returncode == 2, exits.stdout + exits.stderr
-    (line,) = exits.stderr.strip().splitlines()
+    assert "PASS  declared_traffic" in out and "byte for byte in 1 round " in out
+    code, out, err = _check_method(home, "exits", monkeypatch, capsys)
+    assert code == 2, out + err
+    (line,) = err.strip().splitlines()
     assert "check-method exits in the box" in line and "without a result" in line, line
 
 

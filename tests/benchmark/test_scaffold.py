@@ -4,7 +4,9 @@ written."""
 from __future__ import annotations
 
 import ast
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 # The generated module is imported in a subprocess (so the registry of this process never sees it):
 # the folder it was generated into is appended to the ``methods`` package path, exactly where a real
-# method file would live.
+# method file would live. Each selection of the generated tests given after the name (a JSON list of
+# pytest arguments) is a pytest session of its own in that process, its output between two markers.
 DRIVER = """
-import sys, importlib
+import json, sys, importlib
 import methods
 methods.__path__.append(sys.argv[1] + "/methods")
 importlib.import_module("methods." + sys.argv[2])
@@ -29,20 +32,42 @@ cells = expand_grid(load_grid(sys.argv[1] + "/benchmark/grids/" + sys.argv[2] + 
 assert sorted(c.method.name for c in cells) == sorted([sys.argv[2], "fedavg_simclr", "no_pretrain"]), cells
 import pytest
 args = [sys.argv[1] + "/tests/methods/test_" + sys.argv[2] + ".py", "-q", "-p", "no:cacheprovider"]
-sys.exit(pytest.main(args + sys.argv[3:]))
+for i, extra in enumerate(sys.argv[3:]):
+    print(f"=== selection {i} ===", flush=True)
+    code = pytest.main(args + json.loads(extra))
+    print(f"=== selection {i} exit {int(code)} ===", flush=True)
 """
 
 
-def _generated_tests(out: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
+def _generated_tests(out: Path, name: str, *selections: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
     return subprocess.run(
-        [sys.executable, "-c", DRIVER, str(out), name, *extra],
+        [sys.executable, "-c", DRIVER, str(out), name, *map(json.dumps, selections)],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=1800,
     )
+
+
+def _selection(proc: subprocess.CompletedProcess, i: int) -> tuple[int | None, str]:
+    """(exit code, output) of the ``i``-th pytest session of a driver run."""
+    found = re.search(
+        rf"=== selection {i} ===\n(.*)=== selection {i} exit (\d+) ===", proc.stdout, re.DOTALL
+    )
+    return (int(found.group(2)), found.group(1)) if found else (None, proc.stdout + proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def generated_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess:
+    """The scaffold's generated tests run once for the module's two tests, as two pytest sessions
+    in one process: the tests without the ``slow`` mark, then the conformance test alone. The same
+    selections as two processes would run, on the same generated files; one Python importing torch
+    and the registry instead of two."""
+    out = tmp_path_factory.mktemp("scaffold")
+    write_scaffold("fedscaffold", out)
+    return _generated_tests(out, "fedscaffold", ["-m", "not slow"], ["-k", "conformance"])
 
 
 def test_cli_writes_the_three_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,19 +100,17 @@ def test_bad_names_and_overwrites_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_generated_tests_pass(tmp_path: Path) -> None:
-    write_scaffold("fedscaffold", tmp_path)
-    proc = _generated_tests(tmp_path, "fedscaffold", "-m", "not slow")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "3 passed, 1 skipped" in proc.stdout  # the placeholder spec test waits for its TODO
+def test_generated_tests_pass(generated_run: subprocess.CompletedProcess) -> None:
+    code, out = _selection(generated_run, 0)
+    assert code == 0, out + generated_run.stderr
+    assert "3 passed, 1 skipped" in out  # the placeholder spec test waits for its TODO
 
 
 @pytest.mark.slow
-def test_generated_method_passes_check_method(tmp_path: Path) -> None:
-    write_scaffold("fedscaffold", tmp_path)
-    proc = _generated_tests(tmp_path, "fedscaffold", "-k", "conformance")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 passed" in proc.stdout
+def test_generated_method_passes_check_method(generated_run: subprocess.CompletedProcess) -> None:
+    code, out = _selection(generated_run, 1)
+    assert code == 0, out + generated_run.stderr
+    assert "1 passed" in out
 
 
 def _load_plugin(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> type:

@@ -92,8 +92,20 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="module")
+def listed(
+    plugin_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> subprocess.CompletedProcess:
+    """``list methods`` with both plugins installed, run once for the module's two tests: the same
+    command in the same environment prints the same listing and warnings, and each test reads its
+    part of it (one Python process importing torch and the registry instead of two)."""
+    return _run(["-m", "benchmark", "list", "methods"], plugin_env, tmp_path_factory.mktemp("list"))
+
+
 @pytest.mark.slow
-def test_out_of_tree_method_end_to_end(plugin_env: dict[str, str], tmp_path: Path) -> None:
+def test_out_of_tree_method_end_to_end(
+    plugin_env: dict[str, str], listed: subprocess.CompletedProcess, tmp_path: Path
+) -> None:
     # nothing in the project knows the plugin: it lives only in the pip target on PYTHONPATH
     assert not any(
         "toy_plugin" in p.read_text(encoding="utf-8") for p in (REPO / "methods").glob("*.py")
@@ -102,7 +114,6 @@ def test_out_of_tree_method_end_to_end(plugin_env: dict[str, str], tmp_path: Pat
         encoding="utf-8"
     )
 
-    listed = _run(["-m", "benchmark", "list", "methods"], plugin_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert any(line.split()[:1] == ["toy_plugin"] for line in listed.stdout.splitlines()), (
         listed.stdout
@@ -189,10 +200,9 @@ axes: {method: [no_pretrain], seed: [0]}
 
 @pytest.mark.slow
 def test_a_broken_plugin_is_one_warning_and_fails_only_the_grids_that_name_it(
-    plugin_env: dict[str, str], tmp_path: Path
+    plugin_env: dict[str, str], listed: subprocess.CompletedProcess, tmp_path: Path
 ) -> None:
     """A real installed package whose module raises ImportError, next to the working toy plugin."""
-    listed = _run(["-m", "benchmark", "list", "methods"], plugin_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
     assert "toy_plugin" in names and "fedavg_simclr" in names and "broken_plugin" not in names

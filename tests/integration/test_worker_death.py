@@ -53,13 +53,13 @@ def _group(pgid: int) -> list[int]:
     return out
 
 
-def _run(grid: Path, root: Path, log: Path) -> subprocess.Popen:
+def _run(grid: Path, root: Path, log: Path, workers: int) -> subprocess.Popen:
     """``run`` with its output in ``log`` (a file, not a pipe: an orphaned worker holding the pipe
     would keep a reader waiting, which is how the bug looked)."""
     with log.open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "benchmark", "run", "--grid", str(grid), "--root", str(root)]
-            + ["--no-wandb", "--workers", "2"],
+            + ["--no-wandb", "--workers", str(workers)],
             cwd=REPO,
             env=cli_env(),
             stdout=out,
@@ -74,7 +74,7 @@ def test_sigkill_of_run_leaves_no_worker_and_the_rerun_takes_the_cells_over(
     grid, root = tmp_path / "worker_death.yaml", tmp_path / "runs"
     grid.write_text(GRID)
     first, second = tmp_path / "first.log", tmp_path / "second.log"
-    proc = _run(grid, root, first)
+    proc = _run(grid, root, first, workers=2)  # the cells in worker processes: what is killed
     deadline = time.monotonic() + 600
     while not list(root.glob("**/ckpt/round_*.pt")):
         assert proc.poll() is None, first.read_text()
@@ -95,7 +95,10 @@ def test_sigkill_of_run_leaves_no_worker_and_the_rerun_takes_the_cells_over(
     assert not left, f"processes of the killed run still alive: {left}"
     assert not list(root.glob("*/*/record.json")), "a cell finished after its run was killed"
 
-    rerun = _run(grid, root, second)
+    # the rerun computes the two cells itself (--workers 1): taking over a dead runner's claim and
+    # resuming from its checkpoint is the same code (execute_cell) in a worker or in the run process,
+    # and two more worker processes would only import torch and the registry again
+    rerun = _run(grid, root, second, workers=1)
     rerun.wait(timeout=900)
     out = second.read_text()
     assert rerun.returncode == 0, out

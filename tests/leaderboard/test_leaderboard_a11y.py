@@ -6,15 +6,13 @@ compare page works from file:// and shows the paired difference the Python side 
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import pytest
 
 from leaderboard.build import REPO, build_model
 from leaderboard.compare import compare_data, pair_rows
-from leaderboard.site import build_site
-from tests.leaderboard.test_leaderboard_browser import WIDTHS, _driver, _network, _resize, _serve
+from tests.leaderboard.test_leaderboard_browser import WIDTHS, _network, _resize
 
 pytestmark = pytest.mark.browser
 
@@ -39,19 +37,6 @@ def test_the_vendored_axe_is_the_pinned_release() -> None:
     assert hashlib.sha256(script).hexdigest() == AXE_SHA256
     assert script.startswith(f"/*! axe v{AXE_VERSION}".encode())
     assert (AXE / "LICENSE").read_text().startswith("Mozilla Public License, version 2.0")
-
-
-@pytest.fixture(scope="module")
-def repo_site(tmp_path_factory: pytest.TempPathFactory):
-    """The site CI publishes, built from results/, served locally."""
-    out = tmp_path_factory.mktemp("a11y") / "site"
-    build_site([REPO / "results"], out)
-    server, base = _serve(out)
-    try:
-        yield out, base
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _one_of_each_kind(out: Path) -> list[str]:
@@ -79,59 +64,49 @@ def _one_of_each_kind(out: Path) -> list[str]:
     return pages
 
 
-def test_no_serious_axe_violation_on_any_kind_of_page(repo_site, tmp_path: Path) -> None:
+def test_no_serious_axe_violation_on_any_kind_of_page(repo_site, driver) -> None:
     out, base = repo_site
     axe = (AXE / "axe.min.js").read_text(encoding="utf-8")
-    driver = _driver(tmp_path / "profile")
     driver.set_script_timeout(120)
     found = []
-    try:
-        for width in WIDTHS:
-            _resize(driver, width)
-            for page in _one_of_each_kind(out):
-                driver.get(f"{base}/{page}")
-                driver.execute_script(axe)
-                for v in driver.execute_async_script(RUN_AXE):
-                    if v["impact"] in SERIOUS:
-                        found.append(
-                            f"{page} at {width} px: {v['id']} ({v['impact']}, {v['n']} "
-                            f"nodes: {v['where']}): {v['help']}"
-                        )
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    for width in WIDTHS:
+        _resize(driver, width)
+        for page in _one_of_each_kind(out):
+            driver.get(f"{base}/{page}")
+            driver.execute_script(axe)
+            for v in driver.execute_async_script(RUN_AXE):
+                if v["impact"] in SERIOUS:
+                    found.append(
+                        f"{page} at {width} px: {v['id']} ({v['impact']}, {v['n']} "
+                        f"nodes: {v['where']}): {v['help']}"
+                    )
     assert not found, "\n".join(found)
 
 
-def test_space_presses_a_filter_button(repo_site, tmp_path: Path) -> None:
+def test_space_presses_a_filter_button(repo_site, driver) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     _, base = repo_site
-    driver = _driver(tmp_path / "profile")
-    try:
-        _resize(driver, 1400)
-        driver.get(f"{base}/datasets/digits.html")
-        iid = driver.find_element(
-            By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]'
-        )
-        assert iid.get_attribute("role") == "button"
-        assert iid.get_attribute("aria-pressed") == "false"
-        y = driver.execute_script("return window.scrollY")
-        iid.send_keys(Keys.SPACE)
-        assert iid.get_attribute("aria-pressed") == "true"
-        assert driver.execute_script("return window.scrollY") == y  # Space did not scroll
-        heads = driver.find_elements(By.CSS_SELECTOR, "#summary-table thead tr:nth-child(2) th")
-        assert {th.text for th in heads if th.is_displayed()} == {"IID"}
-        iid.send_keys(Keys.SPACE)
-        assert iid.get_attribute("aria-pressed") == "false"
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    _resize(driver, 1400)
+    driver.get(f"{base}/datasets/digits.html")
+    iid = driver.find_element(
+        By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]'
+    )
+    assert iid.get_attribute("role") == "button"
+    assert iid.get_attribute("aria-pressed") == "false"
+    y = driver.execute_script("return window.scrollY")
+    iid.send_keys(Keys.SPACE)
+    assert iid.get_attribute("aria-pressed") == "true"
+    assert driver.execute_script("return window.scrollY") == y  # Space did not scroll
+    heads = driver.find_elements(By.CSS_SELECTOR, "#summary-table thead tr:nth-child(2) th")
+    assert {th.text for th in heads if th.is_displayed()} == {"IID"}
+    iid.send_keys(Keys.SPACE)
+    assert iid.get_attribute("aria-pressed") == "false"
 
 
 def test_the_compare_page_works_from_file_and_agrees_with_the_python_side(
-    repo_site, tmp_path: Path, artifacts_dir: Path
+    repo_site, driver, artifacts_dir: Path
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -153,42 +128,33 @@ def test_the_compare_page_works_from_file_and_agrees_with_the_python_side(
     ]
     assert flagged and all(f.startswith("A ") for f in flagged)
     assert want
-    driver = _driver(tmp_path / "profile")
-    try:
-        _resize(driver, 1400)
-        driver.get((out / "compare.html").as_uri())  # no server: file://
-        Select(driver.find_element(By.ID, "compare-a")).select_by_visible_text("orchestra")
-        Select(driver.find_element(By.ID, "compare-b")).select_by_visible_text("fedavg_simclr")
-        rows = driver.find_elements(By.CSS_SELECTOR, "#compare-body tr")
-        got = [
-            [
-                td.text
-                for i, td in enumerate(r.find_elements(By.TAG_NAME, "td"))
-                if i in (0, 2, 3, 6)
-            ]
-            for r in rows
-        ]
-        assert got == want
-        verdicts = [r.find_element(By.CSS_SELECTOR, "td.verdict").text for r in rows]
-        assert sum("A not like for like" in v for v in verdicts) == len(flagged)
-        # at 400 px the verdict and its flags are on screen, not a column past the right edge
-        _resize(driver, 400)
-        width = driver.execute_script("return document.documentElement.clientWidth")
-        for cell in driver.find_elements(By.CSS_SELECTOR, "#compare-body td.verdict"):
-            box = driver.execute_script("return arguments[0].getBoundingClientRect()", cell)
-            assert cell.is_displayed() and 0 <= box["left"] and box["right"] <= width, box
-        driver.save_screenshot(str(artifacts_dir / "leaderboard_compare_400.png"))
-        _resize(driver, 1400)
-        assert "#a=orchestra&b=fedavg_simclr" in driver.current_url
-        driver.save_screenshot(str(artifacts_dir / "leaderboard_compare.png"))
-        urls, _ = _network(driver)
-        network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
-        assert not network, network  # every number is in the page: nothing is fetched
-        # a method page links here with its method picked
-        driver.get((out / "methods" / "flesd.html").as_uri())
-        driver.find_element(By.PARTIAL_LINK_TEXT, "Compare flesd").click()
-        chosen = Select(driver.find_element(By.ID, "compare-a")).first_selected_option.text
-        assert chosen == "flesd"
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    _resize(driver, 1400)
+    driver.get((out / "compare.html").as_uri())  # no server: file://
+    Select(driver.find_element(By.ID, "compare-a")).select_by_visible_text("orchestra")
+    Select(driver.find_element(By.ID, "compare-b")).select_by_visible_text("fedavg_simclr")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#compare-body tr")
+    got = [
+        [td.text for i, td in enumerate(r.find_elements(By.TAG_NAME, "td")) if i in (0, 2, 3, 6)]
+        for r in rows
+    ]
+    assert got == want
+    verdicts = [r.find_element(By.CSS_SELECTOR, "td.verdict").text for r in rows]
+    assert sum("A not like for like" in v for v in verdicts) == len(flagged)
+    # at 400 px the verdict and its flags are on screen, not a column past the right edge
+    _resize(driver, 400)
+    width = driver.execute_script("return document.documentElement.clientWidth")
+    for cell in driver.find_elements(By.CSS_SELECTOR, "#compare-body td.verdict"):
+        box = driver.execute_script("return arguments[0].getBoundingClientRect()", cell)
+        assert cell.is_displayed() and 0 <= box["left"] and box["right"] <= width, box
+    driver.save_screenshot(str(artifacts_dir / "leaderboard_compare_400.png"))
+    _resize(driver, 1400)
+    assert "#a=orchestra&b=fedavg_simclr" in driver.current_url
+    driver.save_screenshot(str(artifacts_dir / "leaderboard_compare.png"))
+    urls, _ = _network(driver)
+    network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
+    assert not network, network  # every number is in the page: nothing is fetched
+    # a method page links here with its method picked
+    driver.get((out / "methods" / "flesd.html").as_uri())
+    driver.find_element(By.PARTIAL_LINK_TEXT, "Compare flesd").click()
+    chosen = Select(driver.find_element(By.ID, "compare-a")).first_selected_option.text
+    assert chosen == "flesd"

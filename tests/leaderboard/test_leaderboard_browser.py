@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -151,7 +150,7 @@ def _network(driver) -> tuple[list[str], list[tuple[str, int]]]:
 
 
 def test_pages_at_two_widths_link_every_number_and_never_scroll_sideways(
-    site, tmp_path: Path, artifacts_dir: Path
+    site, driver, artifacts_dir: Path
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -165,143 +164,124 @@ def test_pages_at_two_widths_link_every_number_and_never_scroll_sideways(
         f"cells/{cell}.html",
         "submit.html",  # its tables scroll in their own box (issue 40: 424 px wide at 400 px)
     ]
-    driver = _driver(tmp_path / "profile")
-    try:
-        for width in WIDTHS:
-            for path in pages:
-                _check_page(driver, base, out, path, width, artifacts_dir)
-        _resize(driver, 1400)
-        # the whole track table, flags column included, fits its box at 1400 px (issue 40)
-        driver.get(f"{base}/tracks/cifar10-knn.html")
-        box = driver.find_element(By.ID, "track-table").find_element(By.XPATH, "..")
-        inner, outer = driver.execute_script(
-            "return [arguments[0].scrollWidth, arguments[0].clientWidth]", box
-        )
-        assert inner <= outer, f"the track table is {inner} px wide in a {outer} px box"
-        driver.get(f"{base}/datasets/cifar10.html")
-        summary = driver.find_element(By.ID, "summary-table")
-        assert summary.find_elements(By.CSS_SELECTOR, "tbody td.num a")  # a non-empty summary table
-        assert "75.50" in summary.text and "Reference points, not ranked" in summary.text
-        urls, statuses = _network(driver)
-        network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
-        assert network and all(u.startswith(base + "/") for u in network), network
-        assert any(u.endswith("/static/favicon.svg") for u in network)
-        assert not [s for s in statuses if s[1] >= 400], [s for s in statuses if s[1] >= 400]
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    for width in WIDTHS:
+        for path in pages:
+            _check_page(driver, base, out, path, width, artifacts_dir)
+    _resize(driver, 1400)
+    # the whole track table, flags column included, fits its box at 1400 px (issue 40)
+    driver.get(f"{base}/tracks/cifar10-knn.html")
+    box = driver.find_element(By.ID, "track-table").find_element(By.XPATH, "..")
+    inner, outer = driver.execute_script(
+        "return [arguments[0].scrollWidth, arguments[0].clientWidth]", box
+    )
+    assert inner <= outer, f"the track table is {inner} px wide in a {outer} px box"
+    driver.get(f"{base}/datasets/cifar10.html")
+    summary = driver.find_element(By.ID, "summary-table")
+    assert summary.find_elements(By.CSS_SELECTOR, "tbody td.num a")  # a non-empty summary table
+    assert "75.50" in summary.text and "Reference points, not ranked" in summary.text
+    urls, statuses = _network(driver)
+    network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
+    assert network and all(u.startswith(base + "/") for u in network), network
+    assert any(u.endswith("/static/favicon.svg") for u in network)
+    assert not [s for s in statuses if s[1] >= 400], [s for s in statuses if s[1] >= 400]
 
 
-def test_track_page_rows_sorting_and_escaping(site, tmp_path: Path, artifacts_dir: Path) -> None:
+def test_track_page_rows_sorting_and_escaping(site, driver, artifacts_dir: Path) -> None:
     from selenium.webdriver.common.by import By
 
     out, base = site
-    driver = _driver(tmp_path / "profile")
-    try:
-        driver.get(f"{base}/index.html")
-        assert "fssl-bench leaderboard" in driver.find_element(By.TAG_NAME, "h1").text
-        assert driver.find_elements(By.CSS_SELECTOR, "#tracks-table tbody tr")
-        driver.find_element(By.LINK_TEXT, "skipped records (1)")
+    driver.get(f"{base}/index.html")
+    assert "fssl-bench leaderboard" in driver.find_element(By.TAG_NAME, "h1").text
+    assert driver.find_elements(By.CSS_SELECTOR, "#tracks-table tbody tr")
+    driver.find_element(By.LINK_TEXT, "skipped records (1)")
 
-        driver.get(f"{base}/tracks/cifar10-knn.html")
-        table = driver.find_element(By.ID, "track-table")
-        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr:not(.group-head)")
-        data = json.loads((out / "data.json").read_text())
-        track = next(t for t in data["tracks"] if t["id"] == "cifar10-knn")
-        assert len(rows) == len(track["rows"])
-        text = table.text
-        for method in ("fedavg_simclr", "orchestra", "fedu", "no_pretrain", "central_ssl"):
-            assert method in text
-        assert "75.50 ± 0.50" in text  # orchestra IID, golden mean ± std
-        assert "62.00 ± 2.00" in text  # fedavg_simclr α=0.1
-        assert "incomplete: 61.00, 62.00" in text  # fedu α=0.1 has two of three seeds
-        # the injected method has only α=0.1: its other partitions are missing
-        assert "missing" in text
-        assert "unverified" in text
-        # reference points sit in their own block and have no rank
-        refs = table.find_element(By.CSS_SELECTOR, "tbody.refs")
-        assert "no_pretrain" in refs.text and "vit_tiny" in refs.text  # two backbones, named
-        assert all(
-            r.find_elements(By.TAG_NAME, "td")[5].text == "—"
-            for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)")
-        )
+    driver.get(f"{base}/tracks/cifar10-knn.html")
+    table = driver.find_element(By.ID, "track-table")
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr:not(.group-head)")
+    data = json.loads((out / "data.json").read_text())
+    track = next(t for t in data["tracks"] if t["id"] == "cifar10-knn")
+    assert len(rows) == len(track["rows"])
+    text = table.text
+    for method in ("fedavg_simclr", "orchestra", "fedu", "no_pretrain", "central_ssl"):
+        assert method in text
+    assert "75.50 ± 0.50" in text  # orchestra IID, golden mean ± std
+    assert "62.00 ± 2.00" in text  # fedavg_simclr α=0.1
+    assert "incomplete: 61.00, 62.00" in text  # fedu α=0.1 has two of three seeds
+    # the injected method has only α=0.1: its other partitions are missing
+    assert "missing" in text
+    assert "unverified" in text
+    # reference points sit in their own block and have no rank
+    refs = table.find_element(By.CSS_SELECTOR, "tbody.refs")
+    assert "no_pretrain" in refs.text and "vit_tiny" in refs.text  # two backbones, named
+    assert all(
+        r.find_elements(By.TAG_NAME, "td")[5].text == "—"
+        for r in refs.find_elements(By.CSS_SELECTOR, "tr:not(.group-head)")
+    )
 
-        # the script-named machine renders as text, and no script ran
-        assert "<script>alert(1)</script>" in text
-        assert not driver.find_elements(By.XPATH, "//tbody//script")
-        assert driver.execute_script("return window.__pwned === undefined")
+    # the script-named machine renders as text, and no script ran
+    assert "<script>alert(1)</script>" in text
+    assert not driver.find_elements(By.XPATH, "//tbody//script")
+    assert driver.execute_script("return window.__pwned === undefined")
 
-        # the plots are inline SVG whose points carry a hover title and a link
-        for plot_id in ("comm-plot", "alpha-plot"):
-            svg = driver.find_element(By.ID, plot_id)
-            titles = svg.find_elements(By.TAG_NAME, "title")
-            assert titles and any("orchestra" in t.get_attribute("textContent") for t in titles)
+    # the plots are inline SVG whose points carry a hover title and a link
+    for plot_id in ("comm-plot", "alpha-plot"):
+        svg = driver.find_element(By.ID, plot_id)
+        titles = svg.find_elements(By.TAG_NAME, "title")
+        assert titles and any("orchestra" in t.get_attribute("textContent") for t in titles)
 
-        # sorting the mean column: best first (higher is better), then reversed; reference points
-        # stay apart
-        def column(idx: int) -> list[str]:
-            body = table.find_elements(By.TAG_NAME, "tbody")[0]
-            return [
-                r.find_elements(By.TAG_NAME, "td")[idx].get_attribute("data-sort") or ""
-                for r in body.find_elements(By.TAG_NAME, "tr")
-            ]
+    # sorting the mean column: best first (higher is better), then reversed; reference points
+    # stay apart
+    def column(idx: int) -> list[str]:
+        body = table.find_elements(By.TAG_NAME, "tbody")[0]
+        return [
+            r.find_elements(By.TAG_NAME, "td")[idx].get_attribute("data-sort") or ""
+            for r in body.find_elements(By.TAG_NAME, "tr")
+        ]
 
-        header = table.find_elements(By.CSS_SELECTOR, "thead th")[2]
-        header.click()
-        desc = [float(v) for v in column(2) if v]
-        assert desc == sorted(desc, reverse=True) and desc[0] == 75.5
-        assert header.get_attribute("aria-sort") == "descending"
-        header.click()
-        asc = [float(v) for v in column(2) if v]
-        assert asc == sorted(asc)
-        assert "Reference points" in table.find_element(By.CSS_SELECTOR, "tbody.refs tr").text
-        driver.save_screenshot(str(artifacts_dir / "leaderboard_track.png"))
+    header = table.find_elements(By.CSS_SELECTOR, "thead th")[2]
+    header.click()
+    desc = [float(v) for v in column(2) if v]
+    assert desc == sorted(desc, reverse=True) and desc[0] == 75.5
+    assert header.get_attribute("aria-sort") == "descending"
+    header.click()
+    asc = [float(v) for v in column(2) if v]
+    assert asc == sorted(asc)
+    assert "Reference points" in table.find_element(By.CSS_SELECTOR, "tbody.refs tr").text
+    driver.save_screenshot(str(artifacts_dir / "leaderboard_track.png"))
 
-        # cell page: the javascript: link from the record is not a link
-        cells = next(r for r in track["rows"] if r["method"] == "fedema")["cell_ids"]
-        for cell_id in cells:
-            driver.get(f"{base}/cells/{cell_id}.html")
-            assert not [
-                a
-                for a in driver.find_elements(By.TAG_NAME, "a")
-                if (a.get_attribute("href") or "").startswith("javascript")
-            ]
-        driver.get(f"{base}/skipped.html")
-        assert "truncated.json" in driver.find_element(By.ID, "skipped-table").text
+    # cell page: the javascript: link from the record is not a link
+    cells = next(r for r in track["rows"] if r["method"] == "fedema")["cell_ids"]
+    for cell_id in cells:
+        driver.get(f"{base}/cells/{cell_id}.html")
+        assert not [
+            a
+            for a in driver.find_elements(By.TAG_NAME, "a")
+            if (a.get_attribute("href") or "").startswith("javascript")
+        ]
+    driver.get(f"{base}/skipped.html")
+    assert "truncated.json" in driver.find_element(By.ID, "skipped-table").text
 
-        urls, _ = _network(driver)
-        network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
-        assert network and all(u.startswith(base + "/") for u in network), network
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    urls, _ = _network(driver)
+    network = [u for u in urls if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
+    assert network and all(u.startswith(base + "/") for u in network), network
 
 
-def test_site_built_from_the_repository_results(tmp_path: Path, artifacts_dir: Path) -> None:
+def test_site_built_from_the_repository_results(repo_site, driver, tmp_path: Path) -> None:
     """What CI publishes: the site built from results/. When results/records holds records, its
     summary tables are non-empty in the browser; the index always renders and scrolls only
     vertically."""
     from selenium.webdriver.common.by import By
 
-    out = tmp_path / "site"
-    build_site([REPO / "results"], out)
-    server, base = _serve(out)
-    driver = _driver(tmp_path / "profile")
-    try:
-        for width in WIDTHS:
-            _check_page(driver, base, out, "index.html", width, tmp_path)
-        records = REPO / "results" / "records"
-        if records.exists() and any(records.rglob("*.json")):
-            links = driver.find_elements(By.CSS_SELECTOR, "#summaries a")
-            assert links, "results/records holds records but the index lists no summary table"
-            for href in [a.get_attribute("href") for a in links]:
-                driver.get(href)
-                assert driver.find_elements(By.CSS_SELECTOR, "#summary-table tbody td.num a")
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    out, base = repo_site  # built from results/ once for the session's browser tests
+    for width in WIDTHS:
+        _check_page(driver, base, out, "index.html", width, tmp_path)
+    records = REPO / "results" / "records"
+    if records.exists() and any(records.rglob("*.json")):
+        links = driver.find_elements(By.CSS_SELECTOR, "#summaries a")
+        assert links, "results/records holds records but the index lists no summary table"
+        for href in [a.get_attribute("href") for a in links]:
+            driver.get(href)
+            assert driver.find_elements(By.CSS_SELECTOR, "#summary-table tbody td.num a")
 
 
 def test_fixture_values_are_golden() -> None:
@@ -351,64 +331,55 @@ def _plot_text_px(driver) -> list[float]:
         return out;""")
 
 
-def test_the_answer_comes_first_and_plots_stay_legible(tmp_path: Path, artifacts_dir: Path) -> None:
+def test_the_answer_comes_first_and_plots_stay_legible(repo_site, driver) -> None:
     """Issue 31: on the site built from results/, at 1400 and 400 px, the index and the digits
     summary show the leader, its Δ to the runner-up and the paired margins over random init and
     calibrated random init; the plots' text is at least 10 px at 400 px; a partition header sorts
     (it does not navigate); a filter hides columns."""
     from selenium.webdriver.common.by import By
 
-    out = tmp_path / "site"
-    build_site([REPO / "results"], out)
+    out, base = repo_site
     # the shipped records are the digits quickstart: a site without its summary is a defect, not a skip
     assert (out / "datasets" / "digits.html").exists(), "results/ built no digits summary"
-    server, base = _serve(out)
-    driver = _driver(tmp_path / "profile")
-    try:
-        for width in WIDTHS:
-            _resize(driver, width)
-            for path in ANSWER_PAGES:
-                driver.get(f"{base}/{path}")
-                _answer_checks(driver, path, width)
-            driver.get(f"{base}/tracks/digits-quickstart-knn.html")
-            sizes = _plot_text_px(driver)
-            assert sizes and min(sizes) >= 10, (width, min(sizes or [0]))
-        _resize(driver, 1400)
-        driver.get(f"{base}/datasets/digits.html")
-        table = driver.find_element(By.ID, "summary-table")
-        second_row = table.find_elements(By.CSS_SELECTOR, "thead tr")[1]
-        header = second_row.find_elements(By.TAG_NAME, "th")[0]
-        header.click()
-        assert driver.current_url.endswith("/datasets/digits.html")  # it sorted, not navigated
-        assert header.get_attribute("aria-sort")
-        col = int(header.get_attribute("data-col"))
-        values = [
-            r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
-            for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")
+    for width in WIDTHS:
+        _resize(driver, width)
+        for path in ANSWER_PAGES:
+            driver.get(f"{base}/{path}")
+            _answer_checks(driver, path, width)
+        driver.get(f"{base}/tracks/digits-quickstart-knn.html")
+        sizes = _plot_text_px(driver)
+        assert sizes and min(sizes) >= 10, (width, min(sizes or [0]))
+    _resize(driver, 1400)
+    driver.get(f"{base}/datasets/digits.html")
+    table = driver.find_element(By.ID, "summary-table")
+    second_row = table.find_elements(By.CSS_SELECTOR, "thead tr")[1]
+    header = second_row.find_elements(By.TAG_NAME, "th")[0]
+    header.click()
+    assert driver.current_url.endswith("/datasets/digits.html")  # it sorted, not navigated
+    assert header.get_attribute("aria-sort")
+    col = int(header.get_attribute("data-col"))
+    values = [
+        r.find_elements(By.CSS_SELECTOR, "th, td")[col].get_attribute("data-sort")
+        for r in table.find_elements(By.CSS_SELECTOR, "tbody:not(.refs) tr")
+    ]
+    numbers = [float(v) for v in values if v]
+    assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
+    iid = driver.find_element(
+        By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]'
+    )
+    iid.click()
+    heads = table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+    visible = [th.text for th in heads if th.is_displayed()]
+    assert visible and set(visible) == {"IID"}
+    assert driver.current_url.endswith("/datasets/digits.html")
+    iid.click()
+    assert len(
+        [
+            th
+            for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
+            if th.is_displayed()
         ]
-        numbers = [float(v) for v in values if v]
-        assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
-        iid = driver.find_element(
-            By.CSS_SELECTOR, 'a.filter[data-filter="partition"][data-value="IID"]'
-        )
-        iid.click()
-        heads = table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
-        visible = [th.text for th in heads if th.is_displayed()]
-        assert visible and set(visible) == {"IID"}
-        assert driver.current_url.endswith("/datasets/digits.html")
-        iid.click()
-        assert len(
-            [
-                th
-                for th in table.find_elements(By.CSS_SELECTOR, "thead tr:nth-child(2) th")
-                if th.is_displayed()
-            ]
-        ) > len(visible)
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    ) > len(visible)
 
 
 RANK_COLUMN = 5  # the track table's rank column (0-based): method, partition, mean, CI, seeds, rank
@@ -421,49 +392,40 @@ def _ranked(rank_cell: str) -> bool:
     return bool(first) and first[0].strip().isdigit()
 
 
-def test_no_ranked_row_hides_its_flag_at_400_px(tmp_path: Path, artifacts_dir: Path) -> None:
+def test_no_ranked_row_hides_its_flag_at_400_px(repo_site, driver, artifacts_dir: Path) -> None:
     """Issue 54: at 400 px the not-like-for-like flag is the 11th column of the track table, off
     screen while the rank is on it. Scrolled to its rank, every flagged ranked row shows its flag
     on screen (the badge in the sticky method cell); the summary's flagged rows show theirs too."""
     from selenium.webdriver.common.by import By
 
-    out = tmp_path / "site"
-    build_site([REPO / "results"], out)
-    server, base = _serve(out)
-    driver = _driver(tmp_path / "profile")
-    try:
-        _resize(driver, 400)
-        driver.get(f"{base}/tracks/digits-quickstart-knn.html")
-        width = driver.execute_script("return document.documentElement.clientWidth")
-        flagged = [
-            r
-            for r in driver.find_elements(By.CSS_SELECTOR, "#track-table > tbody:not(.refs) > tr")
-            if "not like for like" in r.find_element(By.CSS_SELECTOR, "td.flags").text
-            and _ranked(r.find_elements(By.TAG_NAME, "td")[RANK_COLUMN].text)
-        ]
-        assert len(flagged) >= 4  # flesd and orchestra (budget, data), fedmae (backbone) ×2
-        for row in flagged:
-            rank = row.find_elements(By.TAG_NAME, "td")[RANK_COLUMN]
-            driver.execute_script(
-                "var box = arguments[0].closest('.scroll');"
-                "box.scrollLeft = arguments[0].offsetLeft - 150;"
-                "arguments[0].scrollIntoView({block: 'center', inline: 'nearest'});",
-                rank,
-            )
-            r_box = driver.execute_script("return arguments[0].getBoundingClientRect()", rank)
-            assert 0 <= r_box["left"] and r_box["right"] <= width, r_box
-            badge = row.find_element(By.CSS_SELECTOR, ".narrow-flag")
-            b_box = driver.execute_script("return arguments[0].getBoundingClientRect()", badge)
-            assert badge.is_displayed() and 0 <= b_box["left"] and b_box["right"] <= width, b_box
-        driver.save_screenshot(str(artifacts_dir / "leaderboard_track_flags_400.png"))
-        driver.get(f"{base}/datasets/digits.html")
-        rows = driver.find_elements(By.CSS_SELECTOR, "#summary-table > tbody:not(.refs) > tr")
-        shown = [r for r in rows if r.find_elements(By.CSS_SELECTOR, ".narrow-flag")]
-        assert shown and all(
-            r.find_element(By.CSS_SELECTOR, ".narrow-flag").is_displayed() for r in shown
+    _, base = repo_site
+    _resize(driver, 400)
+    driver.get(f"{base}/tracks/digits-quickstart-knn.html")
+    width = driver.execute_script("return document.documentElement.clientWidth")
+    flagged = [
+        r
+        for r in driver.find_elements(By.CSS_SELECTOR, "#track-table > tbody:not(.refs) > tr")
+        if "not like for like" in r.find_element(By.CSS_SELECTOR, "td.flags").text
+        and _ranked(r.find_elements(By.TAG_NAME, "td")[RANK_COLUMN].text)
+    ]
+    assert len(flagged) >= 4  # flesd and orchestra (budget, data), fedmae (backbone) ×2
+    for row in flagged:
+        rank = row.find_elements(By.TAG_NAME, "td")[RANK_COLUMN]
+        driver.execute_script(
+            "var box = arguments[0].closest('.scroll');"
+            "box.scrollLeft = arguments[0].offsetLeft - 150;"
+            "arguments[0].scrollIntoView({block: 'center', inline: 'nearest'});",
+            rank,
         )
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+        r_box = driver.execute_script("return arguments[0].getBoundingClientRect()", rank)
+        assert 0 <= r_box["left"] and r_box["right"] <= width, r_box
+        badge = row.find_element(By.CSS_SELECTOR, ".narrow-flag")
+        b_box = driver.execute_script("return arguments[0].getBoundingClientRect()", badge)
+        assert badge.is_displayed() and 0 <= b_box["left"] and b_box["right"] <= width, b_box
+    driver.save_screenshot(str(artifacts_dir / "leaderboard_track_flags_400.png"))
+    driver.get(f"{base}/datasets/digits.html")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#summary-table > tbody:not(.refs) > tr")
+    shown = [r for r in rows if r.find_elements(By.CSS_SELECTOR, ".narrow-flag")]
+    assert shown and all(
+        r.find_element(By.CSS_SELECTOR, ".narrow-flag").is_displayed() for r in shown
+    )

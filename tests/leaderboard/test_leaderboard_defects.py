@@ -221,8 +221,16 @@ PLUGIN_SOURCE = textwrap.dedent(
 )
 
 
-@pytest.fixture()
-def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site built with an installed plugin method's records, once for the two tests that only
+    read its pages (the plugin's source, paper and provenance are read while the site is built,
+    under the patches, which are undone before the tests run)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _plugin_site(tmp_path_factory.mktemp("plugin-site"), monkeypatch)
+
+
+def _plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pkg = tmp_path / "path" / "fssl_fake_plugin"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise ImportError('the site must not import a plugin')\n")
