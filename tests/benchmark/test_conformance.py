@@ -30,6 +30,7 @@ from benchmark.api import (
 )
 from benchmark.commands.check_method import check_method, smoke_cell
 from benchmark.contracts.registries import METHODS, load_builtins
+from benchmark.engine.rounds import sample_clients
 
 load_builtins()
 REPO = Path(__file__).resolve().parents[2]
@@ -399,10 +400,15 @@ def test_every_registered_method_conforms(name: str) -> None:
     """Structural conformance of every method (interface, finite losses, declared payloads,
     determinism, resume). The kNN-above-random-init check needs a training budget per method; it is
     exercised for the reference SSL method below and by `python -m benchmark check-method NAME`."""
-    # 2 of 10 clients a round (check-method's default: 2 of 3, each with a third of the data): the
-    # same 2 rounds, kill and resume, now with clients that join in round 2 and clients left out,
-    # on a tenth of the data each (a method's structure does not need more steps to show)
-    report = check_method(name, knn=False, clients=10, participation=0.2)
+    # 3 of 8 clients a round (check-method's default: 2 of 3, each with a third of the data): the
+    # same 2 rounds, kill and resume, on an eighth of the data each (a method's structure does not
+    # need more steps to show), with a client sampled on both sides of the kill (its restored state
+    # is trained on again), clients that join in round 2 and clients left out
+    clients, participation = 8, 0.375
+    per_round = int(participation * clients)
+    before, after = (set(sample_clients(0, r, clients, per_round)) for r in (1, 2))
+    assert before & after and before ^ after and len(before | after) < clients
+    report = check_method(name, knn=False, clients=clients, participation=participation)
     assert report.ok, report.format()
 
 

@@ -46,8 +46,22 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture()
 def driver(browser: Any) -> Any:
     """The module's chromium as a new one starts: a blank page at its window size (no viewport
-    override), no cookie or cached file, an empty network log, the default script timeout."""
+    override), no cookie, stored data or cached file, an empty network log, the default script
+    timeout; an alert or a window a failed test left open is closed first, so its failure stays
+    its own."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        browser.switch_to.alert.dismiss()
+    except NoAlertPresentException:
+        pass
+    first, *others = browser.window_handles
+    for handle in others:
+        browser.switch_to.window(handle)
+        browser.close()
+    browser.switch_to.window(first)
     browser.get("about:blank")
+    browser.execute_cdp_cmd("Storage.clearDataForOrigin", {"origin": "*", "storageTypes": "all"})
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     browser.execute_cdp_cmd("Network.clearBrowserCache", {})
     browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
