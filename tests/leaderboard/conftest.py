@@ -16,16 +16,12 @@ def repo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     """The site CI publishes, built from results/, served locally: (folder, base URL)."""
     from leaderboard.build import REPO
     from leaderboard.site import build_site
-    from tests.leaderboard.test_leaderboard_browser import _serve
+    from tests.leaderboard.test_leaderboard_browser import _served
 
     out = tmp_path_factory.mktemp("repo-site") / "site"
     build_site([REPO / "results"], out)
-    server, base = _serve(out)
-    try:
-        yield out, base
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _served(out) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ site, nothing is requested outside the local server and nothing 404s (favicon in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -65,10 +66,16 @@ def _driver(profile: Path):
     return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
 
 
-def _serve(out: Path):
+@contextlib.contextmanager
+def _served(out: Path):
+    """The built site at ``out`` served locally for the block: (folder, base URL)."""
     server = make_server(out, 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield out, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture()
@@ -90,12 +97,8 @@ def site(tmp_path: Path):
     write_raw(tmp_path / "results", "truncated.json", '{"schema_version": 1, "cell_id": "ab')
     out = tmp_path / "site"
     build_site([tmp_path / "results"], out)
-    server, base = _serve(out)
-    try:
-        yield out, base
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _served(out) as served:
+        yield served
 
 
 def _resize(driver, width: int) -> None:
